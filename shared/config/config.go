@@ -1,0 +1,117 @@
+// Package config reads the service configuration from the environment. Every
+// function reads the same variables; Terraform sets them by these names.
+package config
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sethvargo/go-envconfig"
+)
+
+// Config is the whole configuration, built from small sub-configs.
+type Config struct {
+	Project   string `env:"GOOGLE_CLOUD_PROJECT, default=local-project"`
+	Spanner   Spanner
+	Bigtable  Bigtable
+	Firestore Firestore
+	PubSub    PubSub
+	Auth      Auth
+	HTTP      HTTP
+	Counters  Counters
+	History   History
+}
+
+type Spanner struct {
+	Instance string `env:"SPANNER_INSTANCE, default=engagement"`
+	Database string `env:"SPANNER_DATABASE, default=engagement"`
+	// EmulatorHost is read by the client library too; set means "the
+	// emulator", which runs one read-write transaction at a time.
+	EmulatorHost string `env:"SPANNER_EMULATOR_HOST"`
+}
+
+// DatabasePath is the full Spanner database name.
+func (c *Config) DatabasePath() string {
+	return fmt.Sprintf("projects/%s/instances/%s/databases/%s", c.Project, c.Spanner.Instance, c.Spanner.Database)
+}
+
+type Bigtable struct {
+	Instance string `env:"BIGTABLE_INSTANCE, default=engagement"`
+	// AppProfile routes a user's reads to the cluster that took their writes
+	// (single-cluster routing) in a replicated instance; empty is the default profile.
+	AppProfile   string `env:"BIGTABLE_APP_PROFILE"`
+	EmulatorHost string `env:"BIGTABLE_EMULATOR_HOST"`
+}
+
+type Firestore struct {
+	Database     string `env:"FIRESTORE_DATABASE, default=(default)"`
+	EmulatorHost string `env:"FIRESTORE_EMULATOR_HOST"`
+}
+
+type PubSub struct {
+	HistoryTopic string `env:"HISTORY_TOPIC, default=history-events"`
+	CounterTopic string `env:"COUNTER_TOPIC, default=counter-events"`
+	EmulatorHost string `env:"PUBSUB_EMULATOR_HOST"`
+}
+
+type Auth struct {
+	// Audience is the Firebase project id; the issuer defaults to
+	// https://securetoken.google.com/<audience>.
+	Audience string `env:"AUTH_AUDIENCE, default=local-project"`
+	Issuer   string `env:"AUTH_ISSUER"`
+	// JWKSURL is where the signing keys are published: Google's securetoken
+	// key set in the cloud, the local issuer's key set locally.
+	JWKSURL string `env:"AUTH_JWKS_URL, default=https://www.googleapis.com/service_accounts/v1/jwk/securetoken@system.gserviceaccount.com"`
+}
+
+// TokenIssuer is the issuer the verifier expects.
+func (a Auth) TokenIssuer() string {
+	if a.Issuer != "" {
+		return a.Issuer
+	}
+	return "https://securetoken.google.com/" + a.Audience
+}
+
+type HTTP struct {
+	Port string `env:"PORT, default=8080"`
+	// AllowedOrigins are the browser origins answered by CORS; "*" allows any.
+	AllowedOrigins []string      `env:"CORS_ALLOWED_ORIGINS"`
+	CountsMaxAge   time.Duration `env:"COUNTS_MAX_AGE, default=2s"`
+	RequestTimeout time.Duration `env:"REQUEST_TIMEOUT, default=10s"`
+	// RateLimits "off" switches the per-user limits off (load tests of one user).
+	RateLimits string `env:"RATE_LIMITS, default=on"`
+	// PageTokenSecret signs page tokens so that they cannot be forged or
+	// replayed by another user.
+	PageTokenSecret string `env:"PAGE_TOKEN_SECRET, default=local-page-token-secret"`
+}
+
+type Counters struct {
+	RollupInterval  time.Duration `env:"ROLLUP_INTERVAL, default=5s"`
+	ReactionsPerMin int           `env:"RATE_LIMIT_REACTIONS, default=60"`
+	CommentsPerMin  int           `env:"RATE_LIMIT_COMMENTS, default=10"`
+	HistoryPerMin   int           `env:"RATE_LIMIT_HISTORY, default=120"`
+}
+
+type History struct {
+	// MaxAgeDays is the table-level retention (Bigtable GC max age).
+	MaxAgeDays int `env:"HISTORY_MAX_AGE_DAYS, default=1096"`
+}
+
+// FromEnv reads the configuration from the process environment.
+func FromEnv(ctx context.Context) (*Config, error) {
+	var c Config
+	if err := envconfig.Process(ctx, &c); err != nil {
+		return nil, fmt.Errorf("config.FromEnv: %w", err)
+	}
+	return &c, nil
+}
+
+// FromLookuper reads the configuration from l (tests, the local stack).
+func FromLookuper(ctx context.Context, l envconfig.Lookuper) (*Config, error) {
+	var c Config
+	if err := envconfig.ProcessWith(ctx, &envconfig.Config{Target: &c, Lookuper: l}); err != nil {
+		return nil, fmt.Errorf("config.FromLookuper: %w", err)
+	}
+	return &c, nil
+}

@@ -1,0 +1,187 @@
+// Package topology holds the names of every Google Cloud resource the system
+// uses. The same topology.json and ddl/*.sql files are read by the Go code, by
+// the local stack that provisions the emulators, and by Terraform, so the three
+// can never disagree about a topic, a table or a column family.
+package topology
+
+import (
+	"embed"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strings"
+)
+
+//go:embed topology.json ddl/*.sql
+var files embed.FS
+
+// Topology is the decoded topology.json.
+type Topology struct {
+	Spanner   Spanner     `json:"spanner"`
+	Bigtable  Bigtable    `json:"bigtable"`
+	Firestore Firestore   `json:"firestore"`
+	PubSub    PubSub      `json:"pubsub"`
+	Functions []Function  `json:"functions"`
+	Scheduler []Scheduled `json:"scheduler"`
+}
+
+type Spanner struct {
+	Instance string `json:"instance"`
+	Database string `json:"database"`
+	DDLDir   string `json:"ddlDir"`
+}
+
+type Bigtable struct {
+	Instance string           `json:"instance"`
+	Tables   []Table          `json:"tables"`
+	Defaults map[string]int64 `json:"defaults"`
+}
+
+type Table struct {
+	Name     string   `json:"name"`
+	Families []Family `json:"families"`
+}
+
+// Family is a column family. Its GC policy is a maximum age in days, taken from
+// the named variable (a Terraform variable in the cloud, an environment
+// override locally) with the default in Bigtable.Defaults.
+type Family struct {
+	Name          string `json:"name"`
+	MaxAgeDaysVar string `json:"maxAgeDaysVar"`
+}
+
+type Firestore struct {
+	Collections map[string]string `json:"collections"`
+	TTLFields   []TTLField        `json:"ttlFields"`
+}
+
+type TTLField struct {
+	Collection string `json:"collection"`
+	Field      string `json:"field"`
+}
+
+type PubSub struct {
+	Topics                       []Topic  `json:"topics"`
+	DeadLetterSubscriptionSuffix string   `json:"deadLetterSubscriptionSuffix"`
+	Delivery                     Delivery `json:"delivery"`
+}
+
+type Topic struct {
+	Name            string         `json:"name"`
+	DeadLetterTopic string         `json:"deadLetterTopic"`
+	Subscriptions   []Subscription `json:"subscriptions"`
+}
+
+// Subscription is a push subscription delivering to an event function.
+type Subscription struct {
+	Name     string `json:"name"`
+	Function string `json:"function"`
+}
+
+type Delivery struct {
+	AckDeadlineSeconds      int `json:"ackDeadlineSeconds"`
+	MaxDeliveryAttempts     int `json:"maxDeliveryAttempts"`
+	MinimumBackoffSeconds   int `json:"minimumBackoffSeconds"`
+	MaximumBackoffSeconds   int `json:"maximumBackoffSeconds"`
+	MessageRetentionSeconds int `json:"messageRetentionSeconds"`
+}
+
+// Function kinds.
+const (
+	KindHTTP      = "http"      // public API, behind the gateway
+	KindScheduled = "scheduled" // HTTP, called by Cloud Scheduler with OIDC
+	KindEvent     = "event"     // CloudEvent, triggered by a Pub/Sub push
+)
+
+type Function struct {
+	Name   string   `json:"name"`
+	Kind   string   `json:"kind"`
+	Public bool     `json:"public"`
+	Routes []string `json:"routes"`
+}
+
+// Scheduled is a Cloud Scheduler job calling a scheduled function.
+type Scheduled struct {
+	Name     string         `json:"name"`
+	Function string         `json:"function"`
+	Schedule string         `json:"schedule"`
+	Body     map[string]any `json:"body"`
+}
+
+// Load decodes the embedded topology.
+func Load() (*Topology, error) {
+	b, err := files.ReadFile("topology.json")
+	if err != nil {
+		return nil, fmt.Errorf("topology.Load: %w", err)
+	}
+	var t Topology
+	if err := json.Unmarshal(b, &t); err != nil {
+		return nil, fmt.Errorf("topology.Load: %w", err)
+	}
+	return &t, nil
+}
+
+// MustLoad is Load for program start-up and tests; the file is embedded, so
+// a failure is a build defect.
+func MustLoad() *Topology {
+	t, err := Load()
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// DDL returns the Spanner DDL statements of every ddl/*.sql file, in file name
+// order, split on ';'. Terraform splits the same files the same way.
+func DDL() ([]string, error) {
+	names, err := fs.Glob(files, "ddl/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	var stmts []string
+	for _, n := range names {
+		b, err := files.ReadFile(n)
+		if err != nil {
+			return nil, err
+		}
+		stmts = append(stmts, SplitDDL(string(b))...)
+	}
+	return stmts, nil
+}
+
+// SplitDDL splits a file of DDL statements on ';', dropping '--' comment lines
+// and empty statements.
+func SplitDDL(src string) []string {
+	var kept []string
+	for _, line := range strings.Split(src, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "--") {
+			continue
+		}
+		kept = append(kept, line)
+	}
+	var stmts []string
+	for _, s := range strings.Split(strings.Join(kept, "\n"), ";") {
+		if s = strings.TrimSpace(s); s != "" {
+			stmts = append(stmts, s)
+		}
+	}
+	return stmts
+}
+
+// Function returns the function of that name.
+func (t *Topology) Function(name string) (Function, bool) {
+	for _, f := range t.Functions {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return Function{}, false
+}
+
+// DeadLetterSubscription names the pull subscription kept on a dead-letter
+// topic so that nothing dead-lettered is lost silently.
+func (p PubSub) DeadLetterSubscription(deadLetterTopic string) string {
+	return deadLetterTopic + p.DeadLetterSubscriptionSuffix
+}
