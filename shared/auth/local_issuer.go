@@ -1,0 +1,263 @@
+package auth
+
+// This file is for the local stack and tests only: no deployed function may
+// reference LocalIssuer or serve its handlers.
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/MicahParks/jwkset"
+	"github.com/golang-jwt/jwt/v5"
+)
+
+const (
+	localKeyBits    = 2048
+	localTokenTTL   = time.Hour
+	localJWKSMaxAge = 300 // seconds
+)
+
+// LocalIssuer mints RS256 tokens shaped like Firebase ID tokens with a key it
+// generated, and publishes that key as a JWKS. The local stack and tests use
+// it in place of Firebase Auth.
+type LocalIssuer struct {
+	audience string
+	key      *rsa.PrivateKey
+	kid      string
+	jwks     []byte
+	now      func() time.Time
+}
+
+// NewLocalIssuer generates a 2048-bit RSA key for tokens of the given
+// audience (the Firebase project id).
+func NewLocalIssuer(audience string) (*LocalIssuer, error) {
+	if audience == "" {
+		return nil, errors.New("auth.NewLocalIssuer: empty audience")
+	}
+	key, err := rsa.GenerateKey(rand.Reader, localKeyBits)
+	if err != nil {
+		return nil, fmt.Errorf("auth.NewLocalIssuer: %w", err)
+	}
+	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return nil, fmt.Errorf("auth.NewLocalIssuer: %w", err)
+	}
+	sum := sha256.Sum256(der)
+	kid := "local-" + base64.RawURLEncoding.EncodeToString(sum[:12])
+	jwk, err := jwkset.NewJWKFromKey(&key.PublicKey, jwkset.JWKOptions{
+		Metadata: jwkset.JWKMetadataOptions{ALG: jwkset.AlgRS256, KID: kid, USE: jwkset.UseSig},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("auth.NewLocalIssuer: %w", err)
+	}
+	jwks, err := json.Marshal(jwkset.JWKSMarshal{Keys: []jwkset.JWKMarshal{jwk.Marshal()}})
+	if err != nil {
+		return nil, fmt.Errorf("auth.NewLocalIssuer: %w", err)
+	}
+	return &LocalIssuer{audience: audience, key: key, kid: kid, jwks: jwks, now: time.Now}, nil
+}
+
+// Issuer is the iss of the tokens, as Firebase would set it.
+func (i *LocalIssuer) Issuer() string {
+	return "https://securetoken.google.com/" + i.audience
+}
+
+// KeyID is the kid of the issuer's key.
+func (i *LocalIssuer) KeyID() string { return i.kid }
+
+// JWKS is the public key set as JSON.
+func (i *LocalIssuer) JWKS() []byte { return append([]byte(nil), i.jwks...) }
+
+type mintOptions struct {
+	moderator bool
+	issuedAt  time.Time
+	expiresAt time.Time
+	audience  string
+	issuer    string
+	kid       string
+	signWith  *LocalIssuer
+	alg       string // "RS256", "none" or "HS256"
+	extra     map[string]any
+}
+
+// MintOption changes a minted token; most exist to mint bad tokens in tests.
+type MintOption func(*mintOptions)
+
+// Moderator adds the custom claim "moderator": true.
+func Moderator() MintOption { return func(o *mintOptions) { o.moderator = true } }
+
+// IssuedAt sets iat and auth_time (default now); exp follows one hour later
+// unless ExpiresAt is given.
+func IssuedAt(t time.Time) MintOption { return func(o *mintOptions) { o.issuedAt = t } }
+
+// ExpiresAt sets exp.
+func ExpiresAt(t time.Time) MintOption { return func(o *mintOptions) { o.expiresAt = t } }
+
+// Audience sets aud.
+func Audience(aud string) MintOption { return func(o *mintOptions) { o.audience = aud } }
+
+// Issuer sets iss.
+func Issuer(iss string) MintOption { return func(o *mintOptions) { o.issuer = iss } }
+
+// KeyID sets the header's kid.
+func KeyID(kid string) MintOption { return func(o *mintOptions) { o.kid = kid } }
+
+// SignWith signs with other's key while naming this issuer's kid: a token
+// whose signature does not match the published key.
+func SignWith(other *LocalIssuer) MintOption { return func(o *mintOptions) { o.signWith = other } }
+
+// AlgNone mints an unsigned token with "alg": "none".
+func AlgNone() MintOption { return func(o *mintOptions) { o.alg = "none" } }
+
+// HS256WithPublicKey mints an HS256 token whose HMAC secret is the issuer's
+// public key in PEM: the algorithm-confusion attack on RS256 verifiers.
+func HS256WithPublicKey() MintOption { return func(o *mintOptions) { o.alg = "HS256" } }
+
+// withClaim sets (or, with a nil value, removes) any claim: tests only.
+func withClaim(name string, value any) MintOption {
+	return func(o *mintOptions) {
+		if o.extra == nil {
+			o.extra = map[string]any{}
+		}
+		o.extra[name] = value
+	}
+}
+
+// Mint returns a signed token for uid. It does not validate uid, so that
+// tests can mint tokens with an empty or overlong sub.
+func (i *LocalIssuer) Mint(uid string, opts ...MintOption) (string, error) {
+	o := mintOptions{
+		issuedAt: i.now(),
+		audience: i.audience,
+		issuer:   i.Issuer(),
+		kid:      i.kid,
+		signWith: i,
+		alg:      jwt.SigningMethodRS256.Alg(),
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.expiresAt.IsZero() {
+		o.expiresAt = o.issuedAt.Add(localTokenTTL)
+	}
+	c := jwt.MapClaims{
+		"iss":       o.issuer,
+		"aud":       o.audience,
+		"auth_time": o.issuedAt.Unix(),
+		"user_id":   uid,
+		"sub":       uid,
+		"iat":       o.issuedAt.Unix(),
+		"exp":       o.expiresAt.Unix(),
+		"firebase": map[string]any{
+			"identities":       map[string]any{},
+			"sign_in_provider": "custom",
+		},
+	}
+	if o.moderator {
+		c["moderator"] = true
+	}
+	for name, value := range o.extra {
+		if value == nil {
+			delete(c, name)
+		} else {
+			c[name] = value
+		}
+	}
+
+	var (
+		t   *jwt.Token
+		key any
+	)
+	switch o.alg {
+	case "none":
+		t, key = jwt.NewWithClaims(jwt.SigningMethodNone, c), jwt.UnsafeAllowNoneSignatureType
+	case "HS256":
+		der, err := x509.MarshalPKIXPublicKey(&i.key.PublicKey)
+		if err != nil {
+			return "", fmt.Errorf("auth.Mint: %w", err)
+		}
+		t, key = jwt.NewWithClaims(jwt.SigningMethodHS256, c), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+	default:
+		t, key = jwt.NewWithClaims(jwt.SigningMethodRS256, c), o.signWith.key
+	}
+	t.Header["kid"] = o.kid
+	s, err := t.SignedString(key)
+	if err != nil {
+		return "", fmt.Errorf("auth.Mint: %w", err)
+	}
+	return s, nil
+}
+
+// JWKSHandler serves the public key set.
+func (i *LocalIssuer) JWKSHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeLocalError(w, http.StatusMethodNotAllowed, "INVALID_ARGUMENT", "use GET")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "public, max-age="+strconv.Itoa(localJWKSMaxAge))
+		w.Write(i.jwks)
+	})
+}
+
+// TokenHandler answers GET ?uid=alice[&moderator=true] with {"idToken":"…"}.
+func (i *LocalIssuer) TokenHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			w.Header().Set("Allow", http.MethodGet)
+			writeLocalError(w, http.StatusMethodNotAllowed, "INVALID_ARGUMENT", "use GET")
+			return
+		}
+		q := r.URL.Query()
+		uid := q.Get("uid")
+		switch {
+		case uid == "":
+			writeLocalError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "uid is required")
+			return
+		case !utf8.ValidString(uid):
+			writeLocalError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "uid must be valid UTF-8")
+			return
+		case utf8.RuneCountInString(uid) > maxUIDLen:
+			writeLocalError(w, http.StatusBadRequest, "INVALID_ARGUMENT", fmt.Sprintf("uid must be at most %d characters", maxUIDLen))
+			return
+		}
+		var opts []MintOption
+		switch q.Get("moderator") {
+		case "", "false":
+		case "true":
+			opts = append(opts, Moderator())
+		default:
+			writeLocalError(w, http.StatusBadRequest, "INVALID_ARGUMENT", `moderator must be "true" or "false"`)
+			return
+		}
+		tok, err := i.Mint(uid, opts...)
+		if err != nil {
+			writeLocalError(w, http.StatusInternalServerError, "INTERNAL", "could not mint a token")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		json.NewEncoder(w).Encode(map[string]string{"idToken": tok})
+	})
+}
+
+func writeLocalError(w http.ResponseWriter, code int, status, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(map[string]any{
+		"error": map[string]any{"code": code, "status": status, "message": msg},
+	})
+}

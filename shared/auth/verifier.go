@@ -1,0 +1,190 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/videngage/engagement/shared/config"
+)
+
+const (
+	// leeway absorbs clock skew between the token issuer and this instance
+	// for exp, iat and auth_time.
+	leeway = time.Minute
+	// maxTokenLen bounds the work spent on a header: Firebase ID tokens are
+	// about 1 KB, custom claims at most 1,000 bytes.
+	maxTokenLen = 8 << 10
+)
+
+// Verifier checks Firebase ID tokens (RS256) against a JWKS. It is safe for
+// concurrent use; build one per instance.
+type Verifier struct {
+	issuer   string
+	audience string
+	now      func() time.Time
+	keys     *keySet
+	parser   *jwt.Parser
+}
+
+// Option configures a Verifier.
+type Option func(*Verifier)
+
+// WithHTTPClient sets the client that fetches the key set.
+func WithHTTPClient(c *http.Client) Option {
+	return func(v *Verifier) { v.keys.client = c }
+}
+
+// WithClock sets the time source for token times and key-set caching (tests).
+func WithClock(now func() time.Time) Option {
+	return func(v *Verifier) { v.now = now }
+}
+
+// WithLogger sets where key-set fetch failures are logged.
+func WithLogger(l *slog.Logger) Option {
+	return func(v *Verifier) { v.keys.log = l }
+}
+
+// WithRefreshIntervals sets the least time between two key-set fetches
+// caused by an unknown kid, and between two fetches after a failed one.
+func WithRefreshIntervals(unknownKID, afterFailure time.Duration) Option {
+	return func(v *Verifier) {
+		v.keys.policy.unknownKIDInterval = unknownKID
+		v.keys.policy.retryInterval = afterFailure
+	}
+}
+
+// NewVerifier builds a verifier for cfg. It does no I/O: the key set is
+// fetched on first use, so the JWKS endpoint need not be up yet.
+func NewVerifier(ctx context.Context, cfg config.Auth, opts ...Option) (*Verifier, error) {
+	if cfg.Audience == "" {
+		return nil, errors.New("auth.NewVerifier: empty audience (AUTH_AUDIENCE)")
+	}
+	u, err := url.Parse(cfg.JWKSURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, fmt.Errorf("auth.NewVerifier: JWKS URL %q (AUTH_JWKS_URL) is not an http(s) URL", cfg.JWKSURL)
+	}
+	v := &Verifier{
+		issuer:   cfg.TokenIssuer(),
+		audience: cfg.Audience,
+		now:      time.Now,
+		keys: &keySet{
+			url:    cfg.JWKSURL,
+			client: &http.Client{Timeout: defaultKeySetPolicy.fetchTimeout},
+			log:    slog.Default(),
+			policy: defaultKeySetPolicy,
+		},
+	}
+	for _, o := range opts {
+		o(v)
+	}
+	v.keys.now = v.now
+	v.parser = jwt.NewParser(
+		jwt.WithValidMethods([]string{jwt.SigningMethodRS256.Alg()}),
+		jwt.WithIssuer(v.issuer),
+		jwt.WithAudience(v.audience),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithLeeway(leeway),
+		jwt.WithTimeFunc(v.now),
+		// One token, one encoding: no padding, no stray bits.
+		jwt.WithStrictDecoding(),
+	)
+	return v, nil
+}
+
+// claims are the parts of a Firebase ID token this service reads.
+type claims struct {
+	jwt.RegisteredClaims
+	AuthTime *jwt.NumericDate `json:"auth_time,omitempty"`
+	// Moderator is any JSON value; only the boolean true grants moderation.
+	Moderator any `json:"moderator,omitempty"`
+}
+
+// Verify checks a raw ID token and returns its user. Errors wrap
+// ErrInvalidToken or ErrKeysUnavailable.
+func (v *Verifier) Verify(ctx context.Context, raw string) (User, error) {
+	if len(raw) > maxTokenLen {
+		return User{}, fmt.Errorf("%w: token of %d bytes exceeds %d", ErrInvalidToken, len(raw), maxTokenLen)
+	}
+	var c claims
+	_, err := v.parser.ParseWithClaims(raw, &c, func(t *jwt.Token) (any, error) {
+		kid, ok := t.Header["kid"].(string)
+		if !ok || kid == "" {
+			return nil, fmt.Errorf("%w: no kid in the header", ErrInvalidToken)
+		}
+		return v.keys.key(ctx, kid)
+	})
+	if err != nil {
+		if errors.Is(err, ErrKeysUnavailable) {
+			return User{}, fmt.Errorf("auth.Verify: %w", err)
+		}
+		return User{}, fmt.Errorf("auth.Verify: %w: %w", ErrInvalidToken, err)
+	}
+	if err := v.checkFirebase(&c); err != nil {
+		return User{}, fmt.Errorf("auth.Verify: %w: %w", ErrInvalidToken, err)
+	}
+	return User{ID: c.Subject, Moderator: c.Moderator == true}, nil
+}
+
+// checkFirebase adds the checks Firebase documents beyond the parser's.
+func (v *Verifier) checkFirebase(c *claims) error {
+	if len(c.Audience) != 1 {
+		return fmt.Errorf("%d audiences, want exactly %q", len(c.Audience), v.audience)
+	}
+	if c.IssuedAt == nil {
+		return errors.New("no iat")
+	}
+	if c.AuthTime != nil && c.AuthTime.After(v.now().Add(leeway)) {
+		return fmt.Errorf("auth_time %s is in the future", c.AuthTime.Format(time.RFC3339))
+	}
+	if c.Subject == "" {
+		return errors.New("empty sub")
+	}
+	if n := utf8.RuneCountInString(c.Subject); n > maxUIDLen {
+		return fmt.Errorf("sub of %d characters exceeds %d", n, maxUIDLen)
+	}
+	return nil
+}
+
+// FromRequest verifies the request's "Authorization: Bearer <token>". Errors
+// wrap ErrMissingToken, ErrInvalidToken or ErrKeysUnavailable.
+func (v *Verifier) FromRequest(r *http.Request) (User, error) {
+	raw, err := BearerToken(r)
+	if err != nil {
+		return User{}, err
+	}
+	return v.Verify(r.Context(), raw)
+}
+
+// BearerToken returns the token of the request's "Authorization: Bearer"
+// header. Its errors wrap ErrMissingToken, or ErrInvalidToken for a repeated
+// header. Endpoints with optional auth call it first: ErrMissingToken there
+// means an anonymous caller.
+func BearerToken(r *http.Request) (string, error) {
+	values := r.Header.Values("Authorization")
+	switch len(values) {
+	case 0:
+		return "", fmt.Errorf("auth.BearerToken: %w: no Authorization header", ErrMissingToken)
+	case 1:
+	default:
+		return "", fmt.Errorf("auth.BearerToken: %w: %d Authorization headers", ErrInvalidToken, len(values))
+	}
+	scheme, token, _ := strings.Cut(strings.TrimSpace(values[0]), " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return "", fmt.Errorf("auth.BearerToken: %w: Authorization scheme is not Bearer", ErrMissingToken)
+	}
+	token = strings.TrimSpace(token)
+	if token == "" {
+		return "", fmt.Errorf("auth.BearerToken: %w: empty Bearer token", ErrMissingToken)
+	}
+	return token, nil
+}
