@@ -1,0 +1,249 @@
+// Package bigtabledb stores watch history in Bigtable.
+package bigtabledb
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"cloud.google.com/go/bigtable"
+
+	"github.com/videngage/engagement/shared/history"
+	"github.com/videngage/engagement/shared/httpx"
+)
+
+// Table and column names, as in shared/topology/topology.json.
+const (
+	EntriesTable   = "watch_history"
+	entriesFamily  = "e"
+	colVideo       = "v"
+	colPosition    = "p"
+	LatestTable    = "watch_latest"
+	latestFamily   = "l"
+	colLatestTimes = "t"
+)
+
+// History is the watch-history store.
+//
+// Each watch is a row of watch_history keyed so that a user's newest watch
+// comes first. watch_latest keeps, per user and video, one cell version per
+// recorded watch time; applying a watch adds its entry and its version, then
+// removes every entry but the newest. Any order of concurrent or repeated
+// applications converges on one entry per video, at its latest watch: the
+// last writer to read the versions sees them all.
+type History struct {
+	entries *bigtable.Table
+	latest  *bigtable.Table
+}
+
+// NewHistory uses the tables of client c.
+func NewHistory(c *bigtable.Client) *History {
+	return &History{entries: c.Open(EntriesTable), latest: c.Open(LatestTable)}
+}
+
+func unavailable(op string, err error) error {
+	return fmt.Errorf("%w: %s: %v", httpx.ErrBackendUnavailable, op, err)
+}
+
+func cellTime(t time.Time) bigtable.Timestamp { return bigtable.Time(t).TruncateToMilliseconds() }
+
+// Apply records one watch; applying it again changes nothing.
+func (h *History) Apply(ctx context.Context, w history.Watch) error {
+	ts := cellTime(w.WatchedAt)
+	entry := bigtable.NewMutation()
+	entry.Set(entriesFamily, colVideo, ts, []byte(w.VideoID))
+	entry.Set(entriesFamily, colPosition, ts, binary.BigEndian.AppendUint64(nil, math.Float64bits(w.PositionSeconds)))
+	if err := h.entries.Apply(ctx, history.EntryKey(w.UserID, w.WatchedAt, w.VideoID), entry); err != nil {
+		return unavailable("write history entry", err)
+	}
+	latestKey := history.LatestKey(w.UserID, w.VideoID)
+	mark := bigtable.NewMutation()
+	mark.Set(latestFamily, colLatestTimes, ts, nil)
+	if err := h.latest.Apply(ctx, latestKey, mark); err != nil {
+		return unavailable("write latest watch", err)
+	}
+	return h.dropOlder(ctx, w.UserID, w.VideoID)
+}
+
+// dropOlder removes every entry of the video but the newest, and their marks.
+func (h *History) dropOlder(ctx context.Context, userID, videoID string) error {
+	times, err := h.watchTimes(ctx, userID, videoID)
+	if err != nil || len(times) < 2 {
+		return err
+	}
+	newest := slices.MaxFunc(times, time.Time.Compare)
+	var stale []time.Time
+	for _, t := range times {
+		if t.Before(newest) {
+			stale = append(stale, t)
+		}
+	}
+	return h.deleteWatches(ctx, userID, videoID, stale)
+}
+
+// watchTimes lists the recorded times of a user's video.
+func (h *History) watchTimes(ctx context.Context, userID, videoID string) ([]time.Time, error) {
+	row, err := h.latest.ReadRow(ctx, history.LatestKey(userID, videoID), bigtable.RowFilter(bigtable.StripValueFilter()))
+	if err != nil {
+		return nil, unavailable("read latest watch", err)
+	}
+	var times []time.Time
+	for _, item := range row[latestFamily] {
+		times = append(times, item.Timestamp.Time().UTC())
+	}
+	return times, nil
+}
+
+// deleteWatches deletes the entries of a video at the given times and their marks.
+func (h *History) deleteWatches(ctx context.Context, userID, videoID string, times []time.Time) error {
+	if len(times) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(times))
+	muts := make([]*bigtable.Mutation, 0, len(times))
+	mark := bigtable.NewMutation()
+	for _, t := range times {
+		keys = append(keys, history.EntryKey(userID, t, videoID))
+		del := bigtable.NewMutation()
+		del.DeleteRow()
+		muts = append(muts, del)
+		ts := cellTime(t)
+		mark.DeleteTimestampRange(latestFamily, colLatestTimes, ts, ts+1000)
+	}
+	if err := applyBulk(ctx, h.entries, keys, muts); err != nil {
+		return err
+	}
+	if err := h.latest.Apply(ctx, history.LatestKey(userID, videoID), mark); err != nil {
+		return unavailable("delete latest watch", err)
+	}
+	return nil
+}
+
+func applyBulk(ctx context.Context, t *bigtable.Table, keys []string, muts []*bigtable.Mutation) error {
+	const chunk = 1000
+	for len(keys) > 0 {
+		n := min(chunk, len(keys))
+		errs, err := t.ApplyBulk(ctx, keys[:n], muts[:n])
+		if err != nil {
+			return unavailable("bulk delete", err)
+		}
+		for _, e := range errs {
+			if e != nil {
+				return unavailable("bulk delete", e)
+			}
+		}
+		keys, muts = keys[n:], muts[n:]
+	}
+	return nil
+}
+
+// Page is one page of a user's history.
+type Page struct {
+	Entries []history.Entry
+	// Next is where the next page starts; nil on the last page.
+	Next *history.Cursor
+}
+
+// List reads up to size entries of the user, newest first, starting after
+// the cursor (nil: from the newest) and never older than the horizon (zero:
+// no horizon). It is one prefix scan with a row limit.
+func (h *History) List(ctx context.Context, userID string, after *history.Cursor, horizon time.Time, size int) (Page, error) {
+	start := history.UserPrefix(userID)
+	if after != nil {
+		start = after.StartKey(userID)
+	}
+	end := history.UserEnd(userID)
+	if !horizon.IsZero() {
+		end = history.HorizonKey(userID, horizon)
+	}
+	rr := bigtable.NewRange(start, end)
+	var (
+		page    Page
+		seen    = map[string]bool{}
+		lastKey string
+		rows    int
+	)
+	// One row more than asked tells whether there is a next page.
+	err := h.entries.ReadRows(ctx, rr, func(r bigtable.Row) bool {
+		rows++
+		if rows > size {
+			return false
+		}
+		lastKey = r.Key()
+		at, video, err := history.ParseEntryKey(userID, r.Key())
+		if err != nil || seen[video] {
+			// A duplicate is an older watch whose removal is still under
+			// way; the newer one has been listed.
+			return true
+		}
+		seen[video] = true
+		page.Entries = append(page.Entries, history.Entry{VideoID: video, WatchedAt: at, PositionSeconds: position(r)})
+		return true
+	}, bigtable.LimitRows(int64(size+1)), bigtable.RowFilter(bigtable.LatestNFilter(1)))
+	if err != nil {
+		return Page{}, unavailable("read history", err)
+	}
+	if rows > size && lastKey != "" {
+		at, video, err := history.ParseEntryKey(userID, lastKey)
+		if err == nil {
+			page.Next = &history.Cursor{At: at, VideoID: video}
+		}
+	}
+	return page, nil
+}
+
+func position(r bigtable.Row) float64 {
+	for _, item := range r[entriesFamily] {
+		if item.Column == entriesFamily+":"+colPosition && len(item.Value) == 8 {
+			return math.Float64frombits(binary.BigEndian.Uint64(item.Value))
+		}
+	}
+	return 0
+}
+
+// DeleteVideo removes a video from the user's history.
+func (h *History) DeleteVideo(ctx context.Context, userID, videoID string) error {
+	times, err := h.watchTimes(ctx, userID, videoID)
+	if err != nil {
+		return err
+	}
+	return h.deleteWatches(ctx, userID, videoID, times)
+}
+
+// DeleteBefore removes the user's watches before t, or all of them when t is zero.
+func (h *History) DeleteBefore(ctx context.Context, userID string, before time.Time) error {
+	start := history.UserPrefix(userID)
+	if !before.IsZero() {
+		start = history.BeforeKey(userID, before)
+	}
+	rr := bigtable.NewRange(start, history.UserEnd(userID))
+	for {
+		var keys []string
+		byVideo := map[string][]time.Time{}
+		err := h.entries.ReadRows(ctx, rr, func(r bigtable.Row) bool {
+			at, video, err := history.ParseEntryKey(userID, r.Key())
+			if err == nil {
+				keys = append(keys, r.Key())
+				byVideo[video] = append(byVideo[video], at)
+			}
+			return true
+		}, bigtable.LimitRows(1000), bigtable.RowFilter(bigtable.ChainFilters(bigtable.CellsPerRowLimitFilter(1), bigtable.StripValueFilter())))
+		if err != nil {
+			return unavailable("read history", err)
+		}
+		if len(keys) == 0 {
+			return nil
+		}
+		for video, times := range byVideo {
+			if err := h.deleteWatches(ctx, userID, video, times); err != nil {
+				return err
+			}
+		}
+		if len(keys) < 1000 {
+			return nil
+		}
+	}
+}

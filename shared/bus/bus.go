@@ -1,0 +1,87 @@
+// Package bus publishes events to Pub/Sub and decodes the Pub/Sub pushes that
+// reach event functions as CloudEvents.
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"github.com/cloudevents/sdk-go/v2/event"
+
+	"github.com/videngage/engagement/shared/httpx"
+)
+
+// Publisher publishes to one topic and waits for the server's ack, so that an
+// accepted request never loses its event.
+type Publisher struct {
+	p *pubsub.Publisher
+}
+
+// NewPublisher publishes to topic through c. Messages published at the same
+// moment by concurrent requests share one publish call (DelayThreshold).
+func NewPublisher(c *pubsub.Client, topic string) *Publisher {
+	p := c.Publisher(topic)
+	p.PublishSettings.DelayThreshold = 5 * time.Millisecond
+	p.PublishSettings.CountThreshold = 500
+	p.PublishSettings.Timeout = 15 * time.Second
+	return &Publisher{p: p}
+}
+
+// Publish publishes one message and waits until Pub/Sub has it. A failure is
+// ErrBackendUnavailable: the caller answers 503 and the client retries.
+func (p *Publisher) Publish(ctx context.Context, data []byte, attrs map[string]string) (string, error) {
+	id, err := p.p.Publish(ctx, &pubsub.Message{Data: data, Attributes: attrs}).Get(ctx)
+	if err != nil {
+		return "", fmt.Errorf("%w: publish: %v", httpx.ErrBackendUnavailable, err)
+	}
+	return id, nil
+}
+
+// Stop flushes and stops the publisher.
+func (p *Publisher) Stop() { p.p.Stop() }
+
+// Message is a Pub/Sub message as an event function receives it.
+type Message struct {
+	ID          string
+	Data        []byte
+	Attributes  map[string]string
+	PublishTime time.Time
+}
+
+type pushData struct {
+	Message struct {
+		Data        []byte            `json:"data"`
+		Attributes  map[string]string `json:"attributes"`
+		MessageID   string            `json:"messageId"`
+		PublishTime time.Time         `json:"publishTime"`
+	} `json:"message"`
+	Subscription string `json:"subscription"`
+}
+
+// ErrPoison marks a message that can never be processed: the function logs
+// and acknowledges it instead of asking for a redelivery.
+var ErrPoison = errors.New("poison message")
+
+// FromCloudEvent decodes the messagePublished CloudEvent that Pub/Sub push
+// delivers (through functions-framework's conversion locally, through
+// Eventarc in the cloud).
+func FromCloudEvent(e event.Event) (Message, error) {
+	var d pushData
+	if err := json.Unmarshal(e.Data(), &d); err != nil {
+		return Message{}, fmt.Errorf("%w: event %s: not a Pub/Sub message: %v", ErrPoison, e.ID(), err)
+	}
+	m := Message{
+		ID:          d.Message.MessageID,
+		Data:        d.Message.Data,
+		Attributes:  d.Message.Attributes,
+		PublishTime: d.Message.PublishTime,
+	}
+	if m.ID == "" {
+		m.ID = e.ID()
+	}
+	return m, nil
+}

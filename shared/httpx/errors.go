@@ -1,0 +1,186 @@
+// Package httpx is the HTTP plumbing every function shares: the spec's error
+// body and status mapping (in one place), JSON decoding with the body limit,
+// id validation, CORS, logging, panics and request deadlines.
+package httpx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/videngage/engagement/shared/auth"
+)
+
+// Error is an error the caller can act on. Handlers return it; WriteError
+// turns it into the spec's error body.
+type Error struct {
+	Code       int
+	Message    string
+	RetryAfter time.Duration // 429 and 503
+	Allow      []string      // 405
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Code, StatusName(e.Code), e.Message) }
+
+// StatusName is Google's canonical status name for an HTTP status.
+func StatusName(code int) string {
+	switch code {
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+		return "INVALID_ARGUMENT"
+	case http.StatusUnauthorized:
+		return "UNAUTHENTICATED"
+	case http.StatusForbidden:
+		return "PERMISSION_DENIED"
+	case http.StatusNotFound:
+		return "NOT_FOUND"
+	case http.StatusMethodNotAllowed:
+		return "METHOD_NOT_ALLOWED"
+	case http.StatusConflict:
+		return "ABORTED"
+	case http.StatusPreconditionFailed:
+		return "FAILED_PRECONDITION"
+	case http.StatusTooManyRequests:
+		return "RESOURCE_EXHAUSTED"
+	case http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return "UNAVAILABLE"
+	default:
+		return "INTERNAL"
+	}
+}
+
+func newError(code int, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// InvalidArgument is a 400: the message says what to fix.
+func InvalidArgument(format string, args ...any) *Error {
+	return newError(http.StatusBadRequest, format, args...)
+}
+
+// Unauthenticated is a 401.
+func Unauthenticated(format string, args ...any) *Error {
+	return newError(http.StatusUnauthorized, format, args...)
+}
+
+// PermissionDenied is a 403.
+func PermissionDenied(format string, args ...any) *Error {
+	return newError(http.StatusForbidden, format, args...)
+}
+
+// NotFound is a 404.
+func NotFound(format string, args ...any) *Error {
+	return newError(http.StatusNotFound, format, args...)
+}
+
+// FailedPrecondition is a 412 (an If-Match that does not match).
+func FailedPrecondition(format string, args ...any) *Error {
+	return newError(http.StatusPreconditionFailed, format, args...)
+}
+
+// TooLarge is a 413.
+func TooLarge(format string, args ...any) *Error {
+	return newError(http.StatusRequestEntityTooLarge, format, args...)
+}
+
+// ResourceExhausted is a 429 with Retry-After.
+func ResourceExhausted(retryAfter time.Duration, format string, args ...any) *Error {
+	e := newError(http.StatusTooManyRequests, format, args...)
+	e.RetryAfter = retryAfter
+	return e
+}
+
+// Unavailable is a 503 with Retry-After: a backend is down, try again.
+func Unavailable(retryAfter time.Duration, format string, args ...any) *Error {
+	e := newError(http.StatusServiceUnavailable, format, args...)
+	e.RetryAfter = retryAfter
+	return e
+}
+
+// MethodNotAllowed is a 405 with the Allow header.
+func MethodNotAllowed(allowed ...string) *Error {
+	e := newError(http.StatusMethodNotAllowed, "method not allowed; use %s", strings.Join(allowed, ", "))
+	e.Allow = allowed
+	return e
+}
+
+// ErrBackendUnavailable marks an error from a store or the bus that a retry
+// may cure; adapters wrap with it (or return gRPC Unavailable) and WriteError
+// answers 503.
+var ErrBackendUnavailable = errors.New("backend unavailable")
+
+const backendRetryAfter = 2 * time.Second
+
+// AsError maps any error to the *Error the caller sees.
+func AsError(err error) *Error {
+	var e *Error
+	switch {
+	case errors.As(err, &e):
+		return e
+	case errors.Is(err, auth.ErrMissingToken):
+		return Unauthenticated("a bearer token is required: send Authorization: Bearer <ID token>")
+	case errors.Is(err, auth.ErrKeysUnavailable):
+		return Unavailable(backendRetryAfter, "the token keys cannot be fetched right now; retry shortly")
+	case errors.Is(err, auth.ErrInvalidToken):
+		return Unauthenticated("the bearer token is invalid or expired; sign in again")
+	case errors.Is(err, ErrBackendUnavailable), errors.Is(err, context.DeadlineExceeded), isTransient(err):
+		return Unavailable(backendRetryAfter, "a backend is unavailable; retry shortly")
+	case errors.Is(err, context.Canceled):
+		return Unavailable(backendRetryAfter, "the request was cancelled")
+	}
+	return newError(http.StatusInternalServerError, "internal error")
+}
+
+// isTransient reports whether a gRPC error from a Google client is worth a
+// retry by the caller.
+func isTransient(err error) bool {
+	s, ok := status.FromError(err)
+	if !ok {
+		// Client libraries wrap their gRPC status; look through the chain.
+		var gs interface{ GRPCStatus() *status.Status }
+		if !errors.As(err, &gs) {
+			return false
+		}
+		s = gs.GRPCStatus()
+	}
+	switch s.Code() {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted, codes.ResourceExhausted, codes.Canceled:
+		return true
+	}
+	return false
+}
+
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    int    `json:"code"`
+	Status  string `json:"status"`
+	Message string `json:"message"`
+}
+
+// WriteError writes err as the spec's error body. Internal errors are logged
+// with their detail and answered with a message that leaks nothing.
+func WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	e := AsError(err)
+	if e.Code >= 500 {
+		slog.ErrorContext(r.Context(), "request failed", "error", err.Error(), "status", e.Code,
+			"method", r.Method, "path", r.URL.Path)
+	}
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
+	}
+	if len(e.Allow) > 0 {
+		w.Header().Set("Allow", strings.Join(e.Allow, ", "))
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	WriteJSON(w, e.Code, errorBody{Error: errorDetail{Code: e.Code, Status: StatusName(e.Code), Message: e.Message}})
+}

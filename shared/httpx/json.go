@@ -1,0 +1,85 @@
+package httpx
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+)
+
+// MaxBodyBytes is the largest request body accepted (413 above it).
+const MaxBodyBytes = 64 << 10
+
+// WriteJSON writes v as JSON with the status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	if v != nil {
+		_ = json.NewEncoder(w).Encode(v)
+	}
+}
+
+// DecodeJSON decodes the request body into v: one JSON object, no unknown
+// fields, at most MaxBodyBytes.
+func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || mt != "application/json" {
+			return InvalidArgument("the body must be JSON (Content-Type: application/json)")
+		}
+	}
+	body := http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err)
+	}
+	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return decodeError(err)
+		}
+		return InvalidArgument("the body must hold exactly one JSON object")
+	}
+	return nil
+}
+
+func decodeError(err error) error {
+	var (
+		tooLarge  *http.MaxBytesError
+		syntax    *json.SyntaxError
+		typeError *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.As(err, &tooLarge):
+		return TooLarge("the body is larger than %d bytes", MaxBodyBytes)
+	case errors.Is(err, io.EOF):
+		return InvalidArgument("the body is empty; send a JSON object")
+	case errors.As(err, &syntax), errors.Is(err, io.ErrUnexpectedEOF):
+		return InvalidArgument("the body is not valid JSON")
+	case errors.As(err, &typeError):
+		if typeError.Field != "" {
+			return InvalidArgument("field %q must be a JSON %s", typeError.Field, jsonKind(typeError.Type.Kind().String()))
+		}
+		return InvalidArgument("the body must be a JSON object")
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return InvalidArgument("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	}
+	return InvalidArgument("the body is not valid JSON")
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "string":
+		return "string"
+	case "bool":
+		return "boolean"
+	case "slice", "array":
+		return "array"
+	case "struct", "map", "ptr":
+		return "object"
+	}
+	return "number"
+}

@@ -1,0 +1,162 @@
+package httpx
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Middleware wraps a handler.
+type Middleware func(http.Handler) http.Handler
+
+// Chain applies the middlewares so that the first is the outermost.
+func Chain(h http.Handler, mws ...Middleware) http.Handler {
+	for i := len(mws) - 1; i >= 0; i-- {
+		h = mws[i](h)
+	}
+	return h
+}
+
+// Standard is the middleware every public function gets: panics and logs
+// outermost, then CORS, then the request deadline.
+func Standard(project string, allowedOrigins []string, timeout time.Duration) Middleware {
+	return func(h http.Handler) http.Handler {
+		return Chain(h, Recover, Log(project), CORS(allowedOrigins), Timeout(timeout))
+	}
+}
+
+// Recover answers 500 instead of dropping the connection when a handler panics.
+func Recover(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				slog.ErrorContext(r.Context(), "panic", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				WriteError(w, r, fmt.Errorf("panic: %v", v))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Timeout bounds the request context, so that a backend that hangs yields a
+// 503 before the platform kills the request.
+func Timeout(d time.Duration) Middleware {
+	return func(next http.Handler) http.Handler {
+		if d <= 0 {
+			return next
+		}
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx, cancel := context.WithTimeout(r.Context(), d)
+			defer cancel()
+			next.ServeHTTP(w, r.WithContext(ctx))
+		})
+	}
+}
+
+var (
+	corsAllowHeaders  = "Authorization, If-Match, Idempotency-Key, Content-Type"
+	corsExposeHeaders = "ETag, Retry-After"
+	corsAllowMethods  = "GET, POST, PUT, DELETE, OPTIONS"
+)
+
+// CORS answers preflights and decorates answers for the allowed origins
+// ("*" allows any origin). Tokens travel in the Authorization header, not in
+// cookies, so credentials are not allowed.
+func CORS(allowed []string) Middleware {
+	any := slices.Contains(allowed, "*")
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			origin := r.Header.Get("Origin")
+			ok := origin != "" && (any || slices.Contains(allowed, origin))
+			if ok {
+				h := w.Header()
+				if any {
+					h.Set("Access-Control-Allow-Origin", "*")
+				} else {
+					h.Set("Access-Control-Allow-Origin", origin)
+					h.Add("Vary", "Origin")
+				}
+				h.Set("Access-Control-Expose-Headers", corsExposeHeaders)
+			}
+			if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+				if !ok {
+					WriteError(w, r, PermissionDenied("origin %q is not allowed", origin))
+					return
+				}
+				h := w.Header()
+				h.Set("Access-Control-Allow-Methods", corsAllowMethods)
+				h.Set("Access-Control-Allow-Headers", corsAllowHeaders)
+				h.Set("Access-Control-Max-Age", "3600")
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// statusRecorder remembers the status a handler wrote, for the access log.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// Log puts the Cloud Trace ids of the request in its context (so every log
+// line of the request carries them) and writes one access log line.
+func Log(project string) Middleware {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			start := time.Now()
+			ctx := WithTrace(r.Context(), project, r.Header.Get("traceparent"), r.Header.Get("X-Cloud-Trace-Context"))
+			rec := &statusRecorder{ResponseWriter: w}
+			next.ServeHTTP(rec, r.WithContext(ctx))
+			level := slog.LevelInfo
+			if rec.status >= 500 {
+				level = slog.LevelError
+			}
+			slog.Log(ctx, level, "request", "httpRequest", map[string]any{
+				"requestMethod": r.Method,
+				"requestUrl":    r.URL.Path,
+				"status":        rec.status,
+				"latency":       fmt.Sprintf("%.6fs", time.Since(start).Seconds()),
+				"userAgent":     r.UserAgent(),
+			})
+		})
+	}
+}
+
+// ParsePageSize reads pageSize: def when absent, else 1..max.
+func ParsePageSize(q string, def, max int) (int, error) {
+	if q == "" {
+		return def, nil
+	}
+	var n int
+	if _, err := fmt.Sscan(q, &n); err != nil || fmt.Sprint(n) != strings.TrimSpace(q) || n < 1 || n > max {
+		return 0, InvalidArgument("pageSize must be a whole number from 1 to %d", max)
+	}
+	return n, nil
+}

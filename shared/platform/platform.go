@@ -1,0 +1,223 @@
+// Package platform builds the Google Cloud clients of a function instance from
+// its configuration and registers functions with functions-framework-go so
+// that the clients are built once per instance, on first use, and built again
+// on the next request if building failed (never a start-up failure cached
+// forever).
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"sync"
+
+	"cloud.google.com/go/bigtable"
+	"cloud.google.com/go/firestore"
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/spanner"
+	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
+	"github.com/cloudevents/sdk-go/v2/event"
+
+	"github.com/videngage/engagement/shared/auth"
+	"github.com/videngage/engagement/shared/config"
+	"github.com/videngage/engagement/shared/httpx"
+)
+
+// Needs says which clients a function uses; an instance builds only those.
+type Needs uint8
+
+const (
+	NeedSpanner Needs = 1 << iota
+	NeedBigtable
+	NeedPubSub
+	NeedFirestore
+	NeedVerifier
+)
+
+// Clients are the clients of one function instance.
+type Clients struct {
+	Config    *config.Config
+	Spanner   *spanner.Client
+	Bigtable  *bigtable.Client
+	PubSub    *pubsub.Client
+	Firestore *firestore.Client
+	Verifier  *auth.Verifier
+}
+
+// New builds the clients named by needs.
+func New(ctx context.Context, cfg *config.Config, needs Needs) (_ *Clients, err error) {
+	c := &Clients{Config: cfg}
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
+	if needs&NeedSpanner != 0 {
+		c.Spanner, err = spanner.NewClientWithConfig(ctx, cfg.DatabasePath(), spanner.ClientConfig{
+			// The emulator has no Cloud Monitoring to export to.
+			DisableNativeMetrics: cfg.Spanner.EmulatorHost != "",
+		})
+		if err != nil {
+			return nil, fmt.Errorf("platform.New: spanner: %w", err)
+		}
+	}
+	if needs&NeedBigtable != 0 {
+		btc := bigtable.ClientConfig{AppProfile: cfg.Bigtable.AppProfile}
+		if cfg.Bigtable.EmulatorHost != "" {
+			btc.MetricsProvider = bigtable.NoopMetricsProvider{}
+		}
+		c.Bigtable, err = bigtable.NewClientWithConfig(ctx, cfg.Project, cfg.Bigtable.Instance, btc)
+		if err != nil {
+			return nil, fmt.Errorf("platform.New: bigtable: %w", err)
+		}
+	}
+	if needs&NeedPubSub != 0 {
+		c.PubSub, err = pubsub.NewClient(ctx, cfg.Project)
+		if err != nil {
+			return nil, fmt.Errorf("platform.New: pubsub: %w", err)
+		}
+	}
+	if needs&NeedFirestore != 0 {
+		c.Firestore, err = firestore.NewClientWithDatabase(ctx, cfg.Project, cfg.Firestore.Database)
+		if err != nil {
+			return nil, fmt.Errorf("platform.New: firestore: %w", err)
+		}
+	}
+	if needs&NeedVerifier != 0 {
+		c.Verifier, err = auth.NewVerifier(ctx, cfg.Auth)
+		if err != nil {
+			return nil, fmt.Errorf("platform.New: verifier: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// Close closes every client that was built.
+func (c *Clients) Close() error {
+	var errs []error
+	if c.Spanner != nil {
+		c.Spanner.Close()
+	}
+	if c.Bigtable != nil {
+		errs = append(errs, c.Bigtable.Close())
+	}
+	if c.PubSub != nil {
+		errs = append(errs, c.PubSub.Close())
+	}
+	if c.Firestore != nil {
+		errs = append(errs, c.Firestore.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// HTTPBuilder builds an HTTP function's handler from the instance's clients.
+type HTTPBuilder func(ctx context.Context, c *Clients) (http.Handler, error)
+
+// EventBuilder builds an event function from the instance's clients.
+type EventBuilder func(ctx context.Context, c *Clients) (func(context.Context, event.Event) error, error)
+
+// Registered is one function as registered by its package.
+type Registered struct {
+	Name  string
+	Needs Needs
+	HTTP  HTTPBuilder
+	Event EventBuilder
+}
+
+var (
+	regMu      sync.Mutex
+	registered = map[string]Registered{}
+)
+
+// RegisterHTTP registers an HTTP function (public or scheduled) with
+// functions-framework-go under name. Call it from the package's init.
+func RegisterHTTP(name string, needs Needs, build HTTPBuilder) {
+	remember(Registered{Name: name, Needs: needs, HTTP: build})
+	var l lazy[http.Handler]
+	functions.HTTP(name, func(w http.ResponseWriter, r *http.Request) {
+		h, err := l.get(r.Context(), needs, func(ctx context.Context, c *Clients) (http.Handler, error) {
+			h, err := build(ctx, c)
+			if err != nil {
+				return nil, err
+			}
+			cfg := c.Config
+			return httpx.Standard(cfg.Project, cfg.HTTP.AllowedOrigins, cfg.HTTP.RequestTimeout)(h), nil
+		})
+		if err != nil {
+			httpx.WriteError(w, r, fmt.Errorf("%w: %v", httpx.ErrBackendUnavailable, err))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// RegisterCloudEvent registers an event function with functions-framework-go
+// under name. A failed client build returns an error, so Pub/Sub redelivers.
+func RegisterCloudEvent(name string, needs Needs, build EventBuilder) {
+	remember(Registered{Name: name, Needs: needs, Event: build})
+	var l lazy[func(context.Context, event.Event) error]
+	functions.CloudEvent(name, func(ctx context.Context, e event.Event) error {
+		fn, err := l.get(ctx, needs, build)
+		if err != nil {
+			return err
+		}
+		return fn(ctx, e)
+	})
+}
+
+func remember(r Registered) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	if _, dup := registered[r.Name]; dup {
+		panic("platform: function registered twice: " + r.Name)
+	}
+	registered[r.Name] = r
+}
+
+// All returns every registered function, by name.
+func All() []Registered {
+	regMu.Lock()
+	defer regMu.Unlock()
+	out := make([]Registered, 0, len(registered))
+	for _, r := range registered {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// lazy builds a value on first use, and again on the next use if building failed.
+type lazy[T any] struct {
+	mu    sync.Mutex
+	value T
+	done  bool
+}
+
+func (l *lazy[T]) get(ctx context.Context, needs Needs, build func(context.Context, *Clients) (T, error)) (T, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done {
+		return l.value, nil
+	}
+	var zero T
+	cfg, err := config.FromEnv(ctx)
+	if err != nil {
+		return zero, err
+	}
+	// The clients outlive this request: build them on a context that is not
+	// cancelled when the request ends.
+	bctx := context.WithoutCancel(ctx)
+	c, err := New(bctx, cfg, needs)
+	if err != nil {
+		return zero, err
+	}
+	v, err := build(bctx, c)
+	if err != nil {
+		c.Close()
+		return zero, err
+	}
+	l.value, l.done = v, true
+	return v, nil
+}
