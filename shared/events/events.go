@@ -1,0 +1,214 @@
+// Package events is the envelope of the counter events published on Pub/Sub:
+// versioned JSON, deterministic event ids, validation on decode. One message
+// carries a batch of events (one per reaction change, comment, ...); each
+// event carries its counter deltas, so every producer (reactions now, comments
+// next) publishes through these types and one consumer applies them all.
+package events
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/videngage/engagement/shared/counter"
+)
+
+// Version is the schema version this code writes and reads.
+const Version = 1
+
+// Limits of one message.
+const (
+	MaxEvents      = 1000 // events per message
+	MaxDeltas      = 16   // deltas per event
+	MaxEventIDLen  = 64
+	MaxUserIDBytes = 512
+)
+
+// Kind says what happened.
+type Kind string
+
+const (
+	// KindCounterDelta is a change of counters and nothing more (comments,
+	// reconciliation corrections).
+	KindCounterDelta Kind = "counterDelta"
+	// KindReactionChanged is a reaction transition; Reaction says which.
+	KindReactionChanged Kind = "reactionChanged"
+)
+
+// Message is one Pub/Sub message: a batch of events.
+type Message struct {
+	V      int     `json:"v"`
+	Events []Event `json:"events"`
+}
+
+// Event is one change with the counter deltas it causes.
+type Event struct {
+	// ID is deterministic in what happened (never random), so a re-publish of
+	// the same change is recognised as the same event.
+	ID   string `json:"id"`
+	Kind Kind   `json:"kind"`
+	// Outbox says the deltas were written to the PendingDeltas outbox in the
+	// transaction that made the change: the event counts iff those rows
+	// still exist, and applying it deletes them. Without Outbox the consumer
+	// records the id in AppliedEvents instead.
+	Outbox bool            `json:"outbox,omitempty"`
+	Deltas []counter.Delta `json:"deltas"`
+	// Time is when the change was accepted (freshness is measured from it).
+	Time     time.Time       `json:"time"`
+	Reaction *ReactionChange `json:"reaction,omitempty"`
+}
+
+// ReactionChange is the transition of one user's reaction on one item.
+type ReactionChange struct {
+	UserID    string `json:"userId"`
+	ContentID string `json:"contentId"`
+	From      string `json:"from"`
+	To        string `json:"to"`
+	Version   int64  `json:"version"`
+}
+
+// ID derives a deterministic event id from its parts: a short prefix naming
+// the kind of change and a hash of the length-prefixed parts, so that no two
+// different part lists share an id.
+func ID(prefix string, parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(strconv.Itoa(len(p))))
+		h.Write([]byte{':'})
+		h.Write([]byte(p))
+	}
+	return prefix + "-" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// ErrInvalid marks a message that can never be applied (poison): the consumer
+// logs and acknowledges it.
+var ErrInvalid = errors.New("events: invalid message")
+
+// Encode returns the wire form of m.
+func Encode(m Message) ([]byte, error) {
+	m.V = Version
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return json.Marshal(m)
+}
+
+// Decode parses and validates a message. Errors wrap ErrInvalid.
+func Decode(b []byte) (Message, error) {
+	var m Message
+	if err := json.Unmarshal(b, &m); err != nil {
+		return Message{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if err := m.Validate(); err != nil {
+		return Message{}, err
+	}
+	return m, nil
+}
+
+// IsMessage reports whether b looks like a Message (rather than another
+// topic's event): a JSON object with "v" and "events".
+func IsMessage(b []byte) bool {
+	var probe struct {
+		V      *int            `json:"v"`
+		Events json.RawMessage `json:"events"`
+	}
+	return json.Unmarshal(b, &probe) == nil && probe.V != nil && probe.Events != nil
+}
+
+// Validate checks the whole message; errors wrap ErrInvalid.
+func (m Message) Validate() error {
+	if m.V != Version {
+		return fmt.Errorf("%w: schema version %d, want %d", ErrInvalid, m.V, Version)
+	}
+	if len(m.Events) == 0 || len(m.Events) > MaxEvents {
+		return fmt.Errorf("%w: %d events, want 1 to %d", ErrInvalid, len(m.Events), MaxEvents)
+	}
+	for i, e := range m.Events {
+		if err := e.Validate(); err != nil {
+			return fmt.Errorf("%w: event %d: %v", ErrInvalid, i, err)
+		}
+	}
+	return nil
+}
+
+// Validate checks one event.
+func (e Event) Validate() error {
+	switch {
+	case e.ID == "" || len(e.ID) > MaxEventIDLen || !utf8.ValidString(e.ID):
+		return fmt.Errorf("bad id %q", e.ID)
+	case e.Kind != KindCounterDelta && e.Kind != KindReactionChanged:
+		return fmt.Errorf("unknown kind %q", e.Kind)
+	case len(e.Deltas) > MaxDeltas:
+		return fmt.Errorf("%d deltas, at most %d", len(e.Deltas), MaxDeltas)
+	case !e.Outbox && len(e.Deltas) == 0:
+		return fmt.Errorf("no deltas")
+	}
+	for _, d := range e.Deltas {
+		if err := d.Validate(); err != nil {
+			return err
+		}
+	}
+	if e.Kind == KindReactionChanged {
+		r := e.Reaction
+		if r == nil {
+			return fmt.Errorf("reactionChanged without reaction")
+		}
+		if r.UserID == "" || len(r.UserID) > MaxUserIDBytes || !utf8.ValidString(r.UserID) || !counter.ValidKey(r.ContentID) {
+			return fmt.Errorf("bad reaction user or content")
+		}
+	}
+	return nil
+}
+
+// Publisher sends one message; *bus.Publisher satisfies it.
+type Publisher interface {
+	Publish(ctx context.Context, data []byte, attrs map[string]string) (string, error)
+}
+
+// Attributes set on every message, for filtering and dashboards.
+const (
+	AttrSchema  = "schema"
+	SchemaValue = "counter-events/v1"
+)
+
+var published, publishedEvents atomic.Int64
+
+// PublishedStats returns how many messages and events this process published.
+func PublishedStats() (messages, events int64) { return published.Load(), publishedEvents.Load() }
+
+// Publish encodes evs as one message and publishes it, waiting for Pub/Sub's
+// acknowledgement.
+func Publish(ctx context.Context, p Publisher, evs []Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	b, err := Encode(Message{V: Version, Events: evs})
+	if err != nil {
+		return fmt.Errorf("events.Publish: %w", err)
+	}
+	if _, err := p.Publish(ctx, b, map[string]string{AttrSchema: SchemaValue}); err != nil {
+		return fmt.Errorf("events.Publish: %w", err)
+	}
+	published.Add(1)
+	publishedEvents.Add(int64(len(evs)))
+	return nil
+}
+
+// PublishAll publishes evs in messages of at most MaxEvents events.
+func PublishAll(ctx context.Context, p Publisher, evs []Event) error {
+	for len(evs) > 0 {
+		n := min(len(evs), MaxEvents)
+		if err := Publish(ctx, p, evs[:n]); err != nil {
+			return err
+		}
+		evs = evs[n:]
+	}
+	return nil
+}

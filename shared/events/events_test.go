@@ -1,0 +1,116 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/videngage/engagement/shared/counter"
+)
+
+func sample() Message {
+	return Message{V: Version, Events: []Event{
+		{ID: ID("r", "u", "c", "1", "1"), Kind: KindReactionChanged, Outbox: true,
+			Deltas:   []counter.Delta{{Key: "c", Field: counter.Likes, N: 1}},
+			Time:     time.Date(2025, 1, 2, 3, 4, 5, 6, time.UTC),
+			Reaction: &ReactionChange{UserID: "u", ContentID: "c", From: "none", To: "like", Version: 1}},
+		{ID: "c-1", Kind: KindCounterDelta, Deltas: []counter.Delta{{Key: "v", Field: counter.Comments, N: 1}, {Key: "p", Field: counter.Replies, N: 1}}},
+	}}
+}
+
+func TestRoundTrip(t *testing.T) {
+	b, err := Encode(sample())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !IsMessage(b) {
+		t.Fatal("IsMessage false on a message")
+	}
+	got, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(sample(), got); diff != "" {
+		t.Fatal(diff)
+	}
+}
+
+func TestDecodeRejects(t *testing.T) {
+	bad := map[string]string{
+		"not json":        `{`,
+		"future version":  `{"v":2,"events":[{"id":"a","kind":"counterDelta","deltas":[{"key":"k","field":"likes","n":1}]}]}`,
+		"no events":       `{"v":1,"events":[]}`,
+		"unknown kind":    `{"v":1,"events":[{"id":"a","kind":"x","deltas":[{"key":"k","field":"likes","n":1}]}]}`,
+		"empty id":        `{"v":1,"events":[{"id":"","kind":"counterDelta","deltas":[{"key":"k","field":"likes","n":1}]}]}`,
+		"bad field":       `{"v":1,"events":[{"id":"a","kind":"counterDelta","deltas":[{"key":"k","field":"shares","n":1}]}]}`,
+		"bad key":         `{"v":1,"events":[{"id":"a","kind":"counterDelta","deltas":[{"key":"k/1","field":"likes","n":1}]}]}`,
+		"zero delta":      `{"v":1,"events":[{"id":"a","kind":"counterDelta","deltas":[{"key":"k","field":"likes","n":0}]}]}`,
+		"no deltas":       `{"v":1,"events":[{"id":"a","kind":"counterDelta","deltas":[]}]}`,
+		"reaction absent": `{"v":1,"events":[{"id":"a","kind":"reactionChanged","outbox":true,"deltas":[]}]}`,
+		"id too long":     `{"v":1,"events":[{"id":"` + strings.Repeat("a", 65) + `","kind":"counterDelta","deltas":[{"key":"k","field":"likes","n":1}]}]}`,
+	}
+	for name, s := range bad {
+		if _, err := Decode([]byte(s)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: got %v, want ErrInvalid", name, err)
+		}
+	}
+	if IsMessage([]byte(`{"eventId":"watch-1","videoId":"v"}`)) {
+		t.Error("a history event taken for a counter message")
+	}
+}
+
+func TestID(t *testing.T) {
+	if ID("r", "a", "bc") == ID("r", "ab", "c") {
+		t.Error("length prefixes missing: ids collide")
+	}
+	if ID("r", "a") != ID("r", "a") || ID("r", "a") == ID("c", "a") {
+		t.Error("ids not deterministic or prefix ignored")
+	}
+	if n := len(ID("r", strings.Repeat("x", 1000))); n > MaxEventIDLen {
+		t.Errorf("id of %d bytes", n)
+	}
+}
+
+type fakePublisher struct {
+	msgs [][]byte
+	fail error
+}
+
+func (f *fakePublisher) Publish(_ context.Context, data []byte, attrs map[string]string) (string, error) {
+	if f.fail != nil {
+		return "", f.fail
+	}
+	if attrs[AttrSchema] != SchemaValue {
+		return "", errors.New("schema attribute missing")
+	}
+	f.msgs = append(f.msgs, data)
+	return "id", nil
+}
+
+func TestPublishAllSplitsAtMaxEvents(t *testing.T) {
+	var evs []Event
+	for i := 0; i < MaxEvents+1; i++ {
+		evs = append(evs, Event{ID: ID("t", string(rune('a'+i%26)), strings.Repeat("x", i)), Kind: KindCounterDelta,
+			Deltas: []counter.Delta{{Key: "k", Field: counter.Views, N: 1}}})
+	}
+	p := &fakePublisher{}
+	m0, e0 := PublishedStats()
+	if err := PublishAll(context.Background(), p, evs); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.msgs) != 2 {
+		t.Fatalf("%d messages, want 2", len(p.msgs))
+	}
+	m1, e1 := PublishedStats()
+	if m1-m0 != 2 || e1-e0 != int64(len(evs)) {
+		t.Errorf("stats moved by %d messages, %d events", m1-m0, e1-e0)
+	}
+	p.fail = errors.New("down")
+	if err := Publish(context.Background(), p, evs[:1]); err == nil {
+		t.Error("publish failure swallowed")
+	}
+}

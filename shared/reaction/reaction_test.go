@@ -1,0 +1,189 @@
+package reaction
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/videngage/engagement/shared/counter"
+)
+
+func gen() int64 { return 42 }
+
+func TestApplyEveryTransition(t *testing.T) {
+	kinds := []Kind{None, Like, Dislike}
+	states := map[Kind]State{
+		None:    {},
+		Like:    {Reaction: Like, Version: 3, Generation: 7},
+		Dislike: {Reaction: Dislike, Version: 5, Generation: 9},
+	}
+	for _, from := range kinds {
+		for _, to := range kinds {
+			cur := states[from]
+			tr, err := Apply("u", "v1", cur, to, nil, gen)
+			if err != nil {
+				t.Fatalf("%s→%s: %v", from, to, err)
+			}
+			if tr.From != from || tr.To != to {
+				t.Errorf("%s→%s: got %s→%s", from, to, tr.From, tr.To)
+			}
+			// The counts move by exactly the difference of the two states.
+			want := counter.Values{}
+			if from == Like {
+				want.Likes--
+			}
+			if from == Dislike {
+				want.Dislikes--
+			}
+			if to == Like {
+				want.Likes++
+			}
+			if to == Dislike {
+				want.Dislikes++
+			}
+			got := counter.Coalesce(tr.Deltas)["v1"]
+			if got != want {
+				t.Errorf("%s→%s: deltas %+v, want %+v", from, to, got, want)
+			}
+			if from == to {
+				if tr.Changed || tr.EventID != "" || tr.Next != cur && !(from == None && tr.Next.Current() == None) {
+					t.Errorf("%s→%s: a no-op must change nothing: %+v", from, to, tr)
+				}
+				continue
+			}
+			if !tr.Changed || tr.EventID == "" {
+				t.Errorf("%s→%s: want a change with an event id", from, to)
+			}
+			switch {
+			case to == None:
+				if tr.Next.Version != 0 {
+					t.Errorf("%s→none: version %d, want 0", from, tr.Next.Version)
+				}
+				if tr.EventID != EventID("u", "v1", cur.Generation, cur.Version+1) {
+					t.Errorf("%s→none: event id not (gen, version+1)", from)
+				}
+			case from == None:
+				if tr.Next != (State{Reaction: to, Version: 1, Generation: 42}) {
+					t.Errorf("none→%s: next %+v", to, tr.Next)
+				}
+			default:
+				if tr.Next != (State{Reaction: to, Version: cur.Version + 1, Generation: cur.Generation}) {
+					t.Errorf("%s→%s: next %+v", from, to, tr.Next)
+				}
+			}
+		}
+	}
+}
+
+func TestEventIDsNeverRepeatAcrossUndo(t *testing.T) {
+	gens := []int64{1, 2}
+	next := func() int64 { g := gens[0]; gens = gens[1:]; return g }
+	seen := map[string]bool{}
+	var s State
+	for _, to := range []Kind{Like, None, Like, Dislike, None} {
+		tr, err := Apply("u", "c", s, to, nil, next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[tr.EventID] {
+			t.Fatalf("event id %s repeated", tr.EventID)
+		}
+		seen[tr.EventID] = true
+		s = tr.Next
+	}
+}
+
+func TestEventIDDistinguishesParts(t *testing.T) {
+	if EventID("a", "bc", 1, 1) == EventID("ab", "c", 1, 1) {
+		t.Fatal("ids of different users/contents collide")
+	}
+	if EventID("a", "b", 1, 2) == EventID("a", "b", 12, 0) {
+		t.Fatal("ids of different generations/versions collide")
+	}
+	if id := EventID("u", "c", 1, 1); id != EventID("u", "c", 1, 1) || len(id) > 64 {
+		t.Fatalf("id %q not deterministic or too long", id)
+	}
+}
+
+func TestIfMatch(t *testing.T) {
+	cur := State{Reaction: Like, Version: 3, Generation: 1}
+	v := int64(3)
+	if _, err := Apply("u", "c", cur, Dislike, &v, gen); err != nil {
+		t.Fatalf("matching version: %v", err)
+	}
+	v = 2
+	_, err := Apply("u", "c", cur, Dislike, &v, gen)
+	var mm *ErrVersionMismatch
+	if !errors.As(err, &mm) || mm.Current != 3 {
+		t.Fatalf("stale version: got %v, want a mismatch at 3", err)
+	}
+	zero := int64(0)
+	if _, err := Apply("u", "c", State{}, Like, &zero, gen); err != nil {
+		t.Fatalf("If-Match 0 on none (create only): %v", err)
+	}
+	if _, err := Apply("u", "c", cur, Like, &zero, gen); err == nil {
+		t.Fatal("If-Match 0 on an existing reaction must fail")
+	}
+}
+
+func TestParse(t *testing.T) {
+	for _, s := range []string{"like", "dislike", "none"} {
+		if k, err := Parse(s); err != nil || string(k) != s {
+			t.Errorf("Parse(%q) = %q, %v", s, k, err)
+		}
+	}
+	for _, s := range []string{"", "Like", "love", " none"} {
+		if _, err := Parse(s); err == nil {
+			t.Errorf("Parse(%q) accepted", s)
+		}
+	}
+}
+
+func TestEvent(t *testing.T) {
+	tr, _ := Apply("u", "c", State{}, Like, nil, gen)
+	at := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	e := tr.Event("u", "c", at)
+	if err := e.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]counter.Delta{{Key: "c", Field: counter.Likes, N: 1}}, e.Deltas); diff != "" {
+		t.Fatal(diff)
+	}
+	if !e.Outbox || e.Reaction.To != "like" || e.Reaction.Version != 1 {
+		t.Fatalf("event %+v", e)
+	}
+}
+
+func TestRateLimit(t *testing.T) {
+	l := RateLimit{PerMinute: 60}
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	var tat time.Time
+	for i := 0; i < 60; i++ {
+		next, ok, _ := l.Allow(tat, now)
+		if !ok {
+			t.Fatalf("request %d of the burst refused", i+1)
+		}
+		tat = next
+	}
+	_, ok, wait := l.Allow(tat, now)
+	if ok || wait <= 0 || wait > time.Second {
+		t.Fatalf("61st request: ok=%v wait=%v, want refused with a wait up to 1s", ok, wait)
+	}
+	if _, ok, _ := l.Allow(tat, now.Add(wait)); !ok {
+		t.Fatal("refused after waiting Retry-After")
+	}
+	// After a quiet minute the whole burst is available again.
+	later := now.Add(2 * time.Minute)
+	for i := 0; i < 60; i++ {
+		next, ok, _ := l.Allow(tat, later)
+		if !ok {
+			t.Fatalf("after a quiet minute request %d refused", i+1)
+		}
+		tat = next
+	}
+	if _, ok, _ := (RateLimit{}).Allow(time.Time{}, now); !ok {
+		t.Fatal("a zero limit must allow")
+	}
+}

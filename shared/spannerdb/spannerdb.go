@@ -1,0 +1,140 @@
+// Package spannerdb is the thin Spanner layer every store shares: the client
+// built from config, InTx for read-write transactions, the sentinel errors
+// and the mapping of Spanner's transient failures to "backend unavailable".
+package spannerdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"google.golang.org/grpc/codes"
+
+	"github.com/videngage/engagement/shared/config"
+	"github.com/videngage/engagement/shared/httpx"
+)
+
+// Sentinel errors of the stores built on this package.
+var (
+	// ErrNotFound: the row the operation needs does not exist.
+	ErrNotFound = errors.New("spannerdb: not found")
+	// ErrUnavailable: Spanner did not answer or gave up; a retry may succeed.
+	// It wraps httpx.ErrBackendUnavailable, so handlers answer 503.
+	ErrUnavailable = fmt.Errorf("spannerdb: %w", httpx.ErrBackendUnavailable)
+)
+
+// DB is a Spanner client plus the transaction discipline of this system.
+type DB struct {
+	Client *spanner.Client
+	// serial is set against the emulator, which runs one read-write
+	// transaction at a time and fails (rather than queues) overlapping ones.
+	serial bool
+}
+
+// emulatorTx serialises read-write transactions process-wide against the
+// emulator. It is process-wide, not per client, because the local stack runs
+// every function (each with its own client) in one process, and the emulator
+// refuses overlapping transactions whatever client they come from.
+var emulatorTx = make(chan struct{}, 1)
+
+// counters of work done, for the benchmark and metrics.
+var commits, reads atomic.Int64
+
+// Stats are process-wide totals since start.
+type Stats struct {
+	Commits int64 // read-write transactions committed
+	Reads   int64 // reads and queries issued through Read/Query
+}
+
+// CurrentStats returns the totals so far; the benchmark subtracts two of them.
+func CurrentStats() Stats { return Stats{Commits: commits.Load(), Reads: reads.Load()} }
+
+// New builds the client for cfg's database. Against the emulator
+// (SPANNER_EMULATOR_HOST set) read-write transactions are serialised.
+func New(ctx context.Context, cfg *config.Config) (*DB, error) {
+	c, err := spanner.NewClientWithConfig(ctx, cfg.DatabasePath(), spanner.ClientConfig{
+		DisableNativeMetrics: cfg.Spanner.EmulatorHost != "",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("spannerdb.New: %w", err)
+	}
+	return Wrap(c, cfg), nil
+}
+
+// Wrap uses an existing client (platform.Clients builds one per instance).
+func Wrap(c *spanner.Client, cfg *config.Config) *DB {
+	return &DB{Client: c, serial: cfg.Spanner.EmulatorHost != ""}
+}
+
+// Serial reports whether read-write transactions run one at a time.
+func (db *DB) Serial() bool { return db.serial }
+
+// InTx runs fn in a read-write transaction and returns the commit timestamp.
+// fn may run more than once (Spanner retries aborted transactions), so it must
+// not have effects outside the transaction. Errors are wrapped with ErrUnavailable
+// when Spanner is unavailable or the deadline passed.
+func (db *DB) InTx(ctx context.Context, fn func(context.Context, *spanner.ReadWriteTransaction) error) (time.Time, error) {
+	if db.serial {
+		select {
+		case emulatorTx <- struct{}{}:
+		case <-ctx.Done():
+			return time.Time{}, fmt.Errorf("spannerdb.InTx: waiting for the emulator: %w", errors.Join(ErrUnavailable, ctx.Err()))
+		}
+		defer func() { <-emulatorTx }()
+	}
+	ts, err := db.Client.ReadWriteTransaction(ctx, fn)
+	if err != nil {
+		return time.Time{}, Map(err)
+	}
+	commits.Add(1)
+	return ts, nil
+}
+
+// Single is a strong single-use read-only transaction, counted as one read.
+func (db *DB) Single() *spanner.ReadOnlyTransaction {
+	reads.Add(1)
+	return db.Client.Single()
+}
+
+// Stale is a single-use read-only transaction that may be up to maxStaleness
+// old (served by the nearest replica without waiting for the leader); zero
+// means a strong read. Counted as one read.
+func (db *DB) Stale(maxStaleness time.Duration) *spanner.ReadOnlyTransaction {
+	reads.Add(1)
+	if maxStaleness <= 0 {
+		return db.Client.Single()
+	}
+	return db.Client.Single().WithTimestampBound(spanner.MaxStaleness(maxStaleness))
+}
+
+// Snapshot is a strong multi-use read-only transaction; every read through it
+// sees the same timestamp. The caller closes it.
+func (db *DB) Snapshot() *spanner.ReadOnlyTransaction {
+	reads.Add(1)
+	return db.Client.ReadOnlyTransaction()
+}
+
+// Map wraps transient Spanner errors with ErrUnavailable; other errors are
+// returned as they are (an error the caller's fn returned keeps its identity).
+func Map(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	var se *spanner.Error
+	if errors.As(err, &se) {
+		switch spanner.ErrCode(err) {
+		case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted, codes.Canceled, codes.Internal:
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+	}
+	return err
+}
+
+// IsTransient reports whether err is worth retrying later.
+func IsTransient(err error) bool { return errors.Is(Map(err), ErrUnavailable) }
