@@ -28,12 +28,14 @@ type Error struct {
 	Allow      []string      // 405
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Code, StatusName(e.Code), e.Message) }
+func (e *Error) Error() string {
+	return fmt.Sprintf("%d %s: %s", e.Code, StatusName(e.Code), e.Message)
+}
 
 // StatusName is Google's canonical status name for an HTTP status.
 func StatusName(code int) string {
 	switch code {
-	case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusMethodNotAllowed:
 		return "INVALID_ARGUMENT"
 	case http.StatusUnauthorized:
 		return "UNAUTHENTICATED"
@@ -41,8 +43,6 @@ func StatusName(code int) string {
 		return "PERMISSION_DENIED"
 	case http.StatusNotFound:
 		return "NOT_FOUND"
-	case http.StatusMethodNotAllowed:
-		return "METHOD_NOT_ALLOWED"
 	case http.StatusConflict:
 		return "ABORTED"
 	case http.StatusPreconditionFailed:
@@ -171,9 +171,11 @@ type errorDetail struct {
 // with their detail and answered with a message that leaks nothing.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	e := AsError(err)
-	if e.Code >= 500 {
-		slog.ErrorContext(r.Context(), "request failed", "error", err.Error(), "status", e.Code,
-			"method", r.Method, "path", r.URL.Path)
+	switch {
+	case e.Code == http.StatusInternalServerError:
+		slog.ErrorContext(r.Context(), "request failed", "error", err.Error(), "method", r.Method, "path", r.URL.Path)
+	case e.Code >= 500:
+		slog.WarnContext(r.Context(), "backend unavailable", "error", err.Error(), "method", r.Method, "path", r.URL.Path)
 	}
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))

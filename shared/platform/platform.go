@@ -16,12 +16,16 @@ import (
 	"cloud.google.com/go/bigtable"
 	"cloud.google.com/go/firestore"
 	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"cloud.google.com/go/spanner"
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
 	"github.com/cloudevents/sdk-go/v2/event"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/config"
+	"github.com/videngage/engagement/shared/firestoredb"
 	"github.com/videngage/engagement/shared/httpx"
 )
 
@@ -220,4 +224,45 @@ func (l *lazy[T]) get(ctx context.Context, needs Needs, build func(context.Conte
 	}
 	l.value, l.done = v, true
 	return v, nil
+}
+
+// RateLimiter is the per-user limiter of kind for a function, or nil when
+// RATE_LIMITS=off (load tests of one user) or the limit is not positive.
+// The function needs Firestore.
+func RateLimiter(c *Clients, kind string, perMinute int) *firestoredb.RateLimiter {
+	if c.Config.HTTP.RateLimits == "off" || perMinute <= 0 || c.Firestore == nil {
+		return nil
+	}
+	return firestoredb.NewRateLimiter(c.Firestore, kind, perMinute)
+}
+
+// Check reports whether every client that was built answers: the readiness
+// of the instance (GET /healthz locally).
+func (c *Clients) Check(ctx context.Context) error {
+	var errs []error
+	if c.Spanner != nil {
+		iter := c.Spanner.Single().Query(ctx, spanner.Statement{SQL: "SELECT 1"})
+		if err := iter.Do(func(*spanner.Row) error { return nil }); err != nil {
+			errs = append(errs, fmt.Errorf("spanner: %w", err))
+		}
+	}
+	if c.Bigtable != nil {
+		// Any table of the topology answers; a missing row is an empty answer.
+		if _, err := c.Bigtable.Open("watch_latest").ReadRow(ctx, "healthz"); err != nil {
+			errs = append(errs, fmt.Errorf("bigtable: %w", err))
+		}
+	}
+	if c.PubSub != nil {
+		topic := "projects/" + c.Config.Project + "/topics/" + c.Config.PubSub.HistoryTopic
+		if _, err := c.PubSub.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: topic}); err != nil {
+			errs = append(errs, fmt.Errorf("pubsub: %w", err))
+		}
+	}
+	if c.Firestore != nil {
+		_, err := c.Firestore.Collection("healthz").Doc("healthz").Get(ctx)
+		if err != nil && status.Code(err) != codes.NotFound {
+			errs = append(errs, fmt.Errorf("firestore: %w", err))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -1,0 +1,290 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/GoogleCloudPlatform/functions-framework-go/funcframework"
+	"github.com/robfig/cron/v3"
+
+	"github.com/videngage/engagement/shared/auth"
+	"github.com/videngage/engagement/shared/config"
+	"github.com/videngage/engagement/shared/emulators"
+	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/platform"
+	"github.com/videngage/engagement/shared/topology"
+)
+
+const allNeeds = platform.NeedSpanner | platform.NeedBigtable | platform.NeedPubSub | platform.NeedFirestore | platform.NeedVerifier
+
+func realMain(ctx context.Context) error {
+	port := envOr("PORT", "8080")
+	// Listen first: push subscriptions and /healthz need an answer as soon
+	// as they exist; /healthz says 503 until everything is ready.
+	ln, err := net.Listen("tcp", ":"+port)
+	if err != nil {
+		return fmt.Errorf("listen on port %s (set PORT to use another): %w", port, err)
+	}
+	base := "http://127.0.0.1:" + port
+	var ready readiness
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", ready.serve)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			slog.Error("server stopped", "error", err)
+		}
+	}()
+	defer srv.Close()
+
+	stack, err := startEmulators(ctx)
+	if err != nil {
+		return err
+	}
+	defer stack.Stop()
+
+	project := envOr("GOOGLE_CLOUD_PROJECT", "local-project")
+	issuer, err := auth.NewLocalIssuer(project)
+	if err != nil {
+		return err
+	}
+	// The event functions read their configuration from the environment, as
+	// in the cloud; the rest of this process uses the same values.
+	env := map[string]string{
+		"GOOGLE_CLOUD_PROJECT": project,
+		"AUTH_AUDIENCE":        project,
+		"AUTH_JWKS_URL":        base + "/dev/jwks",
+		"CORS_ALLOWED_ORIGINS": envOr("CORS_ALLOWED_ORIGINS", "*"),
+	}
+	for k, v := range stack.Env() {
+		env[k] = v
+	}
+	for k, v := range env {
+		os.Setenv(k, v)
+	}
+	os.Unsetenv("FUNCTION_TARGET")
+	cfg, err := config.FromEnv(ctx)
+	if err != nil {
+		return err
+	}
+
+	top := topology.MustLoad()
+	err = emulators.Provision(ctx, stack.Hosts, emulators.Target{
+		Project:           cfg.Project,
+		SpannerInstance:   cfg.Spanner.Instance,
+		SpannerDatabase:   cfg.Spanner.Database,
+		BigtableInstance:  cfg.Bigtable.Instance,
+		PushEndpoint:      func(fn string) string { return base + "/events/" + fn },
+		HistoryMaxAgeDays: cfg.History.MaxAgeDays,
+	})
+	if err != nil {
+		return err
+	}
+
+	clients, err := platform.New(ctx, cfg, allNeeds)
+	if err != nil {
+		return err
+	}
+	defer clients.Close()
+
+	events, err := startEventFunctions()
+	if err != nil {
+		return err
+	}
+
+	mux.Handle("GET /dev/token", issuer.TokenHandler())
+	mux.Handle("GET /dev/jwks", issuer.JWKSHandler())
+	mux.Handle("POST /events/{function}", events)
+	functions, err := mountFunctions(ctx, mux, top, clients)
+	if err != nil {
+		return err
+	}
+	sched, err := startScheduler(top, functions)
+	if err != nil {
+		return err
+	}
+	defer sched.Stop()
+
+	ready.set(clients)
+	slog.Info("serving", "api", base+"/v1/", "health", base+"/healthz", "tokens", base+"/dev/token?uid=alice")
+	<-ctx.Done()
+	slog.Info("stopping")
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdown)
+	return nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func startEmulators(ctx context.Context) (*emulators.Stack, error) {
+	if s, ok := emulators.Attach(); ok {
+		slog.Info("using the running emulators", "hosts", s.Hosts)
+		return s, nil
+	}
+	logDir := envOr("LOCAL_LOG_DIR", filepath.Join(os.TempDir(), "engagement-local"))
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return nil, err
+	}
+	started := time.Now()
+	s, err := emulators.Start(ctx, emulators.Options{LogDir: logDir})
+	if err != nil {
+		return nil, err
+	}
+	slog.Info("emulators started", "in", time.Since(started).Round(time.Millisecond), "logs", logDir)
+	return s, nil
+}
+
+// startEventFunctions serves the registered event functions with
+// functions-framework-go on a loopback port (each at /<Name>) and returns the
+// handler that Pub/Sub pushes reach. It lets one request at a time into each
+// function, as Cloud Functions does by default: the framework's CloudEvent
+// path mis-pairs concurrent requests.
+func startEventFunctions() (http.Handler, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	fport := fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close()
+	go func() {
+		if err := funcframework.StartHostPort("127.0.0.1", fport); err != nil {
+			slog.Error("functions framework stopped", "error", err)
+		}
+	}()
+	target, _ := url.Parse("http://127.0.0.1:" + fport)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	known := map[string]bool{}
+	for _, r := range platform.All() {
+		if r.Event != nil {
+			known[r.Name] = true
+		}
+	}
+	var gates sync.Map
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("function")
+		if !known[name] {
+			httpx.WriteError(w, r, httpx.NotFound("no event function %q", name))
+			return
+		}
+		g, _ := gates.LoadOrStore(name, &sync.Mutex{})
+		g.(*sync.Mutex).Lock()
+		defer g.(*sync.Mutex).Unlock()
+		r2 := r.Clone(r.Context())
+		r2.URL.Path = "/" + name
+		proxy.ServeHTTP(w, r2)
+	}), nil
+}
+
+// mountFunctions builds every registered HTTP function on the shared clients
+// and serves it at its topology routes. A scheduled function that no package
+// registers yet answers 204.
+func mountFunctions(ctx context.Context, mux *http.ServeMux, top *topology.Topology, c *platform.Clients) (map[string]http.Handler, error) {
+	builders := map[string]platform.HTTPBuilder{}
+	for _, r := range platform.All() {
+		if r.HTTP != nil {
+			builders[r.Name] = r.HTTP
+		}
+	}
+	std := httpx.Standard(c.Config.Project, c.Config.HTTP.AllowedOrigins, c.Config.HTTP.RequestTimeout)
+	handlers := map[string]http.Handler{}
+	for _, f := range top.Functions {
+		if f.Kind == topology.KindEvent {
+			continue
+		}
+		var h http.Handler
+		if b, ok := builders[f.Name]; ok {
+			built, err := b(ctx, c)
+			if err != nil {
+				return nil, fmt.Errorf("build %s: %w", f.Name, err)
+			}
+			h = std(built)
+		} else if f.Kind == topology.KindScheduled {
+			h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+		} else {
+			slog.Warn("function not built yet; its routes answer 404", "function", f.Name)
+			continue
+		}
+		handlers[f.Name] = h
+		for _, route := range f.Routes {
+			mux.Handle(route, h)
+		}
+	}
+	return handlers, nil
+}
+
+// startScheduler calls the scheduled functions on their Cloud Scheduler
+// schedules, in process.
+func startScheduler(top *topology.Topology, handlers map[string]http.Handler) (*cron.Cron, error) {
+	c := cron.New()
+	for _, job := range top.Scheduler {
+		h, ok := handlers[job.Function]
+		if !ok {
+			return nil, fmt.Errorf("scheduler job %s: no function %s", job.Name, job.Function)
+		}
+		body, err := json.Marshal(job.Body)
+		if err != nil {
+			return nil, err
+		}
+		name := job.Name
+		if _, err := c.AddFunc(job.Schedule, func() {
+			req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(string(body)))
+			req.Header.Set("Content-Type", "application/json")
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			slog.Info("scheduled job ran", "job", name, "status", rec.Code)
+		}); err != nil {
+			return nil, fmt.Errorf("scheduler job %s: %w", name, err)
+		}
+	}
+	c.Start()
+	return c, nil
+}
+
+// readiness answers /healthz: 200 once every backend answers.
+type readiness struct {
+	mu      sync.Mutex
+	clients *platform.Clients
+}
+
+func (r *readiness) set(c *platform.Clients) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.clients = c
+}
+
+func (r *readiness) serve(w http.ResponseWriter, req *http.Request) {
+	r.mu.Lock()
+	c := r.clients
+	r.mu.Unlock()
+	if c == nil {
+		httpx.WriteError(w, req, httpx.Unavailable(time.Second, "starting"))
+		return
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), 3*time.Second)
+	defer cancel()
+	if err := c.Check(ctx); err != nil {
+		slog.Warn("health check failed", "error", err)
+		httpx.WriteError(w, req, httpx.Unavailable(time.Second, "a backend does not answer"))
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}

@@ -1,0 +1,304 @@
+// Package historyfn is the History function: the public watch-history API.
+//
+//	POST   /v1/history              record a watch (published; applied by ApplyHistory)
+//	GET    /v1/history              the caller's history, newest first
+//	DELETE /v1/history[?before=]    clear all or older entries
+//	DELETE /v1/history/{videoId}    remove one video
+//	GET    /v1/history/settings     the caller's settings
+//	PUT    /v1/history/settings
+package historyfn
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/videngage/engagement/shared/auth"
+	"github.com/videngage/engagement/shared/bigtabledb"
+	"github.com/videngage/engagement/shared/bus"
+	"github.com/videngage/engagement/shared/firestoredb"
+	"github.com/videngage/engagement/shared/history"
+	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/platform"
+)
+
+func init() {
+	platform.RegisterHTTP("History", platform.NeedBigtable|platform.NeedPubSub|platform.NeedFirestore|platform.NeedVerifier,
+		func(ctx context.Context, c *platform.Clients) (http.Handler, error) {
+			return New(Deps{
+				Verifier:  c.Verifier,
+				Store:     bigtabledb.NewHistory(c.Bigtable),
+				Settings:  firestoredb.NewSettings(c.Firestore),
+				Publisher: bus.NewPublisher(c.PubSub, c.Config.PubSub.HistoryTopic),
+				Tokens:    history.NewPageTokens(c.Config.HTTP.PageTokenSecret),
+				Limiter:   platform.RateLimiter(c, "history", c.Config.Counters.HistoryPerMin),
+			}), nil
+		})
+}
+
+// Interfaces of what the handler uses, declared here where they are consumed.
+type (
+	Verifier interface {
+		FromRequest(*http.Request) (auth.User, error)
+	}
+	Store interface {
+		List(ctx context.Context, userID string, after *history.Cursor, horizon time.Time, size int) (bigtabledb.Page, error)
+		DeleteVideo(ctx context.Context, userID, videoID string) error
+		DeleteBefore(ctx context.Context, userID string, before time.Time) error
+	}
+	SettingsStore interface {
+		Get(ctx context.Context, userID string) (history.Settings, error)
+		Put(ctx context.Context, userID string, s history.Settings) error
+	}
+	Publisher interface {
+		Publish(ctx context.Context, data []byte, attrs map[string]string) (string, error)
+	}
+	// Limiter admits a user's write or says how long to wait.
+	Limiter interface {
+		Allow(ctx context.Context, userID string) (retryAfter time.Duration, err error)
+	}
+)
+
+// Deps are the handler's collaborators.
+type Deps struct {
+	Verifier  Verifier
+	Store     Store
+	Settings  SettingsStore
+	Publisher Publisher
+	Tokens    history.PageTokens
+	Limiter   Limiter // nil: no limit
+	Now       func() time.Time
+}
+
+type handler struct{ Deps }
+
+// New builds the History handler.
+func New(d Deps) http.Handler {
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	h := &handler{d}
+	rt := httpx.NewRouter()
+	rt.Handle("POST /v1/history", h.record)
+	rt.Handle("GET /v1/history", h.list)
+	rt.Handle("DELETE /v1/history", h.clear)
+	rt.Handle("DELETE /v1/history/{videoId}", h.deleteVideo)
+	rt.Handle("GET /v1/history/settings", h.getSettings)
+	rt.Handle("PUT /v1/history/settings", h.putSettings)
+	return rt
+}
+
+const (
+	defaultPageSize = 10
+	maxPageSize     = 100
+)
+
+type recordRequest struct {
+	VideoID         string   `json:"videoId"`
+	WatchedAt       *string  `json:"watchedAt"`
+	PositionSeconds *float64 `json:"positionSeconds"`
+}
+
+func (h *handler) record(w http.ResponseWriter, r *http.Request) error {
+	user, err := h.Verifier.FromRequest(r)
+	if err != nil {
+		return err
+	}
+	var req recordRequest
+	if err := httpx.DecodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	if err := httpx.ValidateID("videoId", req.VideoID); err != nil {
+		return err
+	}
+	now := h.Now().UTC()
+	at := now
+	if req.WatchedAt != nil {
+		if at, err = time.Parse(time.RFC3339Nano, *req.WatchedAt); err != nil {
+			return httpx.InvalidArgument("watchedAt must be an RFC 3339 time such as 2026-01-02T15:04:05Z")
+		}
+		if at.After(now.Add(history.MaxFuture)) {
+			return httpx.InvalidArgument("watchedAt is more than 5 minutes in the future")
+		}
+		if at.UnixMilli() <= 0 {
+			return httpx.InvalidArgument("watchedAt must be after 1970-01-01T00:00:00Z")
+		}
+	}
+	var pos float64
+	if req.PositionSeconds != nil {
+		pos = *req.PositionSeconds
+		if !history.ValidPosition(pos) {
+			return httpx.InvalidArgument("positionSeconds must be from 0 to %d", history.MaxPositionSeconds)
+		}
+	}
+	if err := h.admit(r.Context(), user.ID); err != nil {
+		return err
+	}
+	settings, err := h.Settings.Get(r.Context(), user.ID)
+	if err != nil {
+		return err
+	}
+	if settings.Paused {
+		httpx.WriteJSON(w, http.StatusAccepted, map[string]bool{"recorded": false})
+		return nil
+	}
+	watch := history.NewWatch(user.ID, req.VideoID, at, pos)
+	data, err := watch.Encode()
+	if err != nil {
+		return err
+	}
+	if _, err := h.Publisher.Publish(r.Context(), data, map[string]string{"kind": "watch", "eventId": watch.EventID}); err != nil {
+		return err
+	}
+	httpx.WriteJSON(w, http.StatusAccepted, map[string]bool{"recorded": true})
+	return nil
+}
+
+func (h *handler) admit(ctx context.Context, userID string) error {
+	if h.Limiter == nil {
+		return nil
+	}
+	wait, err := h.Limiter.Allow(ctx, userID)
+	if err != nil {
+		return err
+	}
+	if wait > 0 {
+		return httpx.ResourceExhausted(wait, "too many history writes; retry later")
+	}
+	return nil
+}
+
+type entryJSON struct {
+	VideoID         string  `json:"videoId"`
+	WatchedAt       string  `json:"watchedAt"`
+	PositionSeconds float64 `json:"positionSeconds"`
+}
+
+type listResponse struct {
+	Entries       []entryJSON `json:"entries"`
+	NextPageToken string      `json:"nextPageToken,omitempty"`
+}
+
+func (h *handler) list(w http.ResponseWriter, r *http.Request) error {
+	user, err := h.Verifier.FromRequest(r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	size, err := httpx.ParsePageSize(q.Get("pageSize"), defaultPageSize, maxPageSize)
+	if err != nil {
+		return err
+	}
+	var after *history.Cursor
+	if tok := q.Get("pageToken"); tok != "" {
+		c, err := h.Tokens.Decode(user.ID, tok)
+		if err != nil {
+			return httpx.InvalidArgument("pageToken is not valid; use the nextPageToken of a previous page")
+		}
+		after = &c
+	}
+	settings, err := h.Settings.Get(r.Context(), user.ID)
+	if err != nil {
+		return err
+	}
+	page, err := h.Store.List(r.Context(), user.ID, after, settings.Horizon(h.Now()), size)
+	if err != nil {
+		return err
+	}
+	resp := listResponse{Entries: make([]entryJSON, 0, len(page.Entries))}
+	for _, e := range page.Entries {
+		resp.Entries = append(resp.Entries, entryJSON{
+			VideoID:         e.VideoID,
+			WatchedAt:       e.WatchedAt.UTC().Format(time.RFC3339Nano),
+			PositionSeconds: e.PositionSeconds,
+		})
+	}
+	if page.Next != nil {
+		resp.NextPageToken = h.Tokens.Encode(user.ID, *page.Next)
+	}
+	w.Header().Set("Cache-Control", "private, no-store")
+	httpx.WriteJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+func (h *handler) clear(w http.ResponseWriter, r *http.Request) error {
+	user, err := h.Verifier.FromRequest(r)
+	if err != nil {
+		return err
+	}
+	var before time.Time
+	if b := r.URL.Query().Get("before"); b != "" {
+		if before, err = time.Parse(time.RFC3339Nano, b); err != nil {
+			return httpx.InvalidArgument("before must be an RFC 3339 time such as 2026-01-02T15:04:05Z")
+		}
+		if before.UnixMilli() <= 0 {
+			// Nothing was watched before 1970: nothing to clear.
+			w.WriteHeader(http.StatusNoContent)
+			return nil
+		}
+	}
+	if err := h.Store.DeleteBefore(r.Context(), user.ID, before); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (h *handler) deleteVideo(w http.ResponseWriter, r *http.Request) error {
+	user, err := h.Verifier.FromRequest(r)
+	if err != nil {
+		return err
+	}
+	video := r.PathValue("videoId")
+	if err := httpx.ValidateID("videoId", video); err != nil {
+		return err
+	}
+	if err := h.Store.DeleteVideo(r.Context(), user.ID, video); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (h *handler) getSettings(w http.ResponseWriter, r *http.Request) error {
+	user, err := h.Verifier.FromRequest(r)
+	if err != nil {
+		return err
+	}
+	s, err := h.Settings.Get(r.Context(), user.ID)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Cache-Control", "private, no-store")
+	httpx.WriteJSON(w, http.StatusOK, s)
+	return nil
+}
+
+type settingsRequest struct {
+	Paused           *bool `json:"paused"`
+	AutoDeleteMonths *int  `json:"autoDeleteMonths"`
+}
+
+func (h *handler) putSettings(w http.ResponseWriter, r *http.Request) error {
+	user, err := h.Verifier.FromRequest(r)
+	if err != nil {
+		return err
+	}
+	var req settingsRequest
+	if err := httpx.DecodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	if req.Paused == nil || req.AutoDeleteMonths == nil {
+		return httpx.InvalidArgument("send both paused (true or false) and autoDeleteMonths (0, 3, 18 or 36)")
+	}
+	if !history.ValidAutoDeleteMonths(*req.AutoDeleteMonths) {
+		return httpx.InvalidArgument("autoDeleteMonths must be 0, 3, 18 or 36")
+	}
+	s := history.Settings{Paused: *req.Paused, AutoDeleteMonths: *req.AutoDeleteMonths}
+	if err := h.Settings.Put(r.Context(), user.ID, s); err != nil {
+		return err
+	}
+	w.Header().Set("Cache-Control", "private, no-store")
+	httpx.WriteJSON(w, http.StatusOK, s)
+	return nil
+}
