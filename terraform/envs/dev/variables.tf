@@ -1,0 +1,123 @@
+variable "project_id" {
+  description = "Project of the dev environment."
+  type        = string
+}
+
+variable "region" {
+  type    = string
+  default = "us-central1"
+}
+
+variable "deletion_protection" {
+  type    = bool
+  default = false
+}
+
+variable "source_archive" {
+  description = "Path of the source zip built by Cloud Build."
+  type        = string
+}
+
+variable "source_version" {
+  description = "Commit the source zip was built from."
+  type        = string
+}
+
+variable "api_domain" {
+  description = "Host name of the public API in dev."
+  type        = string
+}
+
+variable "auth_audience" {
+  description = "Firebase project id of the ID tokens; empty means project_id."
+  type        = string
+  default     = ""
+}
+
+variable "cors_allowed_origins" {
+  type    = list(string)
+  default = []
+}
+
+variable "rate_limits" {
+  type    = string
+  default = "on"
+}
+
+variable "alert_emails" {
+  type    = list(string)
+  default = []
+}
+
+variable "function_defaults" {
+  type = map(object({
+    memory          = string
+    cpu             = string
+    timeout_seconds = number
+    concurrency     = number
+    min_instances   = number
+    max_instances   = number
+  }))
+  default = {
+    http      = { memory = "512Mi", cpu = "1", timeout_seconds = 30, concurrency = 80, min_instances = 0, max_instances = 20 }
+    scheduled = { memory = "512Mi", cpu = "1", timeout_seconds = 120, concurrency = 1, min_instances = 0, max_instances = 1 }
+    event     = { memory = "512Mi", cpu = "1", timeout_seconds = 60, concurrency = 1, min_instances = 0, max_instances = 10 }
+  }
+}
+
+variable "function_overrides" {
+  type = map(object({
+    memory          = optional(string)
+    cpu             = optional(string)
+    timeout_seconds = optional(number)
+    concurrency     = optional(number)
+    min_instances   = optional(number)
+    max_instances   = optional(number)
+  }))
+  default = {
+    Reconcile = { timeout_seconds = 1800, memory = "1Gi" }
+  }
+}
+
+variable "spanner_config" {
+  type    = string
+  default = "regional-us-central1"
+}
+
+variable "spanner_edition" {
+  type    = string
+  default = "STANDARD"
+}
+
+variable "spanner_processing_units" {
+  type    = number
+  default = 100
+}
+
+variable "spanner_version_retention" {
+  type    = string
+  default = "1h"
+}
+
+variable "bigtable_clusters" {
+  type = list(object({
+    id           = string
+    zone         = string
+    min_nodes    = number
+    max_nodes    = number
+    storage_type = optional(string, "SSD")
+  }))
+  default = [
+    { id = "engagement-c1", zone = "us-central1-b", min_nodes = 1, max_nodes = 3 },
+  ]
+}
+
+variable "history_max_age_days" {
+  type    = number
+  default = null
+}
+
+variable "firestore_location" {
+  type    = string
+  default = "us-central1"
+}

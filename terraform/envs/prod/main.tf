@@ -1,0 +1,57 @@
+# The prod environment. State lives in a GCS bucket given at init time:
+#   terraform init -backend-config="bucket=<state bucket>"
+terraform {
+  required_version = ">= 1.5.0"
+
+  backend "gcs" {
+    prefix = "engagement/prod"
+  }
+
+  required_providers {
+    google = {
+      source  = "hashicorp/google"
+      version = "~> 6.50"
+    }
+    random = {
+      source  = "hashicorp/random"
+      version = "~> 3.7"
+    }
+  }
+}
+
+provider "google" {
+  project = var.project_id
+  region  = var.region
+}
+
+module "engagement" {
+  source = "../../modules/engagement"
+
+  project_id          = var.project_id
+  environment         = "prod"
+  region              = var.region
+  deletion_protection = var.deletion_protection
+
+  source_archive = var.source_archive
+  source_version = var.source_version
+
+  function_defaults  = var.function_defaults
+  function_overrides = var.function_overrides
+
+  auth_audience        = var.auth_audience
+  cors_allowed_origins = var.cors_allowed_origins
+  rate_limits          = var.rate_limits
+
+  spanner_config            = var.spanner_config
+  spanner_edition           = var.spanner_edition
+  spanner_processing_units  = var.spanner_processing_units
+  spanner_version_retention = var.spanner_version_retention
+
+  bigtable_clusters    = var.bigtable_clusters
+  history_max_age_days = var.history_max_age_days
+
+  firestore_location = var.firestore_location
+
+  api_domain   = var.api_domain
+  alert_emails = var.alert_emails
+}

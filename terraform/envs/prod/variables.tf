@@ -1,0 +1,124 @@
+variable "project_id" {
+  description = "Project of the prod environment."
+  type        = string
+}
+
+variable "region" {
+  type    = string
+  default = "us-central1"
+}
+
+variable "deletion_protection" {
+  type    = bool
+  default = true
+}
+
+variable "source_archive" {
+  description = "Path of the source zip built by Cloud Build."
+  type        = string
+}
+
+variable "source_version" {
+  description = "Commit the source zip was built from."
+  type        = string
+}
+
+variable "api_domain" {
+  description = "Host name of the public API in prod."
+  type        = string
+}
+
+variable "auth_audience" {
+  description = "Firebase project id of the ID tokens; empty means project_id."
+  type        = string
+  default     = ""
+}
+
+variable "cors_allowed_origins" {
+  type    = list(string)
+  default = []
+}
+
+variable "rate_limits" {
+  type    = string
+  default = "on"
+}
+
+variable "alert_emails" {
+  type    = list(string)
+  default = []
+}
+
+variable "function_defaults" {
+  type = map(object({
+    memory          = string
+    cpu             = string
+    timeout_seconds = number
+    concurrency     = number
+    min_instances   = number
+    max_instances   = number
+  }))
+  default = {
+    http      = { memory = "512Mi", cpu = "1", timeout_seconds = 30, concurrency = 80, min_instances = 2, max_instances = 1000 }
+    scheduled = { memory = "512Mi", cpu = "1", timeout_seconds = 120, concurrency = 1, min_instances = 0, max_instances = 1 }
+    event     = { memory = "512Mi", cpu = "1", timeout_seconds = 60, concurrency = 1, min_instances = 0, max_instances = 100 }
+  }
+}
+
+variable "function_overrides" {
+  type = map(object({
+    memory          = optional(string)
+    cpu             = optional(string)
+    timeout_seconds = optional(number)
+    concurrency     = optional(number)
+    min_instances   = optional(number)
+    max_instances   = optional(number)
+  }))
+  default = {
+    Reconcile = { timeout_seconds = 1800, memory = "1Gi" }
+  }
+}
+
+variable "spanner_config" {
+  type    = string
+  default = "nam6"
+}
+
+variable "spanner_edition" {
+  type    = string
+  default = "ENTERPRISE_PLUS"
+}
+
+variable "spanner_processing_units" {
+  type    = number
+  default = 1000
+}
+
+variable "spanner_version_retention" {
+  type    = string
+  default = "7d"
+}
+
+variable "bigtable_clusters" {
+  type = list(object({
+    id           = string
+    zone         = string
+    min_nodes    = number
+    max_nodes    = number
+    storage_type = optional(string, "SSD")
+  }))
+  default = [
+    { id = "engagement-c1", zone = "us-central1-b", min_nodes = 3, max_nodes = 30 },
+    { id = "engagement-c2", zone = "us-east1-c", min_nodes = 3, max_nodes = 30 },
+  ]
+}
+
+variable "history_max_age_days" {
+  type    = number
+  default = null
+}
+
+variable "firestore_location" {
+  type    = string
+  default = "nam5"
+}

@@ -1,0 +1,114 @@
+# Bigtable: watch history. Tables, column families and their GC max age come
+# from topology.json; each family names the variable that holds its maximum
+# age in days. In prod the instance has two clusters: the "history" app
+# profile pins a user's writes and reads to one cluster (read-your-writes),
+# the "failover" profile routes to any cluster.
+
+locals {
+  # Values of the GC variables named by topology.json (maxAgeDaysVar).
+  bigtable_gc_days = {
+    history_max_age_days = coalesce(var.history_max_age_days, local.topology.bigtable.defaults.history_max_age_days)
+  }
+
+  bigtable_tables = { for t in local.topology.bigtable.tables : t.name => [for f in t.families : f.name] }
+
+  bigtable_families = merge([
+    for t in local.topology.bigtable.tables : {
+      for f in t.families : "${t.name}/${f.name}" => {
+        table    = t.name
+        family   = f.name
+        max_days = local.bigtable_gc_days[f.maxAgeDaysVar]
+      }
+    }
+  ]...)
+
+  # Functions that write or read a user's own history use the single-cluster
+  # profile; everything else may fail over.
+  history_functions = ["History", "ApplyHistory"]
+}
+
+resource "google_bigtable_instance" "main" {
+  project             = var.project_id
+  name                = local.topology.bigtable.instance
+  display_name        = "engagement ${var.environment}"
+  deletion_protection = var.deletion_protection
+  labels              = local.labels
+
+  dynamic "cluster" {
+    for_each = var.bigtable_clusters
+    content {
+      cluster_id   = cluster.value.id
+      zone         = cluster.value.zone
+      storage_type = cluster.value.storage_type
+
+      autoscaling_config {
+        min_nodes  = cluster.value.min_nodes
+        max_nodes  = cluster.value.max_nodes
+        cpu_target = var.bigtable_cpu_target
+      }
+    }
+  }
+
+  depends_on = [google_project_service.api]
+}
+
+resource "google_bigtable_table" "table" {
+  for_each = local.bigtable_tables
+
+  project             = var.project_id
+  instance_name       = google_bigtable_instance.main.name
+  name                = each.key
+  deletion_protection = var.deletion_protection ? "PROTECTED" : "UNPROTECTED"
+
+  dynamic "column_family" {
+    for_each = toset(each.value)
+    content {
+      family = column_family.value
+    }
+  }
+}
+
+resource "google_bigtable_gc_policy" "family" {
+  for_each = local.bigtable_families
+
+  project         = var.project_id
+  instance_name   = google_bigtable_instance.main.name
+  table           = google_bigtable_table.table[each.value.table].name
+  column_family   = each.value.family
+  deletion_policy = "ABANDON"
+
+  max_age {
+    duration = "${each.value.max_days * 24}h"
+  }
+}
+
+resource "google_bigtable_app_profile" "history" {
+  project         = var.project_id
+  instance        = google_bigtable_instance.main.name
+  app_profile_id  = "history"
+  description     = "Single-cluster routing: a user reads their own history writes."
+  ignore_warnings = true
+
+  single_cluster_routing {
+    cluster_id                 = var.bigtable_clusters[0].id
+    allow_transactional_writes = false
+  }
+}
+
+resource "google_bigtable_app_profile" "failover" {
+  project                       = var.project_id
+  instance                      = google_bigtable_instance.main.name
+  app_profile_id                = "failover"
+  description                   = "Multi-cluster routing: reads fail over to any cluster."
+  multi_cluster_routing_use_any = true
+  ignore_warnings               = true
+}
+
+resource "google_bigtable_instance_iam_member" "fn" {
+  for_each = { for k, a in local.function_access : k => a if a.bigtable != "" }
+
+  project  = var.project_id
+  instance = google_bigtable_instance.main.name
+  role     = each.value.bigtable == "reader" ? "roles/bigtable.reader" : "roles/bigtable.user"
+  member   = google_service_account.fn[each.key].member
+}

@@ -1,0 +1,117 @@
+# Cloud Functions (2nd gen): one per entry point in topology.json, all built
+# from the same source archive (the module root; the root package blank-imports
+# every function package) with their own entry point and service account.
+
+resource "google_storage_bucket" "source" {
+  project                     = var.project_id
+  name                        = "${var.project_id}-engagement-source"
+  location                    = var.region
+  uniform_bucket_level_access = true
+  public_access_prevention    = "enforced"
+  labels                      = local.labels
+
+  depends_on = [google_project_service.api]
+}
+
+resource "google_storage_bucket_object" "source" {
+  bucket = google_storage_bucket.source.name
+  name   = "engagement-${var.source_version}.zip"
+  source = var.source_archive
+}
+
+locals {
+  function_settings = {
+    for k, f in local.functions : k => merge(
+      var.function_defaults[f.kind],
+      { for s, v in try(var.function_overrides[k], {}) : s => v if v != null },
+    )
+  }
+
+  # Environment of every function: the variable names shared/config reads.
+  # PORT is set by the platform, FUNCTION_TARGET by the runtime, and the
+  # *_EMULATOR_HOST variables only exist in the local stack.
+  function_env = {
+    GOOGLE_CLOUD_PROJECT = var.project_id
+    SPANNER_INSTANCE     = local.topology.spanner.instance
+    SPANNER_DATABASE     = local.topology.spanner.database
+    BIGTABLE_INSTANCE    = local.topology.bigtable.instance
+    FIRESTORE_DATABASE   = var.firestore_database
+    HISTORY_TOPIC        = google_pubsub_topic.topic["history-events"].name
+    COUNTER_TOPIC        = google_pubsub_topic.topic["counter-events"].name
+    AUTH_AUDIENCE        = local.auth_audience
+    AUTH_ISSUER          = "https://securetoken.google.com/${local.auth_audience}"
+    AUTH_JWKS_URL        = "https://www.googleapis.com/service_accounts/v1/jwk/securetoken@system.gserviceaccount.com"
+    CORS_ALLOWED_ORIGINS = join(",", var.cors_allowed_origins)
+    COUNTS_MAX_AGE       = var.counts_max_age
+    REQUEST_TIMEOUT      = var.request_timeout
+    RATE_LIMITS          = var.rate_limits
+    RATE_LIMIT_REACTIONS = tostring(var.rate_limit_per_minute.reactions)
+    RATE_LIMIT_COMMENTS  = tostring(var.rate_limit_per_minute.comments)
+    RATE_LIMIT_HISTORY   = tostring(var.rate_limit_per_minute.history)
+    ROLLUP_INTERVAL      = var.rollup_interval
+    HISTORY_MAX_AGE_DAYS = tostring(local.bigtable_gc_days.history_max_age_days)
+  }
+  auth_audience = var.auth_audience != "" ? var.auth_audience : var.project_id
+}
+
+resource "google_cloudfunctions2_function" "fn" {
+  for_each = local.functions
+
+  project     = var.project_id
+  location    = var.region
+  name        = each.value.id
+  description = "engagement ${each.value.kind} function ${each.key}"
+  labels      = local.labels
+
+  build_config {
+    runtime         = var.go_runtime
+    entry_point     = each.key
+    service_account = google_service_account.builder.id
+
+    source {
+      storage_source {
+        bucket = google_storage_bucket.source.name
+        object = google_storage_bucket_object.source.name
+      }
+    }
+  }
+
+  service_config {
+    available_memory = local.function_settings[each.key].memory
+    available_cpu    = local.function_settings[each.key].cpu
+    timeout_seconds  = local.function_settings[each.key].timeout_seconds
+    # Event functions take one delivery at a time: the CloudEvent path of
+    # functions-framework-go mis-pairs concurrent requests.
+    max_instance_request_concurrency = each.value.kind == "event" ? 1 : local.function_settings[each.key].concurrency
+    min_instance_count               = local.function_settings[each.key].min_instances
+    max_instance_count               = local.function_settings[each.key].max_instances
+    all_traffic_on_latest_revision   = true
+    service_account_email            = google_service_account.fn[each.key].email
+    # Public functions are reached only through the load balancer; event and
+    # scheduled ones only from Pub/Sub push and Cloud Scheduler in the project.
+    ingress_settings = each.value.public ? "ALLOW_INTERNAL_AND_GCLB" : "ALLOW_INTERNAL_ONLY"
+
+    environment_variables = merge(local.function_env, {
+      BIGTABLE_APP_PROFILE = contains(local.history_functions, each.key) ? google_bigtable_app_profile.history.app_profile_id : google_bigtable_app_profile.failover.app_profile_id
+    })
+
+    # Page tokens are signed with a generated secret, never the local default.
+    dynamic "secret_environment_variables" {
+      for_each = each.value.public ? [google_secret_manager_secret.page_token.secret_id] : []
+      content {
+        key        = "PAGE_TOKEN_SECRET"
+        project_id = var.project_id
+        secret     = secret_environment_variables.value
+        version    = "latest"
+      }
+    }
+  }
+
+  depends_on = [
+    google_project_service.api,
+    google_secret_manager_secret_version.page_token,
+    google_secret_manager_secret_iam_member.page_token,
+    google_project_iam_member.builder,
+    google_storage_bucket_iam_member.builder_source,
+  ]
+}

@@ -1,0 +1,181 @@
+# One service account per function with only the roles its code needs, one
+# push identity per event function, one scheduler identity, one build identity.
+# Public functions are invocable by anyone but only through the load balancer
+# (ingress ALLOW_INTERNAL_AND_GCLB; the user is authenticated by the function
+# from the Firebase ID token). Event and scheduled functions are invocable only
+# by their trigger's identity.
+
+locals {
+  # What each function's code touches. spanner/bigtable: "user" (read-write),
+  # "reader" or "" (none); firestore: "user", "viewer" or ""; publish: topics.
+  function_access = {
+    History       = { spanner = "", bigtable = "user", firestore = "user", publish = ["history-events"] }
+    Reactions     = { spanner = "user", bigtable = "", firestore = "user", publish = ["counter-events"] }
+    Counts        = { spanner = "reader", bigtable = "", firestore = "viewer", publish = [] }
+    Comments      = { spanner = "user", bigtable = "", firestore = "user", publish = ["counter-events"] }
+    Rollup        = { spanner = "user", bigtable = "", firestore = "", publish = [] }
+    Reconcile     = { spanner = "user", bigtable = "reader", firestore = "", publish = [] }
+    ApplyHistory  = { spanner = "user", bigtable = "user", firestore = "viewer", publish = [] }
+    ApplyCounters = { spanner = "user", bigtable = "", firestore = "user", publish = [] }
+  }
+
+  publishers = merge([
+    for k, a in local.function_access : { for t in a.publish : "${k}/${t}" => { function = k, topic = t } }
+  ]...)
+
+  # Every function writes logs, metrics and traces.
+  telemetry_roles = ["roles/logging.logWriter", "roles/monitoring.metricWriter", "roles/cloudtrace.agent"]
+  telemetry = merge([
+    for k in keys(local.functions) : { for r in local.telemetry_roles : "${k}/${r}" => { function = k, role = r } }
+  ]...)
+}
+
+resource "google_service_account" "fn" {
+  for_each = local.functions
+
+  project      = var.project_id
+  account_id   = "fn-${each.value.id}"
+  display_name = "engagement function ${each.key}"
+
+  lifecycle {
+    precondition {
+      condition     = contains(keys(local.function_access), each.key)
+      error_message = "Function ${each.key} has no entry in local.function_access (iam.tf)."
+    }
+  }
+}
+
+resource "google_project_iam_member" "fn_telemetry" {
+  for_each = local.telemetry
+
+  project = var.project_id
+  role    = each.value.role
+  member  = google_service_account.fn[each.value.function].member
+}
+
+resource "google_project_iam_member" "fn_firestore" {
+  for_each = { for k, a in local.function_access : k => a if a.firestore != "" }
+
+  project = var.project_id
+  role    = "roles/datastore.${each.value.firestore}"
+  member  = google_service_account.fn[each.key].member
+}
+
+resource "google_pubsub_topic_iam_member" "fn_publisher" {
+  for_each = local.publishers
+
+  project = var.project_id
+  topic   = google_pubsub_topic.topic[each.value.topic].name
+  role    = "roles/pubsub.publisher"
+  member  = google_service_account.fn[each.value.function].member
+}
+
+# --- invokers ---------------------------------------------------------------
+
+resource "google_cloud_run_v2_service_iam_member" "public_invoker" {
+  for_each = local.public_functions
+
+  project  = var.project_id
+  location = var.region
+  name     = google_cloudfunctions2_function.fn[each.key].name
+  role     = "roles/run.invoker"
+  member   = "allUsers"
+}
+
+resource "google_service_account" "push" {
+  for_each = local.event_functions
+
+  project      = var.project_id
+  account_id   = "push-${each.value.id}"
+  display_name = "Pub/Sub push identity for ${each.key}"
+}
+
+resource "google_cloud_run_v2_service_iam_member" "push_invoker" {
+  for_each = local.event_functions
+
+  project  = var.project_id
+  location = var.region
+  name     = google_cloudfunctions2_function.fn[each.key].name
+  role     = "roles/run.invoker"
+  member   = google_service_account.push[each.key].member
+}
+
+# Pub/Sub mints the push OIDC tokens as the push identity.
+resource "google_service_account_iam_member" "push_token_creator" {
+  for_each = local.event_functions
+
+  service_account_id = google_service_account.push[each.key].name
+  role               = "roles/iam.serviceAccountTokenCreator"
+  member             = local.pubsub_agent
+}
+
+resource "google_service_account" "scheduler" {
+  project      = var.project_id
+  account_id   = "scheduler-invoker"
+  display_name = "Cloud Scheduler identity calling the scheduled functions"
+}
+
+resource "google_cloud_run_v2_service_iam_member" "scheduler_invoker" {
+  for_each = local.scheduled_functions
+
+  project  = var.project_id
+  location = var.region
+  name     = google_cloudfunctions2_function.fn[each.key].name
+  role     = "roles/run.invoker"
+  member   = google_service_account.scheduler.member
+}
+
+# --- build identity -----------------------------------------------------------
+
+resource "google_service_account" "builder" {
+  project      = var.project_id
+  account_id   = "fn-builder"
+  display_name = "Builds the function images from the source archive"
+}
+
+resource "google_project_iam_member" "builder" {
+  for_each = toset(["roles/logging.logWriter", "roles/artifactregistry.writer"])
+
+  project = var.project_id
+  role    = each.value
+  member  = google_service_account.builder.member
+}
+
+resource "google_storage_bucket_iam_member" "builder_source" {
+  bucket = google_storage_bucket.source.name
+  role   = "roles/storage.objectViewer"
+  member = google_service_account.builder.member
+}
+
+# --- page token secret ----------------------------------------------------------
+
+resource "random_password" "page_token" {
+  length  = 64
+  special = false
+}
+
+resource "google_secret_manager_secret" "page_token" {
+  project   = var.project_id
+  secret_id = "engagement-page-token-secret"
+  labels    = local.labels
+
+  replication {
+    auto {}
+  }
+
+  depends_on = [google_project_service.api]
+}
+
+resource "google_secret_manager_secret_version" "page_token" {
+  secret      = google_secret_manager_secret.page_token.id
+  secret_data = random_password.page_token.result
+}
+
+resource "google_secret_manager_secret_iam_member" "page_token" {
+  for_each = local.public_functions
+
+  project   = var.project_id
+  secret_id = google_secret_manager_secret.page_token.secret_id
+  role      = "roles/secretmanager.secretAccessor"
+  member    = google_service_account.fn[each.key].member
+}

@@ -1,0 +1,122 @@
+# Topics, push subscriptions to the event functions (OIDC, retry policy,
+# dead-lettering) and a pull subscription on every dead-letter topic, so that
+# nothing dead-lettered is lost silently.
+
+locals {
+  delivery = local.topology.pubsub.delivery
+
+  topics = { for t in local.topology.pubsub.topics : t.name => t.deadLetterTopic }
+
+  # Dead-letter topic name => its pull subscription name.
+  dead_letter_topics = {
+    for t in local.topology.pubsub.topics :
+    t.deadLetterTopic => "${t.deadLetterTopic}${local.topology.pubsub.deadLetterSubscriptionSuffix}"
+  }
+
+  push_subscriptions = merge([
+    for t in local.topology.pubsub.topics : {
+      for s in t.subscriptions : s.name => {
+        topic       = t.name
+        dead_letter = t.deadLetterTopic
+        function    = s.function
+      }
+    }
+  ]...)
+}
+
+resource "google_pubsub_topic" "topic" {
+  for_each = local.topics
+
+  project                    = var.project_id
+  name                       = each.key
+  message_retention_duration = "${local.delivery.messageRetentionSeconds}s"
+  labels                     = local.labels
+
+  depends_on = [google_project_service.api]
+}
+
+resource "google_pubsub_topic" "dead_letter" {
+  for_each = local.dead_letter_topics
+
+  project                    = var.project_id
+  name                       = each.key
+  message_retention_duration = "${local.delivery.messageRetentionSeconds}s"
+  labels                     = local.labels
+
+  depends_on = [google_project_service.api]
+}
+
+resource "google_pubsub_subscription" "push" {
+  for_each = local.push_subscriptions
+
+  project                    = var.project_id
+  name                       = each.key
+  topic                      = google_pubsub_topic.topic[each.value.topic].id
+  ack_deadline_seconds       = local.delivery.ackDeadlineSeconds
+  message_retention_duration = "${local.delivery.messageRetentionSeconds}s"
+  labels                     = local.labels
+
+  push_config {
+    push_endpoint = google_cloudfunctions2_function.fn[each.value.function].service_config[0].uri
+
+    oidc_token {
+      service_account_email = google_service_account.push[each.value.function].email
+      audience              = google_cloudfunctions2_function.fn[each.value.function].service_config[0].uri
+    }
+  }
+
+  retry_policy {
+    minimum_backoff = "${local.delivery.minimumBackoffSeconds}s"
+    maximum_backoff = "${local.delivery.maximumBackoffSeconds}s"
+  }
+
+  dead_letter_policy {
+    dead_letter_topic     = google_pubsub_topic.dead_letter[each.value.dead_letter].id
+    max_delivery_attempts = local.delivery.maxDeliveryAttempts
+  }
+
+  expiration_policy {
+    ttl = "" # never expires
+  }
+
+  depends_on = [
+    google_pubsub_topic_iam_member.dead_letter_publisher,
+    google_cloud_run_v2_service_iam_member.push_invoker,
+  ]
+}
+
+resource "google_pubsub_subscription" "dead_letter" {
+  for_each = local.dead_letter_topics
+
+  project                    = var.project_id
+  name                       = each.value
+  topic                      = google_pubsub_topic.dead_letter[each.key].id
+  ack_deadline_seconds       = local.delivery.ackDeadlineSeconds
+  message_retention_duration = "${local.delivery.messageRetentionSeconds}s"
+  retain_acked_messages      = true
+  labels                     = local.labels
+
+  expiration_policy {
+    ttl = ""
+  }
+}
+
+# Dead-lettering is done by the Pub/Sub service agent: it publishes to the
+# dead-letter topic and acknowledges on the source subscription.
+resource "google_pubsub_topic_iam_member" "dead_letter_publisher" {
+  for_each = local.dead_letter_topics
+
+  project = var.project_id
+  topic   = google_pubsub_topic.dead_letter[each.key].name
+  role    = "roles/pubsub.publisher"
+  member  = local.pubsub_agent
+}
+
+resource "google_pubsub_subscription_iam_member" "dead_letter_subscriber" {
+  for_each = local.push_subscriptions
+
+  project      = var.project_id
+  subscription = google_pubsub_subscription.push[each.key].name
+  role         = "roles/pubsub.subscriber"
+  member       = local.pubsub_agent
+}

@@ -1,0 +1,39 @@
+# Cloud Scheduler jobs of topology.json, each calling its scheduled function's
+# route with an OIDC token of the dedicated scheduler service account.
+
+locals {
+  scheduler_jobs = { for j in local.topology.scheduler : j.name => j }
+}
+
+resource "google_cloud_scheduler_job" "job" {
+  for_each = local.scheduler_jobs
+
+  project          = var.project_id
+  region           = var.region
+  name             = each.key
+  description      = "Calls ${each.value.function} (${jsonencode(each.value.body)})"
+  schedule         = each.value.schedule
+  time_zone        = "Etc/UTC"
+  attempt_deadline = "${min(1800, local.function_settings[each.value.function].timeout_seconds)}s"
+
+  # A missed run is not retried: the next one comes on schedule.
+  retry_config {
+    retry_count = 0
+  }
+
+  http_target {
+    http_method = "POST"
+    uri         = "${google_cloudfunctions2_function.fn[each.value.function].service_config[0].uri}${local.scheduled_functions[each.value.function].routes[0]}"
+    body        = base64encode(jsonencode(each.value.body))
+    headers = {
+      "Content-Type" = "application/json"
+    }
+
+    oidc_token {
+      service_account_email = google_service_account.scheduler.email
+      audience              = google_cloudfunctions2_function.fn[each.value.function].service_config[0].uri
+    }
+  }
+
+  depends_on = [google_cloud_run_v2_service_iam_member.scheduler_invoker]
+}

@@ -1,0 +1,38 @@
+# Spanner: regional in dev, multi-region in prod (var.spanner_config). The
+# database schema is the DDL of shared/topology/ddl, the same statements the
+# local stack applies. Statements are only ever appended: the provider applies
+# new trailing statements in place, and deletion protection refuses anything
+# that would recreate the database.
+
+resource "google_spanner_instance" "main" {
+  project          = var.project_id
+  name             = local.topology.spanner.instance
+  config           = var.spanner_config
+  edition          = var.spanner_edition
+  display_name     = "engagement ${var.environment}"
+  processing_units = var.spanner_processing_units
+  labels           = local.labels
+
+  depends_on = [google_project_service.api]
+}
+
+resource "google_spanner_database" "main" {
+  project                  = var.project_id
+  instance                 = google_spanner_instance.main.name
+  name                     = local.topology.spanner.database
+  database_dialect         = "GOOGLE_STANDARD_SQL"
+  ddl                      = local.ddl
+  version_retention_period = var.spanner_version_retention
+  deletion_protection      = var.deletion_protection
+  enable_drop_protection   = var.deletion_protection
+}
+
+resource "google_spanner_database_iam_member" "fn" {
+  for_each = { for k, a in local.function_access : k => a if a.spanner != "" }
+
+  project  = var.project_id
+  instance = google_spanner_instance.main.name
+  database = google_spanner_database.main.name
+  role     = each.value.spanner == "reader" ? "roles/spanner.databaseReader" : "roles/spanner.databaseUser"
+  member   = google_service_account.fn[each.key].member
+}

@@ -1,0 +1,231 @@
+variable "project_id" {
+  description = "Google Cloud project that holds the environment."
+  type        = string
+}
+
+variable "environment" {
+  description = "Environment name (dev, prod); used in labels and display names."
+  type        = string
+}
+
+variable "region" {
+  description = "Region of the functions, the source bucket, the scheduler jobs and the load balancer's serverless backends."
+  type        = string
+}
+
+variable "labels" {
+  description = "Extra labels on every labelled resource."
+  type        = map(string)
+  default     = {}
+}
+
+variable "deletion_protection" {
+  description = "Protect the Spanner database, Bigtable instance/tables and Firestore database from deletion."
+  type        = bool
+  default     = true
+}
+
+# --- source and functions ---------------------------------------------------
+
+variable "source_archive" {
+  description = "Local path of the zip of the module root that Cloud Build made (the functions' source)."
+  type        = string
+}
+
+variable "source_version" {
+  description = "Version of the source archive (the commit); names the uploaded object, so a new version redeploys every function."
+  type        = string
+}
+
+variable "go_runtime" {
+  description = "Cloud Functions Go runtime; must support the go directive of go.mod."
+  type        = string
+  default     = "go126"
+}
+
+variable "function_defaults" {
+  description = "Resources per function kind (http, scheduled, event). Event functions always serve one request at a time."
+  type = map(object({
+    memory          = string
+    cpu             = string
+    timeout_seconds = number
+    concurrency     = number
+    min_instances   = number
+    max_instances   = number
+  }))
+
+  validation {
+    condition     = alltrue([for k in ["http", "scheduled", "event"] : contains(keys(var.function_defaults), k)])
+    error_message = "function_defaults needs the kinds http, scheduled and event."
+  }
+}
+
+variable "function_overrides" {
+  description = "Per-function changes to function_defaults, by entry point name (e.g. Reconcile)."
+  type = map(object({
+    memory          = optional(string)
+    cpu             = optional(string)
+    timeout_seconds = optional(number)
+    concurrency     = optional(number)
+    min_instances   = optional(number)
+    max_instances   = optional(number)
+  }))
+  default = {}
+}
+
+# --- application settings (shared/config) -----------------------------------
+
+variable "auth_audience" {
+  description = "Firebase / Identity Platform project id the ID tokens are issued for (AUTH_AUDIENCE); empty means project_id."
+  type        = string
+  default     = ""
+}
+
+variable "cors_allowed_origins" {
+  description = "Browser origins answered by CORS (CORS_ALLOWED_ORIGINS); none by default."
+  type        = list(string)
+  default     = []
+}
+
+variable "counts_max_age" {
+  description = "Cache-Control max-age of anonymous count answers (COUNTS_MAX_AGE, Go duration)."
+  type        = string
+  default     = "2s"
+}
+
+variable "request_timeout" {
+  description = "Per-request deadline inside the functions (REQUEST_TIMEOUT, Go duration)."
+  type        = string
+  default     = "10s"
+}
+
+variable "rate_limits" {
+  description = "Per-user rate limits: on or off (RATE_LIMITS)."
+  type        = string
+  default     = "on"
+
+  validation {
+    condition     = contains(["on", "off"], var.rate_limits)
+    error_message = "rate_limits is on or off."
+  }
+}
+
+variable "rate_limit_per_minute" {
+  description = "Per-user writes per minute (RATE_LIMIT_REACTIONS, RATE_LIMIT_COMMENTS, RATE_LIMIT_HISTORY)."
+  type = object({
+    reactions = number
+    comments  = number
+    history   = number
+  })
+  default = {
+    reactions = 60
+    comments  = 10
+    history   = 120
+  }
+}
+
+variable "rollup_interval" {
+  description = "Rollup tick inside each scheduled run (ROLLUP_INTERVAL, Go duration)."
+  type        = string
+  default     = "5s"
+}
+
+variable "history_max_age_days" {
+  description = "Watch history retention: Bigtable GC max age of the history families (HISTORY_MAX_AGE_DAYS). Null takes topology.json's default."
+  type        = number
+  default     = null
+}
+
+# --- Spanner ----------------------------------------------------------------
+
+variable "spanner_config" {
+  description = "Spanner instance configuration: regional-<region> in dev, a multi-region configuration (e.g. nam6) in prod."
+  type        = string
+}
+
+variable "spanner_edition" {
+  description = "Spanner edition; multi-region configurations need ENTERPRISE_PLUS."
+  type        = string
+  default     = "STANDARD"
+}
+
+variable "spanner_processing_units" {
+  description = "Spanner compute capacity in processing units (1000 = 1 node)."
+  type        = number
+}
+
+variable "spanner_version_retention" {
+  description = "Point-in-time recovery window of the database (version_retention_period)."
+  type        = string
+  default     = "1h"
+}
+
+# --- Bigtable ---------------------------------------------------------------
+
+variable "bigtable_clusters" {
+  description = "Bigtable clusters; the first one takes the single-cluster (read-your-writes) app profile. Two or more in prod."
+  type = list(object({
+    id           = string
+    zone         = string
+    min_nodes    = number
+    max_nodes    = number
+    storage_type = optional(string, "SSD")
+  }))
+
+  validation {
+    condition     = length(var.bigtable_clusters) >= 1
+    error_message = "At least one Bigtable cluster is needed."
+  }
+}
+
+variable "bigtable_cpu_target" {
+  description = "Bigtable autoscaling CPU target (percent)."
+  type        = number
+  default     = 60
+}
+
+# --- Firestore --------------------------------------------------------------
+
+variable "firestore_database" {
+  description = "Firestore database id (FIRESTORE_DATABASE)."
+  type        = string
+  default     = "(default)"
+}
+
+variable "firestore_location" {
+  description = "Firestore location (a region or a multi-region such as nam5)."
+  type        = string
+}
+
+# --- API front door ---------------------------------------------------------
+
+variable "api_domain" {
+  description = "Host name of the public API; its DNS A record must point at the api_ip output for the managed certificate to be issued."
+  type        = string
+}
+
+# --- monitoring -------------------------------------------------------------
+
+variable "alert_emails" {
+  description = "E-mail addresses notified by the alert policies."
+  type        = list(string)
+  default     = []
+}
+
+variable "alert_thresholds" {
+  description = "Alert thresholds."
+  type = object({
+    dead_letter_messages       = number # undelivered messages on a dead-letter subscription
+    rollup_lag_seconds         = number # age of the oldest delta not yet folded into a snapshot
+    reconcile_corrections_hour = number # counters repaired by reconciliation in one hour
+    server_error_ratio         = number # share of 5xx answers per function
+    oldest_unacked_seconds     = number # age of the oldest undelivered event
+  })
+  default = {
+    dead_letter_messages       = 0
+    rollup_lag_seconds         = 30
+    reconcile_corrections_hour = 100
+    server_error_ratio         = 0.01
+    oldest_unacked_seconds     = 300
+  }
+}
