@@ -1,0 +1,195 @@
+package auth
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestLocalIssuerTokenShape(t *testing.T) {
+	a, _, _ := issuers(t)
+	if got, want := a.Issuer(), "https://securetoken.google.com/"+testAudience; got != want {
+		t.Errorf("Issuer() = %q, want %q", got, want)
+	}
+	iat := time.Unix(1_700_000_000, 0)
+	tok := mint(t, a, "alice", IssuedAt(iat), Moderator())
+
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		t.Fatalf("token has %d parts", len(parts))
+	}
+	var header, payload map[string]any
+	decode := func(s string, v any) {
+		t.Helper()
+		b, err := base64.RawURLEncoding.DecodeString(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	decode(parts[0], &header)
+	decode(parts[1], &payload)
+	wantHeader := map[string]any{"alg": "RS256", "kid": a.KeyID(), "typ": "JWT"}
+	if d := cmp.Diff(wantHeader, header); d != "" {
+		t.Errorf("header (-want +got):\n%s", d)
+	}
+	wantPayload := map[string]any{
+		"iss":       a.Issuer(),
+		"aud":       testAudience,
+		"auth_time": float64(iat.Unix()),
+		"user_id":   "alice",
+		"sub":       "alice",
+		"iat":       float64(iat.Unix()),
+		"exp":       float64(iat.Add(time.Hour).Unix()),
+		"firebase":  map[string]any{"identities": map[string]any{}, "sign_in_provider": "custom"},
+		"moderator": true,
+	}
+	if d := cmp.Diff(wantPayload, payload); d != "" {
+		t.Errorf("payload (-want +got):\n%s", d)
+	}
+}
+
+func TestLocalIssuerJWKSHandler(t *testing.T) {
+	a, _, _ := issuers(t)
+	srv := httptest.NewServer(a.JWKSHandler())
+	defer srv.Close()
+
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status = %d", resp.StatusCode)
+	}
+	if got := resp.Header.Get("Cache-Control"); got != "public, max-age=300" {
+		t.Errorf("Cache-Control = %q", got)
+	}
+	var set struct {
+		Keys []map[string]any `json:"keys"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&set); err != nil {
+		t.Fatal(err)
+	}
+	if len(set.Keys) != 1 {
+		t.Fatalf("%d keys, want 1", len(set.Keys))
+	}
+	k := set.Keys[0]
+	for name, want := range map[string]any{"kty": "RSA", "alg": "RS256", "use": "sig", "kid": a.KeyID(), "e": "AQAB"} {
+		if k[name] != want {
+			t.Errorf("key %s = %v, want %v", name, k[name], want)
+		}
+	}
+	for _, private := range []string{"d", "p", "q", "dp", "dq", "qi"} {
+		if _, ok := k[private]; ok {
+			t.Errorf("published key holds private parameter %q", private)
+		}
+	}
+
+	// The verifier reads the handler's key set directly.
+	v := newTestVerifier(t, srv.URL, newFakeClock())
+	if _, err := v.Verify(context.Background(), mint(t, a, "alice")); err != nil {
+		t.Errorf("Verify against JWKSHandler: %v", err)
+	}
+
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, nil)
+	resp2, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp2.Body.Close()
+	if resp2.StatusCode != http.StatusMethodNotAllowed || resp2.Header.Get("Allow") == "" {
+		t.Errorf("POST: status %d, Allow %q; want 405 with Allow", resp2.StatusCode, resp2.Header.Get("Allow"))
+	}
+}
+
+func TestLocalIssuerTokenHandler(t *testing.T) {
+	a, _, _ := issuers(t)
+	jwks := httptest.NewServer(a.JWKSHandler())
+	defer jwks.Close()
+	v := newTestVerifier(t, jwks.URL, newFakeClock())
+	h := a.TokenHandler()
+
+	type errorBody struct {
+		Error struct {
+			Code    int    `json:"code"`
+			Status  string `json:"status"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	tests := []struct {
+		name       string
+		method     string
+		query      url.Values
+		wantStatus int
+		want       User
+	}{
+		{name: "user", query: url.Values{"uid": {"alice"}}, wantStatus: 200, want: User{ID: "alice"}},
+		{name: "moderator", query: url.Values{"uid": {"mod"}, "moderator": {"true"}}, wantStatus: 200, want: User{ID: "mod", Moderator: true}},
+		{name: "moderator false", query: url.Values{"uid": {"bob"}, "moderator": {"false"}}, wantStatus: 200, want: User{ID: "bob"}},
+		{name: "uid with odd characters", query: url.Values{"uid": {"a b/c?d&é"}}, wantStatus: 200, want: User{ID: "a b/c?d&é"}},
+		{name: "uid of 128 characters", query: url.Values{"uid": {strings.Repeat("u", 128)}}, wantStatus: 200, want: User{ID: strings.Repeat("u", 128)}},
+		{name: "missing uid", query: url.Values{}, wantStatus: 400},
+		{name: "empty uid", query: url.Values{"uid": {""}}, wantStatus: 400},
+		{name: "uid too long", query: url.Values{"uid": {strings.Repeat("u", 129)}}, wantStatus: 400},
+		{name: "uid not UTF-8", query: url.Values{"uid": {"\xff"}}, wantStatus: 400},
+		{name: "bad moderator", query: url.Values{"uid": {"alice"}, "moderator": {"yes"}}, wantStatus: 400},
+		{name: "POST", method: http.MethodPost, query: url.Values{"uid": {"alice"}}, wantStatus: 405},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			method := tt.method
+			if method == "" {
+				method = http.MethodGet
+			}
+			r := httptest.NewRequest(method, "/dev/token?"+tt.query.Encode(), nil)
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != tt.wantStatus {
+				t.Fatalf("status = %d, want %d; body %s", w.Code, tt.wantStatus, w.Body)
+			}
+			if ct := w.Header().Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type = %q", ct)
+			}
+			if tt.wantStatus != http.StatusOK {
+				var body errorBody
+				if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+					t.Fatalf("error body %s: %v", w.Body, err)
+				}
+				if body.Error.Code != tt.wantStatus || body.Error.Status != "INVALID_ARGUMENT" || body.Error.Message == "" {
+					t.Errorf("error body = %+v", body)
+				}
+				return
+			}
+			var body struct {
+				IDToken string `json:"idToken"`
+			}
+			if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+				t.Fatalf("body %s: %v", w.Body, err)
+			}
+			got, err := v.Verify(context.Background(), body.IDToken)
+			if err != nil {
+				t.Fatalf("Verify(minted token): %v", err)
+			}
+			if got != tt.want {
+				t.Errorf("user = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestNewLocalIssuerEmptyAudience(t *testing.T) {
+	if _, err := NewLocalIssuer(""); err == nil {
+		t.Error("NewLocalIssuer(\"\") succeeded, want an error")
+	}
+}
