@@ -180,6 +180,9 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
 	}
+	if e.Code == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", "Bearer")
+	}
 	if len(e.Allow) > 0 {
 		w.Header().Set("Allow", strings.Join(e.Allow, ", "))
 	}

@@ -29,7 +29,8 @@ func (rt *Router) Handle(pattern string, h HandlerFunc) {
 func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h, pattern := rt.mux.Handler(r)
 	if pattern != "" {
-		h.ServeHTTP(w, r)
+		// ServeHTTP, not h: it sets the request's path values.
+		rt.mux.ServeHTTP(w, r)
 		return
 	}
 	// Let the mux decide between 404 and 405 (it computes Allow), then

@@ -1,0 +1,35 @@
+# README command 1: make run. README command 2: make test.
+GO       ?= go
+PORT     ?= 8080
+TESTARGS ?=
+
+.PHONY: run test test-go test-terraform vet bench fuzz soak
+
+## run: start the emulators and every function at http://localhost:$(PORT)
+run:
+	PORT=$(PORT) $(GO) run ./cmd/local
+
+## test: every test: vet, unit and emulator-backed Go tests, brief fuzzing, Terraform checks
+test: vet test-go test-terraform
+
+vet:
+	$(GO) vet ./...
+
+# One emulator stack serves every test binary; each test isolates itself in
+# its own project, database, tables and topics.
+test-go:
+	$(GO) run ./cmd/withemulators -- $(GO) test -shuffle=on -count=1 -race -timeout 20m $(TESTARGS) ./...
+
+test-terraform:
+	bash terraform/check.sh
+
+## bench: benchmarks on the local stack, figures side by side
+bench:
+	$(GO) run ./cmd/withemulators -- $(GO) test -run '^$$' -bench . -benchtime 200x ./shared/bigtabledb/
+
+## fuzz: every fuzz target for longer (FUZZTIME each)
+FUZZTIME ?= 60s
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzVerify -fuzztime $(FUZZTIME) ./shared/auth/
+	$(GO) test -run '^$$' -fuzz FuzzEntryKey -fuzztime $(FUZZTIME) ./shared/history/
+	$(GO) test -run '^$$' -fuzz FuzzPageToken -fuzztime $(FUZZTIME) ./shared/history/
