@@ -91,6 +91,19 @@ type Counters struct {
 	ReactionsPerMin int           `env:"RATE_LIMIT_REACTIONS, default=60"`
 	CommentsPerMin  int           `env:"RATE_LIMIT_COMMENTS, default=10"`
 	HistoryPerMin   int           `env:"RATE_LIMIT_HISTORY, default=120"`
+	// Mode "naive" applies each counter event in its own transaction on one
+	// counter row with no batching (the benchmark's baseline); "sharded" is
+	// the engine.
+	Mode string `env:"COUNTER_MODE, default=sharded"`
+	// ShardWritesPerSecond is the commit rate one shard row is meant to
+	// take; the rollup raises a counter's shard count (4..64) above it.
+	ShardWritesPerSecond float64 `env:"COUNTER_SHARD_WRITES_PER_SECOND, default=10"`
+	// CountsMaxStaleness bounds how old an anonymous counts read may be
+	// (bounded-staleness read); reads with a token are strong.
+	CountsMaxStaleness time.Duration `env:"COUNTS_MAX_STALENESS, default=500ms"`
+	// RelayAfter is the age at which the rollup republishes an outbox event
+	// whose message was lost.
+	RelayAfter time.Duration `env:"COUNTER_RELAY_AFTER, default=2m"`
 }
 
 type History struct {
