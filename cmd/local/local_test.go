@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/videngage/engagement/shared/emulators/emulatortest"
+)
+
+func TestMain(m *testing.M) { emulatortest.Main(m) }
+
+// startLocal runs the local stack in process against the test binary's
+// emulators, in a project of its own, and waits for /healthz.
+func startLocal(t *testing.T) string {
+	t.Helper()
+	emulatortest.Stack(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close()
+	t.Setenv("PORT", port)
+	t.Setenv("GOOGLE_CLOUD_PROJECT", fmt.Sprintf("local-e2e-%d", os.Getpid()))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- realMain(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("realMain: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Error("realMain did not stop within 15 s of cancellation")
+		}
+	})
+	base := "http://127.0.0.1:" + port
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case err := <-done:
+			t.Fatalf("realMain ended early: %v", err)
+		default:
+		}
+		resp, err := http.Get(base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return base
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/healthz not 200 within 60 s (last: %v)", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+type client struct {
+	t     *testing.T
+	base  string
+	token string
+}
+
+func (c client) do(method, path, body string, hdr ...string) (int, http.Header, string) {
+	c.t.Helper()
+	req, err := http.NewRequest(method, c.base+path, strings.NewReader(body))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+func token(t *testing.T, base, uid string) string {
+	t.Helper()
+	code, _, body := client{t: t, base: base}.do("GET", "/dev/token?uid="+uid, "")
+	if code != 200 {
+		t.Fatalf("/dev/token: %d %s", code, body)
+	}
+	var v struct{ IDToken string }
+	if err := json.Unmarshal([]byte(body), &v); err != nil || v.IDToken == "" {
+		t.Fatalf("/dev/token body %q: %v", body, err)
+	}
+	return v.IDToken
+}
+
+// TestLocalStackHistoryWalkthrough drives the README's history walk-through
+// through the whole local stack: HTTP → Pub/Sub push → ApplyHistory →
+// Bigtable → read path.
+func TestLocalStackHistoryWalkthrough(t *testing.T) {
+	base := startLocal(t)
+	alice := client{t: t, base: base, token: token(t, base, "alice")}
+
+	for _, body := range []string{
+		`{"videoId":"intro","positionSeconds":42.5}`,
+		`{"videoId":"talk","watchedAt":"2026-01-02T15:04:05Z"}`,
+		`{"videoId":"intro","watchedAt":"2026-01-01T00:00:00Z"}`,
+	} {
+		if code, _, resp := alice.do("POST", "/v1/history", body); code != 202 || resp != "{\"recorded\":true}\n" {
+			t.Fatalf("POST /v1/history %s: %d %s", body, code, resp)
+		}
+	}
+	var page struct {
+		Entries []struct {
+			VideoID         string  `json:"videoId"`
+			PositionSeconds float64 `json:"positionSeconds"`
+		} `json:"entries"`
+		NextPageToken string `json:"nextPageToken"`
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, _, body := alice.do("GET", "/v1/history", "")
+		if code != 200 {
+			t.Fatalf("GET /v1/history: %d %s", code, body)
+		}
+		if err := json.Unmarshal([]byte(body), &page); err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Entries) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("history not applied within 10 s: %s", body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if page.Entries[0].VideoID != "intro" || page.Entries[0].PositionSeconds != 42.5 || page.Entries[1].VideoID != "talk" {
+		t.Errorf("entries = %+v, want intro (42.5) then talk", page.Entries)
+	}
+
+	// Another user sees nothing of alice's.
+	bob := client{t: t, base: base, token: token(t, base, "bob")}
+	if code, _, body := bob.do("GET", "/v1/history", ""); code != 200 || body != "{\"entries\":[]}\n" {
+		t.Errorf("bob's history: %d %s", code, body)
+	}
+
+	if code, _, body := alice.do("DELETE", "/v1/history/talk", ""); code != 204 {
+		t.Errorf("DELETE /v1/history/talk: %d %s", code, body)
+	}
+	if code, _, body := alice.do("PUT", "/v1/history/settings", `{"paused":true,"autoDeleteMonths":18}`); code != 200 ||
+		body != "{\"paused\":true,\"autoDeleteMonths\":18}\n" {
+		t.Errorf("PUT settings: %d %s", code, body)
+	}
+	if code, _, body := alice.do("POST", "/v1/history", `{"videoId":"secret"}`); code != 202 || body != "{\"recorded\":false}\n" {
+		t.Errorf("paused POST: %d %s", code, body)
+	}
+	if code, _, body := alice.do("DELETE", "/v1/history", ""); code != 204 {
+		t.Errorf("DELETE /v1/history: %d %s", code, body)
+	}
+	if code, _, body := alice.do("GET", "/v1/history", ""); code != 200 || body != "{\"entries\":[]}\n" {
+		t.Errorf("history after clearing: %d %s", code, body)
+	}
+}
+
+func TestLocalStackPlumbing(t *testing.T) {
+	base := startLocal(t)
+	anon := client{t: t, base: base}
+
+	code, hdr, body := anon.do("GET", "/v1/history", "")
+	if code != 401 || hdr.Get("WWW-Authenticate") != "Bearer" ||
+		body != `{"error":{"code":401,"status":"UNAUTHENTICATED","message":"a bearer token is required: send Authorization: Bearer \u003cID token\u003e"}}`+"\n" {
+		t.Errorf("no token: %d %v %s", code, hdr, body)
+	}
+	code, hdr, _ = anon.do("PATCH", "/v1/history", "")
+	if code != 405 || hdr.Get("Allow") == "" {
+		t.Errorf("PATCH: %d Allow=%q", code, hdr.Get("Allow"))
+	}
+	// CORS preflight: any origin locally, the spec's headers.
+	code, hdr, _ = anon.do("OPTIONS", "/v1/history", "", "Origin", "https://app.example", "Access-Control-Request-Method", "POST")
+	if code != 204 || hdr.Get("Access-Control-Allow-Origin") != "*" ||
+		!strings.Contains(hdr.Get("Access-Control-Allow-Headers"), "Idempotency-Key") {
+		t.Errorf("preflight: %d %v", code, hdr)
+	}
+	code, _, body = anon.do("GET", "/dev/token?uid=", "")
+	if code != 400 || !strings.Contains(body, `"status":"INVALID_ARGUMENT"`) {
+		t.Errorf("/dev/token without uid: %d %s", code, body)
+	}
+	for _, path := range []string{"/internal/rollup", "/internal/reconcile"} {
+		if code, _, body := anon.do("POST", path, ""); code >= 300 {
+			t.Errorf("POST %s: %d %s", path, code, body)
+		}
+	}
+	// An event function is reachable only as an event function.
+	if code, _, _ := anon.do("POST", "/events/NoSuchFunction", "{}"); code != 404 {
+		t.Errorf("unknown event function: %d", code)
+	}
+}
