@@ -1,0 +1,116 @@
+package emulators
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strconv"
+
+	btapb "cloud.google.com/go/bigtable/admin/apiv2/adminpb"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"cloud.google.com/go/spanner/admin/instance/apiv1/instancepb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// probeProject is a project id used only by readiness probes.
+const probeProject = "emulator-probe"
+
+func spannerSpec(root string, grpcPort, httpPort int) emulatorSpec {
+	gateway := binaryPath(root, Spanner)
+	return emulatorSpec{
+		name:  Spanner,
+		ports: []int{grpcPort, httpPort},
+		args: func(p []int) []string {
+			return []string{gateway,
+				"--hostname=127.0.0.1",
+				"--grpc_port=" + strconv.Itoa(p[0]),
+				"--http_port=" + strconv.Itoa(p[1]),
+				"--grpc_binary=" + filepath.Join(filepath.Dir(gateway), "emulator_main"),
+				// Every test creates its own database; the default cap of 100
+				// per instance is for production. Tests use one instance per
+				// project anyway, so this only matters for a long make run.
+				"--override_max_databases_per_instance=10000",
+			}
+		},
+		probe: grpcProbe(func(ctx context.Context, c *grpc.ClientConn) error {
+			_, err := instancepb.NewInstanceAdminClient(c).ListInstanceConfigs(ctx,
+				&instancepb.ListInstanceConfigsRequest{Parent: "projects/" + probeProject})
+			return err
+		}),
+	}
+}
+
+func bigtableSpec(root string, port int) emulatorSpec {
+	bin := binaryPath(root, Bigtable)
+	return emulatorSpec{
+		name:  Bigtable,
+		ports: []int{port},
+		args: func(p []int) []string {
+			return []string{bin, "-host=127.0.0.1", "-port=" + strconv.Itoa(p[0])}
+		},
+		probe: grpcProbe(func(ctx context.Context, c *grpc.ClientConn) error {
+			_, err := btapb.NewBigtableTableAdminClient(c).ListTables(ctx,
+				&btapb.ListTablesRequest{Parent: "projects/" + probeProject + "/instances/probe"})
+			return err
+		}),
+	}
+}
+
+func pubsubSpec(root string, port int) emulatorSpec {
+	bin := binaryPath(root, PubSub)
+	return emulatorSpec{
+		name:  PubSub,
+		ports: []int{port},
+		args: func(p []int) []string {
+			return []string{bin, "--host=127.0.0.1", "--port=" + strconv.Itoa(p[0])}
+		},
+		probe: grpcProbe(func(ctx context.Context, c *grpc.ClientConn) error {
+			_, err := pubsubpb.NewPublisherClient(c).ListTopics(ctx,
+				&pubsubpb.ListTopicsRequest{Project: "projects/" + probeProject})
+			return err
+		}),
+	}
+}
+
+func firestoreSpec(root string, port int) emulatorSpec {
+	bin := binaryPath(root, Firestore)
+	return emulatorSpec{
+		name:  Firestore,
+		ports: []int{port},
+		args: func(p []int) []string {
+			return []string{bin, "start", "--host=127.0.0.1", "--port=" + strconv.Itoa(p[0])}
+		},
+		// The emulator answers "Ok" on / once it serves requests.
+		probe: func(ctx context.Context, host string) error {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+"/", nil)
+			if err != nil {
+				return err
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			_, _ = io.Copy(io.Discard, resp.Body)
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("GET /: %s", resp.Status)
+			}
+			return nil
+		},
+	}
+}
+
+// grpcProbe makes a probe that sends one real RPC over a fresh connection.
+func grpcProbe(call func(context.Context, *grpc.ClientConn) error) func(context.Context, string) error {
+	return func(ctx context.Context, host string) error {
+		c, err := grpc.NewClient(host, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return call(ctx, c)
+	}
+}
