@@ -15,7 +15,7 @@ CREATE TABLE Counters (
   Shards INT64 NOT NULL DEFAULT (4),
   -- FoldTime is the time of the last fold; reconciliation of recent counters
   -- selects on it.
-  FoldTime TIMESTAMP,
+  FoldTime TIMESTAMP OPTIONS (allow_commit_timestamp = true),
   -- ReconcileTime is the read timestamp of the last correction written: a
   -- correction computed at an older view is not written (compare and set).
   ReconcileTime TIMESTAMP,

@@ -1,0 +1,118 @@
+// Package applycounters is the ApplyCounters event function. It consumes two
+// topics: counter-events (batches of counter deltas from reactions, comments
+// and reconciliation) and history-events (each recorded watch adds one to its
+// video's views). Every event is applied idempotently by counterstore.Apply.
+package applycounters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+
+	"github.com/videngage/engagement/shared/bus"
+	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/shared/history"
+	"github.com/videngage/engagement/shared/platform"
+	"github.com/videngage/engagement/shared/spannerdb"
+)
+
+func init() {
+	platform.RegisterCloudEvent("ApplyCounters", platform.NeedSpanner,
+		func(ctx context.Context, c *platform.Clients) (func(context.Context, event.Event) error, error) {
+			store, err := Build(c)
+			if err != nil {
+				return nil, err
+			}
+			return New(store), nil
+		})
+}
+
+// Build returns the counter store of an instance.
+func Build(c *platform.Clients) (*counterstore.Store, error) {
+	mode, err := counterstore.ParseMode(c.Config.Counters.Mode)
+	if err != nil {
+		return nil, err
+	}
+	return counterstore.New(spannerdb.Wrap(c.Spanner, c.Config), counterstore.Options{
+		Mode:           mode,
+		Policy:         counter.ShardPolicy{WritesPerShard: c.Config.Counters.ShardWritesPerSecond, MinWindow: counter.DefaultShardPolicy.MinWindow},
+		RollupInterval: c.Config.Counters.RollupInterval,
+	}), nil
+}
+
+// Store applies events.
+type Store interface {
+	Apply(ctx context.Context, evs []events.Event) (counterstore.ApplyStats, error)
+}
+
+// New returns the event function. It returns an error only when a retry is
+// wanted (Spanner failed): Pub/Sub redelivers and the idempotent apply makes
+// the retry safe. A message that can never be applied is logged and
+// acknowledged; it would fail the same way on every delivery.
+func New(store Store) func(context.Context, event.Event) error {
+	// One message at a time per instance: functions-framework's CloudEvent
+	// path mis-pairs concurrent requests, and batching happens upstream.
+	var mu sync.Mutex
+	return func(ctx context.Context, e event.Event) error {
+		mu.Lock()
+		defer mu.Unlock()
+		msg, err := bus.FromCloudEvent(e)
+		if err != nil {
+			return poison(ctx, e.ID(), err)
+		}
+		evs, err := Decode(msg.Data)
+		if err != nil {
+			return poison(ctx, msg.ID, err)
+		}
+		st, err := store.Apply(ctx, evs)
+		if err != nil {
+			slog.WarnContext(ctx, "applycounters: apply failed; Pub/Sub will redeliver", "messageId", msg.ID, "error", err.Error())
+			return fmt.Errorf("applycounters: message %s: %w", msg.ID, err)
+		}
+		slog.DebugContext(ctx, "applycounters: applied", "messageId", msg.ID, "events", len(evs),
+			"applied", st.Applied, "duplicates", st.Duplicates, "counters", st.Counters)
+		return nil
+	}
+}
+
+// Decode turns a message of either topic into counter events: a counter
+// message as it is, a recorded watch into one view of its video, identified
+// by the watch's deterministic event id.
+func Decode(data []byte) ([]events.Event, error) {
+	if events.IsMessage(data) {
+		m, err := events.Decode(data)
+		if err != nil {
+			return nil, err
+		}
+		return m.Events, nil
+	}
+	w, err := history.DecodeWatch(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: neither a counter message nor a watch: %v", events.ErrInvalid, err)
+	}
+	return []events.Event{ViewEvent(w)}, nil
+}
+
+// ViewEvent is the counter event of one recorded watch.
+func ViewEvent(w history.Watch) events.Event {
+	return events.Event{
+		ID:     w.EventID,
+		Kind:   events.KindCounterDelta,
+		Deltas: []counter.Delta{{Key: w.VideoID, Field: counter.Views, N: 1}},
+		Time:   w.WatchedAt,
+	}
+}
+
+func poison(ctx context.Context, id string, err error) error {
+	if !errors.Is(err, bus.ErrPoison) && !errors.Is(err, events.ErrInvalid) {
+		err = fmt.Errorf("%w: %v", bus.ErrPoison, err)
+	}
+	slog.ErrorContext(ctx, "applycounters: message can never be applied; acknowledged and dropped", "messageId", id, "error", err.Error())
+	return nil
+}

@@ -1,0 +1,252 @@
+// Package reactionsfn is the Reactions function: the public reactions API.
+//
+//	PUT  /v1/reactions/{contentId}        set the caller's reaction (If-Match optional)
+//	GET  /v1/reactions?ids=a,b            the caller's reactions on up to 50 items
+//	POST /v1/moderation/flagged-users     flag or unflag accounts (moderators)
+package reactionsfn
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/videngage/engagement/shared/auth"
+	"github.com/videngage/engagement/shared/bus"
+	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/platform"
+	"github.com/videngage/engagement/shared/reaction"
+	"github.com/videngage/engagement/shared/reaction/reactionstore"
+	"github.com/videngage/engagement/shared/spannerdb"
+)
+
+func init() {
+	platform.RegisterHTTP("Reactions", platform.NeedSpanner|platform.NeedPubSub|platform.NeedVerifier,
+		func(ctx context.Context, c *platform.Clients) (http.Handler, error) {
+			deps, err := Build(c)
+			if err != nil {
+				return nil, err
+			}
+			return New(deps), nil
+		})
+}
+
+// Build wires the handler's collaborators from an instance's clients.
+func Build(c *platform.Clients) (Deps, error) {
+	cfg := c.Config
+	mode, err := counterstore.ParseMode(cfg.Counters.Mode)
+	if err != nil {
+		return Deps{}, err
+	}
+	limit := cfg.Counters.ReactionsPerMin
+	if cfg.HTTP.RateLimits == "off" {
+		limit = 0
+	}
+	db := spannerdb.Wrap(c.Spanner, cfg)
+	store := reactionstore.New(db, limit)
+	inFlight := 8
+	if db.Serial() {
+		inFlight = 1
+	}
+	w := reactionstore.NewWriter(store, bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic), reactionstore.WriterOptions{
+		Batched: mode == counterstore.Sharded, MaxInFlight: inFlight,
+	})
+	return Deps{Verifier: c.Verifier, Writer: w, Store: store}, nil
+}
+
+// Interfaces of what the handler uses.
+type (
+	Verifier interface {
+		FromRequest(*http.Request) (auth.User, error)
+	}
+	Writer interface {
+		Set(ctx context.Context, r reactionstore.SetRequest) (reactionstore.SetResult, error)
+	}
+	Store interface {
+		Get(ctx context.Context, userID string, ids []string) (map[string]reaction.State, error)
+		SetFlagged(ctx context.Context, userIDs []string, flagged bool) (int, error)
+	}
+)
+
+// Deps are the handler's collaborators.
+type Deps struct {
+	Verifier Verifier
+	Writer   Writer
+	Store    Store
+}
+
+type handler struct{ Deps }
+
+// MaxIDs is the most ids one GET names; MaxFlagged the most accounts one
+// moderation call names.
+const (
+	MaxIDs     = 50
+	MaxFlagged = 1000
+	maxUIDLen  = 128
+)
+
+// New builds the Reactions handler.
+func New(d Deps) http.Handler {
+	h := &handler{d}
+	rt := httpx.NewRouter()
+	rt.Handle("PUT /v1/reactions/{contentId}", h.put)
+	rt.Handle("GET /v1/reactions", h.get)
+	rt.Handle("POST /v1/moderation/flagged-users", h.flag)
+	return rt
+}
+
+type putBody struct {
+	Reaction *string `json:"reaction"`
+}
+
+// ReactionBody is the answer of PUT.
+type ReactionBody struct {
+	ContentID  string    `json:"contentId"`
+	Reaction   string    `json:"reaction"`
+	Version    int64     `json:"version"`
+	UpdateTime time.Time `json:"updateTime"`
+}
+
+func (h *handler) put(w http.ResponseWriter, r *http.Request) error {
+	user, err := h.Verifier.FromRequest(r)
+	if err != nil {
+		return err
+	}
+	id := r.PathValue("contentId")
+	if err := httpx.ValidateID("contentId", id); err != nil {
+		return err
+	}
+	ifMatch, err := parseIfMatch(r.Header.Values("If-Match"))
+	if err != nil {
+		return err
+	}
+	var body putBody
+	if err := httpx.DecodeJSON(w, r, &body); err != nil {
+		return err
+	}
+	if body.Reaction == nil {
+		return httpx.InvalidArgument(`reaction is required: "like", "dislike" or "none"`)
+	}
+	to, err := reaction.Parse(*body.Reaction)
+	if err != nil {
+		return httpx.InvalidArgument("%s", err.Error())
+	}
+	res, err := h.Writer.Set(r.Context(), reactionstore.SetRequest{UserID: user.ID, ContentID: id, To: to, IfMatch: ifMatch})
+	if err == nil {
+		err = res.Err
+	}
+	var mismatch *reaction.ErrVersionMismatch
+	var limited *reactionstore.RateLimitedError
+	switch {
+	case errors.As(err, &mismatch):
+		w.Header().Set("ETag", etag(mismatch.Current))
+		return httpx.FailedPrecondition("the reaction is at version %d, not the version in If-Match; read it and retry", mismatch.Current)
+	case errors.As(err, &limited):
+		return httpx.ResourceExhausted(limited.RetryAfter, "too many reactions; retry after the time in Retry-After")
+	case errors.Is(err, reactionstore.ErrPublish):
+		return httpx.Unavailable(time.Second, "the reaction is recorded but not yet counted; retry the same request")
+	case err != nil:
+		return err
+	}
+	w.Header().Set("ETag", etag(res.State.Version))
+	w.Header().Set("Cache-Control", "no-store")
+	httpx.WriteJSON(w, http.StatusOK, ReactionBody{
+		ContentID: id, Reaction: string(res.State.Current()), Version: res.State.Version, UpdateTime: res.UpdateTime.UTC(),
+	})
+	return nil
+}
+
+func etag(v int64) string { return `"` + strconv.FormatInt(v, 10) + `"` }
+
+// parseIfMatch reads If-Match: one version, quoted ("3") or not; "*" and an
+// absent header impose nothing.
+func parseIfMatch(values []string) (*int64, error) {
+	if len(values) == 0 {
+		return nil, nil
+	}
+	if len(values) > 1 {
+		return nil, httpx.InvalidArgument(`If-Match must be one version, such as "3"`)
+	}
+	v := strings.TrimSpace(values[0])
+	if v == "*" {
+		return nil, nil
+	}
+	v = strings.TrimPrefix(v, "W/")
+	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+		v = v[1 : len(v)-1]
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return nil, httpx.InvalidArgument(`If-Match must be a version from an ETag, such as "3"`)
+	}
+	return &n, nil
+}
+
+// StateBody is one item of GET.
+type StateBody struct {
+	Reaction string `json:"reaction"`
+	Version  int64  `json:"version"`
+}
+
+func (h *handler) get(w http.ResponseWriter, r *http.Request) error {
+	user, err := h.Verifier.FromRequest(r)
+	if err != nil {
+		return err
+	}
+	ids, err := httpx.ParseIDs(r.URL.Query().Get("ids"), MaxIDs)
+	if err != nil {
+		return err
+	}
+	states, err := h.Store.Get(r.Context(), user.ID, ids)
+	if err != nil {
+		return err
+	}
+	out := make(map[string]StateBody, len(states))
+	for id, s := range states {
+		out[id] = StateBody{Reaction: string(s.Current()), Version: s.Version}
+	}
+	w.Header().Set("Cache-Control", "private, no-store")
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"reactions": out})
+	return nil
+}
+
+type flagBody struct {
+	UserIDs []string `json:"userIds"`
+	Flagged *bool    `json:"flagged"`
+}
+
+func (h *handler) flag(w http.ResponseWriter, r *http.Request) error {
+	user, err := h.Verifier.FromRequest(r)
+	if err != nil {
+		return err
+	}
+	if !user.Moderator {
+		return httpx.PermissionDenied("only moderators may flag accounts")
+	}
+	var body flagBody
+	if err := httpx.DecodeJSON(w, r, &body); err != nil {
+		return err
+	}
+	if body.Flagged == nil {
+		return httpx.InvalidArgument("flagged is required: true or false")
+	}
+	if len(body.UserIDs) < 1 || len(body.UserIDs) > MaxFlagged {
+		return httpx.InvalidArgument("userIds must hold 1 to %d user ids", MaxFlagged)
+	}
+	for _, u := range body.UserIDs {
+		if u == "" || !utf8.ValidString(u) || utf8.RuneCountInString(u) > maxUIDLen {
+			return httpx.InvalidArgument("every user id must be 1 to %d characters of valid UTF-8", maxUIDLen)
+		}
+	}
+	n, err := h.Store.SetFlagged(r.Context(), body.UserIDs, *body.Flagged)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	httpx.WriteJSON(w, http.StatusOK, map[string]int{"updated": n})
+	return nil
+}

@@ -1,0 +1,163 @@
+// Package rollup is the Rollup function (POST /internal/rollup, called by
+// Cloud Scheduler each minute with OIDC). Inside the minute it ticks every
+// ROLLUP_INTERVAL: each tick folds the shards of the counters that moved into
+// their snapshots and sets their shard counts. The first tick also
+// republishes outbox events whose message was lost.
+//
+// Body: {} runs the minute; {"once":true} runs one tick and answers at once.
+package rollup
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/videngage/engagement/shared/bus"
+	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/platform"
+	"github.com/videngage/engagement/shared/spannerdb"
+)
+
+func init() {
+	platform.RegisterHTTP("Rollup", platform.NeedSpanner|platform.NeedPubSub,
+		func(ctx context.Context, c *platform.Clients) (http.Handler, error) {
+			cfg := c.Config
+			mode, err := counterstore.ParseMode(cfg.Counters.Mode)
+			if err != nil {
+				return nil, err
+			}
+			store := counterstore.New(spannerdb.Wrap(c.Spanner, cfg), counterstore.Options{
+				Mode:           mode,
+				Policy:         counter.ShardPolicy{WritesPerShard: cfg.Counters.ShardWritesPerSecond, MinWindow: counter.DefaultShardPolicy.MinWindow},
+				RollupInterval: cfg.Counters.RollupInterval,
+			})
+			return New(Deps{
+				Store:      store,
+				Publisher:  bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic),
+				Interval:   cfg.Counters.RollupInterval,
+				RelayAfter: cfg.Counters.RelayAfter,
+			}), nil
+		})
+}
+
+// Store folds counters and lists lost outbox events.
+type Store interface {
+	Fold(ctx context.Context) (counterstore.FoldStats, error)
+	Stale(ctx context.Context, age time.Duration) ([]events.Event, error)
+}
+
+// Deps are the handler's collaborators.
+type Deps struct {
+	Store      Store
+	Publisher  events.Publisher
+	Interval   time.Duration
+	RelayAfter time.Duration
+	// Period is the time one invocation covers (Cloud Scheduler's minute).
+	Period time.Duration
+}
+
+type handler struct{ Deps }
+
+// New builds the Rollup handler.
+func New(d Deps) http.Handler {
+	if d.Interval <= 0 {
+		d.Interval = 5 * time.Second
+	}
+	if d.Period <= 0 {
+		d.Period = time.Minute
+	}
+	if d.RelayAfter <= 0 {
+		d.RelayAfter = 2 * time.Minute
+	}
+	h := &handler{d}
+	rt := httpx.NewRouter()
+	rt.Handle("POST /internal/rollup", h.post)
+	return rt
+}
+
+type body struct {
+	Once bool `json:"once"`
+}
+
+// Report is the answer: what the invocation did.
+type Report struct {
+	Ticks    int            `json:"ticks"`
+	Counters int            `json:"counters"`
+	Shards   int            `json:"shards"`
+	Resized  map[string]int `json:"resized"`
+	Relayed  int            `json:"relayed"`
+	Errors   int            `json:"errors"`
+}
+
+func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
+	var b body
+	if r.ContentLength != 0 {
+		if err := httpx.DecodeJSON(w, r, &b); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	// The minute outlives the request deadline of the public functions; it
+	// ends by itself before the next invocation starts.
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(r.Context()), start.Add(h.Period+10*time.Second))
+	defer cancel()
+	rep := Report{Resized: map[string]int{}}
+
+	evs, err := h.Store.Stale(ctx, h.RelayAfter)
+	if err == nil && len(evs) > 0 {
+		err = events.PublishAll(ctx, h.Publisher, evs)
+	}
+	if err != nil {
+		rep.Errors++
+		slog.ErrorContext(ctx, "rollup: outbox relay failed; the next minute retries", "error", err.Error())
+	} else if len(evs) > 0 {
+		rep.Relayed = len(evs)
+		slog.WarnContext(ctx, "rollup: republished outbox events whose message was lost", "events", len(evs))
+	}
+
+	until := start.Add(h.Period - h.Interval/2)
+	if b.Once {
+		until = start
+	}
+	tick(ctx, h.Store, h.Interval, until, func(st counterstore.FoldStats, err error) {
+		rep.Ticks++
+		if err != nil {
+			rep.Errors++
+			slog.ErrorContext(ctx, "rollup: fold failed; the next tick retries", "error", err.Error())
+			return
+		}
+		rep.Counters += st.Counters
+		rep.Shards += st.Shards
+		for k, n := range st.Resized {
+			rep.Resized[k] = n
+			slog.InfoContext(ctx, "rollup: shard count changed", "counterKey", k, "shards", n)
+		}
+	})
+	w.Header().Set("Cache-Control", "no-store")
+	httpx.WriteJSON(w, http.StatusOK, rep)
+	return nil
+}
+
+// tick folds every interval until until (at least once).
+func tick(ctx context.Context, s Store, interval time.Duration, until time.Time, report func(counterstore.FoldStats, error)) {
+	for {
+		started := time.Now()
+		st, err := s.Fold(ctx)
+		report(st, err)
+		next := started.Add(interval)
+		if !next.Before(until) || ctx.Err() != nil {
+			return
+		}
+		t := time.NewTimer(time.Until(next))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,263 @@
+package counterstore
+
+import (
+	"context"
+	"fmt"
+
+	"cloud.google.com/go/spanner"
+
+	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/events"
+)
+
+// ApplyStats says what one Apply did.
+type ApplyStats struct {
+	Applied    int // events counted now
+	Duplicates int // events already counted (redelivery, replay, re-publish)
+	Counters   int // counter rows written
+	Commits    int // read-write transactions
+}
+
+// Apply counts events idempotently. An outbox event counts iff its
+// PendingDeltas rows still exist, and counting deletes them; any other event
+// counts iff its id is not in AppliedEvents, and counting records it there.
+// Either way the check and the count commit in one transaction, so a duplicate
+// delivery, a crash between commit and acknowledgement, or a replay changes
+// nothing.
+//
+// Sharded mode counts the whole batch in one transaction: the deltas are
+// summed per counter and each counter gets one write, on one random shard.
+// Naive mode counts each event in its own transaction on the snapshot row.
+func (s *Store) Apply(ctx context.Context, evs []events.Event) (ApplyStats, error) {
+	evs = uniqueEvents(evs)
+	if s.mode == Naive {
+		var total ApplyStats
+		for _, e := range evs {
+			st, err := s.applyTx(ctx, []events.Event{e}, false)
+			if err != nil {
+				return total, err
+			}
+			total.Applied += st.Applied
+			total.Duplicates += st.Duplicates
+			total.Counters += st.Counters
+			total.Commits++
+		}
+		return total, nil
+	}
+	st, err := s.applyTx(ctx, evs, true)
+	if err == nil {
+		st.Commits = 1
+	}
+	return st, err
+}
+
+func uniqueEvents(evs []events.Event) []events.Event {
+	seen := make(map[string]bool, len(evs))
+	out := evs[:0:0]
+	for _, e := range evs {
+		if !seen[e.ID] {
+			seen[e.ID] = true
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (s *Store) applyTx(ctx context.Context, evs []events.Event, sharded bool) (ApplyStats, error) {
+	var st ApplyStats
+	_, err := s.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		st = ApplyStats{}
+		var ms []*spanner.Mutation
+		sums := map[string]counter.Values{}
+
+		var outboxKeys []spanner.KeySet
+		var plainKeys []spanner.Key
+		plain := map[string]events.Event{}
+		for _, e := range evs {
+			if e.Outbox {
+				outboxKeys = append(outboxKeys, spanner.Key{e.ID}.AsPrefix())
+			} else {
+				plainKeys = append(plainKeys, spanner.Key{e.ID})
+				plain[e.ID] = e
+			}
+		}
+		if len(outboxKeys) > 0 {
+			found := map[string]bool{}
+			cols := append([]string{"EventId", "CounterKey"}, valueColumns...)
+			err := tx.Read(ctx, tablePending, spanner.KeySets(outboxKeys...), cols).Do(func(r *spanner.Row) error {
+				var id, key string
+				if err := r.Columns(&id, &key); err != nil {
+					return err
+				}
+				v, err := readValues(r, 2)
+				if err != nil {
+					return err
+				}
+				sums[key] = sums[key].Plus(v)
+				found[id] = true
+				ms = append(ms, spanner.Delete(tablePending, spanner.Key{id, key}))
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("read outbox: %w", err)
+			}
+			st.Applied += len(found)
+			st.Duplicates += len(outboxKeys) - len(found)
+		}
+		if len(plainKeys) > 0 {
+			done := map[string]bool{}
+			err := tx.Read(ctx, tableApplied, spanner.KeySetFromKeys(plainKeys...), []string{"EventId"}).Do(func(r *spanner.Row) error {
+				var id string
+				if err := r.Columns(&id); err != nil {
+					return err
+				}
+				done[id] = true
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("read applied events: %w", err)
+			}
+			for id, e := range plain {
+				if done[id] {
+					st.Duplicates++
+					continue
+				}
+				st.Applied++
+				for _, d := range e.Deltas {
+					v := sums[d.Key]
+					v.Add(d.Field, d.N)
+					sums[d.Key] = v
+				}
+				ms = append(ms, spanner.Insert(tableApplied, []string{"EventId", "AppliedAt"}, []any{id, spanner.CommitTimestamp}))
+			}
+		}
+		for k, v := range sums {
+			if v.IsZero() {
+				delete(sums, k)
+			}
+		}
+		if len(sums) > 0 {
+			var cms []*spanner.Mutation
+			var err error
+			if sharded {
+				cms, err = s.addToShards(ctx, tx, sums)
+			} else {
+				cms, err = addToSnapshots(ctx, tx, sums)
+			}
+			if err != nil {
+				return err
+			}
+			ms = append(ms, cms...)
+			st.Counters = len(sums)
+		}
+		if len(ms) == 0 {
+			return nil
+		}
+		return tx.BufferWrite(ms)
+	})
+	if err != nil {
+		return ApplyStats{}, fmt.Errorf("counterstore.Apply: %w", err)
+	}
+	return st, nil
+}
+
+// addToShards adds each counter's sum to one random shard of its current
+// shard count. The snapshot row is read (a shared lock, which concurrent
+// consumers do not contend on) for the shard count, and created when absent
+// because shard rows are interleaved under it.
+func (s *Store) addToShards(ctx context.Context, tx *spanner.ReadWriteTransaction, sums map[string]counter.Values) ([]*spanner.Mutation, error) {
+	keys := sortedKeys(sums)
+	shards := map[string]int64{}
+	var ms []*spanner.Mutation
+	var ks []spanner.Key
+	for _, k := range keys {
+		ks = append(ks, spanner.Key{k})
+	}
+	err := tx.Read(ctx, tableCounters, spanner.KeySetFromKeys(ks...), []string{"CounterKey", "Shards"}).Do(func(r *spanner.Row) error {
+		var k string
+		var n int64
+		if err := r.Columns(&k, &n); err != nil {
+			return err
+		}
+		shards[k] = n
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read snapshots: %w", err)
+	}
+	pick := map[string]int64{}
+	var shardKeys []spanner.Key
+	for _, k := range keys {
+		n, ok := shards[k]
+		if !ok {
+			n = counter.MinShards
+			cols, vals := withValues([]string{"CounterKey", "Shards"}, []any{k, n}, counter.Values{})
+			ms = append(ms, spanner.Insert(tableCounters, cols, vals))
+		}
+		pick[k] = int64(counter.PickShard(int(n)))
+		shardKeys = append(shardKeys, spanner.Key{k, pick[k]})
+	}
+	type shardRow struct {
+		v      counter.Values
+		writes int64
+	}
+	cur := map[string]shardRow{}
+	cols := append([]string{"CounterKey", "Writes"}, valueColumns...)
+	err = tx.Read(ctx, tableShards, spanner.KeySetFromKeys(shardKeys...), cols).Do(func(r *spanner.Row) error {
+		var k string
+		var w int64
+		if err := r.Columns(&k, &w); err != nil {
+			return err
+		}
+		v, err := readValues(r, 2)
+		if err != nil {
+			return err
+		}
+		cur[k] = shardRow{v, w}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read shards: %w", err)
+	}
+	for _, k := range keys {
+		c := cur[k]
+		cols, vals := withValues([]string{"CounterKey", "Shard", "Writes"}, []any{k, pick[k], c.writes + 1}, c.v.Plus(sums[k]))
+		ms = append(ms,
+			spanner.InsertOrUpdate(tableShards, cols, vals),
+			spanner.InsertOrUpdate(tableMoved, []string{"CounterKey", "Shard"}, []any{k, pick[k]}))
+	}
+	return ms, nil
+}
+
+// addToSnapshots is the naive baseline: read-modify-write of the one
+// snapshot row per counter.
+func addToSnapshots(ctx context.Context, tx *spanner.ReadWriteTransaction, sums map[string]counter.Values) ([]*spanner.Mutation, error) {
+	keys := sortedKeys(sums)
+	var ks []spanner.Key
+	for _, k := range keys {
+		ks = append(ks, spanner.Key{k})
+	}
+	cur := map[string]counter.Values{}
+	cols := append([]string{"CounterKey"}, valueColumns...)
+	err := tx.Read(ctx, tableCounters, spanner.KeySetFromKeys(ks...), cols).Do(func(r *spanner.Row) error {
+		var k string
+		if err := r.Columns(&k); err != nil {
+			return err
+		}
+		v, err := readValues(r, 1)
+		if err != nil {
+			return err
+		}
+		cur[k] = v
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read snapshots: %w", err)
+	}
+	var ms []*spanner.Mutation
+	for _, k := range keys {
+		c, vals := withValues([]string{"CounterKey"}, []any{k}, cur[k].Plus(sums[k]))
+		ms = append(ms, spanner.InsertOrUpdate(tableCounters, c, vals))
+	}
+	return ms, nil
+}

@@ -1,0 +1,255 @@
+package counterstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/spanner"
+
+	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/events"
+)
+
+// Viewer is the signed-in caller of a counts read.
+type Viewer struct {
+	UserID string
+}
+
+// ViewerReaction is the caller's own reaction on an item.
+type ViewerReaction struct {
+	Reaction string
+	Version  int64
+}
+
+// Counts is the answer of one counts read.
+type Counts struct {
+	// Values holds every requested id (zero when unknown), never negative.
+	Values map[string]counter.Values
+	// Reactions holds the viewer's reactions on the ids that have one.
+	Reactions map[string]ViewerReaction
+}
+
+// Sources of a row of the counts query.
+const (
+	srcCounted = 0 // snapshot or shard
+	srcPending = 1 // the viewer's own change, not yet counted
+	srcViewer  = 2 // the viewer's reaction
+)
+
+// Counts reads the counts of ids in one query: each counter's snapshot plus
+// its live shards (no counting on read: at most 1 + 64 rows a counter).
+//
+// Anonymous reads may be up to maxStaleness old (served by the nearest
+// replica without waiting for the leader; counts are eventually consistent by
+// design). A viewer's read is strong and the same query adds the viewer's
+// reactions and the viewer's own pending changes: at the query's one
+// timestamp each of the viewer's changes is either counted or still pending
+// (the consumer deletes the pending row in the transaction that counts it),
+// so each is included exactly once.
+func (s *Store) Counts(ctx context.Context, ids []string, viewer *Viewer, maxStaleness time.Duration) (Counts, error) {
+	out := Counts{Values: make(map[string]counter.Values, len(ids)), Reactions: map[string]ViewerReaction{}}
+	for _, id := range ids {
+		out.Values[id] = counter.Values{}
+	}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	cols := "Likes, Dislikes, Comments, Replies, Views"
+	sql := fmt.Sprintf(`SELECT CounterKey, %[1]d AS Src, %[2]s, '' AS Reaction, 0 AS Version FROM Counters WHERE CounterKey IN UNNEST(@ids)
+UNION ALL SELECT CounterKey, %[1]d, %[2]s, '', 0 FROM CounterShards WHERE CounterKey IN UNNEST(@ids)`, srcCounted, cols)
+	params := map[string]any{"ids": ids}
+	tx := s.db.Stale(maxStaleness)
+	if viewer != nil {
+		sql += fmt.Sprintf(`
+UNION ALL SELECT CounterKey, %[1]d, %[3]s, '', 0 FROM PendingDeltas@{FORCE_INDEX=PendingDeltasByUser} WHERE UserId = @viewer AND CounterKey IN UNNEST(@ids)
+UNION ALL SELECT ContentId, %[2]d, 0, 0, 0, 0, 0, Reaction, Version FROM Reactions WHERE UserId = @viewer AND ContentId IN UNNEST(@ids)`,
+			srcPending, srcViewer, cols)
+		params["viewer"] = viewer.UserID
+		tx = s.db.Stale(0)
+	}
+	raw := map[string]counter.Values{}
+	err := tx.Query(ctx, spanner.Statement{SQL: sql, Params: params}).Do(func(r *spanner.Row) error {
+		var key, reaction string
+		var src, version int64
+		if err := r.Columns(&key, &src); err != nil {
+			return err
+		}
+		if src == srcViewer {
+			if err := r.Column(7, &reaction); err != nil {
+				return err
+			}
+			if err := r.Column(8, &version); err != nil {
+				return err
+			}
+			out.Reactions[key] = ViewerReaction{Reaction: reaction, Version: version}
+			return nil
+		}
+		v, err := readValues(r, 2)
+		if err != nil {
+			return err
+		}
+		raw[key] = raw[key].Plus(v)
+		return nil
+	})
+	if err != nil {
+		return Counts{}, fmt.Errorf("counterstore.Counts: %w", err)
+	}
+	for k, v := range raw {
+		out.Values[k] = v.Clamped()
+	}
+	return out, nil
+}
+
+// Totals returns the exact count of each id now: snapshot plus shards plus
+// every pending change. Tests and the benchmark compare it with the truth.
+func (s *Store) Totals(ctx context.Context, ids []string) (counted, pending map[string]counter.Values, err error) {
+	tx := s.db.Snapshot()
+	defer tx.Close()
+	counted, err = countedValues(ctx, tx, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	pending, err = pendingValues(ctx, tx, ids)
+	return counted, pending, err
+}
+
+// countedValues sums snapshot and shards per key (unclamped).
+func countedValues(ctx context.Context, tx *spanner.ReadOnlyTransaction, ids []string) (map[string]counter.Values, error) {
+	out := map[string]counter.Values{}
+	sql := `SELECT CounterKey, Likes, Dislikes, Comments, Replies, Views FROM Counters WHERE CounterKey IN UNNEST(@ids)
+UNION ALL SELECT CounterKey, Likes, Dislikes, Comments, Replies, Views FROM CounterShards WHERE CounterKey IN UNNEST(@ids)`
+	err := tx.Query(ctx, spanner.Statement{SQL: sql, Params: map[string]any{"ids": ids}}).Do(func(r *spanner.Row) error {
+		var k string
+		if err := r.Columns(&k); err != nil {
+			return err
+		}
+		v, err := readValues(r, 1)
+		if err != nil {
+			return err
+		}
+		out[k] = out[k].Plus(v)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read counted values: %w", err)
+	}
+	return out, nil
+}
+
+// pendingValues sums every pending change per key.
+func pendingValues(ctx context.Context, tx *spanner.ReadOnlyTransaction, ids []string) (map[string]counter.Values, error) {
+	out := map[string]counter.Values{}
+	sql := `SELECT CounterKey, Likes, Dislikes, Comments, Replies, Views
+FROM PendingDeltas@{FORCE_INDEX=PendingDeltasByCounter} WHERE CounterKey IN UNNEST(@ids)`
+	err := tx.Query(ctx, spanner.Statement{SQL: sql, Params: map[string]any{"ids": ids}}).Do(func(r *spanner.Row) error {
+		var k string
+		if err := r.Columns(&k); err != nil {
+			return err
+		}
+		v, err := readValues(r, 1)
+		if err != nil {
+			return err
+		}
+		out[k] = out[k].Plus(v)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read pending values: %w", err)
+	}
+	return out, nil
+}
+
+// maxRelay bounds the events one relay pass republishes.
+const maxRelay = 5000
+
+// Stale returns the outbox events older than age (their message was lost, or
+// is stuck): the rollup republishes them. A republished event that was in
+// flight after all is a duplicate the consumer ignores.
+func (s *Store) Stale(ctx context.Context, age time.Duration) ([]events.Event, error) {
+	stmt := spanner.Statement{
+		SQL: `SELECT EventId, CounterKey, UserId, CreateTime, Likes, Dislikes, Comments, Replies, Views
+FROM PendingDeltas WHERE CreateTime < @before ORDER BY EventId LIMIT @limit`,
+		Params: map[string]any{"before": s.now().Add(-age), "limit": int64(maxRelay * events.MaxDeltas)},
+	}
+	var out []events.Event
+	idx := map[string]int{}
+	err := s.db.Single().Query(ctx, stmt).Do(func(r *spanner.Row) error {
+		var id, key string
+		var user spanner.NullString
+		var at time.Time
+		if err := r.Columns(&id, &key, &user, &at); err != nil {
+			return err
+		}
+		v, err := readValues(r, 4)
+		if err != nil {
+			return err
+		}
+		i, ok := idx[id]
+		if !ok {
+			if len(out) == maxRelay {
+				return nil
+			}
+			i = len(out)
+			idx[id] = i
+			out = append(out, events.Event{ID: id, Kind: events.KindCounterDelta, Outbox: true, Time: at})
+		}
+		out[i].Deltas = append(out[i].Deltas, counter.Deltas(key, v)...)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("counterstore.Stale: %w", err)
+	}
+	return out, nil
+}
+
+// PendingEvents returns the outbox events of one user on one counter: a
+// client retrying a change whose publish failed re-publishes them.
+func PendingEvents(ctx context.Context, tx interface {
+	Query(context.Context, spanner.Statement) *spanner.RowIterator
+}, userID, key string) ([]events.Event, error) {
+	stmt := spanner.Statement{
+		SQL: `SELECT EventId, CounterKey, Likes, Dislikes, Comments, Replies, Views
+FROM PendingDeltas@{FORCE_INDEX=PendingDeltasByUser} WHERE UserId = @user AND CounterKey = @key`,
+		Params: map[string]any{"user": userID, "key": key},
+	}
+	var out []events.Event
+	idx := map[string]int{}
+	err := tx.Query(ctx, stmt).Do(func(r *spanner.Row) error {
+		var id, k string
+		if err := r.Columns(&id, &k); err != nil {
+			return err
+		}
+		v, err := readValues(r, 2)
+		if err != nil {
+			return err
+		}
+		i, ok := idx[id]
+		if !ok {
+			i = len(out)
+			idx[id] = i
+			out = append(out, events.Event{ID: id, Kind: events.KindCounterDelta, Outbox: true})
+		}
+		out[i].Deltas = append(out[i].Deltas, counter.Deltas(k, v)...)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("counterstore.PendingEvents: %w", err)
+	}
+	return out, nil
+}
+
+// Pending returns the outbox mutations that record the deltas of event ev,
+// authored by userID ("" for none), in the transaction that makes the change.
+func Pending(ev events.Event, userID string) []*spanner.Mutation {
+	var ms []*spanner.Mutation
+	for key, v := range counter.Coalesce(ev.Deltas) {
+		var user spanner.NullString
+		if userID != "" {
+			user = spanner.NullString{StringVal: userID, Valid: true}
+		}
+		cols, vals := withValues([]string{"EventId", "CounterKey", "UserId", "CreateTime"}, []any{ev.ID, key, user, spanner.CommitTimestamp}, v)
+		ms = append(ms, spanner.Insert(tablePending, cols, vals))
+	}
+	return ms
+}

@@ -1,0 +1,254 @@
+package counterstore
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"cloud.google.com/go/spanner"
+
+	"github.com/videngage/engagement/shared/counter"
+)
+
+// Source is a source of truth for some fields of the counters: reactions own
+// likes and dislikes, comments own comments and replies. Reconciliation reads
+// every source and the counters in one read-only transaction, so that all of
+// them describe the same timestamp.
+type Source interface {
+	// Name names the source in logs.
+	Name() string
+	// Fields are the fields it owns; no two sources own the same field.
+	Fields() []counter.Field
+	// Changed lists keys whose truth may have changed since, beyond the
+	// counters that moved (e.g. items reacted on by users whose flag changed).
+	Changed(ctx context.Context, tx *spanner.ReadOnlyTransaction, since time.Time) ([]string, error)
+	// All lists every key the source has truth for.
+	All(ctx context.Context, tx *spanner.ReadOnlyTransaction) ([]string, error)
+	// Truth recounts its fields of keys at tx's timestamp.
+	Truth(ctx context.Context, tx *spanner.ReadOnlyTransaction, keys []string) (map[string]counter.Values, error)
+}
+
+// Scope of a reconciliation run.
+type Scope string
+
+const (
+	// Recent checks the counters that moved in the last hour (hourly).
+	Recent Scope = "recent"
+	// All checks every counter (daily).
+	All Scope = "all"
+)
+
+// RecentWindow is how far back Recent looks: an hour plus a margin, so that
+// consecutive hourly runs overlap.
+const RecentWindow = 70 * time.Minute
+
+// reconcileBatch is how many counters one read-only transaction checks.
+const reconcileBatch = 200
+
+// Correction is one repaired counter.
+type Correction struct {
+	Key   string         `json:"key"`
+	Delta counter.Values `json:"delta"`
+}
+
+// ReconcileReport says what a run checked and corrected.
+type ReconcileReport struct {
+	Scope       Scope        `json:"scope"`
+	Checked     int          `json:"checked"`
+	Corrected   int          `json:"corrected"`
+	Skipped     int          `json:"skipped"` // corrected meanwhile by another run
+	Corrections []Correction `json:"corrections"`
+}
+
+// maxReported bounds the corrections listed in a report (all are logged).
+const maxReported = 100
+
+// Reconcile compares counters with their sources of truth and writes a
+// correction delta where they differ.
+//
+// For each batch of keys it reads, in one read-only transaction at timestamp
+// T: the truth (sources), the counted value (snapshot + shards) and the
+// pending value (outbox rows of changes not yet counted). At T every change
+// is either counted or pending, never both (the consumer deletes the outbox
+// row in the transaction that counts it), so
+//
+//	correction = truth − counted − pending
+//
+// is zero for a right counter whatever is in flight, and exactly the drift
+// otherwise. Changes after T add to truth and to pending alike and do not
+// enter the correction. The correction is added to the snapshot in a
+// read-write transaction that first checks the counter's ReconcileTime is
+// still what it was at T, so that two runs never both apply a correction for
+// the same drift.
+func (s *Store) Reconcile(ctx context.Context, scope Scope, sources []Source) (ReconcileReport, error) {
+	rep := ReconcileReport{Scope: scope, Corrections: []Correction{}}
+	var fields []counter.Field
+	for _, src := range sources {
+		fields = append(fields, src.Fields()...)
+	}
+	keys, err := s.reconcileKeys(ctx, scope, sources)
+	if err != nil {
+		return rep, fmt.Errorf("counterstore.Reconcile: %w", err)
+	}
+	for _, batch := range chunks(keys, reconcileBatch) {
+		if err := s.reconcileBatch(ctx, batch, sources, fields, &rep); err != nil {
+			return rep, fmt.Errorf("counterstore.Reconcile: %w", err)
+		}
+	}
+	return rep, nil
+}
+
+func (s *Store) reconcileKeys(ctx context.Context, scope Scope, sources []Source) ([]string, error) {
+	tx := s.db.Snapshot()
+	defer tx.Close()
+	set := map[string]bool{}
+	var stmt spanner.Statement
+	since := s.now().Add(-RecentWindow)
+	switch scope {
+	case Recent:
+		stmt = spanner.Statement{
+			SQL:    `SELECT CounterKey FROM Counters@{FORCE_INDEX=CountersByFoldTime} WHERE FoldTime >= @since`,
+			Params: map[string]any{"since": since},
+		}
+	case All:
+		stmt = spanner.Statement{SQL: `SELECT CounterKey FROM Counters`}
+	default:
+		return nil, fmt.Errorf("unknown scope %q", scope)
+	}
+	err := tx.Query(ctx, stmt).Do(func(r *spanner.Row) error {
+		var k string
+		if err := r.Columns(&k); err != nil {
+			return err
+		}
+		set[k] = true
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list counters: %w", err)
+	}
+	for _, src := range sources {
+		var ks []string
+		if scope == Recent {
+			ks, err = src.Changed(ctx, tx, since)
+		} else {
+			ks, err = src.All(ctx, tx)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: list keys: %w", src.Name(), err)
+		}
+		for _, k := range ks {
+			set[k] = true
+		}
+	}
+	return sortedKeys(set), nil
+}
+
+func (s *Store) reconcileBatch(ctx context.Context, keys []string, sources []Source, fields []counter.Field, rep *ReconcileReport) error {
+	tx := s.db.Snapshot()
+	defer tx.Close()
+	counted, err := countedValues(ctx, tx, keys)
+	if err != nil {
+		return err
+	}
+	readAt, err := tx.Timestamp()
+	if err != nil {
+		return err
+	}
+	pending, err := pendingValues(ctx, tx, keys)
+	if err != nil {
+		return err
+	}
+	truth := map[string]counter.Values{}
+	for _, src := range sources {
+		t, err := src.Truth(ctx, tx, keys)
+		if err != nil {
+			return fmt.Errorf("%s: recount: %w", src.Name(), err)
+		}
+		for k, v := range t {
+			truth[k] = truth[k].Plus(v.Only(src.Fields()))
+		}
+	}
+	guards := map[string]spanner.NullTime{}
+	var ks []spanner.Key
+	for _, k := range keys {
+		ks = append(ks, spanner.Key{k})
+	}
+	err = tx.Read(ctx, tableCounters, spanner.KeySetFromKeys(ks...), []string{"CounterKey", "ReconcileTime"}).Do(func(r *spanner.Row) error {
+		var k string
+		var t spanner.NullTime
+		if err := r.Columns(&k, &t); err != nil {
+			return err
+		}
+		guards[k] = t
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read guards: %w", err)
+	}
+	rep.Checked += len(keys)
+	for _, k := range keys {
+		c := counter.Correction(truth[k], counted[k], pending[k], fields)
+		if c.IsZero() {
+			continue
+		}
+		applied, err := s.correct(ctx, k, c, guards[k], readAt)
+		if err != nil {
+			return err
+		}
+		if !applied {
+			rep.Skipped++
+			slog.InfoContext(ctx, "reconcile: counter corrected by another run meanwhile; left for the next run", "counterKey", k)
+			continue
+		}
+		rep.Corrected++
+		if len(rep.Corrections) < maxReported {
+			rep.Corrections = append(rep.Corrections, Correction{Key: k, Delta: c})
+		}
+		slog.InfoContext(ctx, "reconcile: counter corrected", "counterKey", k, "delta", c,
+			"truth", truth[k].Only(fields), "counted", counted[k].Only(fields), "pending", pending[k].Only(fields),
+			"readTime", readAt)
+	}
+	return nil
+}
+
+// correct adds c to the snapshot of key if no correction was written since
+// the read (ReconcileTime unchanged), and records readAt as ReconcileTime.
+func (s *Store) correct(ctx context.Context, key string, c counter.Values, guard spanner.NullTime, readAt time.Time) (bool, error) {
+	applied := false
+	_, err := s.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		applied = false
+		cols := append([]string{"ReconcileTime"}, valueColumns...)
+		row, err := tx.ReadRow(ctx, tableCounters, spanner.Key{key}, cols)
+		var cur counter.Values
+		var now spanner.NullTime
+		switch {
+		case spanner.ErrCode(err) == 5: // NotFound: no snapshot yet
+			cols, vals := withValues([]string{"CounterKey", "Shards", "ReconcileTime"}, []any{key, int64(counter.MinShards), readAt}, c)
+			applied = !guard.Valid
+			if !applied {
+				return nil
+			}
+			return tx.BufferWrite([]*spanner.Mutation{spanner.Insert(tableCounters, cols, vals)})
+		case err != nil:
+			return err
+		}
+		if err := row.Column(0, &now); err != nil {
+			return err
+		}
+		if now.Valid != guard.Valid || now.Valid && !now.Time.Equal(guard.Time) {
+			return nil
+		}
+		cur, err = readValues(row, 1)
+		if err != nil {
+			return err
+		}
+		applied = true
+		c2, vals := withValues([]string{"CounterKey", "ReconcileTime"}, []any{key, readAt}, cur.Plus(c))
+		return tx.BufferWrite([]*spanner.Mutation{spanner.Update(tableCounters, c2, vals)})
+	})
+	if err != nil {
+		return false, fmt.Errorf("write correction of %s: %w", key, err)
+	}
+	return applied, nil
+}

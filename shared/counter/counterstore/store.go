@@ -1,0 +1,131 @@
+// Package counterstore keeps the sharded counters in Spanner: the consumer
+// that applies counter events idempotently, the rollup that folds shards into
+// snapshots and sets shard counts, the one-query read path, the outbox relay
+// and reconciliation against the sources of truth.
+package counterstore
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"cloud.google.com/go/spanner"
+
+	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/spannerdb"
+)
+
+// Mode selects how events are applied.
+type Mode string
+
+const (
+	// Sharded applies each message in one transaction, coalesced per counter,
+	// onto a random shard of N; the rollup folds shards into the snapshot.
+	Sharded Mode = "sharded"
+	// Naive applies each event in its own transaction onto the counter's one
+	// snapshot row, with no batching: the benchmark's baseline.
+	Naive Mode = "naive"
+)
+
+// ParseMode reads COUNTER_MODE.
+func ParseMode(s string) (Mode, error) {
+	switch Mode(s) {
+	case Sharded, Naive:
+		return Mode(s), nil
+	case "":
+		return Sharded, nil
+	}
+	return "", fmt.Errorf("counterstore: COUNTER_MODE must be %q or %q, not %q", Sharded, Naive, s)
+}
+
+// Table and column names (shared/topology/ddl/010_counters.sql).
+const (
+	tableCounters = "Counters"
+	tableShards   = "CounterShards"
+	tableMoved    = "MovedCounters"
+	tablePending  = "PendingDeltas"
+	tableApplied  = "AppliedEvents"
+)
+
+// revisitShard marks a MovedCounters row asking the rollup to come back to a
+// counter whose shard count is still above the minimum.
+const revisitShard = -1
+
+// Store is the counters' Spanner store.
+type Store struct {
+	db     *spannerdb.DB
+	mode   Mode
+	policy counter.ShardPolicy
+	// window is the rollup interval: the longest a shard holds writes
+	// before a fold, so the span over which Writes were measured.
+	window time.Duration
+	now    func() time.Time
+}
+
+// Options tune a Store.
+type Options struct {
+	Mode           Mode
+	Policy         counter.ShardPolicy
+	RollupInterval time.Duration
+}
+
+// New returns the store over db.
+func New(db *spannerdb.DB, o Options) *Store {
+	if o.Mode == "" {
+		o.Mode = Sharded
+	}
+	if o.Policy.WritesPerShard <= 0 {
+		o.Policy = counter.DefaultShardPolicy
+	}
+	if o.RollupInterval <= 0 {
+		o.RollupInterval = 5 * time.Second
+	}
+	return &Store{db: db, mode: o.Mode, policy: o.Policy, window: o.RollupInterval, now: time.Now}
+}
+
+// Mode is the store's mode.
+func (s *Store) Mode() Mode { return s.mode }
+
+// valueColumns are the counted columns in the order of counter.Fields.
+var valueColumns = counter.Columns
+
+func readValues(r *spanner.Row, first int) (counter.Values, error) {
+	vals := make([]int64, len(valueColumns))
+	ptrs := make([]any, len(valueColumns))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	for i, p := range ptrs {
+		if err := r.Column(first+i, p); err != nil {
+			return counter.Values{}, err
+		}
+	}
+	return counter.FromSlice(vals), nil
+}
+
+func withValues(cols []string, vals []any, v counter.Values) ([]string, []any) {
+	cols = append(cols, valueColumns...)
+	for _, n := range v.Slice() {
+		vals = append(vals, n)
+	}
+	return cols, vals
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func chunks(keys []string, n int) [][]string {
+	var out [][]string
+	for len(keys) > 0 {
+		k := min(n, len(keys))
+		out = append(out, keys[:k])
+		keys = keys[k:]
+	}
+	return out
+}

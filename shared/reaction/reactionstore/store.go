@@ -1,0 +1,351 @@
+// Package reactionstore keeps reactions in Spanner: the transaction that
+// records a change together with its rate-limit check and its counter deltas
+// (outbox), the group commit of concurrent changes, the one-read lookup of a
+// user's reactions, flagged accounts, and the reactions' side of
+// reconciliation.
+package reactionstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"cloud.google.com/go/spanner"
+
+	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/shared/reaction"
+	"github.com/videngage/engagement/shared/spannerdb"
+)
+
+const (
+	tableReactions = "Reactions"
+	tableFlagged   = "FlaggedUsers"
+	tableLimits    = "ReactionRateLimits"
+)
+
+// MaxUserIDBytes bounds user ids stored in keys (STRING(128) characters).
+const MaxUserIDBytes = 512
+
+// Store is the reactions' Spanner store.
+type Store struct {
+	db    *spannerdb.DB
+	limit reaction.RateLimit // PerMinute 0: no limit
+	now   func() time.Time
+}
+
+// New returns the store. perMinute ≤ 0 switches the rate limit off.
+func New(db *spannerdb.DB, perMinute int) *Store {
+	return &Store{db: db, limit: reaction.RateLimit{PerMinute: max(perMinute, 0)}, now: time.Now}
+}
+
+// SetRequest is one PUT of a reaction.
+type SetRequest struct {
+	UserID    string
+	ContentID string
+	To        reaction.Kind
+	IfMatch   *int64
+}
+
+// RateLimitedError is a request over the user's reaction rate.
+type RateLimitedError struct{ RetryAfter time.Duration }
+
+func (e *RateLimitedError) Error() string {
+	return fmt.Sprintf("too many reactions; retry in %v", e.RetryAfter)
+}
+
+// SetResult is the outcome of one SetRequest.
+type SetResult struct {
+	State      reaction.State
+	UpdateTime time.Time
+	// Event is the change to publish; nil when nothing counts (no change, or
+	// a flagged account).
+	Event *events.Event
+	// Republish holds the user's earlier changes on the item that are still
+	// pending: a request that changes nothing may be the client's retry after
+	// a publish that failed, so their messages are sent again.
+	Republish []events.Event
+	// Err is this request's own failure: *reaction.ErrVersionMismatch or
+	// *RateLimitedError. The others in the batch are unaffected.
+	Err error
+}
+
+type pairKey struct{ user, content string }
+
+// SetMany records reqs, in order, in one read-write transaction: for each,
+// the rate-limit check, the transition from the stored reaction, the new
+// row, and the outbox rows of its counter deltas (unless the account is
+// flagged). Requests of one user on one item see each other in order.
+func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, error) {
+	var results []SetResult
+	commitTS, err := s.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		results = make([]SetResult, len(reqs))
+		now := s.now()
+		var pairKeys, userKeys []spanner.Key
+		seenUser := map[string]bool{}
+		for _, r := range reqs {
+			pairKeys = append(pairKeys, spanner.Key{r.UserID, r.ContentID})
+			if !seenUser[r.UserID] {
+				seenUser[r.UserID] = true
+				userKeys = append(userKeys, spanner.Key{r.UserID})
+			}
+		}
+		type stored struct {
+			state   reaction.State
+			updated time.Time
+		}
+		states := map[pairKey]stored{}
+		err := tx.Read(ctx, tableReactions, spanner.KeySetFromKeys(pairKeys...),
+			[]string{"UserId", "ContentId", "Reaction", "Version", "Generation", "UpdateTime"}).Do(func(r *spanner.Row) error {
+			var k pairKey
+			var kind string
+			var st stored
+			if err := r.Columns(&k.user, &k.content, &kind, &st.state.Version, &st.state.Generation, &st.updated); err != nil {
+				return err
+			}
+			st.state.Reaction = reaction.Kind(kind)
+			states[k] = st
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("read reactions: %w", err)
+		}
+		flagged := map[string]bool{}
+		err = tx.Read(ctx, tableFlagged, spanner.KeySetFromKeys(userKeys...), []string{"UserId", "Flagged"}).Do(func(r *spanner.Row) error {
+			var u string
+			var f bool
+			if err := r.Columns(&u, &f); err != nil {
+				return err
+			}
+			flagged[u] = f
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("read flagged users: %w", err)
+		}
+		tats := map[string]time.Time{}
+		if s.limit.PerMinute > 0 {
+			err = tx.Read(ctx, tableLimits, spanner.KeySetFromKeys(userKeys...), []string{"UserId", "Tat"}).Do(func(r *spanner.Row) error {
+				var u string
+				var t time.Time
+				if err := r.Columns(&u, &t); err != nil {
+					return err
+				}
+				tats[u] = t
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("read rate limits: %w", err)
+			}
+		}
+		var ms []*spanner.Mutation
+		tatChanged := map[string]bool{}
+		for i, r := range reqs {
+			res := &results[i]
+			if s.limit.PerMinute > 0 {
+				next, ok, wait := s.limit.Allow(tats[r.UserID], now)
+				if !ok {
+					res.Err = &RateLimitedError{RetryAfter: wait}
+					continue
+				}
+				tats[r.UserID] = next
+				tatChanged[r.UserID] = true
+			}
+			k := pairKey{r.UserID, r.ContentID}
+			cur := states[k]
+			tr, err := reaction.Apply(r.UserID, r.ContentID, cur.state, r.To, r.IfMatch, rand.Int64)
+			if err != nil {
+				res.Err = err
+				continue
+			}
+			if !tr.Changed {
+				res.State = tr.Next
+				res.UpdateTime = cur.updated
+				pend, err := counterstore.PendingEvents(ctx, tx, r.UserID, r.ContentID)
+				if err != nil {
+					return err
+				}
+				res.Republish = pend
+				continue
+			}
+			res.State = tr.Next
+			if tr.Next.Current() == reaction.None {
+				ms = append(ms, spanner.Delete(tableReactions, spanner.Key{r.UserID, r.ContentID}))
+				delete(states, k)
+			} else {
+				ms = append(ms, spanner.InsertOrUpdate(tableReactions,
+					[]string{"UserId", "ContentId", "Reaction", "Version", "Generation", "UpdateTime"},
+					[]any{r.UserID, r.ContentID, string(tr.Next.Reaction), tr.Next.Version, tr.Next.Generation, spanner.CommitTimestamp}))
+				states[k] = stored{state: tr.Next}
+			}
+			if !flagged[r.UserID] && len(tr.Deltas) > 0 {
+				ev := tr.Event(r.UserID, r.ContentID, now)
+				res.Event = &ev
+				ms = append(ms, counterstore.Pending(ev, r.UserID)...)
+			}
+		}
+		for u := range tatChanged {
+			ms = append(ms, spanner.InsertOrUpdate(tableLimits, []string{"UserId", "Tat"}, []any{u, tats[u]}))
+		}
+		if len(ms) == 0 {
+			return nil
+		}
+		return tx.BufferWrite(ms)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reactionstore.SetMany: %w", err)
+	}
+	for i := range results {
+		if results[i].Err == nil && results[i].UpdateTime.IsZero() {
+			results[i].UpdateTime = commitTS
+		}
+	}
+	return results, nil
+}
+
+// Get returns the user's reactions on ids in one read; items without one are
+// none at version 0.
+func (s *Store) Get(ctx context.Context, userID string, ids []string) (map[string]reaction.State, error) {
+	out := make(map[string]reaction.State, len(ids))
+	var keys []spanner.Key
+	for _, id := range ids {
+		out[id] = reaction.State{Reaction: reaction.None}
+		keys = append(keys, spanner.Key{userID, id})
+	}
+	err := s.db.Single().Read(ctx, tableReactions, spanner.KeySetFromKeys(keys...),
+		[]string{"ContentId", "Reaction", "Version", "Generation"}).Do(func(r *spanner.Row) error {
+		var id, kind string
+		var st reaction.State
+		if err := r.Columns(&id, &kind, &st.Version, &st.Generation); err != nil {
+			return err
+		}
+		st.Reaction = reaction.Kind(kind)
+		out[id] = st
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reactionstore.Get: %w", err)
+	}
+	return out, nil
+}
+
+// SetFlagged flags or unflags accounts and returns how many changed state.
+// Flagged accounts keep their reactions; reconciliation stops (or resumes)
+// counting them, finding the affected items through the rows' UpdateTime.
+func (s *Store) SetFlagged(ctx context.Context, userIDs []string, flagged bool) (int, error) {
+	var changed int
+	_, err := s.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		changed = 0
+		var keys []spanner.Key
+		for _, u := range userIDs {
+			keys = append(keys, spanner.Key{u})
+		}
+		cur := map[string]bool{}
+		err := tx.Read(ctx, tableFlagged, spanner.KeySetFromKeys(keys...), []string{"UserId", "Flagged"}).Do(func(r *spanner.Row) error {
+			var u string
+			var f bool
+			if err := r.Columns(&u, &f); err != nil {
+				return err
+			}
+			cur[u] = f
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		var ms []*spanner.Mutation
+		seen := map[string]bool{}
+		for _, u := range userIDs {
+			if seen[u] || cur[u] == flagged {
+				continue
+			}
+			seen[u] = true
+			changed++
+			ms = append(ms, spanner.InsertOrUpdate(tableFlagged, []string{"UserId", "Flagged", "UpdateTime"}, []any{u, flagged, spanner.CommitTimestamp}))
+		}
+		return tx.BufferWrite(ms)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("reactionstore.SetFlagged: %w", err)
+	}
+	return changed, nil
+}
+
+// Source is the reactions' side of reconciliation: likes and dislikes
+// recounted from the reaction rows of accounts that are not flagged.
+type Source struct{}
+
+var _ counterstore.Source = Source{}
+
+func (Source) Name() string { return "reactions" }
+
+func (Source) Fields() []counter.Field { return []counter.Field{counter.Likes, counter.Dislikes} }
+
+// Changed lists the items reacted on by accounts flagged or unflagged since.
+func (Source) Changed(ctx context.Context, tx *spanner.ReadOnlyTransaction, since time.Time) ([]string, error) {
+	return queryKeys(ctx, tx, spanner.Statement{
+		SQL: `SELECT DISTINCT r.ContentId FROM FlaggedUsers f JOIN Reactions r ON r.UserId = f.UserId
+WHERE f.UpdateTime >= @since`,
+		Params: map[string]any{"since": since},
+	})
+}
+
+// All lists every item with a reaction.
+func (Source) All(ctx context.Context, tx *spanner.ReadOnlyTransaction) ([]string, error) {
+	return queryKeys(ctx, tx, spanner.Statement{SQL: `SELECT DISTINCT ContentId FROM Reactions@{FORCE_INDEX=ReactionsByContent}`})
+}
+
+// Truth recounts likes and dislikes of keys, leaving out flagged accounts.
+func (Source) Truth(ctx context.Context, tx *spanner.ReadOnlyTransaction, keys []string) (map[string]counter.Values, error) {
+	out := map[string]counter.Values{}
+	stmt := spanner.Statement{
+		SQL: `SELECT r.ContentId, r.Reaction, COUNT(*)
+FROM Reactions@{FORCE_INDEX=ReactionsByContent} r
+LEFT JOIN FlaggedUsers f ON f.UserId = r.UserId
+WHERE r.ContentId IN UNNEST(@ids) AND (f.Flagged IS NULL OR f.Flagged = FALSE)
+GROUP BY r.ContentId, r.Reaction`,
+		Params: map[string]any{"ids": keys},
+	}
+	err := tx.Query(ctx, stmt).Do(func(r *spanner.Row) error {
+		var id, kind string
+		var n int64
+		if err := r.Columns(&id, &kind, &n); err != nil {
+			return err
+		}
+		v := out[id]
+		switch reaction.Kind(kind) {
+		case reaction.Like:
+			v.Likes += n
+		case reaction.Dislike:
+			v.Dislikes += n
+		default:
+			return fmt.Errorf("reaction row of %s holds %q", id, kind)
+		}
+		out[id] = v
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func queryKeys(ctx context.Context, tx *spanner.ReadOnlyTransaction, stmt spanner.Statement) ([]string, error) {
+	var out []string
+	err := tx.Query(ctx, stmt).Do(func(r *spanner.Row) error {
+		var k string
+		if err := r.Columns(&k); err != nil {
+			return err
+		}
+		out = append(out, k)
+		return nil
+	})
+	return out, err
+}
+
+// ErrPublish marks a change that is recorded (and pending in the outbox) but
+// whose message could not be sent: the client retries, and the retry sends it.
+var ErrPublish = errors.New("reactionstore: publish failed")
