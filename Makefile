@@ -6,8 +6,9 @@ TESTARGS ?=
 .PHONY: run test test-go test-terraform vet bench fuzz soak
 
 ## run: start the emulators and every function at http://localhost:$(PORT)
+# exec: the runner's parent is make itself, whose death it notices.
 run:
-	PORT=$(PORT) $(GO) run ./cmd/local
+	$(GO) build -o bin/local ./cmd/local && PORT=$(PORT) exec ./bin/local
 
 ## test: every test: vet, unit and emulator-backed Go tests, brief fuzzing, Terraform checks
 test: vet test-go test-terraform

@@ -118,6 +118,11 @@ func realMain(ctx context.Context) error {
 	}
 	defer sched.Stop()
 
+	// The first Firestore call on a fresh emulator is slow: wait for every
+	// backend once, so that /healthz turning 200 means ready.
+	if err := waitBackends(ctx, clients); err != nil {
+		return err
+	}
 	ready.set(clients)
 	slog.Info("serving", "api", base+"/v1/", "health", base+"/healthz", "tokens", base+"/dev/token?uid=alice")
 	<-ctx.Done()
@@ -257,6 +262,22 @@ func startScheduler(top *topology.Topology, handlers map[string]http.Handler) (*
 	}
 	c.Start()
 	return c, nil
+}
+
+func waitBackends(ctx context.Context, c *platform.Clients) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := c.Check(cctx)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("backends do not answer: %w", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // readiness answers /healthz: 200 once every backend answers.
