@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"slices"
-	"strings"
+	"strconv"
 	"time"
 )
 
@@ -154,8 +154,8 @@ func ParsePageSize(q string, def, max int) (int, error) {
 	if q == "" {
 		return def, nil
 	}
-	var n int
-	if _, err := fmt.Sscan(q, &n); err != nil || fmt.Sprint(n) != strings.TrimSpace(q) || n < 1 || n > max {
+	n, err := strconv.Atoi(q)
+	if err != nil || strconv.Itoa(n) != q || n < 1 || n > max {
 		return 0, InvalidArgument("pageSize must be a whole number from 1 to %d", max)
 	}
 	return n, nil

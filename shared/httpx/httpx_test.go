@@ -1,0 +1,313 @@
+package httpx
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/videngage/engagement/shared/auth"
+)
+
+type wantErr struct {
+	code       int
+	status     string
+	message    string
+	retryAfter string
+}
+
+func checkError(t *testing.T, rec *httptest.ResponseRecorder, want wantErr) {
+	t.Helper()
+	if rec.Code != want.code {
+		t.Errorf("status = %d, want %d (body %s)", rec.Code, want.code, rec.Body)
+	}
+	var body struct {
+		Error struct {
+			Code    int    `json:"code"`
+			Status  string `json:"status"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(rec.Body.Bytes()))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		t.Fatalf("body %q is not the error shape: %v", rec.Body, err)
+	}
+	if body.Error.Code != want.code || body.Error.Status != want.status {
+		t.Errorf("error = %d %s, want %d %s", body.Error.Code, body.Error.Status, want.code, want.status)
+	}
+	if want.message != "" && body.Error.Message != want.message {
+		t.Errorf("message = %q, want %q", body.Error.Message, want.message)
+	}
+	if got := rec.Header().Get("Retry-After"); got != want.retryAfter {
+		t.Errorf("Retry-After = %q, want %q", got, want.retryAfter)
+	}
+}
+
+func TestWriteErrorMapping(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want wantErr
+	}{
+		{"invalid", InvalidArgument("bad %s", "x"), wantErr{400, "INVALID_ARGUMENT", "bad x", ""}},
+		{"not found", NotFound("no"), wantErr{404, "NOT_FOUND", "no", ""}},
+		{"forbidden", PermissionDenied("no"), wantErr{403, "PERMISSION_DENIED", "no", ""}},
+		{"precondition", FailedPrecondition("stale"), wantErr{412, "FAILED_PRECONDITION", "stale", ""}},
+		{"too large", TooLarge("big"), wantErr{413, "INVALID_ARGUMENT", "big", ""}},
+		{"rate limited", ResourceExhausted(1500*time.Millisecond, "slow"), wantErr{429, "RESOURCE_EXHAUSTED", "slow", "2"}},
+		{"wrapped api error", fmt.Errorf("op: %w", NotFound("gone")), wantErr{404, "NOT_FOUND", "gone", ""}},
+		{"missing token", fmt.Errorf("x: %w", auth.ErrMissingToken), wantErr{401, "UNAUTHENTICATED", "", ""}},
+		{"invalid token", fmt.Errorf("x: %w", auth.ErrInvalidToken), wantErr{401, "UNAUTHENTICATED", "the bearer token is invalid or expired; sign in again", ""}},
+		{"keys down", auth.ErrKeysUnavailable, wantErr{503, "UNAVAILABLE", "", "2"}},
+		{"backend", fmt.Errorf("%w: spanner", ErrBackendUnavailable), wantErr{503, "UNAVAILABLE", "a backend is unavailable; retry shortly", "2"}},
+		{"grpc unavailable", status.Error(codes.Unavailable, "conn refused"), wantErr{503, "UNAVAILABLE", "", "2"}},
+		{"wrapped grpc deadline", fmt.Errorf("read: %w", status.Error(codes.DeadlineExceeded, "slow")), wantErr{503, "UNAVAILABLE", "", "2"}},
+		{"context deadline", context.DeadlineExceeded, wantErr{503, "UNAVAILABLE", "", "2"}},
+		{"bug", errors.New("nil map write at spanner row 7"), wantErr{500, "INTERNAL", "internal error", ""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			WriteError(rec, httptest.NewRequest("GET", "/", nil), tt.err)
+			checkError(t, rec, tt.want)
+			if strings.Contains(rec.Body.String(), "spanner") || strings.Contains(rec.Body.String(), "conn refused") {
+				t.Errorf("body leaks internals: %s", rec.Body)
+			}
+		})
+	}
+}
+
+func TestUnauthenticatedSaysBearer(t *testing.T) {
+	rec := httptest.NewRecorder()
+	WriteError(rec, httptest.NewRequest("GET", "/", nil), auth.ErrMissingToken)
+	if got := rec.Header().Get("WWW-Authenticate"); got != "Bearer" {
+		t.Errorf("WWW-Authenticate = %q", got)
+	}
+}
+
+type sample struct {
+	VideoID string `json:"videoId"`
+	N       *int   `json:"n"`
+}
+
+func TestDecodeJSON(t *testing.T) {
+	big := `{"videoId":"` + strings.Repeat("a", MaxBodyBytes) + `"}`
+	tests := []struct {
+		name string
+		body string
+		want wantErr // code 0: success
+	}{
+		{"ok", `{"videoId":"v1","n":3}`, wantErr{}},
+		{"ok with spaces", " {\"videoId\":\"v1\"} \n", wantErr{}},
+		{"empty", ``, wantErr{400, "INVALID_ARGUMENT", "the body is empty; send a JSON object", ""}},
+		{"malformed", `{"videoId":`, wantErr{400, "INVALID_ARGUMENT", "the body is not valid JSON", ""}},
+		{"syntax", `{videoId:1}`, wantErr{400, "INVALID_ARGUMENT", "the body is not valid JSON", ""}},
+		{"unknown field", `{"videoId":"v","userId":"mallory"}`, wantErr{400, "INVALID_ARGUMENT", `unknown field "userId"`, ""}},
+		{"wrong type", `{"videoId":5}`, wantErr{400, "INVALID_ARGUMENT", `field "videoId" must be a JSON string`, ""}},
+		{"wrong number type", `{"n":"5"}`, wantErr{400, "INVALID_ARGUMENT", `field "n" must be a JSON number`, ""}},
+		{"not an object", `[1]`, wantErr{400, "INVALID_ARGUMENT", "the body must be a JSON object", ""}},
+		{"two objects", `{"videoId":"a"}{"videoId":"b"}`, wantErr{400, "INVALID_ARGUMENT", "the body must hold exactly one JSON object", ""}},
+		{"too large", big, wantErr{413, "INVALID_ARGUMENT", "the body is larger than 65536 bytes", ""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest("POST", "/", strings.NewReader(tt.body))
+			var v sample
+			err := DecodeJSON(rec, req, &v)
+			if tt.want.code == 0 {
+				if err != nil || v.VideoID != "v1" {
+					t.Fatalf("DecodeJSON = %v, %+v", err, v)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("DecodeJSON accepted %q", tt.body)
+			}
+			WriteError(rec, req, err)
+			checkError(t, rec, tt.want)
+		})
+	}
+}
+
+func TestIDs(t *testing.T) {
+	for _, ok := range []string{"a", "A-z_0", strings.Repeat("x", 64)} {
+		if !ValidID(ok) {
+			t.Errorf("ValidID(%q) = false", ok)
+		}
+	}
+	for _, bad := range []string{"", strings.Repeat("x", 65), "a b", "a/b", "é", "a,b", "a\n"} {
+		if ValidID(bad) {
+			t.Errorf("ValidID(%q) = true", bad)
+		}
+	}
+	got, err := ParseIDs("b,a,b,c", 3)
+	if err != nil || !cmp.Equal(got, []string{"b", "a", "c"}) {
+		t.Errorf("ParseIDs = %v, %v", got, err)
+	}
+	if _, err := ParseIDs("a,b,c,d", 3); err == nil {
+		t.Error("ParseIDs accepted 4 distinct ids with max 3")
+	}
+	if got, err := ParseIDs("a,a,a,a", 3); err != nil || len(got) != 1 {
+		t.Errorf("duplicates collapse before the limit: %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "a,,b", "a,b c", ","} {
+		if _, err := ParseIDs(bad, 50); err == nil {
+			t.Errorf("ParseIDs(%q) accepted", bad)
+		}
+	}
+}
+
+func TestParsePageSize(t *testing.T) {
+	for q, want := range map[string]int{"": 20, "1": 1, "100": 100, "37": 37} {
+		if got, err := ParsePageSize(q, 20, 100); err != nil || got != want {
+			t.Errorf("ParsePageSize(%q) = %d, %v; want %d", q, got, err, want)
+		}
+	}
+	for _, bad := range []string{"0", "101", "-1", "abc", "5x", "1.5", " 5"} {
+		if _, err := ParsePageSize(bad, 20, 100); err == nil {
+			t.Errorf("ParsePageSize(%q) accepted", bad)
+		}
+	}
+}
+
+func TestRouter(t *testing.T) {
+	rt := NewRouter()
+	rt.Handle("GET /v1/things/{id}", func(w http.ResponseWriter, r *http.Request) error {
+		WriteJSON(w, 200, map[string]string{"id": r.PathValue("id")})
+		return nil
+	})
+	rt.Handle("DELETE /v1/things/{id}", func(w http.ResponseWriter, r *http.Request) error {
+		return NotFound("no thing %s", r.PathValue("id"))
+	})
+	// Mounted under an outer mux, as the local runner and the gateway do.
+	outer := http.NewServeMux()
+	outer.Handle("/v1/things/", rt)
+
+	rec := httptest.NewRecorder()
+	outer.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/things/x1", nil))
+	if rec.Code != 200 || rec.Body.String() != "{\"id\":\"x1\"}\n" {
+		t.Errorf("GET = %d %s", rec.Code, rec.Body)
+	}
+	rec = httptest.NewRecorder()
+	outer.ServeHTTP(rec, httptest.NewRequest("DELETE", "/v1/things/x2", nil))
+	checkError(t, rec, wantErr{404, "NOT_FOUND", "no thing x2", ""})
+	rec = httptest.NewRecorder()
+	outer.ServeHTTP(rec, httptest.NewRequest("PUT", "/v1/things/x3", nil))
+	checkError(t, rec, wantErr{405, "INVALID_ARGUMENT", "", ""})
+	if got := rec.Header().Get("Allow"); got != "DELETE, GET, HEAD" {
+		t.Errorf("Allow = %q", got)
+	}
+	rec = httptest.NewRecorder()
+	outer.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/things/a/b", nil))
+	checkError(t, rec, wantErr{404, "NOT_FOUND", "no such resource: /v1/things/a/b", ""})
+}
+
+func TestCORS(t *testing.T) {
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(299) })
+	tests := []struct {
+		name        string
+		allowed     []string
+		method      string
+		origin      string
+		preflight   bool
+		wantCode    int
+		wantAllowed string
+	}{
+		{"no origin passes through", nil, "GET", "", false, 299, ""},
+		{"none allowed: no CORS headers", nil, "GET", "https://a.example", false, 299, ""},
+		{"listed origin", []string{"https://a.example"}, "GET", "https://a.example", false, 299, "https://a.example"},
+		{"unlisted origin", []string{"https://a.example"}, "GET", "https://b.example", false, 299, ""},
+		{"any origin", []string{"*"}, "GET", "https://b.example", false, 299, "*"},
+		{"preflight listed", []string{"https://a.example"}, "OPTIONS", "https://a.example", true, 204, "https://a.example"},
+		{"preflight refused", []string{"https://a.example"}, "OPTIONS", "https://b.example", true, 403, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptest.NewRequest(tt.method, "/v1/x", nil)
+			if tt.origin != "" {
+				req.Header.Set("Origin", tt.origin)
+			}
+			if tt.preflight {
+				req.Header.Set("Access-Control-Request-Method", "PUT")
+			}
+			rec := httptest.NewRecorder()
+			CORS(tt.allowed)(next).ServeHTTP(rec, req)
+			if rec.Code != tt.wantCode {
+				t.Errorf("status = %d, want %d", rec.Code, tt.wantCode)
+			}
+			if got := rec.Header().Get("Access-Control-Allow-Origin"); got != tt.wantAllowed {
+				t.Errorf("Allow-Origin = %q, want %q", got, tt.wantAllowed)
+			}
+			if tt.wantAllowed != "" {
+				if got := rec.Header().Get("Access-Control-Expose-Headers"); got != "ETag, Retry-After" {
+					t.Errorf("Expose-Headers = %q", got)
+				}
+			}
+			if tt.preflight && tt.wantCode == 204 {
+				if got := rec.Header().Get("Access-Control-Allow-Headers"); got != "Authorization, If-Match, Idempotency-Key, Content-Type" {
+					t.Errorf("Allow-Headers = %q", got)
+				}
+			}
+		})
+	}
+}
+
+func TestRecoverAnswers500(t *testing.T) {
+	h := Recover(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	checkError(t, rec, wantErr{500, "INTERNAL", "internal error", ""})
+}
+
+func TestTimeoutBoundsTheContext(t *testing.T) {
+	var deadline time.Time
+	h := Timeout(50 * time.Millisecond)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		deadline, _ = r.Context().Deadline()
+	}))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+	if d := time.Until(deadline); deadline.IsZero() || d > 50*time.Millisecond {
+		t.Errorf("deadline %v not within 50ms", deadline)
+	}
+}
+
+func TestLogLinesCarryCloudLoggingFields(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(NewLogHandler(&buf, slog.LevelInfo))
+	ctx := WithTrace(context.Background(), "proj", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "")
+	log.WarnContext(ctx, "hello", "k", 1)
+	var line map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
+		t.Fatalf("not JSON: %q", buf.String())
+	}
+	want := map[string]any{
+		"severity":                             "WARNING",
+		"message":                              "hello",
+		"k":                                    float64(1),
+		"logging.googleapis.com/trace":         "projects/proj/traces/0af7651916cd43dd8448eb211c80319c",
+		"logging.googleapis.com/spanId":        "b7ad6b7169203331",
+		"logging.googleapis.com/trace_sampled": true,
+	}
+	delete(line, "time")
+	if diff := cmp.Diff(want, line); diff != "" {
+		t.Errorf("log line (-want +got):\n%s", diff)
+	}
+	buf.Reset()
+	ctx = WithTrace(context.Background(), "proj", "", "105445aa7843bc8bf206b12000100000/1;o=0")
+	log.InfoContext(ctx, "x")
+	if !strings.Contains(buf.String(), `"logging.googleapis.com/trace":"projects/proj/traces/105445aa7843bc8bf206b12000100000"`) {
+		t.Errorf("X-Cloud-Trace-Context not used: %s", buf.String())
+	}
+}
