@@ -31,25 +31,29 @@ locals {
   # PORT is set by the platform, FUNCTION_TARGET by the runtime, and the
   # *_EMULATOR_HOST variables only exist in the local stack.
   function_env = {
-    GOOGLE_CLOUD_PROJECT = var.project_id
-    SPANNER_INSTANCE     = local.topology.spanner.instance
-    SPANNER_DATABASE     = local.topology.spanner.database
-    BIGTABLE_INSTANCE    = local.topology.bigtable.instance
-    FIRESTORE_DATABASE   = var.firestore_database
-    HISTORY_TOPIC        = google_pubsub_topic.topic["history-events"].name
-    COUNTER_TOPIC        = google_pubsub_topic.topic["counter-events"].name
-    AUTH_AUDIENCE        = local.auth_audience
-    AUTH_ISSUER          = "https://securetoken.google.com/${local.auth_audience}"
-    AUTH_JWKS_URL        = "https://www.googleapis.com/service_accounts/v1/jwk/securetoken@system.gserviceaccount.com"
-    CORS_ALLOWED_ORIGINS = join(",", var.cors_allowed_origins)
-    COUNTS_MAX_AGE       = var.counts_max_age
-    REQUEST_TIMEOUT      = var.request_timeout
-    RATE_LIMITS          = var.rate_limits
-    RATE_LIMIT_REACTIONS = tostring(var.rate_limit_per_minute.reactions)
-    RATE_LIMIT_COMMENTS  = tostring(var.rate_limit_per_minute.comments)
-    RATE_LIMIT_HISTORY   = tostring(var.rate_limit_per_minute.history)
-    ROLLUP_INTERVAL      = var.rollup_interval
-    HISTORY_MAX_AGE_DAYS = tostring(local.bigtable_gc_days.history_max_age_days)
+    GOOGLE_CLOUD_PROJECT            = var.project_id
+    SPANNER_INSTANCE                = local.topology.spanner.instance
+    SPANNER_DATABASE                = local.topology.spanner.database
+    BIGTABLE_INSTANCE               = local.topology.bigtable.instance
+    FIRESTORE_DATABASE              = var.firestore_database
+    HISTORY_TOPIC                   = local.history_topic
+    COUNTER_TOPIC                   = local.counter_topic
+    AUTH_AUDIENCE                   = local.auth_audience
+    AUTH_ISSUER                     = "https://securetoken.google.com/${local.auth_audience}"
+    AUTH_JWKS_URL                   = "https://www.googleapis.com/service_accounts/v1/jwk/securetoken@system.gserviceaccount.com"
+    CORS_ALLOWED_ORIGINS            = join(",", var.cors_allowed_origins)
+    COUNTS_MAX_AGE                  = var.counts_max_age
+    REQUEST_TIMEOUT                 = var.request_timeout
+    RATE_LIMITS                     = var.rate_limits
+    RATE_LIMIT_REACTIONS            = tostring(var.rate_limit_per_minute.reactions)
+    RATE_LIMIT_COMMENTS             = tostring(var.rate_limit_per_minute.comments)
+    RATE_LIMIT_HISTORY              = tostring(var.rate_limit_per_minute.history)
+    ROLLUP_INTERVAL                 = var.rollup_interval
+    COUNTER_MODE                    = var.counter_mode
+    COUNTER_SHARD_WRITES_PER_SECOND = tostring(var.counter_shard_writes_per_second)
+    COUNTS_MAX_STALENESS            = var.counts_max_staleness
+    COUNTER_RELAY_AFTER             = var.counter_relay_after
+    HISTORY_MAX_AGE_DAYS            = tostring(local.bigtable_gc_days.history_max_age_days)
   }
   auth_audience = var.auth_audience != "" ? var.auth_audience : var.project_id
 }

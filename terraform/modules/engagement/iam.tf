@@ -6,17 +6,19 @@
 # by their trigger's identity.
 
 locals {
-  # What each function's code touches. spanner/bigtable: "user" (read-write),
-  # "reader" or "" (none); firestore: "user", "viewer" or ""; publish: topics.
+  # What each function's code touches, as its registration declares it
+  # (platform.Need* in functions/<name>; terraform/check compares the two).
+  # spanner/bigtable: "user" (read-write), "reader" or "" (none); firestore:
+  # "user", "viewer" or ""; publish: the topics it publishes to.
   function_access = {
-    History       = { spanner = "", bigtable = "user", firestore = "user", publish = ["history-events"] }
-    Reactions     = { spanner = "user", bigtable = "", firestore = "user", publish = ["counter-events"] }
-    Counts        = { spanner = "reader", bigtable = "", firestore = "viewer", publish = [] }
-    Comments      = { spanner = "user", bigtable = "", firestore = "user", publish = ["counter-events"] }
-    Rollup        = { spanner = "user", bigtable = "", firestore = "", publish = [] }
-    Reconcile     = { spanner = "user", bigtable = "reader", firestore = "", publish = [] }
-    ApplyHistory  = { spanner = "user", bigtable = "user", firestore = "viewer", publish = [] }
-    ApplyCounters = { spanner = "user", bigtable = "", firestore = "user", publish = [] }
+    History       = { spanner = "", bigtable = "user", firestore = "user", publish = [local.history_topic] }
+    Reactions     = { spanner = "user", bigtable = "", firestore = "", publish = [local.counter_topic] }
+    Counts        = { spanner = "reader", bigtable = "", firestore = "", publish = [] }
+    Comments      = { spanner = "user", bigtable = "", firestore = "", publish = [local.counter_topic] }
+    Rollup        = { spanner = "user", bigtable = "", firestore = "", publish = [local.counter_topic] }
+    Reconcile     = { spanner = "user", bigtable = "", firestore = "", publish = [] }
+    ApplyHistory  = { spanner = "", bigtable = "user", firestore = "", publish = [] }
+    ApplyCounters = { spanner = "user", bigtable = "", firestore = "", publish = [] }
   }
 
   publishers = merge([

@@ -13,6 +13,11 @@ locals {
     t.deadLetterTopic => "${t.deadLetterTopic}${local.topology.pubsub.deadLetterSubscriptionSuffix}"
   }
 
+  # The topics shared/config names: HISTORY_TOPIC and COUNTER_TOPIC. The
+  # lookups fail on a name that topology.json does not have.
+  history_topic = google_pubsub_topic.topic["history-events"].name
+  counter_topic = google_pubsub_topic.topic["counter-events"].name
+
   push_subscriptions = merge([
     for t in local.topology.pubsub.topics : {
       for s in t.subscriptions : s.name => {
@@ -54,7 +59,7 @@ resource "google_pubsub_subscription" "push" {
   topic                      = google_pubsub_topic.topic[each.value.topic].id
   ack_deadline_seconds       = local.delivery.ackDeadlineSeconds
   message_retention_duration = "${local.delivery.messageRetentionSeconds}s"
-  labels                     = local.labels
+  labels                     = merge(local.labels, { function = local.functions[each.value.function].id })
 
   push_config {
     push_endpoint = google_cloudfunctions2_function.fn[each.value.function].service_config[0].uri

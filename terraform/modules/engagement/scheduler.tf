@@ -11,7 +11,7 @@ resource "google_cloud_scheduler_job" "job" {
   project          = var.project_id
   region           = var.region
   name             = each.key
-  description      = "Calls ${each.value.function} (${jsonencode(each.value.body)})"
+  description      = "Calls ${each.value.function} at ${local.scheduled_functions[each.value.function].routes[0]}"
   schedule         = each.value.schedule
   time_zone        = "Etc/UTC"
   attempt_deadline = "${min(1800, local.function_settings[each.value.function].timeout_seconds)}s"

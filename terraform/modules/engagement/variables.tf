@@ -130,6 +130,35 @@ variable "rollup_interval" {
   default     = "5s"
 }
 
+variable "counter_mode" {
+  description = "Counter engine (COUNTER_MODE): sharded, or naive for the benchmark baseline."
+  type        = string
+  default     = "sharded"
+
+  validation {
+    condition     = contains(["sharded", "naive"], var.counter_mode)
+    error_message = "counter_mode is sharded or naive."
+  }
+}
+
+variable "counter_shard_writes_per_second" {
+  description = "Commit rate one counter shard row is meant to take; the rollup adds shards above it (COUNTER_SHARD_WRITES_PER_SECOND)."
+  type        = number
+  default     = 10
+}
+
+variable "counts_max_staleness" {
+  description = "Bound on the staleness of anonymous count reads (COUNTS_MAX_STALENESS, Go duration)."
+  type        = string
+  default     = "500ms"
+}
+
+variable "counter_relay_after" {
+  description = "Age at which the rollup republishes an outbox event whose message was lost (COUNTER_RELAY_AFTER, Go duration)."
+  type        = string
+  default     = "2m"
+}
+
 variable "history_max_age_days" {
   description = "Watch history retention: Bigtable GC max age of the history families (HISTORY_MAX_AGE_DAYS). Null takes topology.json's default."
   type        = number

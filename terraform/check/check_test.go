@@ -1,0 +1,346 @@
+package check
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+var (
+	repo      string
+	toolchain *Toolchain
+	setupErr  error
+	workDir   string
+
+	resultsOnce sync.Once
+	results     map[string]*Result
+	resultsErr  map[string]error
+)
+
+func TestMain(m *testing.M) {
+	fmt.Println(Banner)
+	var err error
+	if repo, err = RepoRoot("."); err == nil {
+		workDir, err = os.MkdirTemp("", "tfcheck-")
+		if err == nil {
+			toolchain, err = NewToolchain(repo, workDir)
+		}
+	}
+	setupErr = err
+	code := m.Run()
+	if workDir != "" {
+		os.RemoveAll(workDir)
+	}
+	os.Exit(code)
+}
+
+func needToolchain(t *testing.T) {
+	t.Helper()
+	if setupErr != nil {
+		t.Fatalf("setting up the stand-in provider: %v", setupErr)
+	}
+}
+
+// copyOf copies the repository's terraform/ and shared/topology/ to a new
+// directory and applies edit to the copy.
+func copyOf(t *testing.T, edit func(root string)) string {
+	t.Helper()
+	root := t.TempDir()
+	if err := CopyTree(repo, root); err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(root)
+	}
+	return root
+}
+
+// envResults checks every environment once, on one copy of the tree.
+func envResults(t *testing.T) (map[string]*Result, map[string]error) {
+	t.Helper()
+	needToolchain(t)
+	resultsOnce.Do(func() {
+		results, resultsErr = map[string]*Result{}, map[string]error{}
+		root := filepath.Join(workDir, "tree")
+		if err := CopyTree(repo, root); err != nil {
+			for _, env := range Environments {
+				resultsErr[env] = err
+			}
+			return
+		}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, env := range Environments {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r, err := toolchain.CheckEnvironment(root, env)
+				mu.Lock()
+				results[env], resultsErr[env] = r, err
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+	})
+	return results, resultsErr
+}
+
+func loadCode(t *testing.T) *Code {
+	t.Helper()
+	c, err := LoadCode(repo)
+	if err != nil {
+		t.Fatalf("reading the code: %v", err)
+	}
+	return c
+}
+
+func TestFormat(t *testing.T) {
+	needToolchain(t)
+	out, err := toolchain.Run(repo, "fmt", "-check", "-recursive", "-diff", "-no-color", "terraform")
+	if err != nil {
+		t.Fatalf("terraform fmt -check -recursive terraform/ failed (run terraform fmt -recursive terraform):\n%s", out)
+	}
+}
+
+func TestEnvironments(t *testing.T) {
+	res, errs := envResults(t)
+	for _, env := range Environments {
+		t.Run(env, func(t *testing.T) {
+			if err := errs[env]; err != nil {
+				t.Fatal(err)
+			}
+			r := res[env]
+			if !strings.Contains(r.Validate, "The configuration is valid") {
+				t.Errorf("validate did not say the configuration is valid:\n%s", r.Validate)
+			}
+			if !strings.Contains(r.Plan, "stand-in provider: schema check only") {
+				t.Errorf("the plan does not carry the stand-in notice:\n%s", r.Plan)
+			}
+			summary := ""
+			for _, line := range strings.Split(r.Plan, "\n") {
+				if strings.HasPrefix(line, "Plan: ") {
+					summary = line
+				}
+			}
+			if summary == "" {
+				t.Fatalf("no plan summary in:\n%s", r.Plan)
+			}
+			t.Logf("%s: validate OK; %s (schema check, not a real plan)", env, summary)
+			if n := len(r.PlanJSON.ResourceChanges); n < 50 {
+				t.Errorf("the plan has only %d resource instances", n)
+			}
+		})
+	}
+}
+
+func TestCrossCheck(t *testing.T) {
+	res, errs := envResults(t)
+	code := loadCode(t)
+	for _, env := range Environments {
+		t.Run(env, func(t *testing.T) {
+			if err := errs[env]; err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range CrossCheck(res[env].PlanJSON, code) {
+				t.Error(e)
+			}
+		})
+	}
+}
+
+func TestStatic(t *testing.T) {
+	code := loadCode(t)
+	for _, e := range StaticCheck(repo, code) {
+		t.Error(e)
+	}
+}
+
+// Environment specifics the issue asks for.
+func TestEnvironmentDifferences(t *testing.T) {
+	res, errs := envResults(t)
+	for _, env := range Environments {
+		if errs[env] != nil {
+			t.Fatalf("%s: %v", env, errs[env])
+		}
+	}
+	inst := func(env string) ResourceChange {
+		for _, rc := range res[env].PlanJSON.Instances("google_spanner_instance", "main") {
+			return rc
+		}
+		t.Fatalf("%s: no Spanner instance", env)
+		return ResourceChange{}
+	}
+	if cfg := inst("dev").Str("config"); !strings.HasPrefix(cfg, "regional-") {
+		t.Errorf("dev Spanner config %q is not regional", cfg)
+	}
+	if cfg := inst("prod").Str("config"); strings.HasPrefix(cfg, "regional-") || cfg == "" {
+		t.Errorf("prod Spanner config %q is not multi-region", cfg)
+	}
+	clusters := func(env string) int {
+		for _, rc := range res[env].PlanJSON.Instances("google_bigtable_instance", "main") {
+			l, _ := rc.Get("cluster").([]any)
+			return len(l)
+		}
+		return 0
+	}
+	if n := clusters("prod"); n < 2 {
+		t.Errorf("prod Bigtable has %d clusters, want 2 or more", n)
+	}
+	for _, env := range Environments {
+		p := res[env].PlanJSON
+		single := p.Instances("google_bigtable_app_profile", "history")[""]
+		if l, _ := single.Get("single_cluster_routing").([]any); len(l) != 1 {
+			t.Errorf("%s: the history app profile is not single-cluster", env)
+		}
+		multi := p.Instances("google_bigtable_app_profile", "failover")[""]
+		if v, _ := multi.Get("multi_cluster_routing_use_any").(bool); !v {
+			t.Errorf("%s: the failover app profile is not multi-cluster", env)
+		}
+		for _, rc := range p.Instances("google_cloudfunctions2_function", "fn") {
+			ep := rc.Str("build_config", 0, "entry_point")
+			prof, _ := rc.Get("service_config", 0, "environment_variables", "BIGTABLE_APP_PROFILE").(string)
+			if (ep == "History" || ep == "ApplyHistory") != (prof == single.Str("app_profile_id")) {
+				t.Errorf("%s: %s uses app profile %q", env, ep, prof)
+			}
+		}
+		alerts := map[string]bool{}
+		for _, rc := range p.ResourceChanges {
+			if rc.Type == "google_monitoring_alert_policy" {
+				alerts[rc.Name] = true
+			}
+		}
+		for _, want := range []string{"dead_letter_backlog", "rollup_lag", "reconcile_corrections", "server_errors"} {
+			if !alerts[want] {
+				t.Errorf("%s: no %s alert policy", env, want)
+			}
+		}
+	}
+}
+
+// Broken copies of the configuration must fail the checks.
+func TestBrokenConfigurationsFail(t *testing.T) {
+	needToolchain(t)
+	edit := func(file, old, new string) func(root string) {
+		return func(root string) {
+			p := filepath.Join(root, ModuleDir, file)
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(b), old) {
+				t.Fatalf("%s does not contain %q", file, old)
+			}
+			if err := os.WriteFile(p, []byte(strings.Replace(string(b), old, new, 1)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cases := []struct {
+		name string
+		edit func(root string)
+		want string // in terraform's output
+	}{
+		{
+			name: "unknown argument",
+			edit: edit("pubsub.tf", "  ack_deadline_seconds       = local.delivery.ackDeadlineSeconds\n", "  ack_deadline_seconds       = local.delivery.ackDeadlineSeconds\n  ack_deadline_minutes       = 1\n"),
+			want: `An argument named "ack_deadline_minutes" is not expected here`,
+		},
+		{
+			name: "misspelt block",
+			edit: edit("pubsub.tf", "  retry_policy {", "  retry_polcy {"),
+			want: `Blocks of type "retry_polcy" are not expected here`,
+		},
+		{
+			name: "dangling reference",
+			edit: edit("pubsub.tf", "google_pubsub_topic.dead_letter[each.value.dead_letter].id", "google_pubsub_topic.dead_letters[each.value.dead_letter].id"),
+			want: "Reference to undeclared resource",
+		},
+		{
+			name: "wrong type",
+			edit: edit("spanner.tf", "processing_units = var.spanner_processing_units", "processing_units = [var.spanner_processing_units]"),
+			want: "Incorrect attribute value type",
+		},
+		{
+			name: "missing required argument",
+			edit: edit("firestore.tf", "  field      = each.value.field\n", ""),
+			want: `The argument "field" is required`,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			root := copyOf(t, tc.edit)
+			_, err := toolchain.CheckEnvironment(root, "dev")
+			if err == nil {
+				t.Fatal("the broken configuration passed validate and plan")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("the check failed, but not with %q:\n%v", tc.want, err)
+			}
+		})
+	}
+
+	// An entry point the code does not register plans fine; the cross-check
+	// must catch it.
+	t.Run("function the code does not register", func(t *testing.T) {
+		t.Parallel()
+		root := copyOf(t, edit("functions.tf", "entry_point     = each.key", `entry_point     = each.key == "ApplyHistory" ? "ApplyHistoryV0" : each.key`))
+		r, err := toolchain.CheckEnvironment(root, "dev")
+		if err != nil {
+			t.Fatal(err)
+		}
+		errs := CrossCheck(r.PlanJSON, loadCode(t))
+		if !containsErr(errs, `function entry point "ApplyHistoryV0" is in Terraform but not in the code`) {
+			t.Fatalf("the cross-check did not report the unregistered entry point: %v", errors.Join(errs...))
+		}
+	})
+
+	t.Run("name written out by hand", func(t *testing.T) {
+		t.Parallel()
+		root := copyOf(t, edit("pubsub.tf", "  name                       = each.value\n", "  name                       = \"history-events-dead-sub\"\n"))
+		if errs := StaticCheck(root, loadCode(t)); !containsErr(errs, `dead-letter subscription name "history-events-dead-sub" written out by hand`) {
+			t.Fatalf("the static check did not report the literal name: %v", errors.Join(errs...))
+		}
+	})
+}
+
+func containsErr(errs []error, want string) bool {
+	for _, e := range errs {
+		if strings.Contains(e.Error(), want) {
+			return true
+		}
+	}
+	return false
+}
+
+// The cross-check must see a resource missing from the plan, and an extra one.
+func TestCrossCheckDetectsDrift(t *testing.T) {
+	res, errs := envResults(t)
+	if errs["dev"] != nil {
+		t.Fatal(errs["dev"])
+	}
+	code := loadCode(t)
+	var trimmed Plan
+	for _, rc := range res["dev"].PlanJSON.ResourceChanges {
+		if rc.Type == "google_pubsub_subscription" && rc.Key() == "history-views" {
+			continue
+		}
+		if rc.Type == "google_bigtable_table" {
+			rc.Change.After = map[string]any{"name": "watch_history_v2", "column_family": []any{map[string]any{"family": "e"}}}
+		}
+		trimmed.ResourceChanges = append(trimmed.ResourceChanges, rc)
+	}
+	errsFound := CrossCheck(&trimmed, code)
+	for _, want := range []string{
+		`subscription "history-views" is in topology.json but not in Terraform`,
+		`Bigtable table/family "watch_history_v2/e" is in Terraform but not in topology.json`,
+	} {
+		if !containsErr(errsFound, want) {
+			t.Errorf("missing %q in %v", want, errors.Join(errsFound...))
+		}
+	}
+}

@@ -1,0 +1,557 @@
+package check
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/videngage/engagement/shared/topology"
+)
+
+// Plan is the part of `terraform show -json <plan>` the checks read.
+type Plan struct {
+	ResourceChanges []ResourceChange `json:"resource_changes"`
+}
+
+// ResourceChange is one planned resource instance.
+type ResourceChange struct {
+	Address string `json:"address"`
+	Mode    string `json:"mode"`
+	Type    string `json:"type"`
+	Name    string `json:"name"`
+	Index   any    `json:"index"`
+	Change  struct {
+		Actions      []string       `json:"actions"`
+		After        map[string]any `json:"after"`
+		AfterUnknown map[string]any `json:"after_unknown"`
+	} `json:"change"`
+}
+
+// Key is the for_each key of the instance ("" without for_each).
+func (rc ResourceChange) Key() string {
+	if s, ok := rc.Index.(string); ok {
+		return s
+	}
+	return ""
+}
+
+// Instances returns the managed instances of type.name, by key.
+func (p *Plan) Instances(typ, name string) map[string]ResourceChange {
+	out := map[string]ResourceChange{}
+	for _, rc := range p.ResourceChanges {
+		if rc.Mode == "managed" && rc.Type == typ && rc.Name == name {
+			out[rc.Key()] = rc
+		}
+	}
+	return out
+}
+
+// Str reads a string at path (attribute names and list indexes) of After.
+func (rc ResourceChange) Str(path ...any) string {
+	s, _ := dig(rc.Change.After, path...).(string)
+	return s
+}
+
+// Num reads a number at path of After.
+func (rc ResourceChange) Num(path ...any) float64 {
+	f, _ := dig(rc.Change.After, path...).(float64)
+	return f
+}
+
+// Get reads any value at path of After.
+func (rc ResourceChange) Get(path ...any) any { return dig(rc.Change.After, path...) }
+
+func dig(v any, path ...any) any {
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			m, ok := v.(map[string]any)
+			if !ok {
+				return nil
+			}
+			v = m[k]
+		case int:
+			l, ok := v.([]any)
+			if !ok || k >= len(l) {
+				return nil
+			}
+			v = l[k]
+		}
+	}
+	return v
+}
+
+// keysAt lists the keys of the map at path, known or unknown.
+func (rc ResourceChange) keysAt(path ...any) []string {
+	seen := map[string]bool{}
+	for _, src := range []map[string]any{rc.Change.After, rc.Change.AfterUnknown} {
+		if m, ok := dig(src, path...).(map[string]any); ok {
+			for k := range m {
+				seen[k] = true
+			}
+		}
+	}
+	return sortedSet(seen)
+}
+
+func sortedSet(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// diffSets reports what is only in a and only in b.
+func diffSets(what, aName string, a map[string]bool, bName string, b map[string]bool) []error {
+	var errs []error
+	for _, k := range sortedSet(a) {
+		if !b[k] {
+			errs = append(errs, fmt.Errorf("%s %q is in %s but not in %s", what, k, aName, bName))
+		}
+	}
+	for _, k := range sortedSet(b) {
+		if !a[k] {
+			errs = append(errs, fmt.Errorf("%s %q is in %s but not in %s", what, k, bName, aName))
+		}
+	}
+	return errs
+}
+
+func set(items ...string) map[string]bool {
+	m := map[string]bool{}
+	for _, i := range items {
+		m[i] = true
+	}
+	return m
+}
+
+var camelBoundary = regexp.MustCompile(`([a-z0-9])([A-Z])`)
+
+// FunctionID is the deployed name of an entry point (ApplyCounters ->
+// apply-counters), as terraform/modules/engagement/topology.tf derives it.
+func FunctionID(name string) string {
+	return strings.ToLower(camelBoundary.ReplaceAllString(name, "$1-$2"))
+}
+
+// Local-only variables that Terraform does not set: the platform sets PORT,
+// and the emulator hosts exist only in the local stack.
+func cloudEnvVar(name string) bool {
+	return name != "PORT" && !strings.HasSuffix(name, "_EMULATOR_HOST")
+}
+
+// CrossCheck compares a plan of terraform/envs/<env> with the code, both ways.
+func CrossCheck(p *Plan, c *Code) []error {
+	var errs []error
+	add := func(e ...error) { errs = append(errs, e...) }
+	top := c.Topology
+
+	// --- functions: entry points, kinds, registrations, concurrency, ingress
+	fns := p.Instances("google_cloudfunctions2_function", "fn")
+	tfEntry, topoFn, codeFn := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	byEntry := map[string]ResourceChange{}
+	for _, rc := range fns {
+		ep := rc.Str("build_config", 0, "entry_point")
+		tfEntry[ep] = true
+		byEntry[ep] = rc
+	}
+	kinds := map[string]string{}
+	for _, f := range top.Functions {
+		topoFn[f.Name] = true
+		kinds[f.Name] = f.Kind
+	}
+	for name := range c.Registered {
+		codeFn[name] = true
+	}
+	add(diffSets("function entry point", "Terraform", tfEntry, "topology.json", topoFn)...)
+	add(diffSets("function entry point", "Terraform", tfEntry, "the code (functions/ registrations)", codeFn)...)
+	for _, f := range top.Functions {
+		rc, ok := byEntry[f.Name]
+		if !ok {
+			continue
+		}
+		if got, want := rc.Str("name"), FunctionID(f.Name); got != want {
+			add(fmt.Errorf("function %s is deployed as %q, want %q", f.Name, got, want))
+		}
+		if reg, ok := c.Registered[f.Name]; ok {
+			want := "HTTP"
+			if f.Kind == "event" {
+				want = "CloudEvent"
+			}
+			if reg.Kind != want {
+				add(fmt.Errorf("function %s is a %s function in topology.json but registered with %s (%s)", f.Name, f.Kind, reg.Kind, reg.Pos))
+			}
+			if !c.RootImport[reg.Package] {
+				add(fmt.Errorf("function %s: package %s is not imported by the module root package, so Cloud Functions cannot find its entry point", f.Name, reg.Package))
+			}
+		}
+		conc := rc.Num("service_config", 0, "max_instance_request_concurrency")
+		if f.Kind == "event" && conc != 1 {
+			add(fmt.Errorf("event function %s serves %v requests at a time, want 1", f.Name, conc))
+		}
+		wantIngress := "ALLOW_INTERNAL_ONLY"
+		if f.Kind == "http" && f.Public {
+			wantIngress = "ALLOW_INTERNAL_AND_GCLB"
+		}
+		if got := rc.Str("service_config", 0, "ingress_settings"); got != wantIngress {
+			add(fmt.Errorf("function %s has ingress %q, want %q", f.Name, got, wantIngress))
+		}
+	}
+
+	// --- environment variables vs shared/config
+	cfgVars := map[string]bool{}
+	for name := range c.EnvVars {
+		if cloudEnvVar(name) {
+			cfgVars[name] = true
+		}
+	}
+	tfVars := map[string]bool{}
+	for _, rc := range fns {
+		ep := rc.Str("build_config", 0, "entry_point")
+		fnVars := set(rc.keysAt("service_config", 0, "environment_variables")...)
+		if secrets, ok := rc.Get("service_config", 0, "secret_environment_variables").([]any); ok {
+			for i := range secrets {
+				if k, ok := dig(secrets, i, "key").(string); ok {
+					fnVars[k] = true
+				}
+			}
+		}
+		for k := range fnVars {
+			tfVars[k] = true
+			if !cloudEnvVar(k) {
+				add(fmt.Errorf("function %s sets %s, which only the local stack may set", ep, k))
+			}
+		}
+		for k := range cfgVars {
+			if !fnVars[k] && !(k == "PAGE_TOKEN_SECRET" && !isPublic(top, ep)) {
+				add(fmt.Errorf("function %s does not set %s (shared/config reads it)", ep, k))
+			}
+		}
+	}
+	add(diffSets("environment variable", "Terraform", tfVars, "shared/config", cfgVars)...)
+	// Names that the local stack takes from the defaults must be the same in
+	// the cloud.
+	for _, k := range []string{"SPANNER_INSTANCE", "SPANNER_DATABASE", "BIGTABLE_INSTANCE", "HISTORY_TOPIC", "COUNTER_TOPIC", "FIRESTORE_DATABASE"} {
+		def, ok := c.EnvVars[k]
+		if !ok {
+			continue
+		}
+		for _, rc := range fns {
+			if got, ok := rc.Get("service_config", 0, "environment_variables", k).(string); ok && got != def {
+				add(fmt.Errorf("function %s sets %s=%q but shared/config's default (used locally) is %q", rc.Str("build_config", 0, "entry_point"), k, got, def))
+			}
+		}
+	}
+
+	// --- Pub/Sub
+	topicsTF, topicsTopo := map[string]bool{}, map[string]bool{}
+	for _, name := range []string{"topic", "dead_letter"} {
+		for _, rc := range p.Instances("google_pubsub_topic", name) {
+			topicsTF[rc.Str("name")] = true
+		}
+	}
+	subsTF, subsTopo := map[string]bool{}, map[string]bool{}
+	pushSubs := p.Instances("google_pubsub_subscription", "push")
+	for _, rc := range pushSubs {
+		subsTF[rc.Str("name")] = true
+	}
+	for _, rc := range p.Instances("google_pubsub_subscription", "dead_letter") {
+		subsTF[rc.Str("name")] = true
+	}
+	d := top.PubSub.Delivery
+	dlPublishers := p.Instances("google_pubsub_topic_iam_member", "dead_letter_publisher")
+	dlSubscribers := p.Instances("google_pubsub_subscription_iam_member", "dead_letter_subscriber")
+	for _, t := range top.PubSub.Topics {
+		topicsTopo[t.Name] = true
+		topicsTopo[t.DeadLetterTopic] = true
+		subsTopo[top.PubSub.DeadLetterSubscription(t.DeadLetterTopic)] = true
+		if _, ok := dlPublishers[t.DeadLetterTopic]; !ok {
+			add(fmt.Errorf("the Pub/Sub service agent cannot publish to dead-letter topic %s", t.DeadLetterTopic))
+		}
+		for _, s := range t.Subscriptions {
+			subsTopo[s.Name] = true
+			rc, ok := pushSubs[s.Name]
+			if !ok {
+				continue
+			}
+			if got, want := rc.Str("labels", "function"), FunctionID(s.Function); got != want {
+				add(fmt.Errorf("subscription %s pushes to function %q, topology.json says %q", s.Name, got, want))
+			}
+			if kinds[s.Function] != "event" {
+				add(fmt.Errorf("subscription %s pushes to %s, which is not an event function", s.Name, s.Function))
+			}
+			if reg, ok := c.Registered[s.Function]; ok && reg.Kind != "CloudEvent" {
+				add(fmt.Errorf("subscription %s pushes to %s, which the code registers as %s", s.Name, s.Function, reg.Kind))
+			}
+			if got := rc.Num("dead_letter_policy", 0, "max_delivery_attempts"); got != float64(d.MaxDeliveryAttempts) {
+				add(fmt.Errorf("subscription %s: max_delivery_attempts %v, topology.json says %d", s.Name, got, d.MaxDeliveryAttempts))
+			}
+			if got := rc.Num("ack_deadline_seconds"); got != float64(d.AckDeadlineSeconds) {
+				add(fmt.Errorf("subscription %s: ack deadline %v, topology.json says %d", s.Name, got, d.AckDeadlineSeconds))
+			}
+			if got, want := rc.Str("retry_policy", 0, "minimum_backoff"), fmt.Sprintf("%ds", d.MinimumBackoffSeconds); got != want {
+				add(fmt.Errorf("subscription %s: minimum backoff %q, want %q", s.Name, got, want))
+			}
+			if got, want := rc.Str("retry_policy", 0, "maximum_backoff"), fmt.Sprintf("%ds", d.MaximumBackoffSeconds); got != want {
+				add(fmt.Errorf("subscription %s: maximum backoff %q, want %q", s.Name, got, want))
+			}
+			if _, ok := dlSubscribers[s.Name]; !ok {
+				add(fmt.Errorf("the Pub/Sub service agent cannot acknowledge on %s, so dead-lettering fails", s.Name))
+			}
+		}
+	}
+	add(diffSets("topic", "Terraform", topicsTF, "topology.json", topicsTopo)...)
+	add(diffSets("subscription", "Terraform", subsTF, "topology.json", subsTopo)...)
+	for _, k := range []string{"HISTORY_TOPIC", "COUNTER_TOPIC"} {
+		if def, ok := c.EnvVars[k]; ok && !topicsTopo[def] {
+			add(fmt.Errorf("shared/config's default %s=%q is not a topic of topology.json", k, def))
+		}
+	}
+
+	// --- Spanner
+	for _, rc := range p.Instances("google_spanner_instance", "main") {
+		if got := rc.Str("name"); got != top.Spanner.Instance {
+			add(fmt.Errorf("Spanner instance %q, topology.json says %q", got, top.Spanner.Instance))
+		}
+	}
+	dbs := p.Instances("google_spanner_database", "main")
+	if len(dbs) != 1 {
+		add(fmt.Errorf("want one Spanner database, the plan has %d", len(dbs)))
+	}
+	for _, rc := range dbs {
+		if got := rc.Str("name"); got != top.Spanner.Database {
+			add(fmt.Errorf("Spanner database %q, topology.json says %q", got, top.Spanner.Database))
+		}
+		var ddl []string
+		if l, ok := rc.Get("ddl").([]any); ok {
+			for _, s := range l {
+				str, _ := s.(string)
+				ddl = append(ddl, str)
+			}
+		}
+		if !reflect.DeepEqual(ddl, c.DDL) {
+			add(fmt.Errorf("Spanner DDL in Terraform (%d statements) differs from topology.DDL() (%d statements):\n%s", len(ddl), len(c.DDL), firstDiff(ddl, c.DDL)))
+		}
+	}
+	if def := c.EnvVars["SPANNER_DATABASE"]; def != "" && def != top.Spanner.Database {
+		add(fmt.Errorf("shared/config's SPANNER_DATABASE default %q is not topology.json's %q", def, top.Spanner.Database))
+	}
+	if def := c.EnvVars["SPANNER_INSTANCE"]; def != "" && def != top.Spanner.Instance {
+		add(fmt.Errorf("shared/config's SPANNER_INSTANCE default %q is not topology.json's %q", def, top.Spanner.Instance))
+	}
+
+	// --- Bigtable
+	for _, rc := range p.Instances("google_bigtable_instance", "main") {
+		if got := rc.Str("name"); got != top.Bigtable.Instance {
+			add(fmt.Errorf("Bigtable instance %q, topology.json says %q", got, top.Bigtable.Instance))
+		}
+	}
+	if def := c.EnvVars["BIGTABLE_INSTANCE"]; def != "" && def != top.Bigtable.Instance {
+		add(fmt.Errorf("shared/config's BIGTABLE_INSTANCE default %q is not topology.json's %q", def, top.Bigtable.Instance))
+	}
+	famTF, famTopo := map[string]bool{}, map[string]bool{}
+	for _, rc := range p.Instances("google_bigtable_table", "table") {
+		fams, _ := rc.Get("column_family").([]any)
+		for i := range fams {
+			famTF[rc.Str("name")+"/"+fmt.Sprint(dig(fams, i, "family"))] = true
+		}
+		if len(fams) == 0 {
+			famTF[rc.Str("name")+"/"] = true
+		}
+	}
+	gc := p.Instances("google_bigtable_gc_policy", "family")
+	for _, t := range top.Bigtable.Tables {
+		for _, f := range t.Families {
+			famTopo[t.Name+"/"+f.Name] = true
+			days, ok := top.Bigtable.Defaults[f.MaxAgeDaysVar]
+			if !ok {
+				add(fmt.Errorf("family %s/%s names GC variable %q, which has no default in topology.json", t.Name, f.Name, f.MaxAgeDaysVar))
+				continue
+			}
+			rc, ok := gc[t.Name+"/"+f.Name]
+			if !ok {
+				add(fmt.Errorf("family %s/%s has no GC policy in Terraform", t.Name, f.Name))
+				continue
+			}
+			if got, want := rc.Str("max_age", 0, "duration"), fmt.Sprintf("%dh", days*24); got != want {
+				add(fmt.Errorf("family %s/%s: GC max age %q, want %q (%s default %d days)", t.Name, f.Name, got, want, f.MaxAgeDaysVar, days))
+			}
+			if got := rc.Str("table"); got != "" && got != t.Name {
+				add(fmt.Errorf("GC policy of %s/%s is on table %q", t.Name, f.Name, got))
+			}
+			if got := rc.Str("column_family"); got != f.Name {
+				add(fmt.Errorf("GC policy of %s/%s is on family %q", t.Name, f.Name, got))
+			}
+		}
+	}
+	add(diffSets("Bigtable table/family", "Terraform", famTF, "topology.json", famTopo)...)
+	profiles := map[string]bool{}
+	for _, name := range []string{"history", "failover"} {
+		for _, rc := range p.Instances("google_bigtable_app_profile", name) {
+			profiles[rc.Str("app_profile_id")] = true
+		}
+	}
+	for _, rc := range fns {
+		if prof, ok := rc.Get("service_config", 0, "environment_variables", "BIGTABLE_APP_PROFILE").(string); ok && !profiles[prof] {
+			add(fmt.Errorf("function %s uses Bigtable app profile %q, which Terraform does not create", rc.Str("build_config", 0, "entry_point"), prof))
+		}
+	}
+
+	// --- Firestore
+	ttlTF, ttlTopo := map[string]bool{}, map[string]bool{}
+	for _, rc := range p.Instances("google_firestore_field", "ttl") {
+		if ttl, _ := rc.Get("ttl_config").([]any); len(ttl) != 1 {
+			add(fmt.Errorf("Firestore field %s/%s has no TTL policy", rc.Str("collection"), rc.Str("field")))
+		}
+		ttlTF[rc.Str("collection")+"."+rc.Str("field")] = true
+	}
+	collections := map[string]bool{}
+	for _, name := range top.Firestore.Collections {
+		collections[name] = true
+	}
+	for _, f := range top.Firestore.TTLFields {
+		ttlTopo[f.Collection+"."+f.Field] = true
+		if !collections[f.Collection] {
+			add(fmt.Errorf("TTL field %s.%s: %s is not a collection of topology.json", f.Collection, f.Field, f.Collection))
+		}
+	}
+	add(diffSets("Firestore TTL field", "Terraform", ttlTF, "topology.json", ttlTopo)...)
+
+	// --- Cloud Scheduler
+	jobsTF, jobsTopo := map[string]bool{}, map[string]bool{}
+	jobs := p.Instances("google_cloud_scheduler_job", "job")
+	for _, rc := range jobs {
+		jobsTF[rc.Str("name")] = true
+	}
+	calls := regexp.MustCompile(`^Calls (\w+) at (\S+)$`)
+	for _, j := range top.Scheduler {
+		jobsTopo[j.Name] = true
+		rc, ok := jobs[j.Name]
+		if !ok {
+			continue
+		}
+		if got := rc.Str("schedule"); got != j.Schedule {
+			add(fmt.Errorf("scheduler job %s runs %q, topology.json says %q", j.Name, got, j.Schedule))
+		}
+		m := calls.FindStringSubmatch(rc.Str("description"))
+		if m == nil {
+			add(fmt.Errorf("scheduler job %s: description %q does not say which function it calls", j.Name, rc.Str("description")))
+		} else {
+			f, _ := top.Function(j.Function)
+			if m[1] != j.Function {
+				add(fmt.Errorf("scheduler job %s calls %s, topology.json says %s", j.Name, m[1], j.Function))
+			}
+			if f.Kind != "scheduled" {
+				add(fmt.Errorf("scheduler job %s targets %s, which is not a scheduled function", j.Name, j.Function))
+			}
+			if len(f.Routes) == 0 || m[2] != f.Routes[0] {
+				add(fmt.Errorf("scheduler job %s calls route %s, topology.json's route of %s is %v", j.Name, m[2], j.Function, f.Routes))
+			}
+		}
+		if reg, ok := c.Registered[j.Function]; !ok || reg.Kind != "HTTP" {
+			add(fmt.Errorf("scheduler job %s targets %s, which the code does not register as an HTTP function", j.Name, j.Function))
+		}
+		body, err := base64.StdEncoding.DecodeString(rc.Str("http_target", 0, "body"))
+		if err != nil {
+			add(fmt.Errorf("scheduler job %s: body is not base64: %v", j.Name, err))
+		} else if !sameJSON(body, j.Body) {
+			add(fmt.Errorf("scheduler job %s sends %s, topology.json says %v", j.Name, body, j.Body))
+		}
+		if oidc, _ := rc.Get("http_target", 0, "oidc_token").([]any); len(oidc) != 1 {
+			add(fmt.Errorf("scheduler job %s calls without an OIDC token", j.Name))
+		}
+	}
+	add(diffSets("scheduler job", "Terraform", jobsTF, "topology.json", jobsTopo)...)
+
+	// --- identities and least privilege
+	sas := p.Instances("google_service_account", "fn")
+	grants := map[string]map[string]ResourceChange{
+		"Spanner":   p.Instances("google_spanner_database_iam_member", "fn"),
+		"Bigtable":  p.Instances("google_bigtable_instance_iam_member", "fn"),
+		"Firestore": p.Instances("google_project_iam_member", "fn_firestore"),
+	}
+	publishers := map[string]map[string]bool{}
+	for key := range p.Instances("google_pubsub_topic_iam_member", "fn_publisher") {
+		fn, topic, _ := strings.Cut(key, "/")
+		if publishers[fn] == nil {
+			publishers[fn] = map[string]bool{}
+		}
+		publishers[fn][topic] = true
+	}
+	invokers := map[string]map[string]ResourceChange{
+		"http":      p.Instances("google_cloud_run_v2_service_iam_member", "public_invoker"),
+		"event":     p.Instances("google_cloud_run_v2_service_iam_member", "push_invoker"),
+		"scheduled": p.Instances("google_cloud_run_v2_service_iam_member", "scheduler_invoker"),
+	}
+	for _, f := range top.Functions {
+		if _, ok := sas[f.Name]; !ok {
+			add(fmt.Errorf("function %s has no service account of its own", f.Name))
+		}
+		for kind, inv := range invokers {
+			_, has := inv[f.Name]
+			if want := kind == f.Kind && (kind != "http" || f.Public); has != want {
+				add(fmt.Errorf("function %s (%s): %s invoker binding present=%v, want %v", f.Name, f.Kind, kind, has, want))
+			}
+		}
+		if rc, ok := invokers["http"][f.Name]; ok && rc.Str("member") != "allUsers" {
+			add(fmt.Errorf("public function %s is invocable by %q, want allUsers behind the load balancer", f.Name, rc.Str("member")))
+		}
+		reg, ok := c.Registered[f.Name]
+		if !ok || reg.Needs == nil {
+			continue
+		}
+		for product, g := range grants {
+			_, granted := g[f.Name]
+			if granted != reg.Needs[product] {
+				add(fmt.Errorf("function %s: Terraform grants %s access=%v, but its registration (%s) needs it=%v", f.Name, product, granted, reg.Pos, reg.Needs[product]))
+			}
+		}
+		if (len(publishers[f.Name]) > 0) != reg.Needs["PubSub"] {
+			add(fmt.Errorf("function %s: Terraform lets it publish to %v, but its registration (%s) needs Pub/Sub=%v", f.Name, sortedSet(publishers[f.Name]), reg.Pos, reg.Needs["PubSub"]))
+		}
+		if reg.Needs["PubSub"] {
+			add(diffSets("topic published by "+f.Name, "Terraform's grants", publishers[f.Name], "the code ("+reg.Package+")", reg.Topics)...)
+		}
+	}
+	return errs
+}
+
+func isPublic(top *topology.Topology, name string) bool {
+	f, _ := top.Function(name)
+	return f.Kind == "http" && f.Public
+}
+
+func sameJSON(got []byte, want any) bool {
+	var g any
+	if err := json.Unmarshal(got, &g); err != nil {
+		return false
+	}
+	w, err := json.Marshal(want)
+	if err != nil {
+		return false
+	}
+	var wv any
+	_ = json.Unmarshal(w, &wv)
+	return reflect.DeepEqual(g, wv)
+}
+
+func firstDiff(a, b []string) string {
+	for i := 0; i < len(a) || i < len(b); i++ {
+		var x, y string
+		if i < len(a) {
+			x = a[i]
+		}
+		if i < len(b) {
+			y = b[i]
+		}
+		if x != y {
+			return fmt.Sprintf("statement %d:\n  terraform: %q\n  code:      %q", i, x, y)
+		}
+	}
+	return ""
+}
