@@ -35,13 +35,13 @@ type Registration struct {
 
 // Code is what the Go code says about the deployment.
 type Code struct {
-	Topology   *topology.Topology
-	DDL        []string
-	EnvVars    map[string]string // env var name -> default ("" if none), from shared/config
+	Topology *topology.Topology
+	DDL      []string
+	EnvVars  map[string]string // env var name -> default ("" if none), from shared/config
 	// TopicFields maps the fields of config.PubSub naming a topic to their env var.
 	TopicFields map[string]string
-	Registered map[string]Registration
-	RootImport map[string]bool // packages imported by the module root package
+	Registered  map[string]Registration
+	RootImport  map[string]bool // packages imported by the module root package
 }
 
 // LoadCode reads the topology (as package shared/topology embeds it), the
