@@ -1,0 +1,50 @@
+package platform
+
+import (
+	"context"
+	"errors"
+	"testing"
+)
+
+// A build that failed is tried again on the next use; one that succeeded is
+// kept. Needs of zero build no client, so no backend is involved.
+func TestLazyRetriesAFailedBuild(t *testing.T) {
+	var l lazy[int]
+	calls := 0
+	build := func(ctx context.Context, c *Clients) (int, error) {
+		calls++
+		if calls == 1 {
+			return 0, errors.New("backend down")
+		}
+		if c == nil || c.Config == nil {
+			t.Fatal("build got no clients")
+		}
+		return 42, nil
+	}
+	if _, err := l.get(context.Background(), 0, build); err == nil {
+		t.Fatal("first get: want the build error")
+	}
+	for range 3 {
+		v, err := l.get(context.Background(), 0, build)
+		if err != nil || v != 42 {
+			t.Fatalf("get = %d, %v; want 42", v, err)
+		}
+	}
+	if calls != 2 {
+		t.Errorf("build ran %d times, want 2", calls)
+	}
+}
+
+// The request's cancellation must not reach clients that outlive it.
+func TestLazyBuildsOnAContextThatOutlivesTheRequest(t *testing.T) {
+	var l lazy[context.Context]
+	ctx, cancel := context.WithCancel(context.Background())
+	got, err := l.get(ctx, 0, func(ctx context.Context, _ *Clients) (context.Context, error) { return ctx, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if got.Err() != nil {
+		t.Error("the build context was cancelled with the request")
+	}
+}
