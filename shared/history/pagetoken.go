@@ -48,8 +48,10 @@ func (p PageTokens) Decode(userID, token string) (Cursor, error) {
 	if !ok {
 		return Cursor{}, ErrBadPageToken
 	}
-	payload, err1 := base64.RawURLEncoding.DecodeString(b64payload)
-	mac, err2 := base64.RawURLEncoding.DecodeString(b64mac)
+	// Strict: a token has one spelling; spare bits of the last character
+	// set would make altered tokens decode to the same bytes.
+	payload, err1 := base64.RawURLEncoding.Strict().DecodeString(b64payload)
+	mac, err2 := base64.RawURLEncoding.Strict().DecodeString(b64mac)
 	if err1 != nil || err2 != nil || !hmac.Equal(mac, p.mac(userID, string(payload))) {
 		return Cursor{}, ErrBadPageToken
 	}
