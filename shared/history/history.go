@@ -62,6 +62,10 @@ func DecodeWatch(b []byte) (Watch, error) {
 	if err := w.validate(); err != nil {
 		return Watch{}, fmt.Errorf("history.DecodeWatch: %w", err)
 	}
+	// The event id names the watch's millisecond; keep the time to that
+	// millisecond in UTC, as NewWatch does, so that the row keys (which
+	// hold microseconds) of one watch are always the same.
+	w.WatchedAt = w.WatchedAt.UTC().Truncate(time.Millisecond)
 	return w, nil
 }
 
