@@ -86,7 +86,7 @@ func (s *Store) applyTx(ctx context.Context, evs []events.Event, sharded bool) (
 			cols := append([]string{"EventId", "CounterKey"}, valueColumns...)
 			err := tx.Read(ctx, tablePending, spanner.KeySets(outboxKeys...), cols).Do(func(r *spanner.Row) error {
 				var id, key string
-				if err := r.Columns(&id, &key); err != nil {
+				if err := columns(r, &id, &key); err != nil {
 					return err
 				}
 				v, err := readValues(r, 2)
@@ -108,7 +108,7 @@ func (s *Store) applyTx(ctx context.Context, evs []events.Event, sharded bool) (
 			done := map[string]bool{}
 			err := tx.Read(ctx, tableApplied, spanner.KeySetFromKeys(plainKeys...), []string{"EventId"}).Do(func(r *spanner.Row) error {
 				var id string
-				if err := r.Columns(&id); err != nil {
+				if err := columns(r, &id); err != nil {
 					return err
 				}
 				done[id] = true
@@ -176,7 +176,7 @@ func (s *Store) addToShards(ctx context.Context, tx *spanner.ReadWriteTransactio
 	err := tx.Read(ctx, tableCounters, spanner.KeySetFromKeys(ks...), []string{"CounterKey", "Shards"}).Do(func(r *spanner.Row) error {
 		var k string
 		var n int64
-		if err := r.Columns(&k, &n); err != nil {
+		if err := columns(r, &k, &n); err != nil {
 			return err
 		}
 		shards[k] = n
@@ -206,7 +206,7 @@ func (s *Store) addToShards(ctx context.Context, tx *spanner.ReadWriteTransactio
 	err = tx.Read(ctx, tableShards, spanner.KeySetFromKeys(shardKeys...), cols).Do(func(r *spanner.Row) error {
 		var k string
 		var w int64
-		if err := r.Columns(&k, &w); err != nil {
+		if err := columns(r, &k, &w); err != nil {
 			return err
 		}
 		v, err := readValues(r, 2)
@@ -241,7 +241,7 @@ func addToSnapshots(ctx context.Context, tx *spanner.ReadWriteTransaction, sums 
 	cols := append([]string{"CounterKey"}, valueColumns...)
 	err := tx.Read(ctx, tableCounters, spanner.KeySetFromKeys(ks...), cols).Do(func(r *spanner.Row) error {
 		var k string
-		if err := r.Columns(&k); err != nil {
+		if err := columns(r, &k); err != nil {
 			return err
 		}
 		v, err := readValues(r, 1)

@@ -40,7 +40,7 @@ func (s *Store) Fold(ctx context.Context) (FoldStats, error) {
 	stmt := spanner.Statement{SQL: fmt.Sprintf(`SELECT DISTINCT CounterKey FROM %s LIMIT %d`, tableMoved, maxFoldPerPass)}
 	err := s.db.Single().Query(ctx, stmt).Do(func(r *spanner.Row) error {
 		var k string
-		if err := r.Columns(&k); err != nil {
+		if err := columns(r, &k); err != nil {
 			return err
 		}
 		if k != last {
@@ -88,7 +88,7 @@ func (s *Store) foldTx(ctx context.Context, keys []string) (int, map[string]int,
 		err := tx.Read(ctx, tableCounters, spanner.KeySetFromKeys(ks...), cols).Do(func(r *spanner.Row) error {
 			var k string
 			var sn snap
-			if err := r.Columns(&k, &sn.shards, &sn.foldTime); err != nil {
+			if err := columns(r, &k, &sn.shards, &sn.foldTime); err != nil {
 				return err
 			}
 			v, err := readValues(r, 3)
@@ -109,7 +109,7 @@ func (s *Store) foldTx(ctx context.Context, keys []string) (int, map[string]int,
 		err = tx.Read(ctx, tableShards, spanner.KeySets(prefixes...), cols).Do(func(r *spanner.Row) error {
 			var k string
 			var shard, w int64
-			if err := r.Columns(&k, &shard, &w); err != nil {
+			if err := columns(r, &k, &shard, &w); err != nil {
 				return err
 			}
 			v, err := readValues(r, 3)

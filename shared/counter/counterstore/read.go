@@ -72,7 +72,7 @@ UNION ALL SELECT ContentId, %[2]d, 0, 0, 0, 0, 0, Reaction, Version FROM Reactio
 	err := tx.Query(ctx, spanner.Statement{SQL: sql, Params: params}).Do(func(r *spanner.Row) error {
 		var key, reaction string
 		var src, version int64
-		if err := r.Columns(&key, &src); err != nil {
+		if err := columns(r, &key, &src); err != nil {
 			return err
 		}
 		if src == srcViewer {
@@ -121,7 +121,7 @@ func countedValues(ctx context.Context, tx *spanner.ReadOnlyTransaction, ids []s
 UNION ALL SELECT CounterKey, Likes, Dislikes, Comments, Replies, Views FROM CounterShards WHERE CounterKey IN UNNEST(@ids)`
 	err := tx.Query(ctx, spanner.Statement{SQL: sql, Params: map[string]any{"ids": ids}}).Do(func(r *spanner.Row) error {
 		var k string
-		if err := r.Columns(&k); err != nil {
+		if err := columns(r, &k); err != nil {
 			return err
 		}
 		v, err := readValues(r, 1)
@@ -144,7 +144,7 @@ func pendingValues(ctx context.Context, tx *spanner.ReadOnlyTransaction, ids []s
 FROM PendingDeltas@{FORCE_INDEX=PendingDeltasByCounter} WHERE CounterKey IN UNNEST(@ids)`
 	err := tx.Query(ctx, spanner.Statement{SQL: sql, Params: map[string]any{"ids": ids}}).Do(func(r *spanner.Row) error {
 		var k string
-		if err := r.Columns(&k); err != nil {
+		if err := columns(r, &k); err != nil {
 			return err
 		}
 		v, err := readValues(r, 1)
@@ -178,7 +178,7 @@ FROM PendingDeltas WHERE CreateTime < @before ORDER BY EventId LIMIT @limit`,
 		var id, key string
 		var user spanner.NullString
 		var at time.Time
-		if err := r.Columns(&id, &key, &user, &at); err != nil {
+		if err := columns(r, &id, &key, &user, &at); err != nil {
 			return err
 		}
 		v, err := readValues(r, 4)
@@ -217,7 +217,7 @@ FROM PendingDeltas@{FORCE_INDEX=PendingDeltasByUser} WHERE UserId = @user AND Co
 	idx := map[string]int{}
 	err := tx.Query(ctx, stmt).Do(func(r *spanner.Row) error {
 		var id, k string
-		if err := r.Columns(&id, &k); err != nil {
+		if err := columns(r, &id, &k); err != nil {
 			return err
 		}
 		v, err := readValues(r, 2)

@@ -118,7 +118,7 @@ func (s *Store) reconcileKeys(ctx context.Context, scope Scope, sources []Source
 	}
 	err := tx.Query(ctx, stmt).Do(func(r *spanner.Row) error {
 		var k string
-		if err := r.Columns(&k); err != nil {
+		if err := columns(r, &k); err != nil {
 			return err
 		}
 		set[k] = true
@@ -177,7 +177,7 @@ func (s *Store) reconcileBatch(ctx context.Context, keys []string, sources []Sou
 	err = tx.Read(ctx, tableCounters, spanner.KeySetFromKeys(ks...), []string{"CounterKey", "ReconcileTime"}).Do(func(r *spanner.Row) error {
 		var k string
 		var t spanner.NullTime
-		if err := r.Columns(&k, &t); err != nil {
+		if err := columns(r, &k, &t); err != nil {
 			return err
 		}
 		guards[k] = t

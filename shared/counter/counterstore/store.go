@@ -129,3 +129,16 @@ func chunks(keys []string, n int) [][]string {
 	}
 	return out
 }
+
+// columns reads the first len(ptrs) columns of r (Row.Columns wants all).
+func columns(r *spanner.Row, ptrs ...any) error {
+	for i, p := range ptrs {
+		if err := r.Column(i, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Columns is columns for the stores of other packages.
+func Columns(r *spanner.Row, ptrs ...any) error { return columns(r, ptrs...) }

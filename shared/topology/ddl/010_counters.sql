@@ -70,5 +70,5 @@ CREATE TABLE PendingDeltas (
 CREATE INDEX PendingDeltasByCounter ON PendingDeltas (CounterKey)
   STORING (Likes, Dislikes, Comments, Replies, Views);
 
-CREATE NULL_FILTERED INDEX PendingDeltasByUser ON PendingDeltas (UserId, CounterKey)
+CREATE INDEX PendingDeltasByUser ON PendingDeltas (UserId, CounterKey)
   STORING (Likes, Dislikes, Comments, Replies, Views);

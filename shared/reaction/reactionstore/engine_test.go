@@ -1,0 +1,650 @@
+package reactionstore_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/spanner"
+
+	"github.com/videngage/engagement/shared/config"
+	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/emulators/emulatortest"
+	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/shared/reaction"
+	"github.com/videngage/engagement/shared/reaction/reactionstore"
+	"github.com/videngage/engagement/shared/spannerdb"
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	emulatortest.Main(m)
+}
+
+// capture is a Publisher that keeps each message for the test to deliver
+// (or not, twice, out of order) to the consumer.
+type capture struct {
+	mu   sync.Mutex
+	msgs [][]events.Event
+	fail error
+}
+
+func (c *capture) Publish(_ context.Context, data []byte, _ map[string]string) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fail != nil {
+		return "", c.fail
+	}
+	m, err := events.Decode(data)
+	if err != nil {
+		return "", err
+	}
+	c.msgs = append(c.msgs, m.Events)
+	return fmt.Sprint(len(c.msgs)), nil
+}
+
+// take returns and forgets the messages published so far.
+func (c *capture) take() [][]events.Event {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.msgs
+	c.msgs = nil
+	return out
+}
+
+func (c *capture) setFail(err error) {
+	c.mu.Lock()
+	c.fail = err
+	c.mu.Unlock()
+}
+
+type world struct {
+	cfg    *config.Config
+	db     *spannerdb.DB
+	rs     *reactionstore.Store
+	cs     *counterstore.Store
+	pub    *capture
+	writer *reactionstore.Writer
+}
+
+type worldOpts struct {
+	limit   int
+	policy  counter.ShardPolicy
+	batched bool
+}
+
+func newWorld(t *testing.T, o worldOpts) *world {
+	t.Helper()
+	cfg := emulatortest.New(t)
+	ctx := context.Background()
+	db, err := spannerdb.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Client.Close)
+	w := &world{cfg: cfg, db: db, pub: &capture{}}
+	w.rs = reactionstore.New(db, o.limit)
+	w.cs = counterstore.New(db, counterstore.Options{Policy: o.policy, RollupInterval: time.Second})
+	w.writer = reactionstore.NewWriter(w.rs, w.pub, reactionstore.WriterOptions{Batched: o.batched, MaxInFlight: 1})
+	return w
+}
+
+func (w *world) set(t *testing.T, user, content string, to reaction.Kind) reactionstore.SetResult {
+	t.Helper()
+	res, err := w.writer.Set(context.Background(), reactionstore.SetRequest{UserID: user, ContentID: content, To: to})
+	if err != nil {
+		t.Fatalf("set %s %s %s: %v", user, content, to, err)
+	}
+	if res.Err != nil {
+		t.Fatalf("set %s %s %s: %v", user, content, to, res.Err)
+	}
+	return res
+}
+
+// deliver applies messages as the consumer would.
+func (w *world) deliver(t *testing.T, msgs [][]events.Event) counterstore.ApplyStats {
+	t.Helper()
+	var total counterstore.ApplyStats
+	for _, m := range msgs {
+		st, err := w.cs.Apply(context.Background(), m)
+		if err != nil {
+			t.Fatalf("apply: %v", err)
+		}
+		total.Applied += st.Applied
+		total.Duplicates += st.Duplicates
+	}
+	return total
+}
+
+func (w *world) counted(t *testing.T, id string) counter.Values {
+	t.Helper()
+	c, _, err := w.cs.Totals(context.Background(), []string{id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c[id]
+}
+
+func (w *world) pending(t *testing.T, id string) counter.Values {
+	t.Helper()
+	_, p, err := w.cs.Totals(context.Background(), []string{id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p[id]
+}
+
+func (w *world) anonymous(t *testing.T, id string) counter.Values {
+	t.Helper()
+	c, err := w.cs.Counts(context.Background(), []string{id}, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Values[id]
+}
+
+func (w *world) fold(t *testing.T) counterstore.FoldStats {
+	t.Helper()
+	st, err := w.cs.Fold(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func (w *world) reconcile(t *testing.T, scope counterstore.Scope) counterstore.ReconcileReport {
+	t.Helper()
+	rep, err := w.cs.Reconcile(context.Background(), scope, []counterstore.Source{reactionstore.Source{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func likes(l, d int64) counter.Values { return counter.Values{Likes: l, Dislikes: d} }
+
+func TestEveryTransitionCountsOnce(t *testing.T) {
+	w := newWorld(t, worldOpts{batched: true})
+	kinds := []reaction.Kind{reaction.None, reaction.Like, reaction.Dislike}
+	// Every ordered pair (from, to), each on its own item.
+	for _, from := range kinds {
+		for _, to := range kinds {
+			item := fmt.Sprintf("item-%s-%s", from, to)
+			if from != reaction.None {
+				w.set(t, "u", item, from)
+			}
+			before := w.set(t, "u", item, from)
+			res := w.set(t, "u", item, to)
+			w.deliver(t, w.pub.take())
+			want := counter.Values{}
+			switch to {
+			case reaction.Like:
+				want.Likes = 1
+			case reaction.Dislike:
+				want.Dislikes = 1
+			}
+			if got := w.counted(t, item); got != want {
+				t.Errorf("%s→%s: counted %+v, want %+v", from, to, got, want)
+			}
+			if got := w.pending(t, item); !got.IsZero() {
+				t.Errorf("%s→%s: %+v still pending after delivery", from, to, got)
+			}
+			if from == to && res.State.Version != before.State.Version {
+				t.Errorf("%s→%s: a no-op moved the version %d → %d", from, to, before.State.Version, res.State.Version)
+			}
+			if res.State.Current() != to {
+				t.Errorf("%s→%s: state %+v", from, to, res.State)
+			}
+			got, err := w.rs.Get(context.Background(), "u", []string{item})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got[item].Current() != to || got[item].Version != res.State.Version {
+				t.Errorf("%s→%s: stored %+v, answered %+v", from, to, got[item], res.State)
+			}
+		}
+	}
+}
+
+func TestIfMatch(t *testing.T) {
+	w := newWorld(t, worldOpts{batched: true})
+	ctx := context.Background()
+	r := w.set(t, "u", "v", reaction.Like)
+	stale := r.State.Version
+	w.set(t, "u", "v", reaction.Dislike)
+	res, err := w.writer.Set(ctx, reactionstore.SetRequest{UserID: "u", ContentID: "v", To: reaction.Like, IfMatch: &stale})
+	var mm *reaction.ErrVersionMismatch
+	if err != nil || !errors.As(res.Err, &mm) || mm.Current != 2 {
+		t.Fatalf("stale If-Match: err %v, result %+v", err, res)
+	}
+	cur := int64(2)
+	res, err = w.writer.Set(ctx, reactionstore.SetRequest{UserID: "u", ContentID: "v", To: reaction.Like, IfMatch: &cur})
+	if err != nil || res.Err != nil || res.State.Version != 3 {
+		t.Fatalf("matching If-Match: %v %+v", err, res)
+	}
+	w.deliver(t, w.pub.take())
+	if got := w.counted(t, "v"); got != likes(1, 0) {
+		t.Fatalf("counted %+v after a refused change", got)
+	}
+}
+
+func TestDuplicateAndOutOfOrderDelivery(t *testing.T) {
+	w := newWorld(t, worldOpts{batched: false})
+	w.set(t, "a", "v", reaction.Like)
+	w.set(t, "a", "v", reaction.None)
+	w.set(t, "b", "v", reaction.Dislike)
+	w.set(t, "c", "v", reaction.Like)
+	msgs := w.pub.take()
+	if len(msgs) != 4 {
+		t.Fatalf("%d messages, want 4 (unbatched)", len(msgs))
+	}
+	// The undo first: the counter dips below zero, the answer never does.
+	w.deliver(t, msgs[1:2])
+	if got := w.counted(t, "v"); got != likes(-1, 0) {
+		t.Fatalf("after the undo alone: counted %+v", got)
+	}
+	if got := w.anonymous(t, "v"); got != likes(0, 0) {
+		t.Fatalf("a negative count was shown: %+v", got)
+	}
+	// Then everything, in reverse, twice.
+	for i := 0; i < 2; i++ {
+		for j := len(msgs) - 1; j >= 0; j-- {
+			w.deliver(t, msgs[j:j+1])
+		}
+	}
+	if got := w.counted(t, "v"); got != likes(1, 1) {
+		t.Fatalf("after duplicates and reordering: counted %+v, want 1 like 1 dislike", got)
+	}
+	// A message that repeats an event inside itself counts it once too.
+	st := w.deliver(t, [][]events.Event{append(msgs[2], msgs[2]...)})
+	if st.Applied != 0 {
+		t.Fatalf("replayed message applied %d events", st.Applied)
+	}
+}
+
+// A crash after the commit but before the acknowledgement means Pub/Sub
+// delivers the same message again (possibly after a fold moved the shards):
+// the second delivery changes nothing.
+func TestConsumerCrashBetweenCommitAndAck(t *testing.T) {
+	w := newWorld(t, worldOpts{batched: true})
+	for i := 0; i < 5; i++ {
+		w.set(t, fmt.Sprintf("u%d", i), "v", reaction.Like)
+	}
+	msgs := w.pub.take()
+	w.deliver(t, msgs) // committed; the ack is lost
+	w.fold(t)
+	st := w.deliver(t, msgs) // redelivered
+	if st.Applied != 0 || st.Duplicates != 5 {
+		t.Fatalf("redelivery applied %d, recognised %d duplicates", st.Applied, st.Duplicates)
+	}
+	if got := w.counted(t, "v"); got != likes(5, 0) {
+		t.Fatalf("counted %+v, want 5 likes", got)
+	}
+	// Views from the history topic are idempotent through AppliedEvents.
+	view := []events.Event{{ID: "watch-1", Kind: events.KindCounterDelta, Deltas: []counter.Delta{{Key: "v", Field: counter.Views, N: 1}}}}
+	w.deliver(t, [][]events.Event{view})
+	w.deliver(t, [][]events.Event{view})
+	if got := w.counted(t, "v").Views; got != 1 {
+		t.Fatalf("views %d after a duplicated watch", got)
+	}
+}
+
+func TestConcurrentTogglesOnOneItem(t *testing.T) {
+	w := newWorld(t, worldOpts{batched: true})
+	const users = 40
+	final := make([]reaction.Kind, users)
+	var wg sync.WaitGroup
+	var failed sync.Once
+	for u := 0; u < users; u++ {
+		wg.Add(1)
+		go func(u int) {
+			defer wg.Done()
+			seq := []reaction.Kind{reaction.Like, reaction.Dislike, reaction.None, reaction.Like, reaction.Dislike}
+			n := 1 + rand.IntN(len(seq))
+			for _, k := range seq[:n] {
+				res, err := w.writer.Set(context.Background(), reactionstore.SetRequest{UserID: fmt.Sprintf("u%d", u), ContentID: "hot", To: k})
+				if err != nil || res.Err != nil {
+					failed.Do(func() { t.Errorf("user %d: %v %v", u, err, res.Err) })
+					return
+				}
+			}
+			final[u] = seq[n-1]
+		}(u)
+	}
+	// Deliver concurrently with the writers, in the order published.
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	for {
+		select {
+		case <-done:
+			w.deliver(t, w.pub.take())
+			want := counter.Values{}
+			for _, k := range final {
+				switch k {
+				case reaction.Like:
+					want.Likes++
+				case reaction.Dislike:
+					want.Dislikes++
+				}
+			}
+			w.fold(t)
+			if got := w.counted(t, "hot"); got != want {
+				t.Fatalf("counted %+v, want %+v", got, want)
+			}
+			if got := w.anonymous(t, "hot"); got != want {
+				t.Fatalf("shown %+v, want %+v", got, want)
+			}
+			return
+		default:
+			w.deliver(t, w.pub.take())
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+// The author's next read includes the author's own change exactly once: when
+// it is still pending, and when it is counted, never both.
+func TestReadYourOwnWrites(t *testing.T) {
+	w := newWorld(t, worldOpts{batched: true})
+	ctx := context.Background()
+	w.set(t, "other", "v", reaction.Like)
+	w.deliver(t, w.pub.take())
+	w.set(t, "me", "v", reaction.Like)
+	me := &counterstore.Viewer{UserID: "me"}
+	read := func() counterstore.Counts {
+		c, err := w.cs.Counts(ctx, []string{"v", "unknown"}, me, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c := read()
+	if c.Values["v"] != likes(2, 0) {
+		t.Fatalf("own pending like: %+v, want 2 likes", c.Values["v"])
+	}
+	if c.Reactions["v"].Reaction != "like" || c.Reactions["v"].Version != 1 {
+		t.Fatalf("viewer reaction %+v", c.Reactions["v"])
+	}
+	if _, ok := c.Reactions["unknown"]; ok || c.Values["unknown"] != (counter.Values{}) {
+		t.Fatalf("unknown id: %+v", c)
+	}
+	if got := w.anonymous(t, "v"); got != likes(1, 0) {
+		t.Fatalf("others see %+v before the change is counted", got)
+	}
+	w.deliver(t, w.pub.take())
+	if got := read().Values["v"]; got != likes(2, 0) {
+		t.Fatalf("own counted like: %+v, want 2 likes (not 3)", got)
+	}
+	w.fold(t)
+	if got := read().Values["v"]; got != likes(2, 0) {
+		t.Fatalf("after the fold: %+v", got)
+	}
+	// An undo not yet counted shows at once to its author.
+	w.set(t, "me", "v", reaction.None)
+	if got := read().Values["v"]; got != likes(1, 0) {
+		t.Fatalf("own pending undo: %+v, want 1 like", got)
+	}
+}
+
+// A publish that fails after the reaction was recorded is answered with an
+// error; the client's retry changes nothing but sends the same event again.
+func TestRetryRepublishesAfterLostPublish(t *testing.T) {
+	w := newWorld(t, worldOpts{batched: true})
+	ctx := context.Background()
+	w.pub.setFail(errors.New("pubsub down"))
+	res, err := w.writer.Set(ctx, reactionstore.SetRequest{UserID: "u", ContentID: "v", To: reaction.Like})
+	if err != nil || !errors.Is(res.Err, reactionstore.ErrPublish) {
+		t.Fatalf("failed publish: err %v, result err %v", err, res.Err)
+	}
+	w.pub.setFail(nil)
+	retry := w.set(t, "u", "v", reaction.Like)
+	if retry.State.Version != 1 {
+		t.Fatalf("retry moved the version to %d", retry.State.Version)
+	}
+	msgs := w.pub.take()
+	if len(msgs) != 1 || len(msgs[0]) != 1 || msgs[0][0].ID != reaction.EventID("u", "v", mustGen(t, w, "u", "v"), 1) {
+		t.Fatalf("retry published %+v, want the original event", msgs)
+	}
+	w.deliver(t, msgs)
+	w.deliver(t, msgs)
+	if got := w.counted(t, "v"); got != likes(1, 0) {
+		t.Fatalf("counted %+v", got)
+	}
+	// The rollup's relay finds nothing left to republish.
+	stale, err := w.cs.Stale(ctx, 0)
+	if err != nil || len(stale) != 0 {
+		t.Fatalf("stale after delivery: %v %v", stale, err)
+	}
+}
+
+func mustGen(t *testing.T, w *world, user, content string) int64 {
+	t.Helper()
+	got, err := w.rs.Get(context.Background(), user, []string{content})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got[content].Generation
+}
+
+func TestRelayRepublishesLostMessages(t *testing.T) {
+	w := newWorld(t, worldOpts{batched: true})
+	w.set(t, "u", "v", reaction.Like)
+	w.set(t, "u2", "v", reaction.Dislike)
+	w.pub.take() // lost
+	stale, err := w.cs.Stale(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stale) != 2 {
+		t.Fatalf("relay found %d events, want 2", len(stale))
+	}
+	w.deliver(t, [][]events.Event{stale})
+	if got := w.counted(t, "v"); got != likes(1, 1) {
+		t.Fatalf("counted %+v after the relay", got)
+	}
+}
+
+func TestReconciliation(t *testing.T) {
+	w := newWorld(t, worldOpts{batched: true})
+	ctx := context.Background()
+	for i := 0; i < 6; i++ {
+		w.set(t, fmt.Sprintf("u%d", i), "v", reaction.Like)
+	}
+	w.set(t, "d", "v", reaction.Dislike)
+	w.deliver(t, w.pub.take())
+	w.fold(t)
+
+	// Right counts stay right while events are in flight: three changes
+	// recorded but not delivered.
+	w.set(t, "u0", "v", reaction.None)
+	w.set(t, "n1", "v", reaction.Like)
+	w.set(t, "n2", "v", reaction.Dislike)
+	inFlight := w.pub.take()
+	if rep := w.reconcile(t, counterstore.All); rep.Corrected != 0 {
+		t.Fatalf("reconciliation corrected a right count with events in flight: %+v", rep)
+	}
+	w.deliver(t, inFlight)
+	if got := w.counted(t, "v"); got != likes(6, 2) {
+		t.Fatalf("after in-flight delivery: %+v, want 6 likes 2 dislikes", got)
+	}
+
+	// A lost event: a change whose outbox row vanished uncounted.
+	w.set(t, "lost", "v", reaction.Like)
+	w.pub.take()
+	if _, err := w.db.Client.Apply(ctx, []*spanner.Mutation{spanner.Delete("PendingDeltas", spanner.AllKeys())}); err != nil {
+		t.Fatal(err)
+	}
+	// A duplicated delta: one dislike too many on a shard.
+	if _, err := w.db.Client.Apply(ctx, []*spanner.Mutation{spanner.InsertOrUpdate("CounterShards",
+		[]string{"CounterKey", "Shard", "Dislikes", "Likes", "Comments", "Replies", "Views", "Writes"},
+		[]any{"v", int64(9), int64(1), int64(0), int64(0), int64(0), int64(0), int64(1)})}); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.counted(t, "v"); got != likes(6, 3) {
+		t.Fatalf("drift not injected: %+v", got)
+	}
+	rep := w.reconcile(t, counterstore.Recent)
+	if rep.Corrected != 1 || len(rep.Corrections) != 1 || rep.Corrections[0].Delta != likes(1, -1) {
+		t.Fatalf("report %+v, want one correction of +1 like −1 dislike", rep)
+	}
+	if got := w.counted(t, "v"); got != likes(7, 2) {
+		t.Fatalf("after reconciliation: %+v, want 7 likes 2 dislikes", got)
+	}
+	if rep := w.reconcile(t, counterstore.All); rep.Corrected != 0 {
+		t.Fatalf("second run corrected again: %+v", rep)
+	}
+}
+
+func TestFlaggedUsersExcludedAndCountedAgain(t *testing.T) {
+	w := newWorld(t, worldOpts{batched: true})
+	ctx := context.Background()
+	for _, u := range []string{"bot1", "bot2", "human"} {
+		w.set(t, u, "v", reaction.Like)
+	}
+	w.set(t, "bot1", "w", reaction.Dislike)
+	w.deliver(t, w.pub.take())
+	n, err := w.rs.SetFlagged(ctx, []string{"bot1", "bot2", "bot2"}, true)
+	if err != nil || n != 2 {
+		t.Fatalf("flag: %d %v", n, err)
+	}
+	if n, _ := w.rs.SetFlagged(ctx, []string{"bot1"}, true); n != 0 {
+		t.Fatalf("flagging again updated %d", n)
+	}
+	// Counts are unchanged until the next reconciliation.
+	if got := w.counted(t, "v"); got != likes(3, 0) {
+		t.Fatalf("before reconciliation: %+v", got)
+	}
+	rep := w.reconcile(t, counterstore.Recent)
+	if rep.Corrected != 2 {
+		t.Fatalf("report %+v, want v and w corrected", rep)
+	}
+	if got := w.counted(t, "v"); got != likes(1, 0) {
+		t.Fatalf("after flagging: %+v, want 1 like", got)
+	}
+	if got := w.counted(t, "w"); got != likes(0, 0) {
+		t.Fatalf("w after flagging: %+v", got)
+	}
+	// A flagged account's changes are recorded, seen by itself, not counted.
+	w.set(t, "bot2", "v", reaction.Dislike)
+	if msgs := w.pub.take(); len(msgs) != 0 {
+		t.Fatalf("a flagged account's change was published: %+v", msgs)
+	}
+	got, _ := w.rs.Get(ctx, "bot2", []string{"v"})
+	if got["v"].Current() != reaction.Dislike {
+		t.Fatalf("flagged account's own reaction: %+v", got["v"])
+	}
+	if rep := w.reconcile(t, counterstore.All); rep.Corrected != 0 {
+		t.Fatalf("flagged change corrected: %+v", rep)
+	}
+	// Unflagged: counted again by the next reconciliation.
+	if n, _ := w.rs.SetFlagged(ctx, []string{"bot1", "bot2"}, false); n != 2 {
+		t.Fatalf("unflag updated %d", n)
+	}
+	w.reconcile(t, counterstore.Recent)
+	if got := w.counted(t, "v"); got != likes(2, 1) {
+		t.Fatalf("after unflagging: %+v, want 2 likes 1 dislike", got)
+	}
+	if got := w.counted(t, "w"); got != likes(0, 1) {
+		t.Fatalf("w after unflagging: %+v", got)
+	}
+}
+
+func TestShardCountRisesUnderLoadAndFallsBack(t *testing.T) {
+	// One commit per second per shard: a handful of batches a second is
+	// "hot" for this test.
+	w := newWorld(t, worldOpts{batched: false, policy: counter.ShardPolicy{WritesPerShard: 1, MinWindow: time.Second}})
+	ctx := context.Background()
+	shards := func() int {
+		n, err := w.cs.ShardCount(ctx, "hot")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// 100 deliveries (each its own commit) within about a second.
+	for i := 0; i < 100; i++ {
+		w.set(t, fmt.Sprintf("u%d", i), "hot", reaction.Like)
+	}
+	w.deliver(t, w.pub.take())
+	st := w.fold(t)
+	if got := shards(); got < 32 {
+		t.Fatalf("after 100 commits in about a second: %d shards (fold %+v), want at least 32", got, st)
+	}
+	if got := w.counted(t, "hot"); got != likes(100, 0) {
+		t.Fatalf("counted %+v", got)
+	}
+	// Writes spread over the shards.
+	for i := 100; i < 160; i++ {
+		w.set(t, fmt.Sprintf("u%d", i), "hot", reaction.Like)
+	}
+	w.deliver(t, w.pub.take())
+	var used int64
+	if err := w.db.Single().Query(ctx, spanner.Statement{SQL: `SELECT COUNT(*) FROM CounterShards WHERE CounterKey = "hot"`}).Do(func(r *spanner.Row) error {
+		return r.Columns(&used)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if used < 10 {
+		t.Fatalf("60 commits touched %d shard rows, want them spread", used)
+	}
+	// Quiet: each fold halves the count down to the minimum.
+	for i := 0; i < 8 && shards() > counter.MinShards; i++ {
+		time.Sleep(1100 * time.Millisecond)
+		w.fold(t)
+	}
+	if got := shards(); got != counter.MinShards {
+		t.Fatalf("after the load stopped: %d shards, want %d", got, counter.MinShards)
+	}
+	if got := w.anonymous(t, "hot"); got != likes(160, 0) {
+		t.Fatalf("shown %+v, want 160 likes", got)
+	}
+	// Nothing left to visit once the count is back at the minimum.
+	if st := w.fold(t); st.Counters != 0 {
+		t.Fatalf("idle fold visited %d counters", st.Counters)
+	}
+}
+
+func TestRateLimitAcrossInstances(t *testing.T) {
+	w := newWorld(t, worldOpts{batched: true, limit: 5})
+	ctx := context.Background()
+	// A second instance: its own store and writer over its own client.
+	db2, err := spannerdb.New(ctx, w.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db2.Client.Close()
+	other := reactionstore.NewWriter(reactionstore.New(db2, 5), w.pub, reactionstore.WriterOptions{Batched: true})
+	writers := []*reactionstore.Writer{w.writer, other}
+	var limited *reactionstore.RateLimitedError
+	for i := 0; i < 5; i++ {
+		res, err := writers[i%2].Set(ctx, reactionstore.SetRequest{UserID: "u", ContentID: fmt.Sprintf("v%d", i), To: reaction.Like})
+		if err != nil || res.Err != nil {
+			t.Fatalf("request %d within the limit: %v %v", i, err, res.Err)
+		}
+	}
+	res, err := other.Set(ctx, reactionstore.SetRequest{UserID: "u", ContentID: "v9", To: reaction.Like})
+	if err != nil || !errors.As(res.Err, &limited) || limited.RetryAfter <= 0 || limited.RetryAfter > 12*time.Second {
+		t.Fatalf("6th request: %v %+v", err, res)
+	}
+	// Other users are not limited, and the refused change wrote nothing.
+	if r := w.set(t, "someone-else", "v9", reaction.Like); r.State.Version != 1 {
+		t.Fatalf("other user: %+v", r)
+	}
+	got, _ := w.rs.Get(ctx, "u", []string{"v9"})
+	if got["v9"].Current() != reaction.None {
+		t.Fatalf("a refused change was recorded: %+v", got["v9"])
+	}
+	// Off: unlimited.
+	off := reactionstore.NewWriter(reactionstore.New(w.db, 0), w.pub, reactionstore.WriterOptions{})
+	for i := 0; i < 20; i++ {
+		if res, err := off.Set(ctx, reactionstore.SetRequest{UserID: "u", ContentID: fmt.Sprintf("x%d", i), To: reaction.Like}); err != nil || res.Err != nil {
+			t.Fatalf("limit off, request %d: %v %v", i, err, res.Err)
+		}
+	}
+}
