@@ -168,7 +168,10 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				errs = append(errs, err)
+				if len(errs) == 0 || !errors.Is(err, context.Canceled) {
+					errs = append(errs, err)
+				}
+				cancel() // one failure fails the stack: stop waiting for the others
 				return
 			}
 			s.procs = append(s.procs, p)
@@ -236,24 +239,43 @@ func startAndProbe(ctx context.Context, sp *spawner, spec emulatorSpec, opts Opt
 	}
 }
 
-var errExited = errors.New("emulator exited")
+var errExited = errors.New("exited")
 
 // waitReady probes host until it answers, the emulator exits or ctx ends.
+// An exit wins over everything else: it is the real reason, and a probe
+// answered after it came from some other process on that port.
 func waitReady(ctx context.Context, p *process, host string, probe func(context.Context, string) error) error {
+	exited := p.exitError
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	var last error
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		last = probe(pctx, host)
+		go func() { // an exit ends a probe that would otherwise wait its 2 s out
+			select {
+			case <-p.exited:
+				cancel()
+			case <-pctx.Done():
+			}
+		}()
+		last := probe(pctx, host)
 		cancel()
+		select {
+		case <-p.exited:
+			return exited()
+		default:
+		}
 		if last == nil {
 			return nil
 		}
 		select {
 		case <-p.exited:
-			return fmt.Errorf("%w: %w", errExited, p.exitError())
+			return exited()
 		case <-ctx.Done():
+			select {
+			case <-p.exited:
+				return exited()
+			default:
+			}
 			return fmt.Errorf("%s emulator on %s did not answer in time (last probe: %v): %w\n%s", p.name, host, last, ctx.Err(), p.output.String())
 		case <-tick.C:
 		}

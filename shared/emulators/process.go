@@ -2,7 +2,6 @@ package emulators
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -34,6 +33,10 @@ read _
 kill -TERM -$$ 2>/dev/null
 sleep "$1"
 kill -KILL -$$`
+
+// EnvOwner is set in the environment of every emulator process (and so of
+// whatever it forks) to the pid of the process that started it.
+const EnvOwner = "EMULATORS_OWNER_PID"
 
 // stopGrace is how long an emulator has between SIGTERM and SIGKILL.
 const stopGrace = 3 * time.Second
@@ -104,6 +107,8 @@ func startProcess(sp *spawner, name string, argv []string, out io.Writer, closeL
 	pgid := p.watchdog.Process.Pid
 
 	p.cmd = exec.Command(argv[0], argv[1:]...)
+	// Inherited by everything the emulator forks: finds them in /proc.
+	p.cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", EnvOwner, os.Getpid()))
 	p.cmd.Stdout = io.MultiWriter(p.output, out)
 	p.cmd.Stderr = p.cmd.Stdout
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: pgid, Pdeathsig: syscall.SIGKILL}
@@ -148,13 +153,13 @@ func (p *process) kill() {
 	}
 }
 
-// exitError describes an emulator that exited on its own.
+// exitError describes an emulator that exited on its own; it wraps errExited.
 func (p *process) exitError() error {
-	err := p.waitErr
-	if err == nil {
-		err = errors.New("exited with status 0")
+	status := "status 0"
+	if p.waitErr != nil {
+		status = p.waitErr.Error()
 	}
-	return fmt.Errorf("%s emulator exited: %w\n%s", p.name, err, p.output.String())
+	return fmt.Errorf("%s emulator %w (%s):\n%s", p.name, errExited, status, p.output.String())
 }
 
 // tail keeps the last max bytes written to it, for error messages.
