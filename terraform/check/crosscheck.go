@@ -468,6 +468,30 @@ func CrossCheck(p *Plan, c *Code) []error {
 	}
 	add(diffSets("scheduler job", "Terraform", jobsTF, "topology.json", jobsTopo)...)
 
+	// --- load balancer: one path rule per public route
+	lbTF, lbTopo := map[string]bool{}, map[string]bool{}
+	for _, rc := range p.Instances("google_compute_url_map", "api") {
+		rules, _ := rc.Get("path_matcher", 0, "path_rule").([]any)
+		for i := range rules {
+			ps, _ := dig(rules, i, "paths").([]any)
+			for _, x := range ps {
+				lbTF[fmt.Sprint(x)] = true
+			}
+		}
+	}
+	for _, f := range top.Functions {
+		if f.Kind != "http" || !f.Public {
+			continue
+		}
+		for _, r := range f.Routes {
+			if strings.HasSuffix(r, "/") {
+				r += "*"
+			}
+			lbTopo[r] = true
+		}
+	}
+	add(diffSets("load balancer path", "Terraform", lbTF, "topology.json's public routes", lbTopo)...)
+
 	// --- identities and least privilege
 	sas := p.Instances("google_service_account", "fn")
 	grants := map[string]map[string]ResourceChange{

@@ -35,6 +35,11 @@ variable "source_archive" {
 variable "source_version" {
   description = "Version of the source archive (the commit); names the uploaded object, so a new version redeploys every function."
   type        = string
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9._-]+$", var.source_version))
+    error_message = "source_version must be a non-empty commit or tag name."
+  }
 }
 
 variable "go_runtime" {
@@ -231,6 +236,11 @@ variable "firestore_location" {
 variable "api_domain" {
   description = "Host name of the public API; its DNS A record must point at the api_ip output for the managed certificate to be issued."
   type        = string
+
+  validation {
+    condition     = can(regex("^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+$", var.api_domain))
+    error_message = "api_domain must be a DNS host name such as api.example.com."
+  }
 }
 
 # --- monitoring -------------------------------------------------------------

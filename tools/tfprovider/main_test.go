@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-go/tfprotov5"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
+)
+
+func mustSchema(t *testing.T, address string) *providerSchema {
+	t.Helper()
+	ps, err := loadProviderSchema(address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
+// Every resource and data source type in terraform/ is in schema.json, so
+// the stand-in never rejects a type the real provider has.
+func TestSchemaCoversTerraform(t *testing.T) {
+	google := mustSchema(t, "registry.terraform.io/hashicorp/google")
+	random := mustSchema(t, "registry.terraform.io/hashicorp/random")
+	decl := regexp.MustCompile(`(?m)^\s*(resource|data)\s+"([a-z0-9_]+)"`)
+	files, err := filepath.Glob("../../terraform/modules/*/*.tf")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no Terraform files found (%v)", err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range decl.FindAllStringSubmatch(string(b), -1) {
+			ps := google
+			if strings.HasPrefix(m[2], "random_") {
+				ps = random
+			}
+			schemas := ps.resources
+			if m[1] == "data" {
+				schemas = ps.dataSources
+			}
+			if _, ok := schemas[m[2]]; !ok {
+				t.Errorf("%s: %s %s is not in schema.json; regenerate it with tools/tfschema/generate.sh", f, m[1], m[2])
+			}
+		}
+	}
+	if google.version != "6.50.0" || random.version != "3.7.2" {
+		t.Errorf("schema versions google %s, random %s", google.version, random.version)
+	}
+}
+
+func dynamic(t *testing.T, typ tftypes.Type, v tftypes.Value) *tfprotov5.DynamicValue {
+	t.Helper()
+	dv, err := tfprotov5.NewDynamicValue(typ, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &dv
+}
+
+// objectWith is a value of typ with the given attributes set and every other
+// attribute and block null.
+func objectWith(typ tftypes.Type, set map[string]tftypes.Value) tftypes.Value {
+	obj := typ.(tftypes.Object)
+	vals := map[string]tftypes.Value{}
+	for name, at := range obj.AttributeTypes {
+		if v, ok := set[name]; ok {
+			vals[name] = v
+		} else {
+			vals[name] = tftypes.NewValue(at, nil)
+		}
+	}
+	return tftypes.NewValue(typ, vals)
+}
+
+func TestPlanLeavesComputedUnknown(t *testing.T) {
+	s := &server{schema: mustSchema(t, "registry.terraform.io/hashicorp/google")}
+	typ := s.schema.resources["google_pubsub_topic"].ValueType()
+	proposed := objectWith(typ, map[string]tftypes.Value{"name": tftypes.NewValue(tftypes.String, "t")})
+	resp, err := s.PlanResourceChange(context.Background(), &tfprotov5.PlanResourceChangeRequest{
+		TypeName:         "google_pubsub_topic",
+		PriorState:       dynamic(t, typ, tftypes.NewValue(typ, nil)),
+		ProposedNewState: dynamic(t, typ, proposed),
+		Config:           dynamic(t, typ, proposed),
+	})
+	if err != nil || len(resp.Diagnostics) > 0 {
+		t.Fatalf("plan: %v %v", err, resp.Diagnostics)
+	}
+	planned, err := resp.PlannedState.Unmarshal(typ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var attrs map[string]tftypes.Value
+	if err := planned.As(&attrs); err != nil {
+		t.Fatal(err)
+	}
+	if attrs["id"].IsKnown() {
+		t.Error("id (computed) is known in the plan")
+	}
+	if attrs["effective_labels"].IsKnown() {
+		t.Error("effective_labels (computed) is known in the plan")
+	}
+	var name string
+	if err := attrs["name"].As(&name); err != nil || name != "t" {
+		t.Errorf("name planned as %q (%v), want the configured t", name, err)
+	}
+	if !attrs["kms_key_name"].IsNull() {
+		t.Error("kms_key_name (optional, not computed, unset) is not null")
+	}
+}
+
+func TestApplyAndImportRefuse(t *testing.T) {
+	s := &server{schema: mustSchema(t, "registry.terraform.io/hashicorp/google")}
+	apply, _ := s.ApplyResourceChange(context.Background(), &tfprotov5.ApplyResourceChangeRequest{TypeName: "google_pubsub_topic"})
+	if len(apply.Diagnostics) == 0 || apply.Diagnostics[0].Severity != tfprotov5.DiagnosticSeverityError {
+		t.Error("apply did not fail")
+	}
+	imp, _ := s.ImportResourceState(context.Background(), &tfprotov5.ImportResourceStateRequest{TypeName: "google_pubsub_topic", ID: "x"})
+	if len(imp.Diagnostics) == 0 {
+		t.Error("import did not fail")
+	}
+	plan, _ := s.PlanResourceChange(context.Background(), &tfprotov5.PlanResourceChangeRequest{TypeName: "google_no_such_thing"})
+	if len(plan.Diagnostics) == 0 {
+		t.Error("planning an unknown type did not fail")
+	}
+}
+
+func TestReadDataSourceIsWhollyKnown(t *testing.T) {
+	s := &server{schema: mustSchema(t, "registry.terraform.io/hashicorp/google")}
+	typ := s.schema.dataSources["google_project"].ValueType()
+	cfg := objectWith(typ, map[string]tftypes.Value{"project_id": tftypes.NewValue(tftypes.String, "p")})
+	resp, err := s.ReadDataSource(context.Background(), &tfprotov5.ReadDataSourceRequest{TypeName: "google_project", Config: dynamic(t, typ, cfg)})
+	if err != nil || len(resp.Diagnostics) > 0 {
+		t.Fatalf("read: %v %v", err, resp.Diagnostics)
+	}
+	state, err := resp.State.Unmarshal(typ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !state.IsFullyKnown() {
+		t.Error("data source state has unknown values")
+	}
+	var attrs map[string]tftypes.Value
+	_ = state.As(&attrs)
+	if attrs["number"].IsNull() {
+		t.Error("computed number is null")
+	}
+}
