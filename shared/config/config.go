@@ -21,6 +21,7 @@ type Config struct {
 	HTTP      HTTP
 	Counters  Counters
 	History   History
+	Telemetry Telemetry
 }
 
 type Spanner struct {
@@ -109,6 +110,16 @@ type Counters struct {
 type History struct {
 	// MaxAgeDays is the table-level retention (Bigtable GC max age).
 	MaxAgeDays int `env:"HISTORY_MAX_AGE_DAYS, default=1096"`
+}
+
+type Telemetry struct {
+	// Exporter is where traces and metrics go: "gcp" (Cloud Trace and Cloud
+	// Monitoring), "stdout" (the local stack, to read them) or "none".
+	Exporter string `env:"TELEMETRY_EXPORTER, default=gcp"`
+	// SampleRatio is the share of traces started here that are recorded. A
+	// request or message that arrives with a sampling decision (traceparent,
+	// X-Cloud-Trace-Context) keeps that decision.
+	SampleRatio float64 `env:"TELEMETRY_SAMPLE_RATIO, default=0.1"`
 }
 
 // FromEnv reads the configuration from the process environment.
