@@ -1,0 +1,378 @@
+// Command bench measures the counter engine on the local stack (the Google
+// Cloud emulators): the same functions run once in naive mode (each event its
+// own transaction on one counter row, one message per reaction) and once in
+// the sharded, batched mode, and the issue's four figures are printed side by
+// side:
+//
+//  1. hot item: reactions/s accepted, and applied end to end
+//     (HTTP → Pub/Sub → Spanner), with the final count checked exact;
+//  2. Spanner read-write commits and Pub/Sub messages per 1,000 reactions;
+//  3. GET /v1/counts with 50 ids: p50/p99 latency, Spanner reads per request;
+//  4. freshness: time from an accepted write to its visibility in
+//     anonymous counts, p50/p99.
+//
+// Usage: go run ./cmd/bench [-reactions 2000] [-concurrency 64]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sethvargo/go-envconfig"
+
+	"github.com/videngage/engagement/shared/config"
+	"github.com/videngage/engagement/shared/emulators"
+	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/shared/spannerdb"
+	"github.com/videngage/engagement/shared/topology"
+)
+
+type options struct {
+	reactions   int
+	concurrency int
+	countsReqs  int
+	freshness   int
+	timeout     time.Duration
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := realMain(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func realMain(ctx context.Context) error {
+	var o options
+	flag.IntVar(&o.reactions, "reactions", 2000, "hot-item reactions per mode (one per user)")
+	flag.IntVar(&o.concurrency, "concurrency", 64, "concurrent clients")
+	flag.IntVar(&o.countsReqs, "counts", 400, "GET /v1/counts requests (50 ids each)")
+	flag.IntVar(&o.freshness, "freshness", 40, "freshness samples")
+	flag.DurationVar(&o.timeout, "timeout", 3*time.Minute, "give up applying after this long")
+	flag.Parse()
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+
+	st, ok := emulators.Attach()
+	if !ok {
+		fmt.Fprintln(os.Stderr, "bench: starting the emulators…")
+		var err error
+		st, err = emulators.Start(ctx, emulators.Options{})
+		if err != nil {
+			return err
+		}
+		defer st.Stop()
+	}
+	var results []result
+	for i, mode := range []string{"naive", "sharded"} {
+		fmt.Fprintf(os.Stderr, "bench: %s mode…\n", mode)
+		r, err := runMode(ctx, st, mode, i, o)
+		if err != nil {
+			return fmt.Errorf("%s mode: %w", mode, err)
+		}
+		results = append(results, r)
+	}
+	printTable(os.Stdout, o, results)
+	return nil
+}
+
+type result struct {
+	mode              string
+	accepted, applied float64 // reactions/s
+	exact             bool
+	final             int64
+	commitsPer1000    float64
+	messagesPer1000   float64
+	eventsPerMessage  float64
+	countsP50, P99    time.Duration
+	readsPerRequest   float64
+	freshP50, freshP99 time.Duration
+	shards            int
+}
+
+func runMode(ctx context.Context, es *emulators.Stack, mode string, n int, o options) (result, error) {
+	srv, err := startServer()
+	if err != nil {
+		return result{}, err
+	}
+	defer srv.close()
+	top := topology.MustLoad()
+	target := emulators.Target{
+		Project:          fmt.Sprintf("bench-%d-%d", os.Getpid(), n),
+		SpannerInstance:  top.Spanner.Instance,
+		SpannerDatabase:  top.Spanner.Database,
+		BigtableInstance: top.Bigtable.Instance,
+		PushEndpoint:     srv.pushEndpoint,
+	}
+	if err := emulators.Provision(ctx, es.Hosts, target); err != nil {
+		return result{}, err
+	}
+	defer emulators.Teardown(context.WithoutCancel(ctx), es.Hosts, target)
+	env := es.Env()
+	env["GOOGLE_CLOUD_PROJECT"] = target.Project
+	env["COUNTER_MODE"] = mode
+	env["RATE_LIMITS"] = "off"
+	for k, v := range env {
+		os.Setenv(k, v) // the client libraries read the *_EMULATOR_HOST variables
+	}
+	cfg, err := config.FromLookuper(ctx, envconfig.MapLookuper(env))
+	if err != nil {
+		return result{}, err
+	}
+	s, err := newStack(ctx, cfg, srv)
+	if err != nil {
+		return result{}, err
+	}
+	defer s.close()
+	r := result{mode: mode}
+	if err := hotItem(ctx, s, srv, o, &r); err != nil {
+		return r, err
+	}
+	if err := countsLatency(ctx, s, srv, o, &r); err != nil {
+		return r, err
+	}
+	if err := freshness(ctx, s, srv, o, &r); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+func newClient(conc int) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = conc * 2
+	tr.MaxIdleConnsPerHost = conc * 2
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
+}
+
+func do(c *http.Client, method, url, token, body string) (int, []byte, error) {
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+// hotItem: o.reactions users like one item as fast as o.concurrency clients
+// can; accepted = all answered 200, applied = the exact count reached.
+func hotItem(ctx context.Context, s *stack, srv *server, o options, r *result) error {
+	tokens := make([]string, o.reactions)
+	for i := range tokens {
+		t, err := s.token(fmt.Sprintf("user-%d", i), false)
+		if err != nil {
+			return err
+		}
+		tokens[i] = t
+	}
+	client := newClient(o.concurrency)
+	// Warm up: connections, the key set, one counted reaction.
+	warm, _ := s.token("warm", false)
+	if code, b, err := do(client, "PUT", srv.URL+"/v1/reactions/warmup", warm, `{"reaction":"like"}`); err != nil || code != 200 {
+		return fmt.Errorf("warm-up: %d %s %v", code, b, err)
+	}
+	time.Sleep(time.Second)
+
+	before := spannerdb.CurrentStats()
+	m0, _ := events.PublishedStats()
+	start := time.Now()
+	var next atomic.Int64
+	var failures atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	for c := 0; c < o.concurrency; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= o.reactions {
+					return
+				}
+				for attempt := 0; ; attempt++ {
+					code, b, err := do(client, "PUT", srv.URL+"/v1/reactions/hot", tokens[i], `{"reaction":"like"}`)
+					if err == nil && code == 200 {
+						break
+					}
+					if attempt == 5 {
+						failures.Add(1)
+						firstErr.CompareAndSwap(nil, fmt.Sprintf("%d %s %v", code, b, err))
+						break
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	acceptedIn := time.Since(start)
+	if f := failures.Load(); f > 0 {
+		return fmt.Errorf("%d reactions failed, first: %v", f, firstErr.Load())
+	}
+	deadline := time.Now().Add(o.timeout)
+	var got int64
+	for {
+		v, err := s.counted(ctx, "hot")
+		if err != nil {
+			return err
+		}
+		got = v.Likes
+		if got >= int64(o.reactions) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	appliedIn := time.Since(start)
+	after := spannerdb.CurrentStats()
+	m1, _ := events.PublishedStats()
+	// The count stays exact once the rollup has folded too.
+	time.Sleep(s.cfg.Counters.RollupInterval + time.Second)
+	v, err := s.counted(ctx, "hot")
+	if err != nil {
+		return err
+	}
+	r.final = v.Likes
+	r.exact = v.Likes == int64(o.reactions) && got == int64(o.reactions)
+	r.accepted = float64(o.reactions) / acceptedIn.Seconds()
+	r.applied = float64(o.reactions) / appliedIn.Seconds()
+	// Commits counted up to the moment everything was applied; the fold
+	// transactions of the rollup in that window are included.
+	r.commitsPer1000 = float64(after.Commits-before.Commits) * 1000 / float64(o.reactions)
+	r.messagesPer1000 = float64(m1-m0) * 1000 / float64(o.reactions)
+	if m1 > m0 {
+		r.eventsPerMessage = float64(o.reactions) / float64(m1-m0)
+	}
+	r.shards, _ = s.counters.ShardCount(ctx, "hot")
+	if !r.exact {
+		return fmt.Errorf("count not exact: %d likes applied (final %d), want %d", got, v.Likes, o.reactions)
+	}
+	return nil
+}
+
+func countsLatency(ctx context.Context, s *stack, srv *server, o options, r *result) error {
+	ids := make([]string, 50)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("item-%d", i)
+	}
+	ids[0] = "hot"
+	url := srv.URL + "/v1/counts?ids=" + strings.Join(ids, ",")
+	client := newClient(4)
+	for i := 0; i < 20; i++ {
+		do(client, "GET", url, "", "")
+	}
+	before := spannerdb.CurrentStats()
+	lat := make([]time.Duration, 0, o.countsReqs)
+	for i := 0; i < o.countsReqs; i++ {
+		t0 := time.Now()
+		code, b, err := do(client, "GET", url, "", "")
+		if err != nil || code != 200 {
+			return fmt.Errorf("counts: %d %s %v", code, b, err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	after := spannerdb.CurrentStats()
+	r.readsPerRequest = float64(after.Reads-before.Reads) / float64(o.countsReqs)
+	r.countsP50, r.P99 = percentiles(lat)
+	return nil
+}
+
+// freshness: one write at a time on its own item, then anonymous counts
+// polled every 5 ms until the like shows.
+func freshness(ctx context.Context, s *stack, srv *server, o options, r *result) error {
+	client := newClient(2)
+	tok, err := s.token("fresh-writer", false)
+	if err != nil {
+		return err
+	}
+	var lat []time.Duration
+	for i := 0; i < o.freshness; i++ {
+		item := fmt.Sprintf("fresh-%d", i)
+		code, b, err := do(client, "PUT", srv.URL+"/v1/reactions/"+item, tok, `{"reaction":"like"}`)
+		if err != nil || code != 200 {
+			return fmt.Errorf("freshness write: %d %s %v", code, b, err)
+		}
+		accepted := time.Now()
+		for {
+			_, b, err := do(client, "GET", srv.URL+"/v1/counts?ids="+item, "", "")
+			if err != nil {
+				return err
+			}
+			if strings.Contains(string(b), `"likes":1`) {
+				lat = append(lat, time.Since(accepted))
+				break
+			}
+			if time.Since(accepted) > 30*time.Second {
+				return errors.New("freshness: a like not visible after 30 s")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	r.freshP50, r.freshP99 = percentiles(lat)
+	return nil
+}
+
+func percentiles(d []time.Duration) (p50, p99 time.Duration) {
+	if len(d) == 0 {
+		return 0, 0
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	at := func(p float64) time.Duration {
+		i := int(p*float64(len(d))+0.5) - 1
+		return d[min(max(i, 0), len(d)-1)]
+	}
+	return at(0.50), at(0.99)
+}
+
+func printTable(w io.Writer, o options, rs []result) {
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+	row := func(name string, f func(r result) string) {
+		fmt.Fprintf(w, "%-52s", name)
+		for _, r := range rs {
+			fmt.Fprintf(w, " %22s", f(r))
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "\nCounter engine on the local stack: %d hot-item reactions, %d clients, 2 cores\n\n", o.reactions, o.concurrency)
+	row("", func(r result) string { return r.mode })
+	row("1. hot item: reactions/s accepted (HTTP 200)", func(r result) string { return fmt.Sprintf("%.0f", r.accepted) })
+	row("   reactions/s applied end to end", func(r result) string { return fmt.Sprintf("%.0f", r.applied) })
+	row("   final count exact", func(r result) string { return fmt.Sprintf("%v (%d)", r.exact, r.final) })
+	row("   shard count of the hot item after the run", func(r result) string {
+		if r.mode == "naive" {
+			return "1 row"
+		}
+		return fmt.Sprint(r.shards)
+	})
+	row("2. Spanner rw commits per 1,000 reactions", func(r result) string { return fmt.Sprintf("%.0f", r.commitsPer1000) })
+	row("   Pub/Sub messages per 1,000 reactions", func(r result) string { return fmt.Sprintf("%.0f", r.messagesPer1000) })
+	row("   events per message", func(r result) string { return fmt.Sprintf("%.1f", r.eventsPerMessage) })
+	row("3. GET /v1/counts, 50 ids: p50 / p99", func(r result) string { return ms(r.countsP50) + " / " + ms(r.P99) })
+	row("   Spanner reads per request", func(r result) string { return fmt.Sprintf("%.2f", r.readsPerRequest) })
+	row("4. freshness (write → anonymous count): p50 / p99", func(r result) string { return ms(r.freshP50) + " / " + ms(r.freshP99) })
+	if len(rs) == 2 && rs[0].applied > 0 {
+		fmt.Fprintf(w, "\nend-to-end gain: %.1f× the naive baseline\n", rs[1].applied/rs[0].applied)
+	}
+}
