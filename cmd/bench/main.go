@@ -90,17 +90,17 @@ func realMain(ctx context.Context) error {
 }
 
 type result struct {
-	mode              string
-	accepted, applied float64 // reactions/s
-	exact             bool
-	final             int64
-	commitsPer1000    float64
-	messagesPer1000   float64
-	eventsPerMessage  float64
-	countsP50, P99    time.Duration
-	readsPerRequest   float64
+	mode               string
+	accepted, applied  float64 // reactions/s
+	exact              bool
+	final              int64
+	commitsPer1000     float64
+	messagesPer1000    float64
+	eventsPerMessage   float64
+	countsP50, P99     time.Duration
+	readsPerRequest    float64
 	freshP50, freshP99 time.Duration
-	shards            int
+	shards             int
 }
 
 func runMode(ctx context.Context, es *emulators.Stack, mode string, n int, o options) (result, error) {

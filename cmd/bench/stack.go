@@ -13,9 +13,9 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 
+	"github.com/videngage/engagement/functions/applycounters"
 	countsfn "github.com/videngage/engagement/functions/counts"
 	reactionsfn "github.com/videngage/engagement/functions/reactions"
-	"github.com/videngage/engagement/functions/applycounters"
 	"github.com/videngage/engagement/functions/reconcile"
 	"github.com/videngage/engagement/functions/rollup"
 	"github.com/videngage/engagement/shared/auth"
