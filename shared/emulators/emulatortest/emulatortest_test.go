@@ -1,11 +1,14 @@
 package emulatortest_test
 
 import (
-	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -392,6 +395,31 @@ func errorsUnwrapAll(err error) error {
 	}
 }
 
+func TestMainFailsWithoutEmulators(t *testing.T) {
+	// This test binary again, with no stack to attach to and no emulators
+	// installed: it must fail with the reason, not skip its tests.
+	cmd := exec.Command(os.Args[0], "-test.run=^TestWorldsAreIsolated$")
+	for _, kv := range os.Environ() {
+		if !strings.Contains(kv, "_EMULATOR_HOST=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "CLOUDSDK_ROOT="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("test binary without emulators: %v, want exit status 1; output:\n%s", err, out)
+	}
+	for _, want := range []string{"FAIL: emulatortest", "google-cloud-cli-spanner-emulator", "CLOUDSDK_ROOT"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(string(out), "PASS") || strings.Contains(string(out), "SKIP") {
+		t.Errorf("tests ran without emulators:\n%s", out)
+	}
+}
+
 func TestNewIsFast(t *testing.T) {
 	// Measured, not asserted tightly: a world must stay cheap enough for
 	// every test to have its own.
@@ -405,5 +433,4 @@ func TestNewIsFast(t *testing.T) {
 	if per > 5*time.Second {
 		t.Errorf("New takes %v per world", per)
 	}
-	_ = context.Background
 }
