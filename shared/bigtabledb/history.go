@@ -52,6 +52,9 @@ func cellTime(t time.Time) bigtable.Timestamp { return bigtable.Time(t).Truncate
 
 // Apply records one watch; applying it again changes nothing.
 func (h *History) Apply(ctx context.Context, w history.Watch) error {
+	// A watch is its millisecond, the resolution of cell timestamps: the
+	// rewatch and delete paths rebuild this row's key from its timestamp.
+	w.WatchedAt = w.WatchedAt.UTC().Truncate(time.Millisecond)
 	ts := cellTime(w.WatchedAt)
 	entry := bigtable.NewMutation()
 	entry.Set(entriesFamily, colVideo, ts, []byte(w.VideoID))
