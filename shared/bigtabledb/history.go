@@ -84,7 +84,7 @@ func (h *History) dropOlder(ctx context.Context, userID, videoID string) error {
 			stale = append(stale, t)
 		}
 	}
-	return h.deleteWatches(ctx, userID, videoID, stale)
+	return h.deleteWatches(ctx, userID, map[string][]time.Time{videoID: stale})
 }
 
 // watchTimes lists the recorded times of a user's video.
@@ -100,29 +100,34 @@ func (h *History) watchTimes(ctx context.Context, userID, videoID string) ([]tim
 	return times, nil
 }
 
-// deleteWatches deletes the entries of a video at the given times and their marks.
-func (h *History) deleteWatches(ctx context.Context, userID, videoID string, times []time.Time) error {
-	if len(times) == 0 {
-		return nil
+// deleteWatches deletes the user's entries of each video at the given
+// times, then their marks: two bulk writes whatever the number of videos.
+// The marks go last, so that a failure leaves them for a retry to find.
+func (h *History) deleteWatches(ctx context.Context, userID string, byVideo map[string][]time.Time) error {
+	var (
+		entryKeys, latestKeys []string
+		entryMuts, latestMuts []*bigtable.Mutation
+	)
+	for video, times := range byVideo {
+		if len(times) == 0 {
+			continue
+		}
+		mark := bigtable.NewMutation()
+		for _, t := range times {
+			del := bigtable.NewMutation()
+			del.DeleteRow()
+			entryKeys = append(entryKeys, history.EntryKey(userID, t, video))
+			entryMuts = append(entryMuts, del)
+			ts := cellTime(t)
+			mark.DeleteTimestampRange(latestFamily, colLatestTimes, ts, ts+1000)
+		}
+		latestKeys = append(latestKeys, history.LatestKey(userID, video))
+		latestMuts = append(latestMuts, mark)
 	}
-	keys := make([]string, 0, len(times))
-	muts := make([]*bigtable.Mutation, 0, len(times))
-	mark := bigtable.NewMutation()
-	for _, t := range times {
-		keys = append(keys, history.EntryKey(userID, t, videoID))
-		del := bigtable.NewMutation()
-		del.DeleteRow()
-		muts = append(muts, del)
-		ts := cellTime(t)
-		mark.DeleteTimestampRange(latestFamily, colLatestTimes, ts, ts+1000)
-	}
-	if err := applyBulk(ctx, h.entries, keys, muts); err != nil {
+	if err := applyBulk(ctx, h.entries, entryKeys, entryMuts); err != nil {
 		return err
 	}
-	if err := h.latest.Apply(ctx, history.LatestKey(userID, videoID), mark); err != nil {
-		return unavailable("delete latest watch", err)
-	}
-	return nil
+	return applyBulk(ctx, h.latest, latestKeys, latestMuts)
 }
 
 func applyBulk(ctx context.Context, t *bigtable.Table, keys []string, muts []*bigtable.Mutation) error {
@@ -213,7 +218,7 @@ func (h *History) DeleteVideo(ctx context.Context, userID, videoID string) error
 	if err != nil {
 		return err
 	}
-	return h.deleteWatches(ctx, userID, videoID, times)
+	return h.deleteWatches(ctx, userID, map[string][]time.Time{videoID: times})
 }
 
 // DeleteBefore removes the user's watches before t, or all of them when t is zero.
@@ -240,10 +245,8 @@ func (h *History) DeleteBefore(ctx context.Context, userID string, before time.T
 		if len(keys) == 0 {
 			return nil
 		}
-		for video, times := range byVideo {
-			if err := h.deleteWatches(ctx, userID, video, times); err != nil {
-				return err
-			}
+		if err := h.deleteWatches(ctx, userID, byVideo); err != nil {
+			return err
 		}
 		if len(keys) < 1000 {
 			return nil
