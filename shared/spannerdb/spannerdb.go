@@ -110,11 +110,31 @@ func (db *DB) Stale(maxStaleness time.Duration) *spanner.ReadOnlyTransaction {
 	return db.Client.Single().WithTimestampBound(spanner.MaxStaleness(maxStaleness))
 }
 
-// Snapshot is a strong multi-use read-only transaction; every read through it
-// sees the same timestamp. The caller closes it.
+// Snapshot is a strong multi-use read-only transaction; the caller closes it.
+// Against the emulator it fails when a read-write transaction overlaps it:
+// prefer InSnapshot, which serialises it there.
 func (db *DB) Snapshot() *spanner.ReadOnlyTransaction {
 	reads.Add(1)
 	return db.Client.ReadOnlyTransaction()
+}
+
+// InSnapshot runs fn in a strong multi-use read-only transaction: every read
+// through it sees the same timestamp. Against the emulator it is serialised
+// with the read-write transactions, which the emulator does not run beside a
+// multi-use read-only one; fn must not start a read-write transaction.
+func (db *DB) InSnapshot(ctx context.Context, fn func(context.Context, *spanner.ReadOnlyTransaction) error) error {
+	if db.serial {
+		select {
+		case emulatorTx <- struct{}{}:
+		case <-ctx.Done():
+			return fmt.Errorf("spannerdb.InSnapshot: waiting for the emulator: %w", errors.Join(ErrUnavailable, ctx.Err()))
+		}
+		defer func() { <-emulatorTx }()
+	}
+	reads.Add(1)
+	tx := db.Client.ReadOnlyTransaction()
+	defer tx.Close()
+	return Map(fn(ctx, tx))
 }
 
 // Map wraps transient Spanner errors with ErrUnavailable; other errors are

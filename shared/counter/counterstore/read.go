@@ -104,13 +104,15 @@ UNION ALL SELECT ContentId, %[2]d, 0, 0, 0, 0, 0, Reaction, Version FROM Reactio
 // Totals returns the exact count of each id now: snapshot plus shards plus
 // every pending change. Tests and the benchmark compare it with the truth.
 func (s *Store) Totals(ctx context.Context, ids []string) (counted, pending map[string]counter.Values, err error) {
-	tx := s.db.Snapshot()
-	defer tx.Close()
-	counted, err = countedValues(ctx, tx, ids)
-	if err != nil {
-		return nil, nil, err
-	}
-	pending, err = pendingValues(ctx, tx, ids)
+	err = s.db.InSnapshot(ctx, func(ctx context.Context, tx *spanner.ReadOnlyTransaction) error {
+		var err error
+		counted, err = countedValues(ctx, tx, ids)
+		if err != nil {
+			return err
+		}
+		pending, err = pendingValues(ctx, tx, ids)
+		return err
+	})
 	return counted, pending, err
 }
 

@@ -100,8 +100,16 @@ func (s *Store) Reconcile(ctx context.Context, scope Scope, sources []Source) (R
 }
 
 func (s *Store) reconcileKeys(ctx context.Context, scope Scope, sources []Source) ([]string, error) {
-	tx := s.db.Snapshot()
-	defer tx.Close()
+	var keys []string
+	err := s.db.InSnapshot(ctx, func(ctx context.Context, tx *spanner.ReadOnlyTransaction) error {
+		var err error
+		keys, err = s.listKeys(ctx, tx, scope, sources)
+		return err
+	})
+	return keys, err
+}
+
+func (s *Store) listKeys(ctx context.Context, tx *spanner.ReadOnlyTransaction, scope Scope, sources []Source) ([]string, error) {
 	set := map[string]bool{}
 	var stmt spanner.Statement
 	since := s.now().Add(-RecentWindow)
@@ -144,48 +152,24 @@ func (s *Store) reconcileKeys(ctx context.Context, scope Scope, sources []Source
 	return sortedKeys(set), nil
 }
 
+// view is what one read-only transaction saw of a batch of counters.
+type view struct {
+	readAt                  time.Time
+	counted, pending, truth map[string]counter.Values
+	guards                  map[string]spanner.NullTime
+}
+
 func (s *Store) reconcileBatch(ctx context.Context, keys []string, sources []Source, fields []counter.Field, rep *ReconcileReport) error {
-	tx := s.db.Snapshot()
-	defer tx.Close()
-	counted, err := countedValues(ctx, tx, keys)
-	if err != nil {
+	var v view
+	err := s.db.InSnapshot(ctx, func(ctx context.Context, tx *spanner.ReadOnlyTransaction) error {
+		var err error
+		v, err = readView(ctx, tx, keys, sources)
 		return err
-	}
-	readAt, err := tx.Timestamp()
-	if err != nil {
-		return err
-	}
-	pending, err := pendingValues(ctx, tx, keys)
-	if err != nil {
-		return err
-	}
-	truth := map[string]counter.Values{}
-	for _, src := range sources {
-		t, err := src.Truth(ctx, tx, keys)
-		if err != nil {
-			return fmt.Errorf("%s: recount: %w", src.Name(), err)
-		}
-		for k, v := range t {
-			truth[k] = truth[k].Plus(v.Only(src.Fields()))
-		}
-	}
-	guards := map[string]spanner.NullTime{}
-	var ks []spanner.Key
-	for _, k := range keys {
-		ks = append(ks, spanner.Key{k})
-	}
-	err = tx.Read(ctx, tableCounters, spanner.KeySetFromKeys(ks...), []string{"CounterKey", "ReconcileTime"}).Do(func(r *spanner.Row) error {
-		var k string
-		var t spanner.NullTime
-		if err := columns(r, &k, &t); err != nil {
-			return err
-		}
-		guards[k] = t
-		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("read guards: %w", err)
+		return err
 	}
+	readAt, counted, pending, truth, guards := v.readAt, v.counted, v.pending, v.truth, v.guards
 	rep.Checked += len(keys)
 	for _, k := range keys {
 		c := counter.Correction(truth[k], counted[k], pending[k], fields)
@@ -210,6 +194,51 @@ func (s *Store) reconcileBatch(ctx context.Context, keys []string, sources []Sou
 			"readTime", readAt)
 	}
 	return nil
+}
+
+func readView(ctx context.Context, tx *spanner.ReadOnlyTransaction, keys []string, sources []Source) (view, error) {
+	var v view
+	counted, err := countedValues(ctx, tx, keys)
+	if err != nil {
+		return v, err
+	}
+	readAt, err := tx.Timestamp()
+	if err != nil {
+		return v, err
+	}
+	pending, err := pendingValues(ctx, tx, keys)
+	if err != nil {
+		return v, err
+	}
+	truth := map[string]counter.Values{}
+	for _, src := range sources {
+		t, err := src.Truth(ctx, tx, keys)
+		if err != nil {
+			return v, fmt.Errorf("%s: recount: %w", src.Name(), err)
+		}
+		for k, n := range t {
+			truth[k] = truth[k].Plus(n.Only(src.Fields()))
+		}
+	}
+	guards := map[string]spanner.NullTime{}
+	var ks []spanner.Key
+	for _, k := range keys {
+		ks = append(ks, spanner.Key{k})
+	}
+	err = tx.Read(ctx, tableCounters, spanner.KeySetFromKeys(ks...), []string{"CounterKey", "ReconcileTime"}).Do(func(r *spanner.Row) error {
+		var k string
+		var t spanner.NullTime
+		if err := columns(r, &k, &t); err != nil {
+			return err
+		}
+		guards[k] = t
+		return nil
+	})
+	if err != nil {
+		return v, fmt.Errorf("read guards: %w", err)
+	}
+	v = view{readAt: readAt, counted: counted, pending: pending, truth: truth, guards: guards}
+	return v, nil
 }
 
 // correct adds c to the snapshot of key if no correction was written since
