@@ -18,9 +18,12 @@ vet:
 
 # One emulator stack serves every test binary; each test isolates itself in
 # its own project, database, tables and topics.
+# terraform/check runs in test-terraform, after fmt and the provider build.
 test-go:
-	$(GO) run ./cmd/withemulators -- $(GO) test -shuffle=on -count=1 -race -timeout 20m $(TESTARGS) ./...
+	$(GO) run ./cmd/withemulators -- $(GO) test -shuffle=on -count=1 -race -timeout 20m $(TESTARGS) \
+		$$($(GO) list ./... | grep -v /terraform/check)
 
+## test-terraform: fmt, validate and plan per environment offline, cross-checks with the code
 test-terraform:
 	bash terraform/check.sh
 

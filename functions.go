@@ -7,8 +7,13 @@ import (
 	"log/slog"
 	"os"
 
+	_ "github.com/videngage/engagement/functions/applycounters"
 	_ "github.com/videngage/engagement/functions/applyhistory"
+	_ "github.com/videngage/engagement/functions/counts"
 	_ "github.com/videngage/engagement/functions/history"
+	_ "github.com/videngage/engagement/functions/reactions"
+	_ "github.com/videngage/engagement/functions/reconcile"
+	_ "github.com/videngage/engagement/functions/rollup"
 	"github.com/videngage/engagement/shared/httpx"
 )
 
