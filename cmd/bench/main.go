@@ -11,7 +11,7 @@
 //  4. freshness: time from an accepted write to its visibility in
 //     anonymous counts, p50/p99.
 //
-// Usage: go run ./cmd/bench [-reactions 2000] [-concurrency 64]
+// Usage: go run ./cmd/bench [-reactions 1000] [-concurrency 64]
 package main
 
 import (
@@ -58,7 +58,7 @@ func main() {
 
 func realMain(ctx context.Context) error {
 	var o options
-	flag.IntVar(&o.reactions, "reactions", 2000, "hot-item reactions per mode (one per user)")
+	flag.IntVar(&o.reactions, "reactions", 1000, "hot-item reactions per mode (one per user)")
 	flag.IntVar(&o.concurrency, "concurrency", 64, "concurrent clients")
 	flag.IntVar(&o.countsReqs, "counts", 400, "GET /v1/counts requests (50 ids each)")
 	flag.IntVar(&o.freshness, "freshness", 40, "freshness samples")

@@ -48,7 +48,10 @@ func Build(c *platform.Clients) (Deps, error) {
 	}
 	db := spannerdb.Wrap(c.Spanner, cfg)
 	store := reactionstore.New(db, limit)
-	inFlight := 8
+	// Group commit: while a transaction runs, the requests that arrive form
+	// the next one. Two in flight per instance keep batches large under load
+	// (one against the emulator, which runs one transaction at a time).
+	inFlight := 2
 	if db.Serial() {
 		inFlight = 1
 	}
