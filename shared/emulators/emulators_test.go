@@ -16,6 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/bigtable"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"cloud.google.com/go/spanner/admin/database/apiv1/databasepb"
+	"cloud.google.com/go/spanner/admin/instance/apiv1/instancepb"
+
 	"github.com/videngage/engagement/shared/topology"
 )
 
@@ -130,14 +135,12 @@ func TestStartProvisionStop(t *testing.T) {
 		}
 	}
 
-	// Provision is idempotent: the local stack runs it on every start, and
-	// a second run must also add DDL that appeared since.
+	t.Run("provision again", func(t *testing.T) { testProvisionAgain(t, s.Hosts) })
+
 	top := topology.MustLoad()
 	target := Target{Project: "lifecycle", SpannerInstance: top.Spanner.Instance, SpannerDatabase: top.Spanner.Database, BigtableInstance: top.Bigtable.Instance}
-	for i := range 2 {
-		if err := Provision(t.Context(), s.Hosts, target); err != nil {
-			t.Fatalf("Provision #%d: %v", i+1, err)
-		}
+	if err := Provision(t.Context(), s.Hosts, target); err != nil {
+		t.Fatal(err)
 	}
 	if err := Teardown(t.Context(), s.Hosts, target); err != nil {
 		t.Fatal(err)
@@ -160,6 +163,111 @@ func TestStartProvisionStop(t *testing.T) {
 		}
 	}
 	s.Stop() // a second Stop is harmless
+}
+
+// testProvisionAgain runs Provision on a world that exists already, as the
+// local stack does on every start against a running stack: it must succeed,
+// add the DDL that appeared since, and apply the new GC age and push endpoint.
+func testProvisionAgain(t *testing.T, hosts Hosts) {
+	ctx := t.Context()
+	top := topology.MustLoad()
+	target := Target{Project: "again", SpannerInstance: top.Spanner.Instance, SpannerDatabase: top.Spanner.Database, BigtableInstance: top.Bigtable.Instance,
+		PushEndpoint: func(fn string) string { return "http://127.0.0.1:1/old/" + fn }}
+	ddl, err := topology.DDL()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ddl) < 2 {
+		t.Fatalf("topology has %d DDL statements; this test needs two or more", len(ddl))
+	}
+	// An older world: the database has only the first statement.
+	ia, da, done, err := spannerClients(ctx, hosts.Spanner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	instName := "projects/again/instances/" + target.SpannerInstance
+	iop, err := ia.CreateInstance(ctx, &instancepb.CreateInstanceRequest{Parent: "projects/again", InstanceId: target.SpannerInstance,
+		Instance: &instancepb.Instance{Config: "projects/again/instanceConfigs/emulator-config", DisplayName: "again", NodeCount: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := iop.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dop, err := da.CreateDatabase(ctx, &databasepb.CreateDatabaseRequest{Parent: instName,
+		CreateStatement: "CREATE DATABASE `" + target.SpannerDatabase + "`", ExtraStatements: ddl[:1]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dop.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := Provision(ctx, hosts, target); err != nil {
+		t.Fatalf("Provision over an older world: %v", err)
+	}
+	target.HistoryMaxAgeDays = 5
+	target.PushEndpoint = func(fn string) string { return "http://127.0.0.1:1/new/" + fn }
+	if err := Provision(ctx, hosts, target); err != nil {
+		t.Fatalf("Provision again: %v", err)
+	}
+	defer Teardown(context.Background(), hosts, target)
+
+	resp, err := da.GetDatabaseDdl(ctx, &databasepb.GetDatabaseDdlRequest{Database: instName + "/databases/" + target.SpannerDatabase})
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, st := range resp.Statements {
+		if k, ok := ddlObject(st); ok {
+			have[k] = true
+		}
+	}
+	for _, st := range ddl {
+		if k, ok := ddlObject(st); ok && !have[k] {
+			t.Errorf("database lacks %s after Provision", k)
+		}
+	}
+
+	conn, err := dial(hosts.Bigtable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ac, err := bigtable.NewAdminClient(ctx, target.Project, target.BigtableInstance, connOpts(conn)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := bigtable.MaxAgePolicy(5 * 24 * time.Hour).String()
+	for _, table := range top.Bigtable.Tables {
+		info, err := ac.TableInfo(ctx, table.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range info.FamilyInfos {
+			if f.GCPolicy != want {
+				t.Errorf("table %s family %s: GC policy %q after Provision with 5 days, want %q", table.Name, f.Name, f.GCPolicy, want)
+			}
+		}
+	}
+
+	_, sc, pdone, err := pubsubClients(ctx, hosts.PubSub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pdone()
+	for _, topic := range top.PubSub.Topics {
+		for _, sub := range topic.Subscriptions {
+			got, err := sc.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: SubscriptionName(target.Project, sub.Name)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := target.PushEndpoint(sub.Function); got.GetPushConfig().GetPushEndpoint() != want {
+				t.Errorf("subscription %s pushes to %q, want %q", sub.Name, got.GetPushConfig().GetPushEndpoint(), want)
+			}
+		}
+	}
 }
 
 func TestKill9LeavesNothing(t *testing.T) {

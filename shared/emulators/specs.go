@@ -35,11 +35,7 @@ func spannerSpec(root string, grpcPort, httpPort int) emulatorSpec {
 				"--override_max_databases_per_instance=10000",
 			}
 		},
-		probe: grpcProbe(func(ctx context.Context, c *grpc.ClientConn) error {
-			_, err := instancepb.NewInstanceAdminClient(c).ListInstanceConfigs(ctx,
-				&instancepb.ListInstanceConfigsRequest{Parent: "projects/" + probeProject})
-			return err
-		}),
+		probe: probeSpanner,
 	}
 }
 
@@ -51,11 +47,7 @@ func bigtableSpec(root string, port int) emulatorSpec {
 		args: func(p []int) []string {
 			return []string{bin, "-host=127.0.0.1", "-port=" + strconv.Itoa(p[0])}
 		},
-		probe: grpcProbe(func(ctx context.Context, c *grpc.ClientConn) error {
-			_, err := btapb.NewBigtableTableAdminClient(c).ListTables(ctx,
-				&btapb.ListTablesRequest{Parent: "projects/" + probeProject + "/instances/probe"})
-			return err
-		}),
+		probe: probeBigtable,
 	}
 }
 
@@ -67,11 +59,7 @@ func pubsubSpec(root string, port int) emulatorSpec {
 		args: func(p []int) []string {
 			return []string{bin, "--host=127.0.0.1", "--port=" + strconv.Itoa(p[0])}
 		},
-		probe: grpcProbe(func(ctx context.Context, c *grpc.ClientConn) error {
-			_, err := pubsubpb.NewPublisherClient(c).ListTopics(ctx,
-				&pubsubpb.ListTopicsRequest{Project: "projects/" + probeProject})
-			return err
-		}),
+		probe: probePubSub,
 	}
 }
 
@@ -83,23 +71,7 @@ func firestoreSpec(root string, port int) emulatorSpec {
 		args: func(p []int) []string {
 			return []string{bin, "start", "--host=127.0.0.1", "--port=" + strconv.Itoa(p[0])}
 		},
-		// The emulator answers "Ok" on / once it serves requests.
-		probe: func(ctx context.Context, host string) error {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+"/", nil)
-			if err != nil {
-				return err
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				return err
-			}
-			defer resp.Body.Close()
-			_, _ = io.Copy(io.Discard, resp.Body)
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("GET /: %s", resp.Status)
-			}
-			return nil
-		},
+		probe: probeFirestore,
 	}
 }
 
@@ -113,4 +85,65 @@ func grpcProbe(call func(context.Context, *grpc.ClientConn) error) func(context.
 		defer c.Close()
 		return call(ctx, c)
 	}
+}
+
+// Probes: one real request each, answered only by a working emulator.
+var (
+	probeSpanner = grpcProbe(func(ctx context.Context, c *grpc.ClientConn) error {
+		_, err := instancepb.NewInstanceAdminClient(c).ListInstanceConfigs(ctx,
+			&instancepb.ListInstanceConfigsRequest{Parent: "projects/" + probeProject})
+		return err
+	})
+	probeBigtable = grpcProbe(func(ctx context.Context, c *grpc.ClientConn) error {
+		_, err := btapb.NewBigtableTableAdminClient(c).ListTables(ctx,
+			&btapb.ListTablesRequest{Parent: "projects/" + probeProject + "/instances/probe"})
+		return err
+	})
+	probePubSub = grpcProbe(func(ctx context.Context, c *grpc.ClientConn) error {
+		_, err := pubsubpb.NewPublisherClient(c).ListTopics(ctx,
+			&pubsubpb.ListTopicsRequest{Project: "projects/" + probeProject})
+		return err
+	})
+)
+
+// probeFirestore asks GET /, which the emulator answers "Ok" once it serves.
+func probeFirestore(ctx context.Context, host string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+"/", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /: %s", resp.Status)
+	}
+	return nil
+}
+
+// Ping sends each emulator of the stack one real request and reports the
+// ones that do not answer.
+func (s *Stack) Ping(ctx context.Context) error {
+	checks := []struct {
+		name, env, host string
+		probe           func(context.Context, string) error
+	}{
+		{Spanner, EnvSpanner, s.Hosts.Spanner, probeSpanner},
+		{Bigtable, EnvBigtable, s.Hosts.Bigtable, probeBigtable},
+		{PubSub, EnvPubSub, s.Hosts.PubSub, probePubSub},
+		{Firestore, EnvFirestore, s.Hosts.Firestore, probeFirestore},
+	}
+	var fns []func() error
+	for _, c := range checks {
+		fns = append(fns, func() error {
+			if err := c.probe(ctx, c.host); err != nil {
+				return fmt.Errorf("%s emulator at %s (%s) does not answer: %w", c.name, c.host, c.env, err)
+			}
+			return nil
+		})
+	}
+	return parallel(fns...)
 }

@@ -52,7 +52,17 @@ func run(m *testing.M) int {
 		flag.Parse() // m.Run would too; testing.Verbose needs it now
 	}
 	s, ok := emulators.Attach()
-	if !ok {
+	if ok {
+		// Variables left over from a stack that is gone must not turn into
+		// a timeout in every test.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := s.Ping(ctx)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "FAIL: emulatortest: the emulators named by the environment do not answer (unset the *_EMULATOR_HOST variables to start a stack): %v\n", err)
+			return 1
+		}
+	} else {
 		started := time.Now()
 		var err error
 		s, err = emulators.Start(context.Background(), emulators.Options{LogDir: os.Getenv(EnvLogDir)})
