@@ -6,10 +6,16 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/bigtable"
+	btpb "cloud.google.com/go/bigtable/apiv2/bigtablepb"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/videngage/engagement/shared/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/history"
@@ -187,4 +193,77 @@ func distinctWatches(userID string, n int, newest time.Time) []history.Watch {
 		ws[i] = history.NewWatch(userID, fmt.Sprintf("v%06d", i), newest.Add(-time.Duration(i)*time.Millisecond), float64(i%5000))
 	}
 	return ws
+}
+
+// readLog records the ReadRows requests a client sends and the rows it
+// receives: what a read costs the server, whatever the emulator does.
+type readLog struct {
+	mu       sync.Mutex
+	requests []*btpb.ReadRowsRequest
+	rows     int
+}
+
+func (l *readLog) reset() (requests []*btpb.ReadRowsRequest, rows int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	requests, rows = l.requests, l.rows
+	l.requests, l.rows = nil, 0
+	return requests, rows
+}
+
+type loggedStream struct {
+	grpc.ClientStream
+	log *readLog
+}
+
+func (s loggedStream) SendMsg(m any) error {
+	if req, ok := m.(*btpb.ReadRowsRequest); ok {
+		s.log.mu.Lock()
+		s.log.requests = append(s.log.requests, proto.Clone(req).(*btpb.ReadRowsRequest))
+		s.log.mu.Unlock()
+	}
+	return s.ClientStream.SendMsg(m)
+}
+
+func (s loggedStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if resp, ok := m.(*btpb.ReadRowsResponse); ok && err == nil {
+		s.log.mu.Lock()
+		for _, c := range resp.Chunks {
+			if c.GetCommitRow() {
+				s.log.rows++
+			}
+		}
+		s.log.mu.Unlock()
+	}
+	return err
+}
+
+// newLoggedStore is newStore with a client whose ReadRows calls are logged.
+func newLoggedStore(t testing.TB) (*History, *readLog) {
+	t.Helper()
+	cfg := emulatortest.New(t)
+	log := &readLog{}
+	conn, err := grpc.NewClient("passthrough:///"+cfg.Bigtable.EmulatorHost,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			s, err := streamer(ctx, desc, cc, method, opts...)
+			if err != nil {
+				return nil, err
+			}
+			return loggedStream{ClientStream: s, log: log}, nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := bigtable.NewClientWithConfig(context.Background(), cfg.Project, cfg.Bigtable.Instance,
+		bigtable.ClientConfig{MetricsProvider: bigtable.NoopMetricsProvider{}}, option.WithGRPCConn(conn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Close()
+		conn.Close()
+	})
+	return NewHistory(c), log
 }

@@ -486,3 +486,65 @@ func TestBackendDown(t *testing.T) {
 		}
 	}
 }
+
+// TestListIsOneBoundedRead checks the request behind a page: one ReadRows
+// of one range inside the user's keys, with a row limit of the page size
+// plus one. Bigtable stops a scan at its row limit, so a page costs the same
+// for 10 entries or 100,000 (the emulator, unlike Bigtable, collects the
+// whole range before applying the limit: see BenchmarkHistoryFirstPage).
+func TestListIsOneBoundedRead(t *testing.T) {
+	t.Parallel()
+	h, log := newLoggedStore(t)
+	b := base()
+	const user = "kim"
+	bulkLoad(t, h, user, distinctWatches(user, 500, b))
+	cursor := &history.Cursor{At: b.Add(-100 * time.Millisecond), VideoID: "v000100"}
+	horizon := b.Add(-400 * time.Millisecond)
+	tests := []struct {
+		name       string
+		after      *history.Cursor
+		horizon    time.Time
+		size       int
+		start, end string
+		wantFirst  string
+	}{
+		{"first page", nil, time.Time{}, 10, history.UserPrefix(user), history.UserEnd(user), "v000000"},
+		{"next page", cursor, time.Time{}, 10, cursor.StartKey(user), history.UserEnd(user), "v000101"},
+		{"horizon", nil, horizon, 100, history.UserPrefix(user), history.HorizonKey(user, horizon), "v000000"},
+		{"next page and horizon", cursor, horizon, 1, cursor.StartKey(user), history.HorizonKey(user, horizon), "v000101"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			log.reset()
+			p, err := h.List(t.Context(), user, tc.after, tc.horizon, tc.size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Entries) != tc.size || p.Entries[0].VideoID != tc.wantFirst || p.Next == nil {
+				t.Fatalf("page: %d entries from %+v, next %+v", len(p.Entries), p.Entries[:min(1, len(p.Entries))], p.Next)
+			}
+			reqs, rows := log.reset()
+			if len(reqs) != 1 {
+				t.Fatalf("List sent %d ReadRows requests, want 1: %v", len(reqs), reqs)
+			}
+			req := reqs[0]
+			if req.GetRowsLimit() != int64(tc.size+1) {
+				t.Errorf("rows limit %d, want %d", req.GetRowsLimit(), tc.size+1)
+			}
+			rs := req.GetRows()
+			if len(rs.GetRowKeys()) != 0 || len(rs.GetRowRanges()) != 1 {
+				t.Fatalf("row set %v, want one range", rs)
+			}
+			r := rs.GetRowRanges()[0]
+			if got := string(r.GetStartKeyClosed()); got != tc.start {
+				t.Errorf("range start %q, want %q (closed)", got, tc.start)
+			}
+			if got := string(r.GetEndKeyOpen()); got != tc.end {
+				t.Errorf("range end %q, want %q (open)", got, tc.end)
+			}
+			if rows > tc.size+1 {
+				t.Errorf("received %d rows for a page of %d", rows, tc.size)
+			}
+		})
+	}
+}
