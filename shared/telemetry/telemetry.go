@@ -1,0 +1,241 @@
+// Package telemetry is the OpenTelemetry set-up of a function instance: traces
+// to Cloud Trace and metrics to Cloud Monitoring in the cloud, to stdout or
+// nowhere locally; the trace context carried across HTTP and Pub/Sub; and the
+// service's metrics, named in one place (Metrics).
+//
+// The tracer and meter providers are the process's global ones (otel.Tracer,
+// otel.Meter), so that the Google Cloud client libraries, which trace through
+// the global provider, add their spans to ours.
+package telemetry
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/videngage/engagement/shared/config"
+)
+
+// Exporter values of TELEMETRY_EXPORTER.
+const (
+	ExporterGCP    = "gcp"
+	ExporterStdout = "stdout"
+	ExporterNone   = "none"
+)
+
+// scope is the instrumentation scope of this service's spans and metrics.
+const scope = "github.com/videngage/engagement"
+
+// metricInterval is how often metrics are exported. Cloud Monitoring takes at
+// most one point per time series every 5 seconds; a minute keeps the cost low.
+const metricInterval = time.Minute
+
+// flushTimeout bounds the final export on SIGTERM: Cloud Run kills the
+// instance 10 seconds after it.
+const flushTimeout = 5 * time.Second
+
+// options are what tests change.
+type options struct {
+	stdout         io.Writer     // where "stdout" writes
+	metricInterval time.Duration // how often metrics are exported
+}
+
+// Setup builds the tracer and meter providers that cfg.Telemetry asks for and
+// installs them, with the W3C trace-context propagator, as the process's
+// global ones. It does no network I/O: the Google exporters are built on
+// their first export, off the request path, so that a function starts and
+// serves whether or not Google's APIs answer (exports fail and are logged
+// instead). Its only error is an unknown exporter name.
+//
+// shutdown flushes what is buffered and stops the exporters; call it when
+// the process stops (cmd/local), or use StartInstance, which calls it on
+// SIGTERM.
+func Setup(ctx context.Context, cfg *config.Config) (shutdown func(context.Context) error, err error) {
+	return setup(ctx, cfg, options{stdout: os.Stdout, metricInterval: metricInterval})
+}
+
+func setup(ctx context.Context, cfg *config.Config, o options) (func(context.Context) error, error) {
+	tp, mp, err := newProviders(ctx, cfg, o)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry.Setup: %w", err)
+	}
+	installMu.Lock()
+	defer installMu.Unlock()
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		slog.Warn("telemetry: export failed", "error", err.Error())
+	}))
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	otel.SetTracerProvider(tp)
+	if mp != nil {
+		otel.SetMeterProvider(mp)
+	} else {
+		otel.SetMeterProvider(metricnoop.NewMeterProvider())
+	}
+	installed = true
+	return func(ctx context.Context) error {
+		errs := []error{tp.Shutdown(ctx)}
+		if mp != nil {
+			errs = append(errs, mp.Shutdown(ctx))
+		}
+		if err := errors.Join(errs...); err != nil {
+			return fmt.Errorf("telemetry shutdown: %w", err)
+		}
+		return nil
+	}, nil
+}
+
+// installMu and installed make StartInstance a no-op once a process has its
+// providers: the OpenTelemetry providers are process-wide by nature.
+var (
+	installMu sync.Mutex
+	installed bool
+)
+
+// StartInstance is Setup for a deployed function, whose main belongs to the
+// functions framework: it sets up telemetry once per process (later calls, and
+// calls after Setup, do nothing) and flushes it when Cloud Run stops the
+// instance (SIGTERM), then lets the signal end the process. Call it before
+// building an instance's clients.
+func StartInstance(ctx context.Context, cfg *config.Config) error {
+	installMu.Lock()
+	done := installed
+	installMu.Unlock()
+	if done {
+		return nil
+	}
+	shutdown, err := Setup(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	flushOnSIGTERM(shutdown)
+	return nil
+}
+
+func flushOnSIGTERM(shutdown func(context.Context) error) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGTERM)
+	go func() {
+		<-ch
+		ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+		if err := shutdown(ctx); err != nil {
+			slog.Warn("telemetry: final flush failed", "error", err.Error())
+		}
+		cancel()
+		// Hand the signal back to its default (or any other) handler.
+		signal.Stop(ch)
+		if p, err := os.FindProcess(os.Getpid()); err == nil {
+			_ = p.Signal(syscall.SIGTERM)
+		}
+	}()
+}
+
+// newProviders builds the providers for cfg. The meter provider is nil when
+// metrics go nowhere.
+func newProviders(ctx context.Context, cfg *config.Config, o options) (*sdktrace.TracerProvider, *sdkmetric.MeterProvider, error) {
+	t := cfg.Telemetry
+	if t.SampleRatio < 0 || t.SampleRatio > 1 {
+		return nil, nil, fmt.Errorf("TELEMETRY_SAMPLE_RATIO must be from 0 to 1, not %v", t.SampleRatio)
+	}
+	res := newResource(cfg)
+	topts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res), sdktrace.WithSampler(sampler(t.SampleRatio))}
+	var reader sdkmetric.Reader
+	switch t.Exporter {
+	case ExporterNone:
+		// Spans still get ids, so that trace context flows through
+		// Pub/Sub and log lines carry trace ids; nothing is exported.
+	case ExporterStdout:
+		se, me, err := newStdoutExporters(o.stdout)
+		if err != nil {
+			return nil, nil, err
+		}
+		topts = append(topts, sdktrace.WithBatcher(se))
+		reader = sdkmetric.NewPeriodicReader(me, sdkmetric.WithInterval(o.metricInterval))
+	case ExporterGCP:
+		topts = append(topts, sdktrace.WithBatcher(newLazySpanExporter(cfg.Project)))
+		reader = sdkmetric.NewPeriodicReader(newLazyMetricExporter(cfg.Project), sdkmetric.WithInterval(o.metricInterval))
+	default:
+		return nil, nil, fmt.Errorf("TELEMETRY_EXPORTER must be %q, %q or %q, not %q", ExporterGCP, ExporterStdout, ExporterNone, t.Exporter)
+	}
+	tp := sdktrace.NewTracerProvider(topts...)
+	if reader == nil {
+		return tp, nil, nil
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(reader))
+	return tp, mp, nil
+}
+
+// sampler records ratio of the traces started here. A span whose parent came
+// with the request or message follows the parent's decision, so that a trace
+// is recorded whole or not at all.
+func sampler(ratio float64) sdktrace.Sampler {
+	return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))
+}
+
+// newResource describes this instance. Cloud Monitoring files the metrics of
+// a resource with a service name and instance id under generic_task
+// (job = function, task_id = instance), so instances never write the same
+// time series.
+func newResource(cfg *config.Config) *resource.Resource {
+	attrs := []attribute.KeyValue{
+		semconv.ServiceNameKey.String(ServiceName()),
+		semconv.ServiceNamespaceKey.String("engagement"),
+		semconv.ServiceInstanceIDKey.String(instanceID()),
+		// The Cloud Trace exporter writes to this project.
+		attribute.String("gcp.project.id", cfg.Project),
+	}
+	if rev := os.Getenv("K_REVISION"); rev != "" {
+		attrs = append(attrs, semconv.ServiceVersionKey.String(rev))
+	}
+	if cfg.Telemetry.Exporter == ExporterGCP {
+		attrs = append(attrs, semconv.CloudProviderGCP, semconv.CloudAccountIDKey.String(cfg.Project))
+	}
+	return resource.NewSchemaless(attrs...)
+}
+
+// ServiceName is the name of this function: its entry point (FUNCTION_TARGET)
+// in Cloud Functions, the Cloud Run service (K_SERVICE), else "local".
+func ServiceName() string {
+	for _, k := range []string{"FUNCTION_TARGET", "K_SERVICE"} {
+		if v := os.Getenv(k); v != "" {
+			return v
+		}
+	}
+	return "local"
+}
+
+func instanceID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// tracer is this service's tracer from the current global provider.
+func tracer() trace.Tracer { return otel.GetTracerProvider().Tracer(scope) }
+
+// meterProvider returns mp, or the global provider when mp is nil.
+func meterProvider(mp metric.MeterProvider) metric.MeterProvider {
+	if mp == nil {
+		return otel.GetMeterProvider()
+	}
+	return mp
+}
