@@ -105,7 +105,7 @@ func TestMiddlewareRoutes(t *testing.T) {
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(tc.method, tc.path, nil))
 	}
 	want := map[string]int64{
-		"route=GET /v1/counts,status=200":                 2,
+		"route=GET /v1/counts,status=200":                  2,
 		"route=DELETE /v1/comments/{commentId},status=503": 1,
 		// Unmatched paths never become labels.
 		"route=unmatched,status=404": 2,
