@@ -1,0 +1,203 @@
+package applyhistory_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/videngage/engagement/functions/applyhistory"
+	"github.com/videngage/engagement/shared/bigtabledb"
+	"github.com/videngage/engagement/shared/bus"
+	"github.com/videngage/engagement/shared/emulators/emulatortest"
+	"github.com/videngage/engagement/shared/history"
+	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/platform"
+)
+
+func TestMain(m *testing.M) { emulatortest.Main(m) }
+
+// countingStore counts the watches that reach the store.
+type countingStore struct {
+	*bigtabledb.History
+	applied atomic.Int64
+}
+
+func (s *countingStore) Apply(ctx context.Context, w history.Watch) error {
+	s.applied.Add(1)
+	return s.History.Apply(ctx, w)
+}
+
+func newStore(t *testing.T) (*countingStore, *platform.Clients) {
+	t.Helper()
+	cfg := emulatortest.New(t)
+	c, err := platform.New(context.Background(), cfg, platform.NeedBigtable)
+	if err != nil {
+		t.Fatalf("platform.New: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &countingStore{History: bigtabledb.NewHistory(c.Bigtable)}, c
+}
+
+// pushEvent is the CloudEvent a Pub/Sub push delivers to the function
+// (google.cloud.pubsub.topic.v1.messagePublished): the message in
+// {"message":{...},"subscription":...}, its data base64 in JSON.
+func pushEvent(t *testing.T, messageID string, data []byte, attrs map[string]string) event.Event {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{
+		"message": map[string]any{
+			"data":        data, // []byte marshals as base64
+			"messageId":   messageID,
+			"publishTime": time.Now().UTC().Format(time.RFC3339Nano),
+			"attributes":  attrs,
+		},
+		"subscription": "projects/test/subscriptions/history-apply",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rawEvent(t, messageID, body)
+}
+
+func rawEvent(t *testing.T, id string, body []byte) event.Event {
+	t.Helper()
+	e := event.New()
+	e.SetID(id)
+	e.SetType("google.cloud.pubsub.topic.v1.messagePublished")
+	e.SetSource("//pubsub.googleapis.com/projects/test/topics/history-events")
+	if err := e.SetData(event.ApplicationJSON, body); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func encode(t *testing.T, w history.Watch) []byte {
+	t.Helper()
+	b, err := w.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func list(t *testing.T, s *countingStore, user string) []history.Entry {
+	t.Helper()
+	p, err := s.List(t.Context(), user, nil, time.Time{}, 100)
+	if err != nil {
+		t.Fatalf("List(%q): %v", user, err)
+	}
+	return p.Entries
+}
+
+func recent() time.Time { return time.Now().UTC().Truncate(time.Millisecond).Add(-time.Hour) }
+
+func TestApplyAWatch(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	fn := applyhistory.New(s)
+	w := history.NewWatch("alice", "v1", recent(), 42.5)
+	if err := fn(t.Context(), pushEvent(t, "m1", encode(t, w), map[string]string{"kind": "watch", "eventId": w.EventID})); err != nil {
+		t.Fatalf("ApplyHistory: %v", err)
+	}
+	want := []history.Entry{{VideoID: "v1", WatchedAt: w.WatchedAt, PositionSeconds: 42.5}}
+	if diff := cmp.Diff(want, list(t, s, "alice")); diff != "" {
+		t.Errorf("history after one event (-want +got):\n%s", diff)
+	}
+}
+
+func TestDuplicateDeliveryIsIdempotent(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	fn := applyhistory.New(s)
+	w := history.NewWatch("bob", "v1", recent(), 1)
+	rewatch := history.NewWatch("bob", "v1", recent().Add(time.Minute), 2)
+	events := []event.Event{
+		pushEvent(t, "m1", encode(t, w), nil),
+		pushEvent(t, "m1", encode(t, w), nil), // redelivered
+		pushEvent(t, "m2", encode(t, rewatch), nil),
+		pushEvent(t, "m3", encode(t, w), nil), // published twice by a retried request
+		pushEvent(t, "m1", encode(t, w), nil), // redelivered after the rewatch
+		pushEvent(t, "m2", encode(t, rewatch), nil),
+	}
+	for i, e := range events {
+		if err := fn(t.Context(), e); err != nil {
+			t.Fatalf("delivery %d: %v", i, err)
+		}
+	}
+	want := []history.Entry{{VideoID: "v1", WatchedAt: rewatch.WatchedAt, PositionSeconds: 2}}
+	if diff := cmp.Diff(want, list(t, s, "bob")); diff != "" {
+		t.Errorf("history after duplicate deliveries (-want +got):\n%s", diff)
+	}
+}
+
+func TestPoisonMessages(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	fn := applyhistory.New(s)
+	good := history.NewWatch("carol", "v1", recent(), 1)
+	// with is the good watch as JSON with some fields replaced.
+	with := func(fields map[string]any) []byte {
+		var m map[string]any
+		if err := json.Unmarshal(encode(t, good), &m); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range fields {
+			m[k] = v
+		}
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	// The bad video id comes with its matching event id: only the id is wrong.
+	badVideo := with(map[string]any{"videoId": "no/slashes", "eventId": history.WatchEventID("carol", "no/slashes", good.WatchedAt)})
+	tests := map[string]event.Event{
+		"event data not JSON":         rawEvent(t, "p1", []byte("not json")),
+		"message data not JSON":       pushEvent(t, "p2", []byte("watch v1"), nil),
+		"message data empty":          pushEvent(t, "p3", nil, nil),
+		"message data a JSON array":   pushEvent(t, "p4", []byte("[]"), nil),
+		"bad video id":                pushEvent(t, "p5", badVideo, nil),
+		"mismatched event id":         pushEvent(t, "p6", with(map[string]any{"eventId": history.WatchEventID("carol", "v2", good.WatchedAt)}), nil),
+		"user changed under event id": pushEvent(t, "p7", with(map[string]any{"userId": "mallory"}), nil),
+		"negative position":           pushEvent(t, "p8", with(map[string]any{"positionSeconds": -1}), nil),
+		"no user":                     pushEvent(t, "p9", with(map[string]any{"userId": ""}), nil),
+	}
+	for name, e := range tests {
+		err := fn(t.Context(), e)
+		if !errors.Is(err, bus.ErrPoison) {
+			t.Errorf("%s: ApplyHistory = %v; want an error wrapping bus.ErrPoison", name, err)
+		}
+	}
+	if n := s.applied.Load(); n != 0 {
+		t.Errorf("poison messages reached the store %d times", n)
+	}
+	for _, u := range []string{"carol", "mallory"} {
+		if got := list(t, s, u); len(got) != 0 {
+			t.Errorf("poison messages wrote history of %q: %+v", u, got)
+		}
+	}
+}
+
+func TestStoreFailureAsksForARetry(t *testing.T) {
+	t.Parallel()
+	s, c := newStore(t)
+	fn := applyhistory.New(s)
+	c.Bigtable.Close() // Bigtable is down
+	w := history.NewWatch("dan", "v1", recent(), 1)
+	err := fn(t.Context(), pushEvent(t, "m1", encode(t, w), nil))
+	if err == nil {
+		t.Fatal("ApplyHistory with Bigtable down succeeded")
+	}
+	if errors.Is(err, bus.ErrPoison) {
+		t.Errorf("a store failure is poison (%v); want a retryable error", err)
+	}
+	if !errors.Is(err, httpx.ErrBackendUnavailable) {
+		t.Errorf("store failure %v does not wrap ErrBackendUnavailable", err)
+	}
+}
