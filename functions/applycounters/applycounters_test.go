@@ -1,0 +1,87 @@
+package applycounters
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+
+	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/shared/history"
+)
+
+type fakeStore struct {
+	got [][]events.Event
+	err error
+}
+
+func (f *fakeStore) Apply(_ context.Context, evs []events.Event) (counterstore.ApplyStats, error) {
+	f.got = append(f.got, evs)
+	return counterstore.ApplyStats{Applied: len(evs)}, f.err
+}
+
+func push(t *testing.T, data []byte) event.Event {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{
+		"message":      map[string]any{"data": data, "messageId": "m1", "publishTime": time.Now()},
+		"subscription": "projects/p/subscriptions/counter-apply",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := event.New()
+	e.SetID("e1")
+	e.SetType("google.cloud.pubsub.topic.v1.messagePublished")
+	e.SetSource("//pubsub.googleapis.com/")
+	if err := e.SetData("application/json", body); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func TestBothTopics(t *testing.T) {
+	s := &fakeStore{}
+	fn := New(s)
+	msg, err := events.Encode(events.Message{Events: []events.Event{{ID: "c1", Kind: events.KindCounterDelta,
+		Deltas: []counter.Delta{{Key: "v", Field: counter.Comments, N: 1}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := history.NewWatch("u", "vid", time.Now().Add(-time.Hour), 3)
+	wb, _ := w.Encode()
+	for _, data := range [][]byte{msg, wb} {
+		if err := fn(context.Background(), push(t, data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(s.got) != 2 || s.got[0][0].ID != "c1" {
+		t.Fatalf("applied %+v", s.got)
+	}
+	view := s.got[1][0]
+	if view.ID != w.EventID || view.Outbox || len(view.Deltas) != 1 || view.Deltas[0] != (counter.Delta{Key: "vid", Field: counter.Views, N: 1}) {
+		t.Fatalf("view event %+v", view)
+	}
+}
+
+func TestPoisonIsAcknowledgedAndFailuresRetried(t *testing.T) {
+	s := &fakeStore{}
+	fn := New(s)
+	for _, data := range []string{`not json`, `{"v":1,"events":[]}`, `{"eventId":"x","videoId":"v"}`} {
+		if err := fn(context.Background(), push(t, []byte(data))); err != nil {
+			t.Errorf("poison %q asked for a retry: %v", data, err)
+		}
+	}
+	if len(s.got) != 0 {
+		t.Fatalf("poison applied: %+v", s.got)
+	}
+	s.err = errors.New("spanner down")
+	w, _ := history.NewWatch("u", "vid", time.Now(), 0).Encode()
+	if err := fn(context.Background(), push(t, w)); err == nil {
+		t.Fatal("a store failure was acknowledged")
+	}
+}
