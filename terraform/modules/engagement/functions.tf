@@ -54,6 +54,8 @@ locals {
     COUNTS_MAX_STALENESS            = var.counts_max_staleness
     COUNTER_RELAY_AFTER             = var.counter_relay_after
     HISTORY_MAX_AGE_DAYS            = tostring(local.bigtable_gc_days.history_max_age_days)
+    TELEMETRY_EXPORTER              = "gcp"
+    TELEMETRY_SAMPLE_RATIO          = "0.1"
   }
   auth_audience = var.auth_audience != "" ? var.auth_audience : var.project_id
 }
