@@ -138,7 +138,7 @@ func TestSetupGCPWithoutCredentials(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Errorf("shutdown ran into its deadline")
 	}
-	if !strings.Contains(logs.String(), "telemetry: export failed") || !strings.Contains(logs.String(), "Cloud Trace exporter") {
+	if !strings.Contains(logs.String(), "telemetry error") || !strings.Contains(logs.String(), "Cloud Trace exporter") {
 		t.Errorf("the failed Cloud Trace export was not logged:\n%s", logs.String())
 	}
 }

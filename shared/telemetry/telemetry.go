@@ -65,7 +65,7 @@ type options struct {
 // global ones. It does no network I/O: the Google exporters are built on
 // their first export, off the request path, so that a function starts and
 // serves whether or not Google's APIs answer (exports fail and are logged
-// instead). Its only error is an unknown exporter name.
+// instead). Its only errors are bad TELEMETRY_* values.
 //
 // shutdown flushes what is buffered and stops the exporters; call it when
 // the process stops (cmd/local), or use StartInstance, which calls it on
@@ -82,7 +82,8 @@ func setup(ctx context.Context, cfg *config.Config, o options) (func(context.Con
 	installMu.Lock()
 	defer installMu.Unlock()
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
-		slog.Warn("telemetry: export failed", "error", err.Error())
+		// Mostly failed exports; never a reason to fail a request.
+		slog.Warn("telemetry error", "error", err.Error())
 	}))
 	otel.SetTextMapPropagator(propagation.TraceContext{})
 	otel.SetTracerProvider(tp)
@@ -104,10 +105,11 @@ func setup(ctx context.Context, cfg *config.Config, o options) (func(context.Con
 	}, nil
 }
 
-// installMu and installed make StartInstance a no-op once a process has its
-// providers: the OpenTelemetry providers are process-wide by nature.
+// installed makes StartInstance a no-op once a process has its providers:
+// the OpenTelemetry providers are process-wide by nature.
 var (
-	installMu sync.Mutex
+	startMu   sync.Mutex // serialises StartInstance
+	installMu sync.Mutex // guards installed
 	installed bool
 )
 
@@ -117,6 +119,8 @@ var (
 // instance (SIGTERM), then lets the signal end the process. Call it before
 // building an instance's clients.
 func StartInstance(ctx context.Context, cfg *config.Config) error {
+	startMu.Lock()
+	defer startMu.Unlock()
 	installMu.Lock()
 	done := installed
 	installMu.Unlock()
