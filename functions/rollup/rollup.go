@@ -4,7 +4,8 @@
 // their snapshots and sets their shard counts. The first tick also
 // republishes outbox events whose message was lost.
 //
-// Body: {} runs the minute; {"once":true} runs one tick and answers at once.
+// Body: {"once":false} (Cloud Scheduler's) runs the minute; {"once":true} or
+// no body at all (an operator's "roll up now") runs one tick and answers at once.
 package rollup
 
 import (
@@ -94,7 +95,7 @@ type Report struct {
 }
 
 func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
-	var b body
+	b := body{Once: r.ContentLength == 0}
 	if r.ContentLength != 0 {
 		if err := httpx.DecodeJSON(w, r, &b); err != nil {
 			return err

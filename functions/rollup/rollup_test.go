@@ -85,6 +85,10 @@ func TestOnce(t *testing.T) {
 	if rep := post(t, h, `{"once":true}`); rep.Ticks != 1 {
 		t.Fatalf("once: %+v", rep)
 	}
+	// An operator's bare POST rolls up now, once.
+	if rep := post(t, h, ``); rep.Ticks != 1 {
+		t.Fatalf("no body: %+v", rep)
+	}
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("POST", "/internal/rollup", strings.NewReader(`{"once":1}`)))
 	if rec.Code != 400 {
