@@ -1,6 +1,7 @@
 // Package reconcile is the Reconcile function (POST /internal/reconcile,
 // called by Cloud Scheduler with OIDC): body {"scope":"recent"} hourly checks
-// the counters that moved in the last hour, {"scope":"all"} daily checks all.
+// the counters that moved in the last hour, {"scope":"all"} daily checks all;
+// a bare POST checks all.
 // Each source of truth registered in Sources recounts its fields; a counter
 // that differs gets a correction delta (see counterstore.Reconcile).
 package reconcile
@@ -64,9 +65,12 @@ type body struct {
 }
 
 func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
-	var b body
-	if err := httpx.DecodeJSON(w, r, &b); err != nil {
-		return err
+	// A bare POST (an operator's "reconcile now") checks every counter.
+	b := body{Scope: string(counterstore.All)}
+	if r.ContentLength != 0 {
+		if err := httpx.DecodeJSON(w, r, &b); err != nil {
+			return err
+		}
 	}
 	scope := counterstore.Scope(b.Scope)
 	if scope != counterstore.Recent && scope != counterstore.All {
