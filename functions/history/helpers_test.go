@@ -1,0 +1,353 @@
+package historyfn_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+
+	"github.com/videngage/engagement/functions/applyhistory"
+	historyfn "github.com/videngage/engagement/functions/history"
+	"github.com/videngage/engagement/shared/auth"
+	"github.com/videngage/engagement/shared/bigtabledb"
+	"github.com/videngage/engagement/shared/config"
+	"github.com/videngage/engagement/shared/emulators/emulatortest"
+	"github.com/videngage/engagement/shared/firestoredb"
+	"github.com/videngage/engagement/shared/history"
+	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/platform"
+)
+
+func TestMain(m *testing.M) {
+	// The handler's access and error logs would bury the test output.
+	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	emulatortest.Main(m)
+}
+
+const audience = "history-test"
+
+// RSA keys are slow to make under -race: two issuers serve every test, the
+// second one to sign tokens with a key the verifier does not know.
+var issuers = sync.OnceValues(func() ([2]*auth.LocalIssuer, error) {
+	var out [2]*auth.LocalIssuer
+	for i := range out {
+		is, err := auth.NewLocalIssuer(audience)
+		if err != nil {
+			return out, err
+		}
+		out[i] = is
+	}
+	return out, nil
+})
+
+// loopback is the history topic and its push subscription in one: each
+// published message is delivered, as the CloudEvent a Pub/Sub push
+// produces, to the real ApplyHistory consumer (deliveries times, to act out
+// redelivery), before Publish returns.
+type loopback struct {
+	t       testing.TB
+	consume func(context.Context, event.Event) error
+
+	mu         sync.Mutex
+	deliveries int
+	fail       error
+	published  []history.Watch
+	attrs      []map[string]string
+}
+
+func (p *loopback) Publish(ctx context.Context, data []byte, attrs map[string]string) (string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fail != nil {
+		return "", p.fail
+	}
+	w, err := history.DecodeWatch(data)
+	if err != nil {
+		p.t.Errorf("published an invalid watch %s: %v", data, err)
+	}
+	id := fmt.Sprint(len(p.published) + 1)
+	p.published = append(p.published, w)
+	p.attrs = append(p.attrs, attrs)
+	e := pushEvent(p.t, id, data, attrs)
+	for range max(1, p.deliveries) {
+		if err := p.consume(context.WithoutCancel(ctx), e); err != nil {
+			p.t.Errorf("ApplyHistory of message %s: %v", id, err)
+		}
+	}
+	return id, nil
+}
+
+func (p *loopback) watches() []history.Watch {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]history.Watch(nil), p.published...)
+}
+
+func (p *loopback) set(deliveries int, fail error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.deliveries, p.fail = deliveries, fail
+}
+
+// pushEvent is the messagePublished CloudEvent of a Pub/Sub push.
+func pushEvent(t testing.TB, messageID string, data []byte, attrs map[string]string) event.Event {
+	body, err := json.Marshal(map[string]any{
+		"message": map[string]any{
+			"data":        data, // base64
+			"messageId":   messageID,
+			"publishTime": time.Now().UTC().Format(time.RFC3339Nano),
+			"attributes":  attrs,
+		},
+		"subscription": "projects/test/subscriptions/history-apply",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := event.New()
+	e.SetID(messageID)
+	e.SetType("google.cloud.pubsub.topic.v1.messagePublished")
+	e.SetSource("//pubsub.googleapis.com/projects/test/topics/history-events")
+	if err := e.SetData(event.ApplicationJSON, body); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// env is one test's deployment of the History function: real stores on the
+// emulators, real token verification, the loopback bus.
+type env struct {
+	t       *testing.T
+	cfg     *config.Config
+	clients *platform.Clients
+	url     string
+	issuer  *auth.LocalIssuer
+	other   *auth.LocalIssuer // a key the verifier does not trust
+	store   *bigtabledb.History
+	bus     *loopback
+}
+
+type option func(*env, *historyfn.Deps)
+
+// withLimit puts the Firestore rate limiter in front of history writes.
+func withLimit(perMinute int) option {
+	return func(e *env, d *historyfn.Deps) {
+		d.Limiter = firestoredb.NewRateLimiter(e.clients.Firestore, "history", perMinute)
+	}
+}
+
+// withNow fixes the handler's clock.
+func withNow(now time.Time) option {
+	return func(_ *env, d *historyfn.Deps) { d.Now = func() time.Time { return now } }
+}
+
+// withRequestTimeout sets the request deadline of the standard middleware.
+func withRequestTimeout(d time.Duration) option {
+	return func(e *env, _ *historyfn.Deps) { e.cfg.HTTP.RequestTimeout = d }
+}
+
+// withPublisher replaces the loopback bus.
+func withPublisher(p func(*env) historyfn.Publisher) option {
+	return func(e *env, d *historyfn.Deps) { d.Publisher = p(e) }
+}
+
+func newEnv(t *testing.T, opts ...option) *env {
+	t.Helper()
+	is, err := issuers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := emulatortest.New(t)
+	clients, err := platform.New(context.Background(), cfg, platform.NeedBigtable|platform.NeedFirestore|platform.NeedPubSub)
+	if err != nil {
+		t.Fatalf("platform.New: %v", err)
+	}
+	t.Cleanup(func() { clients.Close() })
+
+	jwks := httptest.NewServer(is[0].JWKSHandler())
+	t.Cleanup(jwks.Close)
+	verifier, err := auth.NewVerifier(context.Background(), config.Auth{Audience: audience, JWKSURL: jwks.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	e := &env{t: t, cfg: cfg, clients: clients, issuer: is[0], other: is[1]}
+	e.store = bigtabledb.NewHistory(clients.Bigtable)
+	e.bus = &loopback{t: t, consume: applyhistory.New(e.store, nil)}
+	d := historyfn.Deps{
+		Verifier:  verifier,
+		Store:     e.store,
+		Settings:  firestoredb.NewSettings(clients.Firestore),
+		Publisher: e.bus,
+		Tokens:    history.NewPageTokens(cfg.HTTP.PageTokenSecret),
+	}
+	for _, o := range opts {
+		o(e, &d)
+	}
+	// As deployed: the standard middleware around the handler.
+	srv := httptest.NewServer(httpx.Standard("History", cfg.Project, cfg.HTTP.AllowedOrigins, cfg.HTTP.RequestTimeout)(historyfn.New(d)))
+	t.Cleanup(srv.Close)
+	e.url = srv.URL
+	return e
+}
+
+// token is a valid ID token of uid.
+func (e *env) token(uid string, opts ...auth.MintOption) string {
+	e.t.Helper()
+	tok, err := e.issuer.Mint(uid, opts...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return tok
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// do sends a request; body may be a string (sent as is) or any value
+// (sent as JSON); token "" sends no Authorization header.
+func (e *env) do(method, path, token string, body any) response {
+	e.t.Helper()
+	var r io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		r = bytes.NewBufferString(b)
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		r = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, e.url+path, r)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// want fails unless the response has the status.
+func (r response) want(t *testing.T, status int, what string) response {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("%s: status %d, want %d; body %s", what, r.status, status, r.body)
+	}
+	return r
+}
+
+// checkError checks the spec's error body exactly: one "error" object with
+// exactly code, status and a non-empty message.
+func checkError(t *testing.T, what string, r response, code int, status string) {
+	t.Helper()
+	if r.status != code {
+		t.Errorf("%s: status %d, want %d; body %s", what, r.status, code, r.body)
+		return
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/json; charset=utf-8" {
+		t.Errorf("%s: Content-Type %q", what, ct)
+	}
+	var outer map[string]json.RawMessage
+	if err := json.Unmarshal(r.body, &outer); err != nil {
+		t.Errorf("%s: body %s is not a JSON object: %v", what, r.body, err)
+		return
+	}
+	var inner map[string]any
+	if len(outer) != 1 || json.Unmarshal(outer["error"], &inner) != nil {
+		t.Errorf("%s: body %s is not {\"error\":{...}}", what, r.body)
+		return
+	}
+	keys := make([]string, 0, len(inner))
+	for k := range inner {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if fmt.Sprint(keys) != "[code message status]" {
+		t.Errorf("%s: error fields %v, want exactly code, message, status: %s", what, keys, r.body)
+	}
+	if c, ok := inner["code"].(float64); !ok || int(c) != code {
+		t.Errorf("%s: error.code %v, want %d", what, inner["code"], code)
+	}
+	if s, ok := inner["status"].(string); !ok || s != status {
+		t.Errorf("%s: error.status %v, want %q", what, inner["status"], status)
+	}
+	if m, ok := inner["message"].(string); !ok || m == "" {
+		t.Errorf("%s: error.message %v, want a message", what, inner["message"])
+	}
+}
+
+// listJSON is the body of GET /v1/history.
+type listJSON struct {
+	Entries []struct {
+		VideoID         string  `json:"videoId"`
+		WatchedAt       string  `json:"watchedAt"`
+		PositionSeconds float64 `json:"positionSeconds"`
+	} `json:"entries"`
+	NextPageToken string `json:"nextPageToken"`
+}
+
+func decodeStrict(t *testing.T, b []byte, v any) {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		t.Fatalf("body %s: %v", b, err)
+	}
+}
+
+// listAll follows nextPageToken through every page, returning the video ids
+// and times ("id@time") in order.
+func (e *env) listAll(uid string, pageSize int) []string {
+	e.t.Helper()
+	var got []string
+	token := ""
+	for pages := 0; ; pages++ {
+		if pages > 1000 {
+			e.t.Fatal("paging never ends")
+		}
+		path := fmt.Sprintf("/v1/history?pageSize=%d", pageSize)
+		if token != "" {
+			path += "&pageToken=" + token
+		}
+		r := e.do("GET", path, e.token(uid), nil).want(e.t, http.StatusOK, "GET "+path)
+		var l listJSON
+		decodeStrict(e.t, r.body, &l)
+		if len(l.Entries) > pageSize {
+			e.t.Fatalf("page of %d entries for pageSize %d", len(l.Entries), pageSize)
+		}
+		for _, en := range l.Entries {
+			got = append(got, en.VideoID+"@"+en.WatchedAt)
+		}
+		if l.NextPageToken == "" {
+			return got
+		}
+		token = l.NextPageToken
+	}
+}
