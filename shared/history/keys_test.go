@@ -34,7 +34,8 @@ func inRange(key, start, end string) bool { return key >= start && key < end }
 func userKeys(u string) []string {
 	at := time.Date(2026, 3, 4, 5, 6, 7, 8_000_000, time.UTC)
 	var keys []string
-	for _, v := range []string{"a", "v", "Z", "0", "_", "-", "zzzz", strings.Repeat("z", 64), strings.Repeat("-", 64)} {
+	// The smallest and largest video ids and times bound the key space.
+	for _, v := range []string{"-", "0", "zzzz", strings.Repeat("z", 64)} {
 		for _, t := range []time.Time{at, time.UnixMilli(1).UTC(), time.Date(9999, 12, 31, 23, 59, 59, 999_000_000, time.UTC)} {
 			keys = append(keys, EntryKey(u, t, v))
 		}
@@ -70,6 +71,7 @@ func checkIsolated(t *testing.T, u, other string) {
 }
 
 func TestUserKeysAreIsolated(t *testing.T) {
+	t.Parallel()
 	for _, u := range trickyUserIDs {
 		for _, other := range trickyUserIDs {
 			if u == other {
@@ -81,6 +83,7 @@ func TestUserKeysAreIsolated(t *testing.T) {
 }
 
 func TestUserKeysAreIsolatedRandomized(t *testing.T) {
+	t.Parallel()
 	// Ids built from pieces that collide in raw or base64 form, so that
 	// random pairs often share long prefixes.
 	pieces := []string{"a", "b", "1", "2", "#", "$", "/", "\x00", "\xff", "é", "日", "🙂", "YQ", "-", "_", "=", "~", "?"}
@@ -94,7 +97,7 @@ func TestUserKeysAreIsolatedRandomized(t *testing.T) {
 		}
 		return b.String()
 	}
-	for range 3000 {
+	for range 1500 {
 		u := randomID()
 		other := randomID()
 		if rng.IntN(3) == 0 {
