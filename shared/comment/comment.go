@@ -62,6 +62,19 @@ type Comment struct {
 // IsReply reports whether c answers another comment.
 func (c Comment) IsReply() bool { return c.ParentID != "" }
 
+// Listed returns the listing keys of c in its status: the video whose
+// top-level listing shows it, or the parent whose replies listing shows it
+// ("" when it is in no listing). Only visible comments are listed.
+func (c Comment) Listed() (videoID, parentID string) {
+	switch {
+	case c.Status != Visible:
+		return "", ""
+	case c.IsReply():
+		return "", c.ParentID
+	}
+	return c.VideoID, ""
+}
+
 // Limits of what a client sends.
 const (
 	MaxTextChars          = 10000

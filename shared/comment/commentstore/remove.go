@@ -1,0 +1,163 @@
+package commentstore
+
+import (
+	"context"
+	"fmt"
+
+	"cloud.google.com/go/spanner"
+
+	"github.com/videngage/engagement/shared/comment"
+	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/events"
+)
+
+// Actor is the caller of a removal.
+type Actor struct {
+	UserID    string
+	Moderator bool
+}
+
+// RemoveResult says what a removal did.
+type RemoveResult struct {
+	// Updated counts the comments whose status changed.
+	Updated int
+	// Events are the counter events to publish: the batch's decrements,
+	// one delta per counter.
+	Events []events.Event
+}
+
+// Delete removes one comment for its author or a moderator. Unknown is
+// ErrNotFound, someone else's ErrPermissionDenied; a comment already deleted
+// or spam changes nothing (and no count).
+func (s *Store) Delete(ctx context.Context, actor Actor, id string) (RemoveResult, error) {
+	res, err := s.remove(ctx, actor, []string{id}, comment.Deleted, func(found map[string]comment.Comment) error {
+		c, ok := found[id]
+		if !ok {
+			return ErrNotFound
+		}
+		if c.AuthorID != actor.UserID && !actor.Moderator {
+			return ErrPermissionDenied
+		}
+		return nil
+	})
+	if err != nil {
+		return RemoveResult{}, fmt.Errorf("commentstore.Delete(%q): %w", id, err)
+	}
+	return res, nil
+}
+
+// MarkSpam records the spam verdict on up to comment.MaxRemoveBatch comments
+// (the caller checks the actor is a moderator). Unknown ids and repeats are
+// ignored; comments already deleted become spam without a count change.
+func (s *Store) MarkSpam(ctx context.Context, actor Actor, ids []string) (RemoveResult, error) {
+	if len(ids) > comment.MaxRemoveBatch {
+		return RemoveResult{}, fmt.Errorf("commentstore.MarkSpam: %d ids, at most %d", len(ids), comment.MaxRemoveBatch)
+	}
+	res, err := s.remove(ctx, actor, ids, comment.Spam, nil)
+	if err != nil {
+		return RemoveResult{}, fmt.Errorf("commentstore.MarkSpam: %w", err)
+	}
+	return res, nil
+}
+
+// remove runs one removal in one read-write transaction: the status of every
+// named comment, of the parents of the replies among them, and the visible
+// replies of the visible top-level ones are read, and the status changes and
+// the outbox rows of the decrements are written, all at one timestamp. A
+// concurrent removal of the same comment (a delete racing a spam sweep)
+// commits before or after this one, never in between, so exactly one of them
+// sees the comment visible and decrements.
+func (s *Store) remove(ctx context.Context, actor Actor, ids []string, to comment.Status, check func(map[string]comment.Comment) error) (RemoveResult, error) {
+	var res RemoveResult
+	_, err := s.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		res = RemoveResult{}
+		now := s.now()
+		var keys []spanner.Key
+		seen := map[string]bool{}
+		for _, id := range ids {
+			if !seen[id] {
+				seen[id] = true
+				keys = append(keys, spanner.Key{id})
+			}
+		}
+		found, err := readComments(ctx, tx, keys)
+		if err != nil {
+			return err
+		}
+		if check != nil {
+			if err := check(found); err != nil {
+				return err
+			}
+		}
+		r := comment.Removal{To: to, ParentStatus: map[string]comment.Status{}, VisibleReplies: map[string]int64{}}
+		var parentKeys []spanner.Key
+		var tops []string
+		for _, k := range keys {
+			c, ok := found[k[0].(string)]
+			if !ok {
+				continue
+			}
+			r.Targets = append(r.Targets, c)
+			switch {
+			case c.IsReply():
+				parentKeys = append(parentKeys, spanner.Key{c.ParentID})
+			case c.Status == comment.Visible:
+				tops = append(tops, c.ID)
+			}
+		}
+		parents, err := readComments(ctx, tx, parentKeys)
+		if err != nil {
+			return err
+		}
+		for id, p := range parents {
+			r.ParentStatus[id] = p.Status
+		}
+		if len(tops) > 0 {
+			// One range read of the replies index per comment: the visible
+			// replies it would take out of the counts.
+			var prefixes []spanner.KeySet
+			for _, id := range tops {
+				prefixes = append(prefixes, spanner.Key{id}.AsPrefix())
+			}
+			err := tx.ReadUsingIndex(ctx, tableComments, indexReplies, spanner.KeySets(prefixes...),
+				[]string{"ListedParentId"}).Do(func(row *spanner.Row) error {
+				var id string
+				if err := row.Columns(&id); err != nil {
+					return err
+				}
+				r.VisibleReplies[id]++
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("count visible replies: %w", err)
+			}
+		}
+		plan, err := comment.PlanRemoval(r)
+		if err != nil {
+			return err
+		}
+		var ms []*spanner.Mutation
+		for _, c := range plan.Changed {
+			// Only the listing column of its kind: the other is NULL already.
+			lv, lp := c.Listed()
+			col, val := "ListedVideoId", lv
+			if c.IsReply() {
+				col, val = "ListedParentId", lp
+			}
+			ms = append(ms, spanner.Update(tableComments, []string{"CommentId", "Status", "UpdateTime", col},
+				[]any{c.ID, string(c.Status), spanner.CommitTimestamp, nullString(val)}))
+		}
+		res.Updated = len(plan.Changed)
+		res.Events = plan.Events(now)
+		for _, ev := range res.Events {
+			// Authored by the actor: the author deleting their own comment
+			// sees the removal in their next counts read.
+			ms = append(ms, counterstore.Pending(ev, actor.UserID)...)
+		}
+		if len(ms) == 0 {
+			return nil
+		}
+		return tx.BufferWrite(ms)
+	})
+	return res, err
+}

@@ -1,0 +1,99 @@
+package commentstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/spanner"
+
+	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/counter/counterstore"
+)
+
+// Source is the comments' side of reconciliation: a video's comments are its
+// visible top-level comments plus their visible replies, a comment's replies
+// its visible direct replies while it is visible itself. Register it with
+// counterstore.Reconcile next to the reactions' source.
+type Source struct{}
+
+var _ counterstore.Source = Source{}
+
+func (Source) Name() string { return "comments" }
+
+func (Source) Fields() []counter.Field { return []counter.Field{counter.Comments, counter.Replies} }
+
+// Changed adds nothing to the counters that moved: every change of the
+// comments' truth (post, delete, spam) writes outbox deltas for each counter
+// it changes, so those counters move when the deltas are applied. (A spam
+// verdict over a deleted comment changes no truth.)
+func (Source) Changed(context.Context, *spanner.ReadOnlyTransaction, time.Time) ([]string, error) {
+	return nil, nil
+}
+
+// All lists every video with a comment and every comment with a reply,
+// removed or not (a counter whose truth fell to zero still needs checking).
+func (Source) All(ctx context.Context, tx *spanner.ReadOnlyTransaction) ([]string, error) {
+	var out []string
+	stmt := spanner.Statement{SQL: `SELECT DISTINCT VideoId FROM Comments
+UNION DISTINCT SELECT DISTINCT ParentId FROM Comments WHERE ParentId IS NOT NULL`}
+	err := tx.Query(ctx, stmt).Do(func(r *spanner.Row) error {
+		var k string
+		if err := r.Columns(&k); err != nil {
+			return err
+		}
+		out = append(out, k)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list commented keys: %w", err)
+	}
+	return out, nil
+}
+
+// Truth sources of one row of the recount.
+const (
+	truthTopLevel = 0 // visible top-level comments of a video
+	truthReplies  = 1 // visible replies of a video's visible top-level comments
+	truthDirect   = 2 // visible replies of a visible comment
+)
+
+// Truth recounts comments and replies of keys (each may be a video or a
+// comment id) from the listing indexes, which hold visible comments only.
+func (Source) Truth(ctx context.Context, tx *spanner.ReadOnlyTransaction, keys []string) (map[string]counter.Values, error) {
+	out := map[string]counter.Values{}
+	stmt := spanner.Statement{
+		SQL: fmt.Sprintf(`SELECT %d AS Src, ListedVideoId AS CounterKey, COUNT(*) AS N
+FROM `+fromCommentsByVideo+`
+WHERE ListedVideoId IS NOT NULL AND ListedVideoId IN UNNEST(@ids) GROUP BY ListedVideoId
+UNION ALL
+SELECT %d, p.ListedVideoId, COUNT(*)
+FROM `+fromCommentsByVideo+` p JOIN `+fromRepliesByParent+` r ON r.ListedParentId = p.CommentId
+WHERE p.ListedVideoId IS NOT NULL AND r.ListedParentId IS NOT NULL AND p.ListedVideoId IN UNNEST(@ids) GROUP BY p.ListedVideoId
+UNION ALL
+SELECT %d, r.ListedParentId, COUNT(*)
+FROM `+fromRepliesByParent+` r JOIN Comments p ON p.CommentId = r.ListedParentId
+WHERE r.ListedParentId IS NOT NULL AND r.ListedParentId IN UNNEST(@ids) AND p.ListedVideoId IS NOT NULL GROUP BY r.ListedParentId`,
+			truthTopLevel, truthReplies, truthDirect),
+		Params: map[string]any{"ids": keys},
+	}
+	err := tx.Query(ctx, stmt).Do(func(r *spanner.Row) error {
+		var src, n int64
+		var k string
+		if err := r.Columns(&src, &k, &n); err != nil {
+			return err
+		}
+		v := out[k]
+		if src == truthDirect {
+			v.Replies += n
+		} else {
+			v.Comments += n
+		}
+		out[k] = v
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("recount comments: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,389 @@
+// Package commentstore keeps comments in Spanner, the source of truth of the
+// comments and replies counts: posts recorded with their counter deltas in
+// the PendingDeltas outbox in the same transaction (group-committed by
+// Writer), removals (delete, spam) whose status check and decrements commit
+// together, the listings, and the comments' side of reconciliation.
+package commentstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/spanner"
+
+	"github.com/videngage/engagement/shared/comment"
+	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/shared/reaction"
+	"github.com/videngage/engagement/shared/spannerdb"
+)
+
+// Tables (shared/topology/ddl/030_comments.sql).
+const (
+	tableComments = "Comments"
+	tableRequests = "CommentRequests"
+	tableLimits   = "CommentRateLimits"
+	indexReplies  = "RepliesByParent"
+)
+
+// commentColumns are read by scanComment, in its order.
+var commentColumns = []string{"CommentId", "VideoId", "ParentId", "AuthorId", "Text", "Status", "CreateTime", "UpdateTime"}
+
+// The listing indexes, forced. The emulator refuses a query on a
+// NULL_FILTERED index unless it can prove the query excludes NULLs (it cannot
+// for IN UNNEST or GROUP BY) or the hint says so; Cloud Spanner ignores the
+// hint.
+const (
+	fromCommentsByVideo = "Comments@{FORCE_INDEX=CommentsByVideo, spanner_emulator.disable_query_null_filtered_index_check=true}"
+	fromRepliesByParent = "Comments@{FORCE_INDEX=RepliesByParent, spanner_emulator.disable_query_null_filtered_index_check=true}"
+)
+
+const commentSelect = "CommentId, VideoId, ParentId, AuthorId, Text, Status, CreateTime, UpdateTime"
+
+// Errors of the store; the function maps them to answers.
+var (
+	// ErrNotFound: no such comment (or, for a replies listing, no visible one).
+	ErrNotFound = fmt.Errorf("commentstore: comment %w", spannerdb.ErrNotFound)
+	// ErrPermissionDenied: the caller is neither the author nor a moderator.
+	ErrPermissionDenied = errors.New("commentstore: only the author or a moderator may delete a comment")
+	// ErrKeyReused: the Idempotency-Key was used by this user for another comment.
+	ErrKeyReused = errors.New("commentstore: Idempotency-Key already used for another comment")
+)
+
+// RateLimitedError is a post over the user's comment rate.
+type RateLimitedError struct{ RetryAfter time.Duration }
+
+func (e *RateLimitedError) Error() string {
+	return fmt.Sprintf("too many comments; retry in %v", e.RetryAfter)
+}
+
+// Store is the comments' Spanner store.
+type Store struct {
+	db *spannerdb.DB
+	// limit is the per-user post rate, kept as one GCRA timestamp per user
+	// in the post's own transaction (the reactions' limiter, over its own
+	// table); PerMinute 0 is no limit.
+	limit reaction.RateLimit
+	now   func() time.Time
+}
+
+// New returns the store. postsPerMinute ≤ 0 switches the rate limit off.
+func New(db *spannerdb.DB, postsPerMinute int) *Store {
+	return &Store{db: db, limit: reaction.RateLimit{PerMinute: max(postsPerMinute, 0)}, now: time.Now}
+}
+
+// CreateRequest is one post.
+type CreateRequest struct {
+	UserID   string
+	VideoID  string
+	ParentID string // "" for a top-level comment
+	Text     string
+	// IdempotencyKey is optional: a retry with the same key from the same
+	// user returns the same comment and counts it once.
+	IdempotencyKey string
+}
+
+// CreateResult is the outcome of one CreateRequest.
+type CreateResult struct {
+	Comment comment.Comment
+	// Replayed says the request repeated an Idempotency-Key: Comment is the
+	// one the key created, and nothing new was written.
+	Replayed bool
+	// Event is the post's counter event to publish (nil when replayed).
+	Event *events.Event
+	// Err is this request's own failure: comment.ErrParentNotFound,
+	// ErrParentIsReply, ErrParentElsewhere, ErrKeyReused or
+	// *RateLimitedError. The others of the batch are unaffected.
+	Err error
+}
+
+type userKey struct{ user, key string }
+
+type request struct {
+	commentID string
+	hash      []byte
+	index     int // of the request in this batch that created it; -1 when stored
+}
+
+// CreateMany records reqs in one read-write transaction: for each, in order,
+// the Idempotency-Key lookup, the parent check, the rate-limit check, the
+// comment row, the key row, and the outbox rows of its counter deltas
+// (authored by the poster, for read-your-own-writes).
+func (s *Store) CreateMany(ctx context.Context, reqs []CreateRequest) ([]CreateResult, error) {
+	var results []CreateResult
+	commitTS, err := s.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		results = make([]CreateResult, len(reqs))
+		now := s.now()
+		var reqKeys, userKeys []spanner.Key
+		seenUser := map[string]bool{}
+		for _, r := range reqs {
+			if r.IdempotencyKey != "" {
+				reqKeys = append(reqKeys, spanner.Key{r.UserID, r.IdempotencyKey})
+			}
+			if !seenUser[r.UserID] {
+				seenUser[r.UserID] = true
+				userKeys = append(userKeys, spanner.Key{r.UserID})
+			}
+		}
+		known := map[userKey]request{}
+		if len(reqKeys) > 0 {
+			err := tx.Read(ctx, tableRequests, spanner.KeySetFromKeys(reqKeys...),
+				[]string{"UserId", "IdempotencyKey", "CommentId", "RequestHash"}).Do(func(r *spanner.Row) error {
+				var k userKey
+				q := request{index: -1}
+				if err := r.Columns(&k.user, &k.key, &q.commentID, &q.hash); err != nil {
+					return err
+				}
+				known[k] = q
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("read idempotency keys: %w", err)
+			}
+		}
+		var commentKeys []spanner.Key
+		for _, r := range reqs {
+			if r.ParentID != "" {
+				commentKeys = append(commentKeys, spanner.Key{r.ParentID})
+			}
+		}
+		for _, q := range known {
+			commentKeys = append(commentKeys, spanner.Key{q.commentID})
+		}
+		stored, err := readComments(ctx, tx, commentKeys)
+		if err != nil {
+			return err
+		}
+		tats := map[string]time.Time{}
+		if s.limit.PerMinute > 0 {
+			err = tx.Read(ctx, tableLimits, spanner.KeySetFromKeys(userKeys...), []string{"UserId", "Tat"}).Do(func(r *spanner.Row) error {
+				var u string
+				var t time.Time
+				if err := r.Columns(&u, &t); err != nil {
+					return err
+				}
+				tats[u] = t
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("read rate limits: %w", err)
+			}
+		}
+		var ms []*spanner.Mutation
+		tatChanged := map[string]bool{}
+		for i, r := range reqs {
+			res := &results[i]
+			hash := comment.RequestHash(r.VideoID, r.ParentID, r.Text)
+			k := userKey{r.UserID, r.IdempotencyKey}
+			if q, ok := known[k]; ok && r.IdempotencyKey != "" {
+				if string(q.hash) != string(hash) {
+					res.Err = ErrKeyReused
+					continue
+				}
+				res.Replayed = true
+				if q.index >= 0 {
+					res.Comment = results[q.index].Comment
+					continue
+				}
+				c, ok := stored[q.commentID]
+				if !ok {
+					// The key outlived its comment's row: the rows are never
+					// deleted, so the store is inconsistent.
+					return fmt.Errorf("idempotency key of %s names missing comment %s", r.UserID, q.commentID)
+				}
+				res.Comment = c
+				continue
+			}
+			if r.ParentID != "" {
+				p, ok := stored[r.ParentID]
+				if err := comment.CheckParent(r.VideoID, p, ok); err != nil {
+					res.Err = err
+					continue
+				}
+			}
+			if s.limit.PerMinute > 0 {
+				next, ok, wait := s.limit.Allow(tats[r.UserID], now)
+				if !ok {
+					res.Err = &RateLimitedError{RetryAfter: wait}
+					continue
+				}
+				tats[r.UserID] = next
+				tatChanged[r.UserID] = true
+			}
+			c := comment.Comment{
+				ID: comment.NewID(), VideoID: r.VideoID, ParentID: r.ParentID, AuthorID: r.UserID,
+				Text: r.Text, Status: comment.Visible,
+			}
+			res.Comment = c
+			ev := comment.PostEvent(c, now)
+			res.Event = &ev
+			lv, lp := c.Listed()
+			ms = append(ms, spanner.Insert(tableComments,
+				[]string{"CommentId", "VideoId", "ParentId", "AuthorId", "Text", "Status", "CreateTime", "UpdateTime", "ListedVideoId", "ListedParentId"},
+				[]any{c.ID, c.VideoID, nullString(c.ParentID), c.AuthorID, c.Text, string(c.Status), spanner.CommitTimestamp, spanner.CommitTimestamp, nullString(lv), nullString(lp)}))
+			if r.IdempotencyKey != "" {
+				ms = append(ms, spanner.Insert(tableRequests,
+					[]string{"UserId", "IdempotencyKey", "CommentId", "RequestHash", "CreateTime"},
+					[]any{r.UserID, r.IdempotencyKey, c.ID, hash, spanner.CommitTimestamp}))
+				known[k] = request{commentID: c.ID, hash: hash, index: i}
+			}
+			ms = append(ms, counterstore.Pending(ev, r.UserID)...)
+		}
+		for u := range tatChanged {
+			ms = append(ms, spanner.InsertOrUpdate(tableLimits, []string{"UserId", "Tat"}, []any{u, tats[u]}))
+		}
+		if len(ms) == 0 {
+			return nil
+		}
+		return tx.BufferWrite(ms)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("commentstore.CreateMany: %w", err)
+	}
+	for i := range results {
+		c := &results[i].Comment
+		if results[i].Err == nil && c.CreateTime.IsZero() {
+			// Created by this transaction (or replayed from a request of it).
+			c.CreateTime, c.UpdateTime = commitTS, commitTS
+		}
+	}
+	return results, nil
+}
+
+// Get returns one comment, whatever its status.
+func (s *Store) Get(ctx context.Context, id string) (comment.Comment, error) {
+	row, err := s.db.Single().ReadRow(ctx, tableComments, spanner.Key{id}, commentColumns)
+	if spanner.ErrCode(err) == 5 { // NotFound
+		return comment.Comment{}, ErrNotFound
+	}
+	if err != nil {
+		return comment.Comment{}, fmt.Errorf("commentstore.Get: %w", spannerdb.Map(err))
+	}
+	return scanComment(row)
+}
+
+// Page is one page of a listing.
+type Page struct {
+	Comments []comment.Comment
+	// Next is the cursor of the following page; nil on the last page.
+	Next *comment.Cursor
+}
+
+// ListVideo returns a page of the video's visible top-level comments, newest
+// first, after the cursor.
+func (s *Store) ListVideo(ctx context.Context, videoID string, after *comment.Cursor, size int) (Page, error) {
+	sql := `SELECT ` + commentSelect + ` FROM ` + fromCommentsByVideo + `
+WHERE ListedVideoId = @scope`
+	params := map[string]any{"scope": videoID, "limit": int64(size + 1)}
+	if after != nil {
+		sql += ` AND (CreateTime < @t OR (CreateTime = @t AND CommentId < @id))`
+		params["t"], params["id"] = after.CreateTime, after.CommentID
+	}
+	sql += ` ORDER BY CreateTime DESC, CommentId DESC LIMIT @limit`
+	tx := s.db.Single()
+	page, err := queryPage(ctx, tx, spanner.Statement{SQL: sql, Params: params}, size)
+	if err != nil {
+		return Page{}, fmt.Errorf("commentstore.ListVideo: %w", err)
+	}
+	return page, nil
+}
+
+// ListReplies returns a page of the comment's visible replies, oldest first,
+// after the cursor. A comment that does not exist or is not visible is
+// ErrNotFound; a reply has no replies (threads are one level deep).
+func (s *Store) ListReplies(ctx context.Context, parentID string, after *comment.Cursor, size int) (Page, error) {
+	tx := s.db.Snapshot()
+	defer tx.Close()
+	row, err := tx.ReadRow(ctx, tableComments, spanner.Key{parentID}, commentColumns)
+	if spanner.ErrCode(err) == 5 {
+		return Page{}, ErrNotFound
+	}
+	if err != nil {
+		return Page{}, fmt.Errorf("commentstore.ListReplies: %w", spannerdb.Map(err))
+	}
+	parent, err := scanComment(row)
+	if err != nil {
+		return Page{}, err
+	}
+	if parent.Status != comment.Visible {
+		return Page{}, ErrNotFound
+	}
+	if parent.IsReply() {
+		return Page{Comments: []comment.Comment{}}, nil
+	}
+	sql := `SELECT ` + commentSelect + ` FROM ` + fromRepliesByParent + `
+WHERE ListedParentId = @scope`
+	params := map[string]any{"scope": parentID, "limit": int64(size + 1)}
+	if after != nil {
+		sql += ` AND (CreateTime > @t OR (CreateTime = @t AND CommentId > @id))`
+		params["t"], params["id"] = after.CreateTime, after.CommentID
+	}
+	sql += ` ORDER BY CreateTime, CommentId LIMIT @limit`
+	page, err := queryPage(ctx, tx, spanner.Statement{SQL: sql, Params: params}, size)
+	if err != nil {
+		return Page{}, fmt.Errorf("commentstore.ListReplies: %w", err)
+	}
+	return page, nil
+}
+
+func queryPage(ctx context.Context, tx *spanner.ReadOnlyTransaction, stmt spanner.Statement, size int) (Page, error) {
+	page := Page{Comments: []comment.Comment{}}
+	err := tx.Query(ctx, stmt).Do(func(r *spanner.Row) error {
+		c, err := scanComment(r)
+		if err != nil {
+			return err
+		}
+		page.Comments = append(page.Comments, c)
+		return nil
+	})
+	if err != nil {
+		return Page{}, spannerdb.Map(err)
+	}
+	if len(page.Comments) > size {
+		page.Comments = page.Comments[:size]
+		next := comment.CursorOf(page.Comments[size-1])
+		page.Next = &next
+	}
+	return page, nil
+}
+
+func readComments(ctx context.Context, tx *spanner.ReadWriteTransaction, keys []spanner.Key) (map[string]comment.Comment, error) {
+	out := map[string]comment.Comment{}
+	if len(keys) == 0 {
+		return out, nil
+	}
+	err := tx.Read(ctx, tableComments, spanner.KeySetFromKeys(keys...), commentColumns).Do(func(r *spanner.Row) error {
+		c, err := scanComment(r)
+		if err != nil {
+			return err
+		}
+		out[c.ID] = c
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read comments: %w", err)
+	}
+	return out, nil
+}
+
+func scanComment(r *spanner.Row) (comment.Comment, error) {
+	var c comment.Comment
+	var parent spanner.NullString
+	var status string
+	if err := r.Columns(&c.ID, &c.VideoID, &parent, &c.AuthorID, &c.Text, &status, &c.CreateTime, &c.UpdateTime); err != nil {
+		return comment.Comment{}, fmt.Errorf("scan comment: %w", err)
+	}
+	c.ParentID = parent.StringVal
+	st, err := comment.ParseStatus(status)
+	if err != nil {
+		return comment.Comment{}, err
+	}
+	c.Status = st
+	return c, nil
+}
+
+func nullString(s string) spanner.NullString {
+	return spanner.NullString{StringVal: s, Valid: s != ""}
+}

@@ -1,0 +1,872 @@
+package commentstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/videngage/engagement/shared/comment"
+	"github.com/videngage/engagement/shared/comment/commentstore"
+	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/emulators/emulatortest"
+	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/shared/spannerdb"
+)
+
+func TestMain(m *testing.M) { emulatortest.Main(m) }
+
+// capture is a Publisher that keeps each message for the test to deliver
+// (or not, twice, out of order) to the consumer.
+type capture struct {
+	mu   sync.Mutex
+	msgs [][]events.Event
+	fail error
+}
+
+func (c *capture) Publish(_ context.Context, data []byte, _ map[string]string) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fail != nil {
+		return "", c.fail
+	}
+	m, err := events.Decode(data)
+	if err != nil {
+		return "", err
+	}
+	c.msgs = append(c.msgs, m.Events)
+	return fmt.Sprint(len(c.msgs)), nil
+}
+
+func (c *capture) take() [][]events.Event {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.msgs
+	c.msgs = nil
+	return out
+}
+
+type world struct {
+	db     *spannerdb.DB
+	store  *commentstore.Store
+	cs     *counterstore.Store
+	pub    *capture
+	writer *commentstore.Writer
+}
+
+func newWorld(t *testing.T, limit int) *world {
+	t.Helper()
+	cfg := emulatortest.New(t)
+	db, err := spannerdb.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Client.Close)
+	w := &world{db: db, pub: &capture{}}
+	w.store = commentstore.New(db, limit)
+	w.cs = counterstore.New(db, counterstore.Options{RollupInterval: time.Second})
+	w.writer = commentstore.NewWriter(w.store, w.pub, commentstore.WriterOptions{Batched: true, MaxInFlight: 1})
+	return w
+}
+
+func (w *world) post(t *testing.T, user, video, parent, text string) comment.Comment {
+	t.Helper()
+	res, err := w.writer.Post(context.Background(), commentstore.CreateRequest{UserID: user, VideoID: video, ParentID: parent, Text: text})
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		t.Fatalf("post %s on %s (parent %q): %v", user, video, parent, err)
+	}
+	return res.Comment
+}
+
+// deliver applies the published messages as the consumer would.
+func (w *world) deliver(t *testing.T) {
+	t.Helper()
+	for _, m := range w.pub.take() {
+		if _, err := w.cs.Apply(context.Background(), m); err != nil {
+			t.Fatalf("apply: %v", err)
+		}
+	}
+}
+
+// counts reads as GET /v1/counts does (anonymous when viewer is "").
+func (w *world) counts(t *testing.T, viewer string, ids ...string) map[string]counter.Values {
+	t.Helper()
+	var v *counterstore.Viewer
+	if viewer != "" {
+		v = &counterstore.Viewer{UserID: viewer}
+	}
+	c, err := w.cs.Counts(context.Background(), ids, v, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, val := range c.Values {
+		if val.Comments < 0 || val.Replies < 0 {
+			t.Fatalf("negative count read for %s: %+v", id, val)
+		}
+	}
+	return c.Values
+}
+
+// truth recounts ids with the reconciliation source, at one timestamp.
+func (w *world) truth(t *testing.T, ids ...string) map[string]counter.Values {
+	t.Helper()
+	tx := w.db.Snapshot()
+	defer tx.Close()
+	got, err := commentstore.Source{}.Truth(context.Background(), tx, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]counter.Values{}
+	for _, id := range ids {
+		out[id] = got[id]
+	}
+	return out
+}
+
+// exact checks that counted + pending equals the truth for ids, field by
+// field on comments and replies: nothing lost, nothing counted twice.
+func (w *world) exact(t *testing.T, ids ...string) {
+	t.Helper()
+	counted, pending, err := w.cs.Totals(context.Background(), ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	truth := w.truth(t, ids...)
+	fields := []counter.Field{counter.Comments, counter.Replies}
+	for _, id := range ids {
+		got := counted[id].Plus(pending[id]).Only(fields)
+		if got != truth[id] {
+			t.Errorf("%s: counted %+v + pending %+v != truth %+v", id, counted[id].Only(fields), pending[id].Only(fields), truth[id])
+		}
+	}
+}
+
+func commentsOf(v counter.Values) counter.Values {
+	return counter.Values{Comments: v.Comments, Replies: v.Replies}
+}
+
+func TestPostListAndCount(t *testing.T) {
+	w := newWorld(t, 0)
+	var tops []comment.Comment
+	for i := 0; i < 5; i++ {
+		tops = append(tops, w.post(t, fmt.Sprintf("u%d", i), "vid", "", fmt.Sprintf("comment %d", i)))
+	}
+	var replies []comment.Comment
+	for i := 0; i < 3; i++ {
+		replies = append(replies, w.post(t, "replier", "vid", tops[0].ID, fmt.Sprintf("reply %d", i)))
+	}
+	w.post(t, "other", "vid2", "", "elsewhere")
+	for _, c := range append(tops, replies...) {
+		if c.ID == "" || c.CreateTime.IsZero() || c.Status != comment.Visible || c.VideoID != "vid" {
+			t.Fatalf("posted comment %+v", c)
+		}
+	}
+	w.exact(t, "vid", "vid2", tops[0].ID)
+	w.deliver(t)
+	got := w.counts(t, "", "vid", "vid2", tops[0].ID, tops[1].ID)
+	want := map[string]counter.Values{"vid": {Comments: 8}, "vid2": {Comments: 1}, tops[0].ID: {Replies: 3}, tops[1].ID: {}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("counts (-want +got):\n%s", diff)
+	}
+
+	// Newest first, two a page.
+	var listed []string
+	var after *comment.Cursor
+	for pages := 0; ; pages++ {
+		p, err := w.store.ListVideo(context.Background(), "vid", after, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range p.Comments {
+			if c.IsReply() {
+				t.Errorf("reply %s in the top-level listing", c.ID)
+			}
+			listed = append(listed, c.ID)
+		}
+		if p.Next == nil {
+			if pages != 2 {
+				t.Errorf("%d pages, want 3", pages+1)
+			}
+			break
+		}
+		after = p.Next
+	}
+	var wantOrder []string
+	sorted := append([]comment.Comment(nil), tops...)
+	sort.Slice(sorted, func(i, j int) bool {
+		a, b := sorted[i], sorted[j]
+		if !a.CreateTime.Equal(b.CreateTime) {
+			return a.CreateTime.After(b.CreateTime)
+		}
+		return a.ID > b.ID
+	})
+	for _, c := range sorted {
+		wantOrder = append(wantOrder, c.ID)
+	}
+	if diff := cmp.Diff(wantOrder, listed); diff != "" {
+		t.Errorf("top-level listing order (-want +got):\n%s", diff)
+	}
+
+	// Replies oldest first.
+	p, err := w.store.ListReplies(context.Background(), tops[0].ID, nil, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rs []string
+	for _, c := range p.Comments {
+		rs = append(rs, c.Text)
+	}
+	if diff := cmp.Diff([]string{"reply 0", "reply 1", "reply 2"}, rs); diff != "" {
+		t.Errorf("replies (-want +got):\n%s", diff)
+	}
+	p, err = w.store.ListReplies(context.Background(), replies[0].ID, nil, 10)
+	if err != nil || len(p.Comments) != 0 {
+		t.Errorf("replies of a reply: %+v, %v", p, err)
+	}
+	if _, err := w.store.ListReplies(context.Background(), "nope", nil, 10); !errors.Is(err, commentstore.ErrNotFound) {
+		t.Errorf("replies of an unknown comment: %v", err)
+	}
+	got1, err := w.store.Get(context.Background(), replies[1].ID)
+	if err != nil || got1.Text != "reply 1" || got1.ParentID != tops[0].ID || got1.AuthorID != "replier" {
+		t.Errorf("Get = %+v, %v", got1, err)
+	}
+}
+
+func TestReplyRules(t *testing.T) {
+	w := newWorld(t, 0)
+	top := w.post(t, "a", "vid", "", "top")
+	reply := w.post(t, "b", "vid", top.ID, "reply")
+	gone := w.post(t, "a", "vid", "", "to be deleted")
+	if _, err := w.writer.Delete(context.Background(), commentstore.Actor{UserID: "a"}, gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name          string
+		video, parent string
+		want          error
+	}{
+		{"unknown parent", "vid", "nope", comment.ErrParentNotFound},
+		{"deleted parent", "vid", gone.ID, comment.ErrParentNotFound},
+		{"reply to a reply", "vid", reply.ID, comment.ErrParentIsReply},
+		{"parent of another video", "vid2", top.ID, comment.ErrParentElsewhere},
+	}
+	for _, c := range cases {
+		res, err := w.writer.Post(context.Background(), commentstore.CreateRequest{UserID: "c", VideoID: c.video, ParentID: c.parent, Text: "x"})
+		if err != nil || !errors.Is(res.Err, c.want) {
+			t.Errorf("%s: %v, %v; want %v", c.name, err, res.Err, c.want)
+		}
+	}
+	w.exact(t, "vid", "vid2", top.ID, gone.ID)
+}
+
+func TestIdempotencyKey(t *testing.T) {
+	w := newWorld(t, 0)
+	ctx := context.Background()
+	req := commentstore.CreateRequest{UserID: "alice", VideoID: "vid", Text: "hello", IdempotencyKey: "key-1"}
+	first, err := w.writer.Post(ctx, req)
+	if err != nil || first.Err != nil || first.Replayed {
+		t.Fatalf("first post: %+v, %v", first, err)
+	}
+	again, err := w.writer.Post(ctx, req)
+	if err != nil || again.Err != nil || !again.Replayed {
+		t.Fatalf("retry: %+v, %v", again, err)
+	}
+	if diff := cmp.Diff(first.Comment, again.Comment); diff != "" {
+		t.Errorf("the retry answers another comment (-first +retry):\n%s", diff)
+	}
+	if again.Event != nil {
+		t.Error("the retry emits a counter event")
+	}
+	// Another user's same key is another request.
+	bob, err := w.writer.Post(ctx, commentstore.CreateRequest{UserID: "bob", VideoID: "vid", Text: "hello", IdempotencyKey: "key-1"})
+	if err != nil || bob.Err != nil || bob.Replayed || bob.Comment.ID == first.Comment.ID {
+		t.Fatalf("bob's post: %+v, %v", bob, err)
+	}
+	// The same key for another comment is refused.
+	other := req
+	other.Text = "something else"
+	res, err := w.writer.Post(ctx, other)
+	if err != nil || !errors.Is(res.Err, commentstore.ErrKeyReused) {
+		t.Errorf("key reused for another text: %+v, %v", res, err)
+	}
+	// Concurrent retries of one request (they share a batch or not): one comment.
+	req2 := commentstore.CreateRequest{UserID: "alice", VideoID: "vid", Text: "burst", IdempotencyKey: "key-2"}
+	ids := make([]string, 8)
+	var wg sync.WaitGroup
+	for i := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := w.writer.Post(ctx, req2)
+			if err == nil {
+				err = r.Err
+			}
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			ids[i] = r.Comment.ID
+		}()
+	}
+	wg.Wait()
+	for _, id := range ids {
+		if id != ids[0] {
+			t.Fatalf("concurrent retries created several comments: %v", ids)
+		}
+	}
+	w.deliver(t)
+	if got := w.counts(t, "", "vid")["vid"].Comments; got != 3 {
+		t.Errorf("vid counts %d comments, want 3 (alice's two keys and bob's)", got)
+	}
+	w.exact(t, "vid")
+	// Retries after the count was applied still count once.
+	if r, err := w.writer.Post(ctx, req); err != nil || !r.Replayed {
+		t.Fatalf("late retry: %+v, %v", r, err)
+	}
+	w.deliver(t)
+	if got := w.counts(t, "alice", "vid")["vid"].Comments; got != 3 {
+		t.Errorf("vid counts %d comments after a late retry, want 3", got)
+	}
+}
+
+func TestRateLimit(t *testing.T) {
+	w := newWorld(t, 3)
+	ctx := context.Background()
+	for i := 0; i < 3; i++ {
+		w.post(t, "alice", "vid", "", fmt.Sprint(i))
+	}
+	res, err := w.writer.Post(ctx, commentstore.CreateRequest{UserID: "alice", VideoID: "vid", Text: "one too many"})
+	var limited *commentstore.RateLimitedError
+	if err != nil || !errors.As(res.Err, &limited) || limited.RetryAfter <= 0 || limited.RetryAfter > time.Minute {
+		t.Fatalf("4th post in a minute: %+v, %v", res, err)
+	}
+	// Other users have their own allowance.
+	w.post(t, "bob", "vid", "", "fine")
+	w.deliver(t)
+	if got := w.counts(t, "", "vid")["vid"].Comments; got != 4 {
+		t.Errorf("%d comments, want 4: a refused post must not count", got)
+	}
+}
+
+func TestRateLimitDoesNotChargeRetries(t *testing.T) {
+	w := newWorld(t, 2)
+	ctx := context.Background()
+	req := commentstore.CreateRequest{UserID: "alice", VideoID: "vid", Text: "once", IdempotencyKey: "k"}
+	for i := 0; i < 5; i++ {
+		res, err := w.writer.Post(ctx, req)
+		if err != nil || res.Err != nil {
+			t.Fatalf("attempt %d: %+v, %v", i, res, err)
+		}
+	}
+	w.post(t, "alice", "vid", "", "second comment: still allowed")
+}
+
+func TestDeleteRules(t *testing.T) {
+	w := newWorld(t, 0)
+	ctx := context.Background()
+	c := w.post(t, "alice", "vid", "", "mine")
+	if _, err := w.writer.Delete(ctx, commentstore.Actor{UserID: "alice"}, "unknown"); !errors.Is(err, commentstore.ErrNotFound) {
+		t.Errorf("unknown: %v", err)
+	}
+	if _, err := w.writer.Delete(ctx, commentstore.Actor{UserID: "bob"}, c.ID); !errors.Is(err, commentstore.ErrPermissionDenied) {
+		t.Errorf("someone else: %v", err)
+	}
+	w.deliver(t)
+	res, err := w.writer.Delete(ctx, commentstore.Actor{UserID: "alice"}, c.ID)
+	if err != nil || res.Updated != 1 || len(res.Events) != 1 {
+		t.Fatalf("author's delete: %+v, %v", res, err)
+	}
+	// Read-your-own-writes: alice sees the removal before it is applied.
+	if got := w.counts(t, "alice", "vid")["vid"].Comments; got != 0 {
+		t.Errorf("alice reads %d comments after her delete, want 0", got)
+	}
+	if got := w.counts(t, "", "vid")["vid"].Comments; got != 1 {
+		t.Errorf("anonymous reads %d before the delete is applied, want 1", got)
+	}
+	res, err = w.writer.Delete(ctx, commentstore.Actor{UserID: "alice"}, c.ID)
+	if err != nil || res.Updated != 0 || len(res.Events) != 0 {
+		t.Errorf("second delete: %+v, %v; want no change and no event", res, err)
+	}
+	// A moderator may delete anyone's comment.
+	d := w.post(t, "carol", "vid", "", "rude")
+	res, err = w.writer.Delete(ctx, commentstore.Actor{UserID: "mod", Moderator: true}, d.ID)
+	if err != nil || res.Updated != 1 {
+		t.Errorf("moderator's delete: %+v, %v", res, err)
+	}
+	got, err := w.store.Get(ctx, d.ID)
+	if err != nil || got.Status != comment.Deleted {
+		t.Errorf("deleted comment reads %+v, %v", got, err)
+	}
+	w.deliver(t)
+	if got := w.counts(t, "alice", "vid")["vid"].Comments; got != 0 {
+		t.Errorf("%d comments after both deletes applied, want 0", got)
+	}
+	w.exact(t, "vid")
+	p, err := w.store.ListVideo(ctx, "vid", nil, 10)
+	if err != nil || len(p.Comments) != 0 {
+		t.Errorf("deleted comments listed: %+v, %v", p, err)
+	}
+}
+
+func TestParentDeleteWithReplies(t *testing.T) {
+	w := newWorld(t, 0)
+	ctx := context.Background()
+	parent := w.post(t, "alice", "vid", "", "parent")
+	sibling := w.post(t, "alice", "vid", "", "sibling")
+	var replies []comment.Comment
+	for i := 0; i < 4; i++ {
+		replies = append(replies, w.post(t, fmt.Sprintf("r%d", i), "vid", parent.ID, fmt.Sprint(i)))
+	}
+	w.post(t, "x", "vid", sibling.ID, "reply to the sibling")
+	if _, err := w.writer.Delete(ctx, commentstore.Actor{UserID: "r0"}, replies[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	w.deliver(t)
+	if diff := cmp.Diff(map[string]counter.Values{"vid": {Comments: 6}, parent.ID: {Replies: 3}, sibling.ID: {Replies: 1}},
+		w.counts(t, "", "vid", parent.ID, sibling.ID)); diff != "" {
+		t.Fatalf("before the parent's delete (-want +got):\n%s", diff)
+	}
+	res, err := w.writer.Delete(ctx, commentstore.Actor{UserID: "alice"}, parent.ID)
+	if err != nil || res.Updated != 1 {
+		t.Fatalf("delete parent: %+v, %v", res, err)
+	}
+	// One event, one delta per counter: the video loses the parent and its 3
+	// visible replies, the parent's replies drop to zero.
+	var ds []counter.Delta
+	for _, e := range res.Events {
+		ds = append(ds, e.Deltas...)
+	}
+	wantDs := []counter.Delta{{Key: parent.ID, Field: counter.Replies, N: -3}, {Key: "vid", Field: counter.Comments, N: -4}}
+	sort.Slice(ds, func(i, j int) bool { return ds[i].Key < ds[j].Key })
+	sort.Slice(wantDs, func(i, j int) bool { return wantDs[i].Key < wantDs[j].Key })
+	if diff := cmp.Diff(wantDs, ds); diff != "" {
+		t.Errorf("deltas (-want +got):\n%s", diff)
+	}
+	if got := w.counts(t, "alice", "vid")["vid"].Comments; got != 2 {
+		t.Errorf("alice reads %d comments right after deleting the thread, want 2", got)
+	}
+	w.deliver(t)
+	if diff := cmp.Diff(map[string]counter.Values{"vid": {Comments: 2}, parent.ID: {}, sibling.ID: {Replies: 1}},
+		w.counts(t, "", "vid", parent.ID, sibling.ID)); diff != "" {
+		t.Errorf("after the parent's delete (-want +got):\n%s", diff)
+	}
+	// The thread is gone from the listings and closed to replies.
+	if _, err := w.store.ListReplies(ctx, parent.ID, nil, 10); !errors.Is(err, commentstore.ErrNotFound) {
+		t.Errorf("replies of a deleted parent: %v", err)
+	}
+	r, err := w.writer.Post(ctx, commentstore.CreateRequest{UserID: "late", VideoID: "vid", ParentID: parent.ID, Text: "too late"})
+	if err != nil || !errors.Is(r.Err, comment.ErrParentNotFound) {
+		t.Errorf("reply to a deleted parent: %+v, %v", r, err)
+	}
+	// Its replies can still be deleted or marked spam, without a count change.
+	res, err = w.writer.Delete(ctx, commentstore.Actor{UserID: "r1"}, replies[1].ID)
+	if err != nil || res.Updated != 1 || len(res.Events) != 0 {
+		t.Errorf("delete a reply of a deleted parent: %+v, %v", res, err)
+	}
+	res, err = w.writer.MarkSpam(ctx, commentstore.Actor{UserID: "mod", Moderator: true}, []string{replies[2].ID, parent.ID})
+	if err != nil || res.Updated != 2 || len(res.Events) != 0 {
+		t.Errorf("spam over the removed thread: %+v, %v", res, err)
+	}
+	w.deliver(t)
+	w.exact(t, "vid", parent.ID, sibling.ID)
+	if got := w.counts(t, "", "vid")["vid"].Comments; got != 2 {
+		t.Errorf("%d comments, want 2", got)
+	}
+}
+
+// TestDeleteRacingSpamSweep runs an author's delete and a moderator's sweep
+// on the same comments at the same time, many times: each comment leaves the
+// counts exactly once, whichever commits first.
+func TestDeleteRacingSpamSweep(t *testing.T) {
+	w := newWorld(t, 0)
+	ctx := context.Background()
+	const rounds = 40
+	var posted []comment.Comment
+	for i := 0; i < rounds; i++ {
+		top := w.post(t, fmt.Sprintf("author%d", i), "vid", "", "top")
+		reply := w.post(t, "replier", "vid", top.ID, "reply")
+		posted = append(posted, top, reply)
+	}
+	w.deliver(t)
+	var wg sync.WaitGroup
+	mod := commentstore.Actor{UserID: "mod", Moderator: true}
+	for i := 0; i < rounds; i++ {
+		top, reply := posted[2*i], posted[2*i+1]
+		wg.Add(3)
+		go func() {
+			defer wg.Done()
+			if _, err := w.writer.Delete(ctx, commentstore.Actor{UserID: top.AuthorID}, top.ID); err != nil {
+				t.Error(err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			if _, err := w.writer.Delete(ctx, commentstore.Actor{UserID: "replier"}, reply.ID); err != nil {
+				t.Error(err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			if _, err := w.writer.MarkSpam(ctx, mod, []string{reply.ID, top.ID, reply.ID}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	// Deliver every message twice, in reverse order: duplicates and reordering
+	// change nothing.
+	msgs := w.pub.take()
+	for i := len(msgs) - 1; i >= 0; i-- {
+		for range 2 {
+			if _, err := w.cs.Apply(ctx, msgs[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	keys := []string{"vid"}
+	for i := 0; i < rounds; i++ {
+		keys = append(keys, posted[2*i].ID)
+	}
+	got := w.counts(t, "", keys...)
+	for _, k := range keys {
+		if !commentsOf(got[k]).IsZero() {
+			t.Errorf("%s counts %+v after everything was removed, want 0", k, got[k])
+		}
+	}
+	counted, pending, err := w.cs.Totals(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if v := counted[k].Plus(pending[k]); v.Comments != 0 || v.Replies != 0 {
+			t.Errorf("%s: counted %+v pending %+v: a removal was counted twice or lost", k, counted[k], pending[k])
+		}
+	}
+}
+
+func TestSpamSweepWithDuplicatesAndDeletedIDs(t *testing.T) {
+	w := newWorld(t, 0)
+	ctx := context.Background()
+	var tops, replies []comment.Comment
+	for i := 0; i < 6; i++ {
+		tops = append(tops, w.post(t, "a", "vid", "", fmt.Sprint(i)))
+	}
+	for i := 0; i < 6; i++ {
+		replies = append(replies, w.post(t, "b", "vid", tops[i%2].ID, fmt.Sprint(i)))
+	}
+	other := w.post(t, "c", "vid2", "", "other video")
+	for _, id := range []string{tops[3].ID, replies[1].ID} {
+		if _, err := w.writer.Delete(ctx, commentstore.Actor{UserID: "mod", Moderator: true}, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.deliver(t)
+	// tops[0] (with replies 0, 2, 4), tops[3] already deleted, replies[1]
+	// already deleted, replies[3] (parent tops[1] stays), replies[2] (also
+	// under tops[0]), the other video's comment, unknown ids, and repeats.
+	sweep := []string{tops[0].ID, tops[3].ID, replies[1].ID, replies[3].ID, replies[2].ID, other.ID,
+		"unknown1", tops[0].ID, replies[3].ID, "unknown2", other.ID}
+	mod := commentstore.Actor{UserID: "mod", Moderator: true}
+	res, err := w.writer.MarkSpam(ctx, mod, sweep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Updated != 6 {
+		t.Errorf("updated %d, want 6 (4 visible and 2 deleted comments become spam)", res.Updated)
+	}
+	// One delta per counter touched: vid, vid2, tops[0] (replies), tops[1] (replies).
+	perCounter := map[string]int{}
+	for _, e := range res.Events {
+		for _, d := range e.Deltas {
+			perCounter[d.Key+"/"+string(d.Field)]++
+		}
+	}
+	wantPer := map[string]int{"vid/comments": 1, "vid2/comments": 1, tops[0].ID + "/replies": 1, tops[1].ID + "/replies": 1}
+	if diff := cmp.Diff(wantPer, perCounter); diff != "" {
+		t.Errorf("deltas per counter (-want +got):\n%s", diff)
+	}
+	again, err := w.writer.MarkSpam(ctx, mod, sweep)
+	if err != nil || again.Updated != 0 || len(again.Events) != 0 {
+		t.Errorf("the same sweep again: %+v, %v; want nothing", again, err)
+	}
+	w.deliver(t)
+	// Left: tops 1, 2, 4, 5 and replies 5 (under tops[1]); replies 3 gone.
+	want := map[string]counter.Values{"vid": {Comments: 5}, "vid2": {}, tops[0].ID: {}, tops[1].ID: {Replies: 1}}
+	if diff := cmp.Diff(want, w.counts(t, "", "vid", "vid2", tops[0].ID, tops[1].ID)); diff != "" {
+		t.Errorf("counts (-want +got):\n%s", diff)
+	}
+	w.exact(t, "vid", "vid2", tops[0].ID, tops[1].ID)
+	for _, id := range []string{tops[0].ID, tops[3].ID, replies[1].ID, other.ID} {
+		c, err := w.store.Get(ctx, id)
+		if err != nil || c.Status != comment.Spam {
+			t.Errorf("%s after the sweep: %+v, %v", id, c, err)
+		}
+	}
+	if _, err := w.writer.MarkSpam(ctx, mod, make([]string, comment.MaxRemoveBatch+1)); err == nil {
+		t.Error("a sweep over the batch limit was accepted")
+	}
+}
+
+// TestLargeSpamSweep sweeps 10,000 comments of one video in calls of 1,000:
+// the count lands exactly on the truth, one delta per counter per call.
+func TestLargeSpamSweep(t *testing.T) {
+	w := newWorld(t, 0)
+	ctx := context.Background()
+	const total, spam, batch = 10500, 10000, 500
+	var ids []string
+	for len(ids) < total {
+		reqs := make([]commentstore.CreateRequest, batch)
+		for i := range reqs {
+			reqs[i] = commentstore.CreateRequest{UserID: fmt.Sprintf("bot%d", len(ids)+i), VideoID: "viral", Text: "buy now"}
+		}
+		res, err := w.store.CreateMany(ctx, reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var evs []events.Event
+		for _, r := range res {
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+			ids = append(ids, r.Comment.ID)
+			evs = append(evs, *r.Event)
+		}
+		if _, err := w.cs.Apply(ctx, evs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := w.counts(t, "", "viral")["viral"].Comments; got != total {
+		t.Fatalf("%d comments before the sweep, want %d", got, total)
+	}
+	mod := commentstore.Actor{UserID: "mod", Moderator: true}
+	for i := 0; i < spam; i += comment.MaxRemoveBatch {
+		res, err := w.writer.MarkSpam(ctx, mod, ids[i:i+comment.MaxRemoveBatch])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Updated != comment.MaxRemoveBatch || len(res.Events) != 1 || len(res.Events[0].Deltas) != 1 ||
+			res.Events[0].Deltas[0] != (counter.Delta{Key: "viral", Field: counter.Comments, N: -comment.MaxRemoveBatch}) {
+			t.Fatalf("sweep call %d: updated %d, events %+v; want one delta of -1000", i/comment.MaxRemoveBatch, res.Updated, res.Events)
+		}
+	}
+	w.deliver(t)
+	if got := w.counts(t, "", "viral")["viral"].Comments; got != total-spam {
+		t.Errorf("%d comments after the sweep, want exactly %d", got, total-spam)
+	}
+	w.exact(t, "viral")
+}
+
+// TestCountsNeverNegative delivers removals before the posts they remove
+// (Pub/Sub does not order messages): the counter dips below zero inside,
+// but no read ever shows a negative count.
+func TestCountsNeverNegative(t *testing.T) {
+	w := newWorld(t, 0)
+	ctx := context.Background()
+	top := w.post(t, "alice", "vid", "", "top")
+	reply := w.post(t, "bob", "vid", top.ID, "reply")
+	posts := w.pub.take()
+	if _, err := w.writer.Delete(ctx, commentstore.Actor{UserID: "alice"}, top.ID); err != nil {
+		t.Fatal(err)
+	}
+	removals := w.pub.take()
+	for _, m := range removals {
+		if _, err := w.cs.Apply(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, viewer := range []string{"", "alice", "bob"} {
+		got := w.counts(t, viewer, "vid", top.ID) // fails on any negative value
+		if got["vid"].Comments != 0 || got[top.ID].Replies != 0 {
+			t.Errorf("viewer %q: %+v, want zeros", viewer, got)
+		}
+	}
+	counted, _, err := w.cs.Totals(ctx, []string{"vid"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counted["vid"].Comments >= 0 {
+		t.Errorf("counted %+v: this test means to apply the removal first (the dip below zero)", counted["vid"])
+	}
+	for _, m := range posts {
+		if _, err := w.cs.Apply(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := w.counts(t, "", "vid", top.ID, reply.ID)
+	if !commentsOf(got["vid"]).IsZero() || !commentsOf(got[top.ID]).IsZero() {
+		t.Errorf("after all deliveries: %+v, want zeros", got)
+	}
+	w.exact(t, "vid", top.ID)
+}
+
+// TestReadYourOwnWrites: the author's next read includes their comment
+// exactly once, before and after the consumer applies it.
+func TestReadYourOwnWrites(t *testing.T) {
+	w := newWorld(t, 0)
+	top := w.post(t, "alice", "vid", "", "first")
+	reply := w.post(t, "alice", "vid", top.ID, "and a reply")
+	want := map[string]counter.Values{"vid": {Comments: 2}, top.ID: {Replies: 1}}
+	if diff := cmp.Diff(want, w.counts(t, "alice", "vid", top.ID)); diff != "" {
+		t.Errorf("alice before apply (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]counter.Values{"vid": {}, top.ID: {}}, w.counts(t, "bob", "vid", top.ID)); diff != "" {
+		t.Errorf("bob before apply (-want +got):\n%s", diff)
+	}
+	w.deliver(t)
+	for _, viewer := range []string{"alice", "bob", ""} {
+		if diff := cmp.Diff(want, w.counts(t, viewer, "vid", top.ID)); diff != "" {
+			t.Errorf("%q after apply (-want +got):\n%s", viewer, diff)
+		}
+	}
+	if _, err := w.writer.Delete(context.Background(), commentstore.Actor{UserID: "alice"}, reply.ID); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]counter.Values{"vid": {Comments: 1}, top.ID: {}}, w.counts(t, "alice", "vid", top.ID)); diff != "" {
+		t.Errorf("alice after deleting her reply (-want +got):\n%s", diff)
+	}
+}
+
+type failing struct{}
+
+func (failing) Publish(context.Context, []byte, map[string]string) (string, error) {
+	return "", errors.New("pubsub is down")
+}
+
+// TestPublishFailureLeavesTheOutbox: when the event cannot be published the
+// comment stands, the author counts it, and the relay finds its deltas.
+func TestPublishFailureLeavesTheOutbox(t *testing.T) {
+	w := newWorld(t, 0)
+	ctx := context.Background()
+	wr := commentstore.NewWriter(w.store, failing{}, commentstore.WriterOptions{Batched: true, MaxInFlight: 1})
+	res, err := wr.Post(ctx, commentstore.CreateRequest{UserID: "alice", VideoID: "vid", Text: "hi"})
+	if err != nil || res.Err != nil {
+		t.Fatalf("post: %+v, %v", res, err)
+	}
+	if got := w.counts(t, "alice", "vid")["vid"].Comments; got != 1 {
+		t.Errorf("alice reads %d, want 1", got)
+	}
+	stale, err := w.cs.Stale(ctx, -time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stale) != 1 || stale[0].ID != comment.PostEventID(res.Comment.ID) {
+		t.Fatalf("relay finds %+v", stale)
+	}
+	if _, err := w.cs.Apply(ctx, stale); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.counts(t, "", "vid")["vid"].Comments; got != 1 {
+		t.Errorf("after the relay: %d, want 1", got)
+	}
+}
+
+// TestConcurrentPostsOnAHotVideo: concurrent posts are group-committed and
+// counted exactly once each.
+func TestConcurrentPostsOnAHotVideo(t *testing.T) {
+	w := newWorld(t, 0)
+	ctx := context.Background()
+	const n = 300
+	before := spannerdb.CurrentStats()
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := w.writer.Post(ctx, commentstore.CreateRequest{UserID: fmt.Sprintf("u%d", i), VideoID: "hot", Text: "wow"})
+			if err == nil {
+				err = res.Err
+			}
+			if err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	commits := spannerdb.CurrentStats().Commits - before.Commits
+	if commits >= n {
+		t.Errorf("%d commits for %d posts: not group-committed", commits, n)
+	}
+	t.Logf("%d posts in %d commits", n, commits)
+	w.deliver(t)
+	if got := w.counts(t, "", "hot")["hot"].Comments; got != n {
+		t.Errorf("%d comments counted, want %d", got, n)
+	}
+}
+
+// TestReconcileRepairsDrift injects drift into the counters (as a lost or
+// doubled event would), leaves other changes in flight, and checks that one
+// reconciliation run repairs exactly the drift.
+func TestReconcileRepairsDrift(t *testing.T) {
+	w := newWorld(t, 0)
+	ctx := context.Background()
+	top := w.post(t, "a", "vid", "", "top")
+	for i := 0; i < 3; i++ {
+		w.post(t, "b", "vid", top.ID, "reply")
+	}
+	second := w.post(t, "a", "vid2", "", "other")
+	w.deliver(t)
+	// Drift: +5 comments on vid, -2 replies on top, +1 on a video without comments.
+	drift := []events.Event{{ID: "drift-1", Kind: events.KindCounterDelta, Deltas: []counter.Delta{
+		{Key: "vid", Field: counter.Comments, N: 5}, {Key: top.ID, Field: counter.Replies, N: -2}, {Key: "ghost", Field: counter.Comments, N: 1},
+	}}}
+	if _, err := w.cs.Apply(ctx, drift); err != nil {
+		t.Fatal(err)
+	}
+	// In flight: a post and a delete, committed but not applied.
+	w.post(t, "c", "vid", top.ID, "late reply")
+	if _, err := w.writer.Delete(ctx, commentstore.Actor{UserID: "a"}, second.ID); err != nil {
+		t.Fatal(err)
+	}
+	inFlight := w.pub.take()
+
+	rep, err := w.cs.Reconcile(ctx, counterstore.All, []counterstore.Source{commentstore.Source{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]counter.Values{}
+	for _, c := range rep.Corrections {
+		got[c.Key] = c.Delta
+	}
+	want := map[string]counter.Values{"vid": {Comments: -5}, top.ID: {Replies: 2}, "ghost": {Comments: -1}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("corrections (-want +got):\n%s", diff)
+	}
+	// A second run finds nothing to do, with the changes still in flight.
+	rep, err = w.cs.Reconcile(ctx, counterstore.All, []counterstore.Source{commentstore.Source{}})
+	if err != nil || rep.Corrected != 0 {
+		t.Errorf("second run: %+v, %v", rep, err)
+	}
+	for _, m := range inFlight {
+		if _, err := w.cs.Apply(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want2 := map[string]counter.Values{"vid": {Comments: 5}, "vid2": {}, top.ID: {Replies: 4}, "ghost": {}}
+	if diff := cmp.Diff(want2, w.counts(t, "", "vid", "vid2", top.ID, "ghost")); diff != "" {
+		t.Errorf("counts after repair and delivery (-want +got):\n%s", diff)
+	}
+	w.exact(t, "vid", "vid2", top.ID, "ghost")
+
+	// The hourly run finds drift on counters that moved.
+	if _, err := w.cs.Apply(ctx, []events.Event{{ID: "drift-2", Kind: events.KindCounterDelta,
+		Deltas: []counter.Delta{{Key: "vid", Field: counter.Comments, N: -1}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.cs.Fold(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = w.cs.Reconcile(ctx, counterstore.Recent, []counterstore.Source{commentstore.Source{}})
+	if err != nil || rep.Corrected != 1 || len(rep.Corrections) != 1 || rep.Corrections[0].Delta != (counter.Values{Comments: 1}) {
+		t.Errorf("recent run: %+v, %v", rep, err)
+	}
+	w.exact(t, "vid")
+}

@@ -1,0 +1,119 @@
+package commentstore
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/events"
+)
+
+// publishTimeout bounds the publish that follows a commit.
+const publishTimeout = 15 * time.Second
+
+// Writer records comment changes and publishes their counter events. Posts
+// are group-committed when batched (the default): the posts that arrive
+// while a transaction runs are recorded together in the next one and their
+// events published as one message, so a hot video's comments cost one commit
+// and one message per batch. Unbatched (the naive baseline) each post is its
+// own transaction and message.
+//
+// The change is recorded first, with its deltas in the outbox; the event is
+// published after the commit. When publishing fails the change stands (it is
+// the truth, and the caller's answer says so): its deltas stay pending, the
+// author's own counts already include them, and the rollup's relay
+// republishes them. The counter may lag the truth, never lead it.
+type Writer struct {
+	store   *Store
+	pub     events.Publisher
+	batcher *counter.Batcher[CreateRequest, CreateResult]
+}
+
+// WriterOptions tune a Writer.
+type WriterOptions struct {
+	// Batched turns group commit of posts on.
+	Batched bool
+	// MaxBatch bounds the posts of one transaction (and events of one
+	// message); MaxInFlight the transactions at once (1 against the emulator).
+	MaxBatch    int
+	MaxInFlight int
+	// Linger is how long a batch waits for company; zero runs at once.
+	Linger time.Duration
+}
+
+// NewWriter returns a Writer over store publishing through pub.
+func NewWriter(store *Store, pub events.Publisher, o WriterOptions) *Writer {
+	w := &Writer{store: store, pub: pub}
+	if o.Batched {
+		if o.MaxBatch <= 0 {
+			o.MaxBatch = 200
+		}
+		w.batcher = counter.NewBatcher(counter.BatcherOptions{
+			MaxItems: o.MaxBatch, MaxInFlight: o.MaxInFlight, Linger: o.Linger, Timeout: 20 * time.Second,
+		}, w.post)
+	}
+	return w
+}
+
+// Post records one comment and publishes its event.
+func (w *Writer) Post(ctx context.Context, r CreateRequest) (CreateResult, error) {
+	if w.batcher != nil {
+		return w.batcher.Do(ctx, r)
+	}
+	res, err := w.post(ctx, []CreateRequest{r})
+	if err != nil {
+		return CreateResult{}, err
+	}
+	return res[0], nil
+}
+
+func (w *Writer) post(ctx context.Context, reqs []CreateRequest) ([]CreateResult, error) {
+	res, err := w.store.CreateMany(ctx, reqs)
+	if err != nil {
+		return nil, err
+	}
+	var evs []events.Event
+	for _, r := range res {
+		if r.Event != nil {
+			evs = append(evs, *r.Event)
+		}
+	}
+	w.publish(ctx, evs)
+	return res, nil
+}
+
+// Delete removes one comment (author or moderator) and publishes its
+// decrements.
+func (w *Writer) Delete(ctx context.Context, actor Actor, id string) (RemoveResult, error) {
+	res, err := w.store.Delete(ctx, actor, id)
+	if err != nil {
+		return RemoveResult{}, err
+	}
+	w.publish(ctx, res.Events)
+	return res, nil
+}
+
+// MarkSpam records a moderator's spam verdict on a batch of comments and
+// publishes the batch's decrements.
+func (w *Writer) MarkSpam(ctx context.Context, actor Actor, ids []string) (RemoveResult, error) {
+	res, err := w.store.MarkSpam(ctx, actor, ids)
+	if err != nil {
+		return RemoveResult{}, err
+	}
+	w.publish(ctx, res.Events)
+	return res, nil
+}
+
+func (w *Writer) publish(ctx context.Context, evs []events.Event) {
+	if len(evs) == 0 {
+		return
+	}
+	// The change is committed: publish even if the caller has gone.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+	defer cancel()
+	if err := events.PublishAll(ctx, w.pub, evs); err != nil {
+		slog.WarnContext(ctx, "commentstore: counter events not published; the outbox relay will republish them",
+			"events", len(evs), "error", err.Error())
+	}
+}
