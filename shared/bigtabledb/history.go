@@ -68,21 +68,36 @@ func (h *History) Apply(ctx context.Context, w history.Watch) error {
 	if err := h.latest.Apply(ctx, latestKey, mark); err != nil {
 		return unavailable("write latest watch", err)
 	}
-	return h.dropOlder(ctx, w.UserID, w.VideoID)
+	return h.dropOlder(ctx, w.UserID, w.VideoID, w.WatchedAt)
 }
 
 // dropOlder removes every entry of the video but the newest, and their marks.
-func (h *History) dropOlder(ctx context.Context, userID, videoID string) error {
+// The watch just applied (at own) is removed too when a newer one exists,
+// even if its mark is gone: a duplicate delivery can rewrite its entry after
+// another application deleted the entry and before it deleted the mark, and
+// then nobody else would see that entry again.
+func (h *History) dropOlder(ctx context.Context, userID, videoID string, own time.Time) error {
 	times, err := h.watchTimes(ctx, userID, videoID)
-	if err != nil || len(times) < 2 {
+	if err != nil {
 		return err
 	}
-	newest := slices.MaxFunc(times, time.Time.Compare)
+	newest := own
+	for _, t := range times {
+		if t.After(newest) {
+			newest = t
+		}
+	}
 	var stale []time.Time
 	for _, t := range times {
 		if t.Before(newest) {
 			stale = append(stale, t)
 		}
+	}
+	if own.Before(newest) && !slices.ContainsFunc(times, own.Equal) {
+		stale = append(stale, own)
+	}
+	if len(stale) == 0 {
+		return nil
 	}
 	return h.deleteWatches(ctx, userID, map[string][]time.Time{videoID: stale})
 }
