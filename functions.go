@@ -19,5 +19,5 @@ import (
 
 func init() {
 	// Cloud Logging reads JSON lines with severity and message from stdout.
-	slog.SetDefault(slog.New(httpx.NewLogHandler(os.Stdout, slog.LevelInfo)))
+	slog.SetDefault(slog.New(httpx.NewLogHandler(os.Stdout, slog.LevelInfo, os.Getenv("GOOGLE_CLOUD_PROJECT"))))
 }

@@ -104,7 +104,7 @@ func newStack(ctx context.Context, cfg *config.Config, srv *server) (*stack, err
 		clients.Close()
 		return nil, err
 	}
-	apply := applycounters.New(st.counters)
+	apply := applycounters.New(st.counters, nil)
 	reactions := reactionsfn.New(rdeps)
 	counts := countsfn.New(countsfn.Deps{
 		Verifier: clients.Verifier, Store: st.counters,

@@ -25,6 +25,7 @@ import (
 	"github.com/videngage/engagement/shared/emulators"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/platform"
+	"github.com/videngage/engagement/shared/telemetry"
 	"github.com/videngage/engagement/shared/topology"
 )
 
@@ -68,6 +69,9 @@ func realMain(ctx context.Context) error {
 		"AUTH_AUDIENCE":        project,
 		"AUTH_JWKS_URL":        base + "/dev/jwks",
 		"CORS_ALLOWED_ORIGINS": envOr("CORS_ALLOWED_ORIGINS", "*"),
+		// TELEMETRY_EXPORTER=stdout prints spans and metrics as JSON lines.
+		"TELEMETRY_EXPORTER":     envOr("TELEMETRY_EXPORTER", "none"),
+		"TELEMETRY_SAMPLE_RATIO": envOr("TELEMETRY_SAMPLE_RATIO", "1"),
 	}
 	for k, v := range stack.Env() {
 		env[k] = v
@@ -80,6 +84,15 @@ func realMain(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	shutdownTelemetry, err := telemetry.Setup(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = shutdownTelemetry(ctx)
+	}()
 
 	top := topology.MustLoad()
 	err = emulators.Provision(ctx, stack.Hosts, emulators.Target{
@@ -209,7 +222,6 @@ func mountFunctions(ctx context.Context, mux *http.ServeMux, top *topology.Topol
 			builders[r.Name] = r.HTTP
 		}
 	}
-	std := httpx.Standard(c.Config.Project, c.Config.HTTP.AllowedOrigins, c.Config.HTTP.RequestTimeout)
 	handlers := map[string]http.Handler{}
 	for _, f := range top.Functions {
 		if f.Kind == topology.KindEvent {
@@ -221,7 +233,7 @@ func mountFunctions(ctx context.Context, mux *http.ServeMux, top *topology.Topol
 			if err != nil {
 				return nil, fmt.Errorf("build %s: %w", f.Name, err)
 			}
-			h = std(built)
+			h = httpx.Standard(f.Name, c.Config.Project, c.Config.HTTP.AllowedOrigins, c.Config.HTTP.RequestTimeout)(built)
 		} else if f.Kind == topology.KindScheduled {
 			h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
 		} else {
@@ -242,16 +254,19 @@ func startScheduler(top *topology.Topology, handlers map[string]http.Handler) (*
 	c := cron.New()
 	for _, job := range top.Scheduler {
 		h, ok := handlers[job.Function]
-		if !ok {
+		fn, _ := top.Function(job.Function)
+		if !ok || len(fn.Routes) == 0 {
 			return nil, fmt.Errorf("scheduler job %s: no function %s", job.Name, job.Function)
 		}
+		// Cloud Scheduler calls the function's URL at its route, as here.
+		route := fn.Routes[0]
 		body, err := json.Marshal(job.Body)
 		if err != nil {
 			return nil, err
 		}
 		name := job.Name
 		if _, err := c.AddFunc(job.Schedule, func() {
-			req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(string(body)))
+			req := httptest.NewRequest(http.MethodPost, route, strings.NewReader(string(body)))
 			req.Header.Set("Content-Type", "application/json")
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)

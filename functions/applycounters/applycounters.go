@@ -20,6 +20,7 @@ import (
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/platform"
 	"github.com/videngage/engagement/shared/spannerdb"
+	"github.com/videngage/engagement/shared/telemetry"
 )
 
 func init() {
@@ -29,7 +30,7 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			return New(store), nil
+			return New(store, c.Metrics), nil
 		})
 }
 
@@ -51,30 +52,37 @@ type Store interface {
 	Apply(ctx context.Context, evs []events.Event) (counterstore.ApplyStats, error)
 }
 
-// New returns the event function. It returns an error only when a retry is
+// New returns the event function. It returns an error when a retry is
 // wanted (Spanner failed): Pub/Sub redelivers and the idempotent apply makes
-// the retry safe. A message that can never be applied is logged and
-// acknowledged; it would fail the same way on every delivery.
-func New(store Store) func(context.Context, event.Event) error {
+// the retry safe. A message that can never be applied is logged and refused
+// too, so that Pub/Sub moves it to the dead-letter topic after the
+// configured attempts (kept there for inspection, never silently dropped);
+// other messages are not held up behind it. m may be nil.
+func New(store Store, m *telemetry.Metrics) func(context.Context, event.Event) error {
 	// One message at a time per instance: functions-framework's CloudEvent
 	// path mis-pairs concurrent requests, and batching happens upstream.
 	var mu sync.Mutex
-	return func(ctx context.Context, e event.Event) error {
+	return func(ctx context.Context, e event.Event) (err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		msg, err := bus.FromCloudEvent(e)
 		if err != nil {
-			return poison(ctx, e.ID(), err)
+			return poison(ctx, m, e.ID(), err)
 		}
+		ctx, end := telemetry.StartConsumerSpan(ctx, name, msg.ID, msg.Attributes)
+		defer func() { end(err) }()
 		evs, err := Decode(msg.Data)
 		if err != nil {
-			return poison(ctx, msg.ID, err)
+			return poison(ctx, m, msg.ID, err)
 		}
+		m.BatchSize(ctx, name, len(evs))
 		st, err := store.Apply(ctx, evs)
 		if err != nil {
 			slog.WarnContext(ctx, "applycounters: apply failed; Pub/Sub will redeliver", "messageId", msg.ID, "error", err.Error())
 			return fmt.Errorf("applycounters: message %s: %w", msg.ID, err)
 		}
+		m.EventsApplied(ctx, name, st.Applied)
+		m.EventsDuplicate(ctx, name, st.Duplicates)
 		slog.DebugContext(ctx, "applycounters: applied", "messageId", msg.ID, "events", len(evs),
 			"applied", st.Applied, "duplicates", st.Duplicates, "counters", st.Counters)
 		return nil
@@ -109,10 +117,13 @@ func ViewEvent(w history.Watch) events.Event {
 	}
 }
 
-func poison(ctx context.Context, id string, err error) error {
-	if !errors.Is(err, bus.ErrPoison) && !errors.Is(err, events.ErrInvalid) {
-		err = fmt.Errorf("%w: %v", bus.ErrPoison, err)
+const name = "ApplyCounters"
+
+func poison(ctx context.Context, m *telemetry.Metrics, id string, err error) error {
+	if !errors.Is(err, bus.ErrPoison) {
+		err = fmt.Errorf("%w: %w", bus.ErrPoison, err)
 	}
-	slog.ErrorContext(ctx, "applycounters: message can never be applied; acknowledged and dropped", "messageId", id, "error", err.Error())
-	return nil
+	m.DeadLetterDelivery(ctx, name)
+	slog.ErrorContext(ctx, "applycounters: message can never be applied; refused, so that it is dead-lettered", "messageId", id, "error", err.Error())
+	return err
 }

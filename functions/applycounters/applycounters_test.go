@@ -9,6 +9,7 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 
+	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
@@ -46,7 +47,7 @@ func push(t *testing.T, data []byte) event.Event {
 
 func TestBothTopics(t *testing.T) {
 	s := &fakeStore{}
-	fn := New(s)
+	fn := New(s, nil)
 	msg, err := events.Encode(events.Message{Events: []events.Event{{ID: "c1", Kind: events.KindCounterDelta,
 		Deltas: []counter.Delta{{Key: "v", Field: counter.Comments, N: 1}}}}})
 	if err != nil {
@@ -68,12 +69,12 @@ func TestBothTopics(t *testing.T) {
 	}
 }
 
-func TestPoisonIsAcknowledgedAndFailuresRetried(t *testing.T) {
+func TestPoisonIsRefusedForTheDeadLetterTopicAndFailuresRetried(t *testing.T) {
 	s := &fakeStore{}
-	fn := New(s)
+	fn := New(s, nil)
 	for _, data := range []string{`not json`, `{"v":1,"events":[]}`, `{"eventId":"x","videoId":"v"}`} {
-		if err := fn(context.Background(), push(t, []byte(data))); err != nil {
-			t.Errorf("poison %q asked for a retry: %v", data, err)
+		if err := fn(context.Background(), push(t, []byte(data))); !errors.Is(err, bus.ErrPoison) {
+			t.Errorf("poison %q: %v, want bus.ErrPoison (dead-lettered after the attempts)", data, err)
 		}
 	}
 	if len(s.got) != 0 {
@@ -81,7 +82,7 @@ func TestPoisonIsAcknowledgedAndFailuresRetried(t *testing.T) {
 	}
 	s.err = errors.New("spanner down")
 	w, _ := history.NewWatch("u", "vid", time.Now(), 0).Encode()
-	if err := fn(context.Background(), push(t, w)); err == nil {
-		t.Fatal("a store failure was acknowledged")
+	if err := fn(context.Background(), push(t, w)); err == nil || errors.Is(err, bus.ErrPoison) {
+		t.Fatalf("a store failure: %v, want a retryable error", err)
 	}
 }

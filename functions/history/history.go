@@ -20,6 +20,7 @@ import (
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/platform"
+	"github.com/videngage/engagement/shared/telemetry"
 )
 
 func init() {
@@ -32,6 +33,7 @@ func init() {
 				Publisher: bus.NewPublisher(c.PubSub, c.Config.PubSub.HistoryTopic),
 				Tokens:    history.NewPageTokens(c.Config.HTTP.PageTokenSecret),
 				Limiter:   platform.RateLimiter(c, "history", c.Config.Counters.HistoryPerMin),
+				Metrics:   c.Metrics,
 			}), nil
 		})
 }
@@ -66,7 +68,8 @@ type Deps struct {
 	Settings  SettingsStore
 	Publisher Publisher
 	Tokens    history.PageTokens
-	Limiter   Limiter // nil: no limit
+	Limiter   Limiter            // nil: no limit
+	Metrics   *telemetry.Metrics // may be nil
 	Now       func() time.Time
 }
 
@@ -163,6 +166,7 @@ func (h *handler) admit(ctx context.Context, userID string) error {
 		return err
 	}
 	if wait > 0 {
+		h.Metrics.RateLimited(ctx, "history")
 		return httpx.ResourceExhausted(wait, "too many history writes; retry later")
 	}
 	return nil

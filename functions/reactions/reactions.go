@@ -22,6 +22,7 @@ import (
 	"github.com/videngage/engagement/shared/reaction"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
 	"github.com/videngage/engagement/shared/spannerdb"
+	"github.com/videngage/engagement/shared/telemetry"
 )
 
 func init() {
@@ -58,7 +59,7 @@ func Build(c *platform.Clients) (Deps, error) {
 	w := reactionstore.NewWriter(store, bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic), reactionstore.WriterOptions{
 		Batched: mode == counterstore.Sharded, MaxInFlight: inFlight,
 	})
-	return Deps{Verifier: c.Verifier, Writer: w, Store: store}, nil
+	return Deps{Verifier: c.Verifier, Writer: w, Store: store, Metrics: c.Metrics}, nil
 }
 
 // Interfaces of what the handler uses.
@@ -80,6 +81,7 @@ type Deps struct {
 	Verifier Verifier
 	Writer   Writer
 	Store    Store
+	Metrics  *telemetry.Metrics // may be nil
 }
 
 type handler struct{ Deps }
@@ -149,6 +151,7 @@ func (h *handler) put(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("ETag", etag(mismatch.Current))
 		return httpx.FailedPrecondition("the reaction is at version %d, not the version in If-Match; read it and retry", mismatch.Current)
 	case errors.As(err, &limited):
+		h.Metrics.RateLimited(r.Context(), "reactions")
 		return httpx.ResourceExhausted(limited.RetryAfter, "too many reactions; retry after the time in Retry-After")
 	case errors.Is(err, reactionstore.ErrPublish):
 		return httpx.Unavailable(time.Second, "the reaction is recorded but not yet counted; retry the same request")

@@ -12,18 +12,20 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/platform"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
 	"github.com/videngage/engagement/shared/spannerdb"
+	"github.com/videngage/engagement/shared/telemetry"
 )
 
 func init() {
 	platform.RegisterHTTP("Reconcile", platform.NeedSpanner,
 		func(ctx context.Context, c *platform.Clients) (http.Handler, error) {
 			store := counterstore.New(spannerdb.Wrap(c.Spanner, c.Config), counterstore.Options{})
-			return New(Deps{Store: store, Sources: Sources()}), nil
+			return New(Deps{Store: store, Sources: Sources(), Metrics: c.Metrics}), nil
 		})
 }
 
@@ -45,6 +47,7 @@ type Deps struct {
 	Sources []counterstore.Source
 	// Timeout bounds one run (the daily run reads every counter).
 	Timeout time.Duration
+	Metrics *telemetry.Metrics // may be nil
 }
 
 type handler struct{ Deps }
@@ -83,6 +86,13 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
 	rep, err := h.Store.Reconcile(ctx, scope, h.Sources)
 	if err != nil {
 		return err
+	}
+	for _, c := range rep.Corrections {
+		for _, f := range counter.Fields {
+			if d := c.Delta.Get(f); d != 0 {
+				h.Metrics.ReconcileCorrection(ctx, string(f), d)
+			}
+		}
 	}
 	slog.InfoContext(ctx, "reconcile: done", "scope", scope, "checked", rep.Checked, "corrected", rep.Corrected,
 		"skipped", rep.Skipped, "duration", time.Since(started).String())

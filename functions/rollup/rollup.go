@@ -21,6 +21,7 @@ import (
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/platform"
 	"github.com/videngage/engagement/shared/spannerdb"
+	"github.com/videngage/engagement/shared/telemetry"
 )
 
 func init() {
@@ -41,6 +42,7 @@ func init() {
 				Publisher:  bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic),
 				Interval:   cfg.Counters.RollupInterval,
 				RelayAfter: cfg.Counters.RelayAfter,
+				Metrics:    c.Metrics,
 			}), nil
 		})
 }
@@ -58,7 +60,8 @@ type Deps struct {
 	Interval   time.Duration
 	RelayAfter time.Duration
 	// Period is the time one invocation covers (Cloud Scheduler's minute).
-	Period time.Duration
+	Period  time.Duration
+	Metrics *telemetry.Metrics // may be nil
 }
 
 type handler struct{ Deps }
@@ -124,16 +127,23 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
 	if b.Once {
 		until = start
 	}
-	tick(ctx, h.Store, h.Interval, until, func(st counterstore.FoldStats, err error) {
+	// Rollup lag: the time since the previous successful fold, the longest
+	// any shard waited to be folded (the alert also fires when it stops).
+	lastFold := start
+	h.tick(ctx, until, func(st counterstore.FoldStats, err error) {
 		rep.Ticks++
+		now := time.Now()
 		if err != nil {
 			rep.Errors++
 			slog.ErrorContext(ctx, "rollup: fold failed; the next tick retries", "error", err.Error())
 			return
 		}
+		h.Metrics.RollupLag(ctx, now.Sub(lastFold))
+		lastFold = now
 		rep.Counters += st.Counters
 		rep.Shards += st.Shards
 		for k, n := range st.Resized {
+			h.Metrics.CounterShards(ctx, n)
 			rep.Resized[k] = n
 			slog.InfoContext(ctx, "rollup: shard count changed", "counterKey", k, "shards", n)
 		}
@@ -144,10 +154,12 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
 }
 
 // tick folds every interval until until (at least once).
-func tick(ctx context.Context, s Store, interval time.Duration, until time.Time, report func(counterstore.FoldStats, error)) {
+func (h *handler) tick(ctx context.Context, until time.Time, report func(counterstore.FoldStats, error)) {
+	s, interval := h.Store, h.Interval
 	for {
 		started := time.Now()
 		st, err := s.Fold(ctx)
+		h.Metrics.RollupDuration(ctx, time.Since(started))
 		report(st, err)
 		next := started.Add(interval)
 		if !next.Before(until) || ctx.Err() != nil {

@@ -33,7 +33,9 @@ func (f *fakeStore) Fold(context.Context) (counterstore.FoldStats, error) {
 	return counterstore.FoldStats{Counters: 1, Shards: 2, Resized: map[string]int{"hot": 8}}, nil
 }
 
-func (f *fakeStore) Stale(context.Context, time.Duration) ([]events.Event, error) { return f.stale, nil }
+func (f *fakeStore) Stale(context.Context, time.Duration) ([]events.Event, error) {
+	return f.stale, nil
+}
 
 type fakePub struct{ n int }
 

@@ -13,12 +13,14 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/telemetry"
 )
 
 // Publisher publishes to one topic and waits for the server's ack, so that an
 // accepted request never loses its event.
 type Publisher struct {
-	p *pubsub.Publisher
+	p     *pubsub.Publisher
+	topic string
 }
 
 // NewPublisher publishes to topic through c. Messages published at the same
@@ -28,13 +30,15 @@ func NewPublisher(c *pubsub.Client, topic string) *Publisher {
 	p.PublishSettings.DelayThreshold = 5 * time.Millisecond
 	p.PublishSettings.CountThreshold = 500
 	p.PublishSettings.Timeout = 15 * time.Second
-	return &Publisher{p: p}
+	return &Publisher{p: p, topic: topic}
 }
 
 // Publish publishes one message and waits until Pub/Sub has it. A failure is
 // ErrBackendUnavailable: the caller answers 503 and the client retries.
 func (p *Publisher) Publish(ctx context.Context, data []byte, attrs map[string]string) (string, error) {
+	ctx, attrs, end := telemetry.StartPublishSpan(ctx, p.topic, attrs)
 	id, err := p.p.Publish(ctx, &pubsub.Message{Data: data, Attributes: attrs}).Get(ctx)
+	end(id, err)
 	if err != nil {
 		return "", fmt.Errorf("%w: publish: %v", httpx.ErrBackendUnavailable, err)
 	}

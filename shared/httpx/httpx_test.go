@@ -285,7 +285,7 @@ func TestTimeoutBoundsTheContext(t *testing.T) {
 
 func TestLogLinesCarryCloudLoggingFields(t *testing.T) {
 	var buf bytes.Buffer
-	log := slog.New(NewLogHandler(&buf, slog.LevelInfo))
+	log := slog.New(NewLogHandler(&buf, slog.LevelInfo, "proj"))
 	ctx := WithTrace(context.Background(), "proj", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "")
 	log.WarnContext(ctx, "hello", "k", 1)
 	var line map[string]any

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
+
+	"github.com/videngage/engagement/shared/telemetry"
 )
 
 type traceKey struct{}
@@ -22,7 +24,9 @@ var traceparentPattern = regexp.MustCompile(`^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-
 // X-Cloud-Trace-Context) in ctx for the log handler.
 func WithTrace(ctx context.Context, project, traceparent, cloudTrace string) context.Context {
 	var t trace
-	if m := traceparentPattern.FindStringSubmatch(traceparent); m != nil {
+	if id, span, sampled := telemetry.TraceIDs(ctx); id != "" {
+		t = trace{id: id, span: span, sampled: sampled}
+	} else if m := traceparentPattern.FindStringSubmatch(traceparent); m != nil {
 		t = trace{id: m[1], span: m[2], sampled: m[3] == "01"}
 	} else if cloudTrace != "" {
 		id, rest, _ := strings.Cut(cloudTrace, "/")
@@ -38,8 +42,11 @@ func WithTrace(ctx context.Context, project, traceparent, cloudTrace string) con
 
 // NewLogHandler is a slog handler writing JSON that Cloud Logging reads:
 // "severity" and "message" keys, and the trace fields of the context.
-func NewLogHandler(w io.Writer, level slog.Leveler) slog.Handler {
-	return &traceHandler{slog.NewJSONHandler(w, &slog.HandlerOptions{
+//
+// Lines logged with a context that carries a span but no request trace (event
+// functions) take the span's ids, in project.
+func NewLogHandler(w io.Writer, level slog.Leveler, project string) slog.Handler {
+	return &traceHandler{project: project, Handler: slog.NewJSONHandler(w, &slog.HandlerOptions{
 		Level: level,
 		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
 			if len(groups) > 0 {
@@ -61,10 +68,19 @@ func NewLogHandler(w io.Writer, level slog.Leveler) slog.Handler {
 	})}
 }
 
-type traceHandler struct{ slog.Handler }
+type traceHandler struct {
+	slog.Handler
+	project string
+}
 
 func (h *traceHandler) Handle(ctx context.Context, r slog.Record) error {
-	if t, ok := ctx.Value(traceKey{}).(trace); ok {
+	t, ok := ctx.Value(traceKey{}).(trace)
+	if !ok {
+		if id, span, sampled := telemetry.TraceIDs(ctx); id != "" {
+			t, ok = trace{id: id, span: span, sampled: sampled, project: h.project}, true
+		}
+	}
+	if ok {
 		r.AddAttrs(
 			slog.String("logging.googleapis.com/trace", "projects/"+t.project+"/traces/"+t.id),
 			slog.String("logging.googleapis.com/spanId", t.span),
@@ -75,9 +91,9 @@ func (h *traceHandler) Handle(ctx context.Context, r slog.Record) error {
 }
 
 func (h *traceHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return &traceHandler{h.Handler.WithAttrs(as)}
+	return &traceHandler{Handler: h.Handler.WithAttrs(as), project: h.project}
 }
 
 func (h *traceHandler) WithGroup(name string) slog.Handler {
-	return &traceHandler{h.Handler.WithGroup(name)}
+	return &traceHandler{Handler: h.Handler.WithGroup(name), project: h.project}
 }

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/videngage/engagement/shared/telemetry"
 )
 
 // Middleware wraps a handler.
@@ -22,11 +24,13 @@ func Chain(h http.Handler, mws ...Middleware) http.Handler {
 	return h
 }
 
-// Standard is the middleware every public function gets: panics and logs
-// outermost, then CORS, then the request deadline.
-func Standard(project string, allowedOrigins []string, timeout time.Duration) Middleware {
+// Standard is the middleware every HTTP function gets: the trace span and
+// request metric outermost (the route falls back to the function's name),
+// then panics and logs, CORS, and the request deadline.
+func Standard(function, project string, allowedOrigins []string, timeout time.Duration) Middleware {
+	route := func(*http.Request) string { return function }
 	return func(h http.Handler) http.Handler {
-		return Chain(h, Recover, Log(project), CORS(allowedOrigins), Timeout(timeout))
+		return Chain(h, telemetry.Middleware(route), Recover, Log(project), CORS(allowedOrigins), Timeout(timeout))
 	}
 }
 
@@ -132,6 +136,9 @@ func Log(project string) Middleware {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			start := time.Now()
 			ctx := WithTrace(r.Context(), project, r.Header.Get("traceparent"), r.Header.Get("X-Cloud-Trace-Context"))
+			if p := r.Pattern; p != "" {
+				telemetry.SetRoute(ctx, p)
+			}
 			rec := &statusRecorder{ResponseWriter: w}
 			next.ServeHTTP(rec, r.WithContext(ctx))
 			level := slog.LevelInfo

@@ -3,6 +3,8 @@ package httpx
 import (
 	"net/http"
 	"strings"
+
+	"github.com/videngage/engagement/shared/telemetry"
 )
 
 // HandlerFunc is a handler that returns its error; Router writes it.
@@ -20,6 +22,7 @@ func NewRouter() *Router { return &Router{mux: http.NewServeMux()} }
 // Handle registers h for a ServeMux pattern such as "PUT /v1/reactions/{id}".
 func (rt *Router) Handle(pattern string, h HandlerFunc) {
 	rt.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		telemetry.SetRoute(r.Context(), pattern)
 		if err := h(w, r); err != nil {
 			WriteError(w, r, err)
 		}
@@ -35,6 +38,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Let the mux decide between 404 and 405 (it computes Allow), then
 	// answer in our format.
+	telemetry.SetRoute(r.Context(), telemetry.RouteUnmatched)
 	probe := &headerProbe{header: http.Header{}}
 	h.ServeHTTP(probe, r)
 	if probe.status == http.StatusMethodNotAllowed {

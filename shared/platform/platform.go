@@ -27,6 +27,7 @@ import (
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/firestoredb"
 	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/telemetry"
 )
 
 // Needs says which clients a function uses; an instance builds only those.
@@ -48,6 +49,7 @@ type Clients struct {
 	PubSub    *pubsub.Client
 	Firestore *firestore.Client
 	Verifier  *auth.Verifier
+	Metrics   *telemetry.Metrics
 }
 
 // New builds the clients named by needs.
@@ -58,6 +60,9 @@ func New(ctx context.Context, cfg *config.Config, needs Needs) (_ *Clients, err 
 			c.Close()
 		}
 	}()
+	if c.Metrics, err = telemetry.NewMetrics(nil); err != nil {
+		return nil, fmt.Errorf("platform.New: metrics: %w", err)
+	}
 	if needs&NeedSpanner != 0 {
 		c.Spanner, err = spanner.NewClientWithConfig(ctx, cfg.DatabasePath(), spanner.ClientConfig{
 			// The emulator has no Cloud Monitoring to export to.
@@ -147,7 +152,7 @@ func RegisterHTTP(name string, needs Needs, build HTTPBuilder) {
 				return nil, err
 			}
 			cfg := c.Config
-			return httpx.Standard(cfg.Project, cfg.HTTP.AllowedOrigins, cfg.HTTP.RequestTimeout)(h), nil
+			return httpx.Standard(name, cfg.Project, cfg.HTTP.AllowedOrigins, cfg.HTTP.RequestTimeout)(h), nil
 		})
 		if err != nil {
 			httpx.WriteError(w, r, fmt.Errorf("%w: %v", httpx.ErrBackendUnavailable, err))
@@ -213,6 +218,9 @@ func (l *lazy[T]) get(ctx context.Context, needs Needs, build func(context.Conte
 	// The clients outlive this request: build them on a context that is not
 	// cancelled when the request ends.
 	bctx := context.WithoutCancel(ctx)
+	if err := telemetry.StartInstance(bctx, cfg); err != nil {
+		return zero, err
+	}
 	c, err := New(bctx, cfg, needs)
 	if err != nil {
 		return zero, err
