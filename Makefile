@@ -29,7 +29,8 @@ test-terraform:
 
 ## bench: benchmarks on the local stack, figures side by side
 bench:
-	$(GO) run ./cmd/withemulators -- $(GO) test -run '^$$' -bench . -benchtime 200x ./shared/bigtabledb/
+	$(GO) run ./cmd/bench
+	$(GO) run ./cmd/withemulators -- $(GO) test -run '^$$' -bench BenchmarkHistoryFirstPage -benchtime 200x ./shared/bigtabledb/
 
 ## fuzz: every fuzz target for longer (FUZZTIME each)
 FUZZTIME ?= 60s
