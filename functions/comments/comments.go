@@ -1,0 +1,372 @@
+// Package commentsfn is the Comments function: the public comments API.
+//
+//	POST   /v1/videos/{videoId}/comments        post a comment or a reply (Idempotency-Key optional)
+//	GET    /v1/videos/{videoId}/comments        visible top-level comments, newest first
+//	GET    /v1/comments/{commentId}/replies     visible replies, oldest first
+//	DELETE /v1/comments/{commentId}             delete (author or moderator)
+//	POST   /v1/moderation/spam                  mark up to 1,000 comments as spam (moderators)
+//
+// Every change is recorded in Spanner with its counter deltas in the outbox,
+// then published to the counter topic; the counts follow through
+// ApplyCounters (see commentstore).
+package commentsfn
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/videngage/engagement/shared/auth"
+	"github.com/videngage/engagement/shared/bus"
+	"github.com/videngage/engagement/shared/comment"
+	"github.com/videngage/engagement/shared/comment/commentstore"
+	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/platform"
+	"github.com/videngage/engagement/shared/spannerdb"
+)
+
+func init() {
+	platform.RegisterHTTP("Comments", platform.NeedSpanner|platform.NeedPubSub|platform.NeedVerifier,
+		func(ctx context.Context, c *platform.Clients) (http.Handler, error) {
+			deps, err := Build(c)
+			if err != nil {
+				return nil, err
+			}
+			return New(deps), nil
+		})
+}
+
+// Build wires the handler's collaborators from an instance's clients.
+func Build(c *platform.Clients) (Deps, error) {
+	cfg := c.Config
+	mode, err := counterstore.ParseMode(cfg.Counters.Mode)
+	if err != nil {
+		return Deps{}, err
+	}
+	limit := cfg.Counters.CommentsPerMin
+	if cfg.HTTP.RateLimits == "off" {
+		limit = 0
+	}
+	db := spannerdb.Wrap(c.Spanner, cfg)
+	store := commentstore.New(db, limit)
+	inFlight := 8
+	if db.Serial() {
+		inFlight = 1
+	}
+	w := commentstore.NewWriter(store, bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic), commentstore.WriterOptions{
+		Batched: mode == counterstore.Sharded, MaxInFlight: inFlight,
+	})
+	return Deps{
+		Verifier:     c.Verifier,
+		Writer:       w,
+		Store:        store,
+		Counts:       counterstore.New(db, counterstore.Options{}),
+		Tokens:       comment.NewPageTokens(cfg.HTTP.PageTokenSecret),
+		MaxStaleness: cfg.Counters.CountsMaxStaleness,
+	}, nil
+}
+
+// Interfaces of what the handler uses, declared here where they are consumed.
+type (
+	Verifier interface {
+		FromRequest(*http.Request) (auth.User, error)
+	}
+	Writer interface {
+		Post(ctx context.Context, r commentstore.CreateRequest) (commentstore.CreateResult, error)
+		Delete(ctx context.Context, actor commentstore.Actor, id string) (commentstore.RemoveResult, error)
+		MarkSpam(ctx context.Context, actor commentstore.Actor, ids []string) (commentstore.RemoveResult, error)
+	}
+	Store interface {
+		ListVideo(ctx context.Context, videoID string, after *comment.Cursor, size int) (commentstore.Page, error)
+		ListReplies(ctx context.Context, parentID string, after *comment.Cursor, size int) (commentstore.Page, error)
+	}
+	// Counts reads the counter engine: the reply counts of a page.
+	Counts interface {
+		Counts(ctx context.Context, ids []string, viewer *counterstore.Viewer, maxStaleness time.Duration) (counterstore.Counts, error)
+	}
+)
+
+// Deps are the handler's collaborators.
+type Deps struct {
+	Verifier Verifier
+	Writer   Writer
+	Store    Store
+	Counts   Counts
+	Tokens   comment.PageTokens
+	// MaxStaleness bounds how old the reply counts of a listing may be.
+	MaxStaleness time.Duration
+}
+
+type handler struct{ Deps }
+
+const (
+	defaultPageSize = 20
+	maxPageSize     = 100
+)
+
+// New builds the Comments handler.
+func New(d Deps) http.Handler {
+	h := &handler{d}
+	rt := httpx.NewRouter()
+	rt.Handle("POST /v1/videos/{videoId}/comments", h.post)
+	rt.Handle("GET /v1/videos/{videoId}/comments", h.list)
+	rt.Handle("GET /v1/comments/{commentId}/replies", h.replies)
+	rt.Handle("DELETE /v1/comments/{commentId}", h.delete)
+	rt.Handle("POST /v1/moderation/spam", h.spam)
+	return rt
+}
+
+// CommentBody is a comment as the API shows it.
+type CommentBody struct {
+	ID         string    `json:"id"`
+	VideoID    string    `json:"videoId"`
+	ParentID   string    `json:"parentId,omitempty"`
+	AuthorID   string    `json:"authorId"`
+	Text       string    `json:"text"`
+	CreateTime time.Time `json:"createTime"`
+	ReplyCount int64     `json:"replyCount"`
+}
+
+func bodyOf(c comment.Comment, replies int64) CommentBody {
+	return CommentBody{
+		ID: c.ID, VideoID: c.VideoID, ParentID: c.ParentID, AuthorID: c.AuthorID, Text: c.Text,
+		CreateTime: c.CreateTime.UTC(), ReplyCount: max(replies, 0),
+	}
+}
+
+// PageBody is a page of a listing.
+type PageBody struct {
+	Comments      []CommentBody `json:"comments"`
+	NextPageToken string        `json:"nextPageToken,omitempty"`
+}
+
+type postBody struct {
+	Text     *string `json:"text"`
+	ParentID *string `json:"parentId"`
+}
+
+func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
+	user, err := h.Verifier.FromRequest(r)
+	if err != nil {
+		return err
+	}
+	video := r.PathValue("videoId")
+	if err := httpx.ValidateID("videoId", video); err != nil {
+		return err
+	}
+	var key string
+	switch keys := r.Header.Values("Idempotency-Key"); len(keys) {
+	case 0:
+	case 1:
+		key = keys[0]
+		if err := comment.ValidateIdempotencyKey(key); err != nil {
+			return httpx.InvalidArgument("%s", err.Error())
+		}
+	default:
+		return httpx.InvalidArgument("send at most one Idempotency-Key header")
+	}
+	var body postBody
+	if err := decodeUTF8JSON(w, r, &body); err != nil {
+		return err
+	}
+	if body.Text == nil {
+		return httpx.InvalidArgument("text is required: 1 to %d characters", comment.MaxTextChars)
+	}
+	if err := comment.ValidateText(*body.Text); err != nil {
+		return httpx.InvalidArgument("%s", err.Error())
+	}
+	var parent string
+	if body.ParentID != nil {
+		parent = *body.ParentID
+		if err := httpx.ValidateID("parentId", parent); err != nil {
+			return err
+		}
+	}
+	res, err := h.Writer.Post(r.Context(), commentstore.CreateRequest{
+		UserID: user.ID, VideoID: video, ParentID: parent, Text: *body.Text, IdempotencyKey: key,
+	})
+	if err == nil {
+		err = res.Err
+	}
+	var limited *commentstore.RateLimitedError
+	switch {
+	case errors.Is(err, comment.ErrParentNotFound):
+		return httpx.NotFound("%s", err.Error())
+	case errors.Is(err, comment.ErrParentIsReply), errors.Is(err, comment.ErrParentElsewhere):
+		return httpx.InvalidArgument("%s", err.Error())
+	case errors.Is(err, commentstore.ErrKeyReused):
+		return httpx.InvalidArgument("this Idempotency-Key was already used for another comment; send a new key with a new comment")
+	case errors.As(err, &limited):
+		return httpx.ResourceExhausted(limited.RetryAfter, "too many comments; retry after the time in Retry-After")
+	case err != nil:
+		return err
+	}
+	var replies int64
+	if res.Replayed && !res.Comment.IsReply() {
+		counts, err := h.Counts.Counts(r.Context(), []string{res.Comment.ID}, nil, h.MaxStaleness)
+		if err != nil {
+			return err
+		}
+		replies = counts.Values[res.Comment.ID].Replies
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	httpx.WriteJSON(w, http.StatusCreated, bodyOf(res.Comment, replies))
+	return nil
+}
+
+// decodeUTF8JSON is httpx.DecodeJSON that also refuses strings that are not
+// valid UTF-8, which encoding/json would quietly replace with U+FFFD.
+func decodeUTF8JSON(w http.ResponseWriter, r *http.Request, v any) error {
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, httpx.MaxBodyBytes))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return httpx.TooLarge("the body is larger than %d bytes", httpx.MaxBodyBytes)
+	case err != nil:
+		return httpx.InvalidArgument("the body could not be read")
+	}
+	if err := comment.CheckJSONText(raw); err != nil {
+		return httpx.InvalidArgument("the body must be valid UTF-8 and hold no unpaired surrogate escapes")
+	}
+	r.Body = io.NopCloser(bytes.NewReader(raw))
+	return httpx.DecodeJSON(w, r, v)
+}
+
+func (h *handler) list(w http.ResponseWriter, r *http.Request) error {
+	video := r.PathValue("videoId")
+	if err := httpx.ValidateID("videoId", video); err != nil {
+		return err
+	}
+	size, after, err := h.paging(r, comment.VideoListing(video))
+	if err != nil {
+		return err
+	}
+	page, err := h.Store.ListVideo(r.Context(), video, after, size)
+	if err != nil {
+		return err
+	}
+	return h.writePage(w, r, comment.VideoListing(video), page, true)
+}
+
+func (h *handler) replies(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("commentId")
+	if err := httpx.ValidateID("commentId", id); err != nil {
+		return err
+	}
+	size, after, err := h.paging(r, comment.RepliesListing(id))
+	if err != nil {
+		return err
+	}
+	page, err := h.Store.ListReplies(r.Context(), id, after, size)
+	if errors.Is(err, commentstore.ErrNotFound) {
+		return httpx.NotFound("no visible comment %s", id)
+	}
+	if err != nil {
+		return err
+	}
+	// Replies have no replies (threads are one level deep): no count to read.
+	return h.writePage(w, r, comment.RepliesListing(id), page, false)
+}
+
+func (h *handler) paging(r *http.Request, l comment.Listing) (int, *comment.Cursor, error) {
+	q := r.URL.Query()
+	size, err := httpx.ParsePageSize(q.Get("pageSize"), defaultPageSize, maxPageSize)
+	if err != nil {
+		return 0, nil, err
+	}
+	tok := q.Get("pageToken")
+	if tok == "" {
+		return size, nil, nil
+	}
+	c, err := h.Tokens.Decode(l, tok)
+	if err != nil {
+		return 0, nil, httpx.InvalidArgument("pageToken is not valid for this listing; use the nextPageToken of its previous page")
+	}
+	return size, &c, nil
+}
+
+// writePage answers a page, with the reply counts of its comments read from
+// the counter engine in one batched read.
+func (h *handler) writePage(w http.ResponseWriter, r *http.Request, l comment.Listing, page commentstore.Page, withReplies bool) error {
+	var counts counterstore.Counts
+	if withReplies && len(page.Comments) > 0 {
+		ids := make([]string, len(page.Comments))
+		for i, c := range page.Comments {
+			ids[i] = c.ID
+		}
+		var err error
+		if counts, err = h.Counts.Counts(r.Context(), ids, nil, h.MaxStaleness); err != nil {
+			return err
+		}
+	}
+	out := PageBody{Comments: make([]CommentBody, 0, len(page.Comments))}
+	for _, c := range page.Comments {
+		out.Comments = append(out.Comments, bodyOf(c, counts.Values[c.ID].Replies))
+	}
+	if page.Next != nil {
+		out.NextPageToken = h.Tokens.Encode(l, *page.Next)
+	}
+	// Fresh on every read: an author looks for their comment right after posting.
+	w.Header().Set("Cache-Control", "no-store")
+	httpx.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (h *handler) delete(w http.ResponseWriter, r *http.Request) error {
+	user, err := h.Verifier.FromRequest(r)
+	if err != nil {
+		return err
+	}
+	id := r.PathValue("commentId")
+	if err := httpx.ValidateID("commentId", id); err != nil {
+		return err
+	}
+	_, err = h.Writer.Delete(r.Context(), commentstore.Actor{UserID: user.ID, Moderator: user.Moderator}, id)
+	switch {
+	case errors.Is(err, commentstore.ErrNotFound):
+		return httpx.NotFound("no comment %s", id)
+	case errors.Is(err, commentstore.ErrPermissionDenied):
+		return httpx.PermissionDenied("only the author of the comment or a moderator may delete it")
+	case err != nil:
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+type spamBody struct {
+	CommentIDs []string `json:"commentIds"`
+}
+
+func (h *handler) spam(w http.ResponseWriter, r *http.Request) error {
+	user, err := h.Verifier.FromRequest(r)
+	if err != nil {
+		return err
+	}
+	if !user.Moderator {
+		return httpx.PermissionDenied("only moderators may mark comments as spam")
+	}
+	var body spamBody
+	if err := httpx.DecodeJSON(w, r, &body); err != nil {
+		return err
+	}
+	if len(body.CommentIDs) < 1 || len(body.CommentIDs) > comment.MaxRemoveBatch {
+		return httpx.InvalidArgument("commentIds must hold 1 to %d comment ids; sweep more in several calls", comment.MaxRemoveBatch)
+	}
+	for _, id := range body.CommentIDs {
+		if err := httpx.ValidateID("every id in commentIds", id); err != nil {
+			return err
+		}
+	}
+	res, err := h.Writer.MarkSpam(r.Context(), commentstore.Actor{UserID: user.ID, Moderator: true}, body.CommentIDs)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	httpx.WriteJSON(w, http.StatusOK, map[string]int{"updated": res.Updated})
+	return nil
+}

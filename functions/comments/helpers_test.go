@@ -1,0 +1,408 @@
+package commentsfn_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+
+	"github.com/videngage/engagement/functions/applycounters"
+	commentsfn "github.com/videngage/engagement/functions/comments"
+	countsfn "github.com/videngage/engagement/functions/counts"
+	"github.com/videngage/engagement/shared/auth"
+	"github.com/videngage/engagement/shared/comment"
+	"github.com/videngage/engagement/shared/comment/commentstore"
+	"github.com/videngage/engagement/shared/config"
+	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/emulators/emulatortest"
+	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/spannerdb"
+)
+
+func TestMain(m *testing.M) {
+	// The handler's access and error logs would bury the test output.
+	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	emulatortest.Main(m)
+}
+
+const audience = "comments-test"
+
+// RSA keys are slow to make under -race: one issuer serves every test.
+var issuer = sync.OnceValues(func() (*auth.LocalIssuer, error) { return auth.NewLocalIssuer(audience) })
+
+// loopback is the counter topic and its push subscription in one: each
+// published message is delivered, as the CloudEvent of a Pub/Sub push, to
+// the real ApplyCounters consumer before Publish returns, unless held (then
+// the test releases it later: events in flight).
+type loopback struct {
+	t       testing.TB
+	consume func(context.Context, event.Event) error
+
+	mu     sync.Mutex
+	hold   bool
+	held   []event.Event
+	events []events.Event
+	n      int
+}
+
+func (p *loopback) Publish(ctx context.Context, data []byte, attrs map[string]string) (string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m, err := events.Decode(data)
+	if err != nil {
+		p.t.Errorf("published an invalid message %s: %v", data, err)
+	}
+	p.events = append(p.events, m.Events...)
+	p.n++
+	id := fmt.Sprint(p.n)
+	e := pushEvent(p.t, id, data, attrs)
+	if p.hold {
+		p.held = append(p.held, e)
+		return id, nil
+	}
+	if err := p.consume(context.WithoutCancel(ctx), e); err != nil {
+		p.t.Errorf("ApplyCounters of message %s: %v", id, err)
+	}
+	return id, nil
+}
+
+// setHold holds (true) or delivers (false) the messages from now on.
+func (p *loopback) setHold(hold bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.hold = hold
+}
+
+// release delivers the held messages.
+func (p *loopback) release() {
+	p.mu.Lock()
+	held := p.held
+	p.held = nil
+	p.mu.Unlock()
+	for _, e := range held {
+		if err := p.consume(context.Background(), e); err != nil {
+			p.t.Errorf("ApplyCounters of message %s: %v", e.ID(), err)
+		}
+	}
+}
+
+// published returns the events published so far.
+func (p *loopback) published() []events.Event {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]events.Event(nil), p.events...)
+}
+
+// pushEvent is the messagePublished CloudEvent of a Pub/Sub push.
+func pushEvent(t testing.TB, messageID string, data []byte, attrs map[string]string) event.Event {
+	body, err := json.Marshal(map[string]any{
+		"message": map[string]any{
+			"data":        data, // base64
+			"messageId":   messageID,
+			"publishTime": time.Now().UTC().Format(time.RFC3339Nano),
+			"attributes":  attrs,
+		},
+		"subscription": "projects/test/subscriptions/counter-apply",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := event.New()
+	e.SetID(messageID)
+	e.SetType("google.cloud.pubsub.topic.v1.messagePublished")
+	e.SetSource("//pubsub.googleapis.com/projects/test/topics/counter-events")
+	if err := e.SetData(event.ApplicationJSON, body); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// env is one test's deployment of the Comments function and the Counts
+// function next to it: real stores on the emulators, real token
+// verification, the loopback bus into the real consumer.
+type env struct {
+	t      *testing.T
+	cfg    *config.Config
+	db     *spannerdb.DB
+	url    string
+	issuer *auth.LocalIssuer
+	store  *commentstore.Store
+	cs     *counterstore.Store
+	bus    *loopback
+}
+
+type envOpts struct {
+	limit  int                 // comments per minute per user; 0: none
+	policy counter.ShardPolicy // of the counters; zero: the default
+}
+
+func newEnv(t *testing.T, o envOpts) *env {
+	t.Helper()
+	is, err := issuer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := emulatortest.New(t)
+	db, err := spannerdb.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Client.Close)
+	jwks := httptest.NewServer(is.JWKSHandler())
+	t.Cleanup(jwks.Close)
+	verifier, err := auth.NewVerifier(context.Background(), config.Auth{Audience: audience, JWKSURL: jwks.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, cfg: cfg, db: db, issuer: is}
+	e.store = commentstore.New(db, o.limit)
+	e.cs = counterstore.New(db, counterstore.Options{Policy: o.policy, RollupInterval: time.Second})
+	e.bus = &loopback{t: t, consume: applycounters.New(e.cs, nil)}
+	d := commentsfn.Deps{
+		Verifier: verifier,
+		Writer:   commentstore.NewWriter(e.store, e.bus, commentstore.WriterOptions{Batched: true, MaxInFlight: 1}),
+		Store:    e.store,
+		Counts:   e.cs,
+		Tokens:   comment.NewPageTokens(cfg.HTTP.PageTokenSecret),
+	}
+	// As deployed: the standard middleware around each handler.
+	mux := http.NewServeMux()
+	std := func(name string) httpx.Middleware {
+		return httpx.Standard(name, cfg.Project, cfg.HTTP.AllowedOrigins, cfg.HTTP.RequestTimeout)
+	}
+	mux.Handle("/v1/counts", std("Counts")(countsfn.New(countsfn.Deps{Verifier: verifier, Store: e.cs})))
+	mux.Handle("/", std("Comments")(commentsfn.New(d)))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	e.url = srv.URL
+	return e
+}
+
+// token is a valid ID token of uid.
+func (e *env) token(uid string, opts ...auth.MintOption) string {
+	e.t.Helper()
+	tok, err := e.issuer.Mint(uid, opts...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return tok
+}
+
+func (e *env) moderator(uid string) string { return e.token(uid, auth.Moderator()) }
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// do sends a request; body may be a string or []byte (sent as is) or any
+// value (sent as JSON); token "" sends no Authorization header; hdr holds
+// extra header name/value pairs.
+func (e *env) do(method, path, token string, body any, hdr ...string) response {
+	e.t.Helper()
+	var r io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		r = bytes.NewBufferString(b)
+	case []byte:
+		r = bytes.NewReader(b)
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		r = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, e.url+path, r)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Add(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// want fails unless the response has the status.
+func (r response) want(t *testing.T, status int, what string) response {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("%s: status %d, want %d; body %s", what, r.status, status, r.body)
+	}
+	return r
+}
+
+// checkError checks the spec's error body: one "error" object with exactly
+// code, status and a non-empty message.
+func checkError(t *testing.T, what string, r response, code int, status string) {
+	t.Helper()
+	if r.status != code {
+		t.Errorf("%s: status %d, want %d; body %s", what, r.status, code, r.body)
+		return
+	}
+	var outer map[string]json.RawMessage
+	if err := json.Unmarshal(r.body, &outer); err != nil {
+		t.Errorf("%s: body %s is not a JSON object: %v", what, r.body, err)
+		return
+	}
+	var inner map[string]any
+	if len(outer) != 1 || json.Unmarshal(outer["error"], &inner) != nil {
+		t.Errorf("%s: body %s is not {\"error\":{...}}", what, r.body)
+		return
+	}
+	keys := make([]string, 0, len(inner))
+	for k := range inner {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if fmt.Sprint(keys) != "[code message status]" {
+		t.Errorf("%s: error fields %v: %s", what, keys, r.body)
+	}
+	if c, ok := inner["code"].(float64); !ok || int(c) != code {
+		t.Errorf("%s: error.code %v, want %d", what, inner["code"], code)
+	}
+	if s, ok := inner["status"].(string); !ok || s != status {
+		t.Errorf("%s: error.status %v, want %q", what, inner["status"], status)
+	}
+	if m, ok := inner["message"].(string); !ok || m == "" {
+		t.Errorf("%s: error.message %v", what, inner["message"])
+	}
+}
+
+func decodeStrict(t *testing.T, b []byte, v any) {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		t.Fatalf("body %s: %v", b, err)
+	}
+}
+
+// commentJSON is a comment as the API answers it.
+type commentJSON struct {
+	ID         string `json:"id"`
+	VideoID    string `json:"videoId"`
+	ParentID   string `json:"parentId"`
+	AuthorID   string `json:"authorId"`
+	Text       string `json:"text"`
+	CreateTime string `json:"createTime"`
+	ReplyCount int64  `json:"replyCount"`
+}
+
+type pageJSON struct {
+	Comments      []commentJSON `json:"comments"`
+	NextPageToken string        `json:"nextPageToken"`
+}
+
+// post posts a comment and returns it.
+func (e *env) post(uid, video, parent, text string) commentJSON {
+	e.t.Helper()
+	body := map[string]any{"text": text}
+	if parent != "" {
+		body["parentId"] = parent
+	}
+	r := e.do("POST", "/v1/videos/"+video+"/comments", e.token(uid), body).want(e.t, http.StatusCreated, "POST comment")
+	var c commentJSON
+	decodeStrict(e.t, r.body, &c)
+	return c
+}
+
+// list reads one page of a listing path.
+func (e *env) list(path string) pageJSON {
+	e.t.Helper()
+	var p pageJSON
+	decodeStrict(e.t, e.do("GET", path, "", nil).want(e.t, http.StatusOK, "GET "+path).body, &p)
+	return p
+}
+
+// counts reads GET /v1/counts (anonymous when token is ""); it fails on any
+// negative count.
+func (e *env) counts(token string, ids ...string) map[string]counter.Values {
+	e.t.Helper()
+	q := ""
+	for i, id := range ids {
+		if i > 0 {
+			q += ","
+		}
+		q += id
+	}
+	var body struct {
+		Counts map[string]counter.Values `json:"counts"`
+		Viewer json.RawMessage           `json:"viewer"`
+	}
+	r := e.do("GET", "/v1/counts?ids="+q, token, nil).want(e.t, http.StatusOK, "GET /v1/counts")
+	if err := json.Unmarshal(r.body, &body); err != nil {
+		e.t.Fatal(err)
+	}
+	for id, v := range body.Counts {
+		if v.Comments < 0 || v.Replies < 0 {
+			e.t.Fatalf("negative count for %s: %+v", id, v)
+		}
+	}
+	return body.Counts
+}
+
+// exact checks that what is counted plus what is pending equals the truth
+// (visible comments and replies) for ids.
+func (e *env) exact(ids ...string) {
+	e.t.Helper()
+	ctx := context.Background()
+	counted, pending, err := e.cs.Totals(ctx, ids)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	tx := e.db.Snapshot()
+	defer tx.Close()
+	truth, err := commentstore.Source{}.Truth(ctx, tx, ids)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	fields := []counter.Field{counter.Comments, counter.Replies}
+	for _, id := range ids {
+		if got := counted[id].Plus(pending[id]).Only(fields); got != truth[id] {
+			e.t.Errorf("%s: counted %+v + pending %+v != truth %+v", id, counted[id].Only(fields), pending[id].Only(fields), truth[id])
+		}
+	}
+}
+
+// newJWKS serves the issuer's key set and returns its URL.
+func newJWKS(t *testing.T, is *auth.LocalIssuer) string {
+	t.Helper()
+	srv := httptest.NewServer(is.JWKSHandler())
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// newServer serves h behind the standard middleware and returns its URL.
+func newServer(t *testing.T, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewServer(httpx.Standard("Comments", "test", nil, 10*time.Second)(h))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
