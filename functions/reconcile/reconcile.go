@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/videngage/engagement/shared/comment/commentstore"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/httpx"
@@ -33,7 +34,7 @@ func init() {
 // counted fields adds its counterstore.Source here (comments: comments and
 // replies).
 func Sources() []counterstore.Source {
-	return []counterstore.Source{reactionstore.Source{}}
+	return []counterstore.Source{reactionstore.Source{}, commentstore.Source{}}
 }
 
 // Store reconciles counters.
