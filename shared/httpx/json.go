@@ -1,6 +1,7 @@
 package httpx
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"io"
@@ -24,7 +25,12 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 // fields, at most MaxBodyBytes. The body is read as JSON whatever its
 // Content-Type says (curl -d sends a form type).
 func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	body := http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	body := bufio.NewReader(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	// encoding/json decodes null into a struct as "nothing sent": refuse
+	// every body that does not start as an object.
+	if c, err := firstNonSpace(body); err == nil && c != '{' {
+		return InvalidArgument("the body must be a JSON object")
+	}
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -38,6 +44,19 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 		return InvalidArgument("the body must hold exactly one JSON object")
 	}
 	return nil
+}
+
+// firstNonSpace peeks at the first byte of r that is not JSON whitespace.
+func firstNonSpace(r *bufio.Reader) (byte, error) {
+	for {
+		c, err := r.ReadByte()
+		if err != nil {
+			return 0, err
+		}
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			return c, r.UnreadByte()
+		}
+	}
 }
 
 func decodeError(err error) error {
