@@ -2,9 +2,11 @@ package httpx
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/videngage/engagement/shared/telemetry"
@@ -26,12 +28,10 @@ func WithTrace(ctx context.Context, project, traceparent, cloudTrace string) con
 	var t trace
 	if id, span, sampled := telemetry.TraceIDs(ctx); id != "" {
 		t = trace{id: id, span: span, sampled: sampled}
-	} else if m := traceparentPattern.FindStringSubmatch(traceparent); m != nil {
+	} else if m := traceparentPattern.FindStringSubmatch(traceparent); m != nil && m[0][:2] != "ff" && nonZero(m[1]) && nonZero(m[2]) {
 		t = trace{id: m[1], span: m[2], sampled: m[3] == "01"}
 	} else if cloudTrace != "" {
-		id, rest, _ := strings.Cut(cloudTrace, "/")
-		span, opts, _ := strings.Cut(rest, ";")
-		t = trace{id: id, span: span, sampled: opts == "o=1"}
+		t = parseCloudTrace(cloudTrace)
 	}
 	if t.id == "" {
 		return ctx
@@ -39,6 +39,30 @@ func WithTrace(ctx context.Context, project, traceparent, cloudTrace string) con
 	t.project = project
 	return context.WithValue(ctx, traceKey{}, t)
 }
+
+var cloudTraceIDPattern = regexp.MustCompile(`^[0-9a-f]{32}$`)
+
+// parseCloudTrace reads X-Cloud-Trace-Context, TRACE_ID[/SPAN_ID][;o=OPTIONS]
+// with a decimal span id. Cloud Logging wants the span id as 16 hex digits;
+// a header that is not of this shape (any client may send one) is ignored.
+func parseCloudTrace(h string) trace {
+	id, rest, _ := strings.Cut(h, "/")
+	id = strings.ToLower(id)
+	if !cloudTraceIDPattern.MatchString(id) || !nonZero(id) {
+		return trace{}
+	}
+	t := trace{id: id}
+	decimal, opts, _ := strings.Cut(rest, ";")
+	if span, err := strconv.ParseUint(decimal, 10, 64); err == nil && span != 0 {
+		t.span = fmt.Sprintf("%016x", span)
+	}
+	t.sampled = opts == "o=1"
+	return t
+}
+
+// nonZero reports whether a hex id has a digit other than 0 (W3C and Cloud
+// Trace treat all-zero ids as absent).
+func nonZero(hexID string) bool { return strings.Trim(hexID, "0") != "" }
 
 // NewLogHandler is a slog handler writing JSON that Cloud Logging reads:
 // "severity" and "message" keys, and the trace fields of the context.
