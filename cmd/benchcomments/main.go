@@ -1,0 +1,487 @@
+// Command benchcomments measures comments and their counts on the local
+// stack (the Google Cloud emulators, the functions served in process over
+// real stores, Pub/Sub pushing to the real consumer):
+//
+//  1. one hot video: comments/s accepted (HTTP 201) and counted end to end
+//     (HTTP → Spanner + outbox → Pub/Sub → ApplyCounters → Spanner shards),
+//     with the Spanner commits and Pub/Sub messages it took and the shard
+//     count the hot counter reached;
+//  2. a spam sweep of 10,000 of those comments in calls of 1,000: the time
+//     per call, the time until the count reflects it, and the exact final
+//     count against the source of truth (visible comments in Spanner), then
+//     a reconciliation run that must find nothing to correct.
+//
+// Usage: go run ./cmd/benchcomments [-comments 12000] [-spam 10000] [-concurrency 64]
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/sethvargo/go-envconfig"
+
+	"github.com/videngage/engagement/functions/applycounters"
+	commentsfn "github.com/videngage/engagement/functions/comments"
+	countsfn "github.com/videngage/engagement/functions/counts"
+	"github.com/videngage/engagement/functions/reconcile"
+	"github.com/videngage/engagement/shared/auth"
+	"github.com/videngage/engagement/shared/comment/commentstore"
+	"github.com/videngage/engagement/shared/config"
+	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/emulators"
+	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/shared/platform"
+	"github.com/videngage/engagement/shared/spannerdb"
+	"github.com/videngage/engagement/shared/topology"
+)
+
+type options struct {
+	comments    int
+	spam        int
+	sweep       int
+	concurrency int
+	mode        string
+	timeout     time.Duration
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := realMain(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "benchcomments:", err)
+		os.Exit(1)
+	}
+}
+
+func realMain(ctx context.Context) error {
+	var o options
+	flag.IntVar(&o.comments, "comments", 12000, "comments posted on the hot video")
+	flag.IntVar(&o.spam, "spam", 10000, "of which marked as spam afterwards")
+	flag.IntVar(&o.sweep, "sweep", 1000, "comment ids per spam call (at most 1,000)")
+	flag.IntVar(&o.concurrency, "concurrency", 64, "concurrent clients")
+	flag.StringVar(&o.mode, "mode", "sharded", `COUNTER_MODE: "sharded" or "naive"`)
+	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up waiting for the counts after this long")
+	flag.Parse()
+	if o.spam > o.comments || o.sweep < 1 || o.sweep > 1000 || o.concurrency < 1 {
+		return errors.New("want 0 ≤ -spam ≤ -comments, 1 ≤ -sweep ≤ 1000 and -concurrency ≥ 1")
+	}
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+
+	es, ok := emulators.Attach()
+	if !ok {
+		fmt.Fprintln(os.Stderr, "benchcomments: starting the emulators…")
+		var err error
+		es, err = emulators.Start(ctx, emulators.Options{})
+		if err != nil {
+			return err
+		}
+		defer es.Stop()
+	}
+	srv, err := startServer()
+	if err != nil {
+		return err
+	}
+	defer srv.close()
+	top := topology.MustLoad()
+	target := emulators.Target{
+		Project:          fmt.Sprintf("bench-comments-%d", os.Getpid()),
+		SpannerInstance:  top.Spanner.Instance,
+		SpannerDatabase:  top.Spanner.Database,
+		BigtableInstance: top.Bigtable.Instance,
+		PushEndpoint:     func(fn string) string { return srv.URL + "/push/" + fn },
+	}
+	if err := emulators.Provision(ctx, es.Hosts, target); err != nil {
+		return err
+	}
+	defer emulators.Teardown(context.WithoutCancel(ctx), es.Hosts, target)
+	env := es.Env()
+	env["GOOGLE_CLOUD_PROJECT"] = target.Project
+	env["COUNTER_MODE"] = o.mode
+	env["RATE_LIMITS"] = "off" // one bench user posts far more than 10 a minute
+	for k, v := range env {
+		os.Setenv(k, v) // the client libraries read the *_EMULATOR_HOST variables
+	}
+	cfg, err := config.FromLookuper(ctx, envconfig.MapLookuper(env))
+	if err != nil {
+		return err
+	}
+	st, err := newStack(ctx, cfg, srv)
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	fmt.Fprintf(os.Stderr, "benchcomments: %d comments on one video, %d clients, %s counters…\n", o.comments, o.concurrency, o.mode)
+	return run(ctx, st, o)
+}
+
+// server is a loopback HTTP server whose handler is set after start: the
+// push endpoints must be known before the subscriptions are provisioned.
+type server struct {
+	URL     string
+	srv     *http.Server
+	handler atomic.Pointer[http.Handler]
+}
+
+func startServer() (*server, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &server{URL: "http://" + l.Addr().String()}
+	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := s.handler.Load()
+		if h == nil {
+			http.Error(w, "starting", http.StatusServiceUnavailable)
+			return
+		}
+		(*h).ServeHTTP(w, r)
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go s.srv.Serve(l)
+	return s, nil
+}
+
+func (s *server) close() { s.srv.Close() }
+
+// stack is the functions of the bench's world, served as the local stack
+// serves them: Comments, Counts, the ApplyCounters push endpoint (one
+// message at a time), Reconcile, and the rollup folding every interval.
+type stack struct {
+	cfg      *config.Config
+	url      string
+	clients  *platform.Clients
+	issuer   *auth.LocalIssuer
+	db       *spannerdb.DB
+	counters *counterstore.Store
+	recon    http.Handler
+	stop     context.CancelFunc
+	done     sync.WaitGroup
+}
+
+func newStack(ctx context.Context, cfg *config.Config, srv *server) (*stack, error) {
+	issuer, err := auth.NewLocalIssuer(cfg.Project)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Auth.Audience = cfg.Project
+	cfg.Auth.JWKSURL = srv.URL + "/jwks"
+	clients, err := platform.New(ctx, cfg, platform.NeedSpanner|platform.NeedPubSub|platform.NeedVerifier)
+	if err != nil {
+		return nil, err
+	}
+	st := &stack{cfg: cfg, url: srv.URL, clients: clients, issuer: issuer, db: spannerdb.Wrap(clients.Spanner, cfg)}
+	deps, err := commentsfn.Build(clients)
+	if err != nil {
+		clients.Close()
+		return nil, err
+	}
+	st.counters, err = applycounters.Build(clients)
+	if err != nil {
+		clients.Close()
+		return nil, err
+	}
+	comments := commentsfn.New(deps)
+	st.recon = reconcile.New(reconcile.Deps{Store: st.counters, Sources: reconcile.Sources()})
+	mux := http.NewServeMux()
+	mux.Handle("/jwks", issuer.JWKSHandler())
+	mux.Handle("/v1/videos/", comments)
+	mux.Handle("/v1/comments/", comments)
+	mux.Handle("/v1/moderation/spam", comments)
+	mux.Handle("/v1/counts", countsfn.New(countsfn.Deps{
+		Verifier: clients.Verifier, Store: st.counters,
+		MaxAge: cfg.HTTP.CountsMaxAge, MaxStaleness: cfg.Counters.CountsMaxStaleness,
+	}))
+	mux.Handle("/internal/reconcile", st.recon)
+	mux.Handle("/push/ApplyCounters", pushHandler(applycounters.New(st.counters, nil)))
+	mux.Handle("/push/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent) // other event functions: not part of this bench
+	}))
+	srv.handler.Store(ptr(http.Handler(mux)))
+
+	rctx, cancel := context.WithCancel(context.Background())
+	st.stop = cancel
+	st.done.Add(1)
+	go func() {
+		defer st.done.Done()
+		t := time.NewTicker(cfg.Counters.RollupInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-rctx.Done():
+				return
+			case <-t.C:
+				if _, err := st.counters.Fold(rctx); err != nil && rctx.Err() == nil {
+					slog.Warn("benchcomments: fold failed", "error", err.Error())
+				}
+			}
+		}
+	}()
+	return st, nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func (st *stack) close() {
+	st.stop()
+	st.done.Wait()
+	st.clients.Close()
+}
+
+// pushHandler turns a Pub/Sub push into the messagePublished CloudEvent the
+// event function receives (what functions-framework does), one at a time.
+func pushHandler(fn func(context.Context, event.Event) error) http.Handler {
+	var mu sync.Mutex
+	var n atomic.Int64
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		e := event.New()
+		e.SetID(fmt.Sprintf("push-%d", n.Add(1)))
+		e.SetType("google.cloud.pubsub.topic.v1.messagePublished")
+		e.SetSource("//pubsub.googleapis.com/")
+		if err := e.SetData("application/json", body); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		err = fn(r.Context(), e)
+		mu.Unlock()
+		if err != nil {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+func newClient(conc int) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = conc * 2
+	tr.MaxIdleConnsPerHost = conc * 2
+	return &http.Client{Transport: tr, Timeout: 60 * time.Second}
+}
+
+func do(c *http.Client, method, url, token string, body []byte, hdr ...string) (int, []byte, error) {
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+const hot = "hot-video"
+
+func run(ctx context.Context, st *stack, o options) error {
+	client := newClient(o.concurrency)
+	tokens := make([]string, o.concurrency)
+	for i := range tokens {
+		t, err := st.issuer.Mint(fmt.Sprintf("viewer-%d", i))
+		if err != nil {
+			return err
+		}
+		tokens[i] = t
+	}
+	mod, err := st.issuer.Mint("moderator", auth.Moderator())
+	if err != nil {
+		return err
+	}
+	// Warm up: connections, the key set, one counted comment elsewhere.
+	if code, b, err := do(client, "POST", st.url+"/v1/videos/warmup/comments", tokens[0], []byte(`{"text":"warm"}`)); err != nil || code != 201 {
+		return fmt.Errorf("warm-up: %d %s %v", code, b, err)
+	}
+	time.Sleep(time.Second)
+
+	// 1. The hot video. Every post carries an Idempotency-Key, so a retry
+	// after a 503 or a lost answer can never post (or count) twice.
+	before := spannerdb.CurrentStats()
+	m0, e0 := events.PublishedStats()
+	ids := make([]string, o.comments)
+	var next, retries atomic.Int64
+	errs := make(chan error, o.concurrency)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := 0; w < o.concurrency; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if i >= o.comments {
+					return
+				}
+				body := []byte(fmt.Sprintf(`{"text":"comment %d: what a video"}`, i))
+				key := fmt.Sprintf("bench-%d", i)
+				for attempt := 0; ; attempt++ {
+					code, b, err := do(client, "POST", st.url+"/v1/videos/"+hot+"/comments", tokens[w], body, "Idempotency-Key", key)
+					if err == nil && code == http.StatusCreated {
+						var c struct{ ID string }
+						if err := json.Unmarshal(b, &c); err != nil || c.ID == "" {
+							errs <- fmt.Errorf("post answered %s", b)
+							return
+						}
+						ids[i] = c.ID
+						break
+					}
+					if attempt == 10 {
+						errs <- fmt.Errorf("post %d: %d %s %v", i, code, b, err)
+						return
+					}
+					retries.Add(1)
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	acceptedIn := time.Since(start)
+	select {
+	case err := <-errs:
+		return err
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	countedIn, err := st.waitCounted(ctx, int64(o.comments), start, o.timeout)
+	if err != nil {
+		return err
+	}
+	after := spannerdb.CurrentStats()
+	m1, e1 := events.PublishedStats()
+	time.Sleep(st.cfg.Counters.RollupInterval + time.Second) // a fold sets the shard count
+	shards, err := st.counters.ShardCount(ctx, hot)
+	if err != nil {
+		return err
+	}
+
+	// 2. The spam sweep, in calls of o.sweep ids.
+	sweepStart := time.Now()
+	var slowest time.Duration
+	calls := 0
+	for i := 0; i < o.spam; i += o.sweep {
+		batch := ids[i:min(i+o.sweep, o.spam)]
+		body, _ := json.Marshal(map[string][]string{"commentIds": batch})
+		t0 := time.Now()
+		code, b, err := do(client, "POST", st.url+"/v1/moderation/spam", mod, body)
+		if err != nil || code != http.StatusOK {
+			return fmt.Errorf("spam call %d: %d %s %v", calls, code, b, err)
+		}
+		var res struct{ Updated int }
+		if err := json.Unmarshal(b, &res); err != nil || res.Updated != len(batch) {
+			return fmt.Errorf("spam call %d answered %s, want %d updated", calls, b, len(batch))
+		}
+		slowest = max(slowest, time.Since(t0))
+		calls++
+	}
+	sweptIn := time.Since(sweepStart)
+	want := int64(o.comments - o.spam)
+	sweepCountedIn, err := st.waitCounted(ctx, want, sweepStart, o.timeout)
+	if err != nil {
+		return err
+	}
+	m2, e2 := events.PublishedStats()
+
+	// 3. Exactness, after the rollup has folded.
+	time.Sleep(st.cfg.Counters.RollupInterval + time.Second)
+	code, b, err := do(client, "GET", st.url+"/v1/counts?ids="+hot, "", nil)
+	if err != nil || code != 200 {
+		return fmt.Errorf("counts: %d %s %v", code, b, err)
+	}
+	var api struct {
+		Counts map[string]struct{ Comments int64 } `json:"counts"`
+	}
+	if err := json.Unmarshal(b, &api); err != nil {
+		return err
+	}
+	counted, pending, err := st.counters.Totals(ctx, []string{hot})
+	if err != nil {
+		return err
+	}
+	tx := st.db.Snapshot()
+	truth, err := commentstore.Source{}.Truth(ctx, tx, []string{hot})
+	tx.Close()
+	if err != nil {
+		return err
+	}
+	code, b, err = do(client, "POST", st.url+"/internal/reconcile", "", []byte(`{"scope":"all"}`))
+	if err != nil || code != 200 {
+		return fmt.Errorf("reconcile: %d %s %v", code, b, err)
+	}
+	var rep counterstore.ReconcileReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return err
+	}
+
+	n := float64(o.comments)
+	fmt.Printf("\nComments on the local stack (emulators, one process, 2 cores): %s counters, %d clients\n\n", o.mode, o.concurrency)
+	fmt.Printf("1. one hot video, %d comments\n", o.comments)
+	fmt.Printf("   accepted (HTTP 201)                       %8.0f comments/s  (%.2f s, %d retries)\n", n/acceptedIn.Seconds(), acceptedIn.Seconds(), retries.Load())
+	fmt.Printf("   counted end to end (exact count reached)  %8.0f comments/s  (%.2f s)\n", n/countedIn.Seconds(), countedIn.Seconds())
+	fmt.Printf("   Spanner rw commits per 1,000 comments     %8.0f  (writes, consumer and folds)\n", float64(after.Commits-before.Commits)*1000/n)
+	fmt.Printf("   Pub/Sub messages per 1,000 comments       %8.0f  (%.0f events per message)\n", float64(m1-m0)*1000/n, float64(e1-e0)/max(float64(m1-m0), 1))
+	fmt.Printf("   shards of the hot counter after the run   %8d\n", shards)
+	fmt.Printf("2. spam sweep of %d comments in %d calls of ≤%d ids\n", o.spam, calls, o.sweep)
+	fmt.Printf("   sweep calls answered in                   %8.2f s   (slowest call %.2f s)\n", sweptIn.Seconds(), slowest.Seconds())
+	fmt.Printf("   count reflects the sweep after            %8.2f s   (%d messages, %d events for the sweep)\n", sweepCountedIn.Seconds(), m2-m1, e2-e1)
+	fmt.Printf("3. final count of %s\n", hot)
+	fmt.Printf("   GET /v1/counts                            %8d\n", api.Counts[hot].Comments)
+	fmt.Printf("   counted (snapshot + shards) / pending     %8d / %d\n", counted[hot].Comments, pending[hot].Comments)
+	fmt.Printf("   source of truth (visible comments)        %8d  (expected %d)\n", truth[hot].Comments, want)
+	fmt.Printf("   reconciliation afterwards                 %8d corrections of %d counters checked\n", rep.Corrected, rep.Checked)
+	exact := api.Counts[hot].Comments == truth[hot].Comments && truth[hot].Comments == want &&
+		counted[hot].Comments == want && pending[hot].Comments == 0 && rep.Corrected == 0
+	fmt.Printf("   exact                                     %8v\n", exact)
+	if !exact {
+		return errors.New("the final count is not exact")
+	}
+	return nil
+}
+
+// waitCounted waits until the hot counter (snapshot + shards, nothing
+// pending) holds want comments, and returns the time since start.
+func (st *stack) waitCounted(ctx context.Context, want int64, start time.Time, timeout time.Duration) (time.Duration, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		counted, _, err := st.counters.Totals(ctx, []string{hot})
+		if err != nil {
+			return 0, err
+		}
+		if got := counted[hot].Comments; got == want {
+			return time.Since(start), nil
+		} else if time.Now().After(deadline) {
+			return 0, fmt.Errorf("the count is %d after %v, want %d", got, timeout, want)
+		}
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
