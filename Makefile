@@ -30,6 +30,7 @@ test-terraform:
 ## bench: benchmarks on the local stack, figures side by side
 bench:
 	$(GO) run ./cmd/bench
+	$(GO) run ./cmd/benchcomments
 	$(GO) run ./cmd/withemulators -- $(GO) test -run '^$$' -bench BenchmarkHistoryFirstPage -benchtime 200x ./shared/bigtabledb/
 
 ## fuzz: every fuzz target for longer (FUZZTIME each)
