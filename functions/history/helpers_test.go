@@ -180,6 +180,9 @@ func newEnv(t *testing.T, opts ...option) *env {
 		t.Fatal(err)
 	}
 
+	// A deadline far above the 10 s default: a loaded test machine must not
+	// turn slow emulators into 503s (TestPublisherDown sets a short one).
+	cfg.HTTP.RequestTimeout = time.Minute
 	e := &env{t: t, cfg: cfg, clients: clients, issuer: is[0], other: is[1]}
 	e.store = bigtabledb.NewHistory(clients.Bigtable)
 	e.bus = &loopback{t: t, consume: applyhistory.New(e.store, nil)}
