@@ -276,6 +276,15 @@ func provisionBigtable(ctx context.Context, host string, t Target, top topology.
 				if err != nil {
 					return fmt.Errorf("create table %s: %w", table.Name, err)
 				}
+				// The emulator starts collecting a table's garbage only
+				// once a family's GC policy is modified, not when the table
+				// is created with one: set each policy again (a no-op in
+				// the cloud).
+				for name, fam := range families {
+					if err := ac.SetGCPolicy(ctx, table.Name, name, fam.GCPolicy); err != nil {
+						return fmt.Errorf("table %s family %s: %w", table.Name, name, err)
+					}
+				}
 				return nil
 			}
 			for name, fam := range families {

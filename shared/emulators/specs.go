@@ -3,16 +3,17 @@ package emulators
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"path/filepath"
 	"strconv"
 
 	btapb "cloud.google.com/go/bigtable/admin/apiv2/adminpb"
+	"cloud.google.com/go/firestore/apiv1/firestorepb"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"cloud.google.com/go/spanner/admin/instance/apiv1/instancepb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 )
 
 // probeProject is a project id used only by readiness probes.
@@ -106,23 +107,21 @@ var (
 	})
 )
 
-// probeFirestore asks GET /, which the emulator answers "Ok" once it serves.
-func probeFirestore(ctx context.Context, host string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+"/", nil)
-	if err != nil {
-		return err
+// probeFirestore reads a document that does not exist: only Firestore
+// answers NOT_FOUND (another emulator that took the port answers
+// UNIMPLEMENTED, which a bare HTTP probe could not tell apart).
+var probeFirestore = grpcProbe(func(ctx context.Context, c *grpc.ClientConn) error {
+	_, err := firestorepb.NewFirestoreClient(c).GetDocument(ctx, &firestorepb.GetDocumentRequest{
+		Name: "projects/" + probeProject + "/databases/(default)/documents/probe/probe",
+	})
+	if status.Code(err) == codes.NotFound {
+		return nil
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
+	if err == nil {
+		return fmt.Errorf("firestore probe: a document that cannot exist was found")
 	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET /: %s", resp.Status)
-	}
-	return nil
-}
+	return err
+})
 
 // Ping sends each emulator of the stack one real request and reports the
 // ones that do not answer.
