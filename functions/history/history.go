@@ -146,6 +146,7 @@ func (h *handler) record(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	watch := history.NewWatch(user.ID, req.VideoID, at, pos)
+	watch.RecordedAt = now
 	data, err := watch.Encode()
 	if err != nil {
 		return err

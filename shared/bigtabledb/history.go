@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -24,6 +25,12 @@ const (
 	LatestTable    = "watch_latest"
 	latestFamily   = "l"
 	colLatestTimes = "t"
+	// colDeletedBefore records a deletion of the video's watches: the cell
+	// timestamp is when the user deleted, the value (8 bytes, big-endian
+	// Unix milliseconds; empty for "all") the bound of the watch times
+	// deleted. A watch accepted before the deletion and within the bound is
+	// removed when it arrives late, so a deleted video does not come back.
+	colDeletedBefore = "d"
 )
 
 // History is the watch-history store.
@@ -68,7 +75,18 @@ func (h *History) Apply(ctx context.Context, w history.Watch) error {
 	if err := h.latest.Apply(ctx, latestKey, mark); err != nil {
 		return unavailable("write latest watch", err)
 	}
-	return h.dropOlder(ctx, w.UserID, w.VideoID, w.WatchedAt)
+	return h.dropOlder(ctx, w)
+}
+
+// deletion is one recorded deletion of a video's watches.
+type deletion struct {
+	at     time.Time // when the user deleted
+	before time.Time // the watch times deleted are before this; zero: all
+}
+
+// covers reports whether the deletion removed w (accepted before it).
+func (d deletion) covers(w history.Watch) bool {
+	return w.AcceptedAt().Before(d.at) && (d.before.IsZero() || w.WatchedAt.Before(d.before))
 }
 
 // dropOlder removes every entry of the video but the newest, and their marks.
@@ -76,24 +94,32 @@ func (h *History) Apply(ctx context.Context, w history.Watch) error {
 // even if its mark is gone: a duplicate delivery can rewrite its entry after
 // another application deleted the entry and before it deleted the mark, and
 // then nobody else would see that entry again.
-func (h *History) dropOlder(ctx context.Context, userID, videoID string, own time.Time) error {
-	times, err := h.watchTimes(ctx, userID, videoID)
+//
+// A watch before the video's deletion cut-off is removed as well: it was
+// in flight when the user deleted the video.
+func (h *History) dropOlder(ctx context.Context, w history.Watch) error {
+	userID, videoID, own := w.UserID, w.VideoID, w.WatchedAt
+	times, deletions, err := h.watchTimes(ctx, userID, videoID)
 	if err != nil {
 		return err
 	}
+	deleted := slices.ContainsFunc(deletions, func(d deletion) bool { return d.covers(w) })
 	newest := own
+	if deleted {
+		newest = time.Time{}
+	}
 	for _, t := range times {
-		if t.After(newest) {
+		if t.After(newest) && !(deleted && t.Equal(own)) {
 			newest = t
 		}
 	}
 	var stale []time.Time
 	for _, t := range times {
-		if t.Before(newest) {
+		if t.Before(newest) || (deleted && t.Equal(own)) {
 			stale = append(stale, t)
 		}
 	}
-	if own.Before(newest) && !slices.ContainsFunc(times, own.Equal) {
+	if (own.Before(newest) || deleted) && !slices.ContainsFunc(times, own.Equal) {
 		stale = append(stale, own)
 	}
 	if len(stale) == 0 {
@@ -102,17 +128,54 @@ func (h *History) dropOlder(ctx context.Context, userID, videoID string, own tim
 	return h.deleteWatches(ctx, userID, map[string][]time.Time{videoID: stale})
 }
 
-// watchTimes lists the recorded times of a user's video.
-func (h *History) watchTimes(ctx context.Context, userID, videoID string) ([]time.Time, error) {
-	row, err := h.latest.ReadRow(ctx, history.LatestKey(userID, videoID), bigtable.RowFilter(bigtable.StripValueFilter()))
+// watchTimes lists the recorded times of a user's video and its recorded
+// deletions.
+func (h *History) watchTimes(ctx context.Context, userID, videoID string) (times []time.Time, deletions []deletion, err error) {
+	row, err := h.latest.ReadRow(ctx, history.LatestKey(userID, videoID))
 	if err != nil {
-		return nil, unavailable("read latest watch", err)
+		return nil, nil, unavailable("read latest watch", err)
 	}
-	var times []time.Time
 	for _, item := range row[latestFamily] {
-		times = append(times, item.Timestamp.Time().UTC())
+		t := item.Timestamp.Time().UTC()
+		switch item.Column {
+		case latestFamily + ":" + colLatestTimes:
+			times = append(times, t)
+		case latestFamily + ":" + colDeletedBefore:
+			d := deletion{at: t}
+			if len(item.Value) == 8 {
+				d.before = time.UnixMilli(int64(binary.BigEndian.Uint64(item.Value))).UTC()
+			}
+			deletions = append(deletions, d)
+		}
 	}
-	return times, nil
+	return times, deletions, nil
+}
+
+// markDeleted records, before the watches go, that the user deleted the
+// videos' watches (before the bound; zero: all of them) now.
+func (h *History) markDeleted(ctx context.Context, userID string, videos []string, before time.Time) error {
+	var value []byte
+	if !before.IsZero() {
+		// Rounded up: every watch the scan deleted (before "before") is
+		// before the bound.
+		b := before.Truncate(time.Millisecond)
+		if b.Before(before) {
+			b = b.Add(time.Millisecond)
+		}
+		value = binary.BigEndian.AppendUint64(nil, uint64(b.UnixMilli()))
+	}
+	// One millisecond on, so that a watch accepted in the same millisecond
+	// as the deletion counts as accepted before it.
+	at := cellTime(time.Now()) + 1000
+	keys := make([]string, 0, len(videos))
+	muts := make([]*bigtable.Mutation, 0, len(videos))
+	for _, v := range videos {
+		m := bigtable.NewMutation()
+		m.Set(latestFamily, colDeletedBefore, at, value)
+		keys = append(keys, history.LatestKey(userID, v))
+		muts = append(muts, m)
+	}
+	return applyBulk(ctx, h.latest, keys, muts)
 }
 
 // deleteWatches deletes the user's entries of each video at the given
@@ -229,7 +292,11 @@ func position(r bigtable.Row) float64 {
 
 // DeleteVideo removes a video from the user's history.
 func (h *History) DeleteVideo(ctx context.Context, userID, videoID string) error {
-	times, err := h.watchTimes(ctx, userID, videoID)
+	// Every watch accepted up to now goes, including one still in flight.
+	if err := h.markDeleted(ctx, userID, []string{videoID}, time.Time{}); err != nil {
+		return err
+	}
+	times, _, err := h.watchTimes(ctx, userID, videoID)
 	if err != nil {
 		return err
 	}
@@ -259,6 +326,9 @@ func (h *History) DeleteBefore(ctx context.Context, userID string, before time.T
 		}
 		if len(keys) == 0 {
 			return nil
+		}
+		if err := h.markDeleted(ctx, userID, slices.Collect(maps.Keys(byVideo)), before); err != nil {
+			return err
 		}
 		if err := h.deleteWatches(ctx, userID, byVideo); err != nil {
 			return err

@@ -608,3 +608,53 @@ func TestTableRetention(t *testing.T) {
 	}
 	checkOneRowPerVideo(t, h, "lou", want)
 }
+
+// A watch still in flight when the user deletes the video, or clears the
+// history, must not bring the video back when it is delivered late.
+func TestLateDeliveryAfterDeleteStaysDeleted(t *testing.T) {
+	t.Parallel()
+	h, _ := newStore(t)
+	b := base()
+	inFlight := history.NewWatch("carol", "v1", b, 1)
+	other := history.NewWatch("carol", "v2", b.Add(time.Minute), 2)
+	apply(t, h, inFlight, other)
+
+	if err := h.DeleteVideo(context.Background(), "carol", "v1"); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, h, inFlight) // the redelivery
+	want := []history.Entry{entry(other)}
+	if diff := cmp.Diff(want, listAll(t, h, "carol", time.Time{}, 10)); diff != "" {
+		t.Errorf("after DeleteVideo and a late delivery (-want +got):\n%s", diff)
+	}
+	checkOneRowPerVideo(t, h, "carol", want)
+
+	// A new watch after the deletion is history again.
+	again := history.NewWatch("carol", "v1", b.Add(-time.Hour), 3) // recorded now, of an old watch
+	apply(t, h, again)
+	want = []history.Entry{entry(other), entry(again)}
+	if diff := cmp.Diff(want, listAll(t, h, "carol", time.Time{}, 10)); diff != "" {
+		t.Errorf("a watch after the deletion (-want +got):\n%s", diff)
+	}
+
+	if err := h.DeleteBefore(context.Background(), "carol", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, h, other, again)
+	if got := listAll(t, h, "carol", time.Time{}, 10); len(got) != 0 {
+		t.Errorf("after clearing and late deliveries: %+v", got)
+	}
+
+	// Clearing before a time keeps later watches, and a late delivery of an
+	// earlier one stays cleared.
+	early, late := history.NewWatch("carol", "v3", b, 0), history.NewWatch("carol", "v4", b.Add(time.Hour), 0)
+	apply(t, h, early, late)
+	if err := h.DeleteBefore(context.Background(), "carol", b.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, h, early)
+	want = []history.Entry{entry(late)}
+	if diff := cmp.Diff(want, listAll(t, h, "carol", time.Time{}, 10)); diff != "" {
+		t.Errorf("after DeleteBefore and a late delivery (-want +got):\n%s", diff)
+	}
+}

@@ -26,11 +26,25 @@ type Watch struct {
 	VideoID         string    `json:"videoId"`
 	WatchedAt       time.Time `json:"watchedAt"`
 	PositionSeconds float64   `json:"positionSeconds"`
+	// RecordedAt is when the service accepted the watch. A deletion removes
+	// the watches accepted before it, even those still in flight; one
+	// recorded after it is history again, whatever its watch time.
+	RecordedAt time.Time `json:"recordedAt,omitzero"`
+}
+
+// AcceptedAt is when the watch was accepted, or its watch time for an event
+// that does not say.
+func (w Watch) AcceptedAt() time.Time {
+	if w.RecordedAt.IsZero() {
+		return w.WatchedAt
+	}
+	return w.RecordedAt
 }
 
 // NewWatch builds the watch event. Times are kept to the millisecond, the
 // resolution of Bigtable cell timestamps; the event id is deterministic in
 // (user, video, watch time), so recording the same watch twice is one watch.
+// It is recorded now.
 func NewWatch(userID, videoID string, watchedAt time.Time, position float64) Watch {
 	at := watchedAt.UTC().Truncate(time.Millisecond)
 	return Watch{
@@ -39,6 +53,7 @@ func NewWatch(userID, videoID string, watchedAt time.Time, position float64) Wat
 		VideoID:         videoID,
 		WatchedAt:       at,
 		PositionSeconds: position,
+		RecordedAt:      time.Now().UTC(),
 	}
 }
 

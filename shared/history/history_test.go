@@ -36,6 +36,7 @@ func TestDecodeWatchNormalizesTheTime(t *testing.T) {
 	// same watch as its millisecond in UTC: same event id, same row key.
 	at := time.Date(2026, 3, 4, 5, 6, 7, 8_000_000, time.UTC)
 	want := NewWatch("alice", "v", at, 3)
+	want.RecordedAt = time.Time{} // an event that does not say
 	raw := map[string]any{
 		"eventId":         want.EventID,
 		"userId":          "alice",

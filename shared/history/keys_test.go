@@ -244,7 +244,12 @@ func TestKeyTimeResolution(t *testing.T) {
 func TestNewWatchNormalizes(t *testing.T) {
 	loc := time.FixedZone("UTC+2", 2*3600)
 	local := time.Date(2026, 3, 4, 7, 6, 7, 123_456_789, loc)
+	before := time.Now()
 	got := NewWatch("u", "v", local, 42.5)
+	if got.RecordedAt.Before(before) || got.RecordedAt.After(time.Now()) || got.RecordedAt.Location() != time.UTC {
+		t.Errorf("RecordedAt = %v, want now in UTC", got.RecordedAt)
+	}
+	got.RecordedAt = time.Time{}
 	want := Watch{
 		EventID:         WatchEventID("u", "v", time.Date(2026, 3, 4, 5, 6, 7, 123_000_000, time.UTC)),
 		UserID:          "u",
