@@ -25,47 +25,24 @@ const publishTimeout = 15 * time.Second
 // author's own counts already include them, and the rollup's relay
 // republishes them. The counter may lag the truth, never lead it.
 type Writer struct {
-	store   *Store
-	pub     events.Publisher
-	batcher *counter.Batcher[CreateRequest, CreateResult]
+	store *Store
+	pub   events.Publisher
+	posts *counter.GroupCommit[CreateRequest, CreateResult]
 }
 
-// WriterOptions tune a Writer.
-type WriterOptions struct {
-	// Batched turns group commit of posts on.
-	Batched bool
-	// MaxBatch bounds the posts of one transaction (and events of one
-	// message); MaxInFlight the transactions at once (1 against the emulator).
-	MaxBatch    int
-	MaxInFlight int
-	// Linger is how long a batch waits for company; zero runs at once.
-	Linger time.Duration
-}
+// WriterOptions tune a Writer: Batched turns group commit of posts on.
+type WriterOptions = counter.GroupCommitOptions
 
 // NewWriter returns a Writer over store publishing through pub.
 func NewWriter(store *Store, pub events.Publisher, o WriterOptions) *Writer {
 	w := &Writer{store: store, pub: pub}
-	if o.Batched {
-		if o.MaxBatch <= 0 {
-			o.MaxBatch = 200
-		}
-		w.batcher = counter.NewBatcher(counter.BatcherOptions{
-			MaxItems: o.MaxBatch, MaxInFlight: o.MaxInFlight, Linger: o.Linger, Timeout: 20 * time.Second,
-		}, w.post)
-	}
+	w.posts = counter.NewGroupCommit(o, w.post)
 	return w
 }
 
 // Post records one comment and publishes its event.
 func (w *Writer) Post(ctx context.Context, r CreateRequest) (CreateResult, error) {
-	if w.batcher != nil {
-		return w.batcher.Do(ctx, r)
-	}
-	res, err := w.post(ctx, []CreateRequest{r})
-	if err != nil {
-		return CreateResult{}, err
-	}
-	return res[0], nil
+	return w.posts.Do(ctx, r)
 }
 
 func (w *Writer) post(ctx context.Context, reqs []CreateRequest) ([]CreateResult, error) {

@@ -3,7 +3,6 @@ package reactionstore
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/events"
@@ -16,34 +15,18 @@ import (
 // (the benchmark's naive baseline) each change is its own transaction and its
 // own message.
 type Writer struct {
-	store   *Store
-	pub     events.Publisher
-	batcher *counter.Batcher[SetRequest, SetResult]
+	store *Store
+	pub   events.Publisher
+	sets  *counter.GroupCommit[SetRequest, SetResult]
 }
 
-// WriterOptions tune a Writer.
-type WriterOptions struct {
-	// Batched turns group commit on.
-	Batched bool
-	// MaxBatch bounds the requests of one transaction (and events of one
-	// message); MaxInFlight the transactions at once (1 against the emulator).
-	MaxBatch    int
-	MaxInFlight int
-	// Linger is how long a batch waits for company; zero runs at once.
-	Linger time.Duration
-}
+// WriterOptions tune a Writer: Batched turns group commit on.
+type WriterOptions = counter.GroupCommitOptions
 
 // NewWriter returns a Writer over store publishing through pub.
 func NewWriter(store *Store, pub events.Publisher, o WriterOptions) *Writer {
 	w := &Writer{store: store, pub: pub}
-	if o.Batched {
-		if o.MaxBatch <= 0 {
-			o.MaxBatch = 200
-		}
-		w.batcher = counter.NewBatcher(counter.BatcherOptions{
-			MaxItems: o.MaxBatch, MaxInFlight: o.MaxInFlight, Linger: o.Linger, Timeout: 20 * time.Second,
-		}, w.run)
-	}
+	w.sets = counter.NewGroupCommit(o, w.run)
 	return w
 }
 
@@ -51,14 +34,7 @@ func NewWriter(store *Store, pub events.Publisher, o WriterOptions) *Writer {
 // publish failure is ErrPublish (wrapping the cause): the change is recorded
 // and its deltas are pending, and the client's retry re-publishes them.
 func (w *Writer) Set(ctx context.Context, r SetRequest) (SetResult, error) {
-	if w.batcher != nil {
-		return w.batcher.Do(ctx, r)
-	}
-	res, err := w.run(ctx, []SetRequest{r})
-	if err != nil {
-		return SetResult{}, err
-	}
-	return res[0], nil
+	return w.sets.Do(ctx, r)
 }
 
 func (w *Writer) run(ctx context.Context, reqs []SetRequest) ([]SetResult, error) {

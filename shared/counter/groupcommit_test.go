@@ -1,0 +1,104 @@
+package counter
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+type ctxKey struct{}
+
+func TestGroupCommitUnbatchedRunsEachItemOnTheCallersContext(t *testing.T) {
+	var sizes []int
+	g := NewGroupCommit(GroupCommitOptions{}, func(ctx context.Context, items []int) ([]int, error) {
+		if ctx.Value(ctxKey{}) != "caller" {
+			t.Error("unbatched run is not on the caller's context")
+		}
+		sizes = append(sizes, len(items))
+		if items[0] < 0 {
+			return nil, errors.New("negative")
+		}
+		return []int{items[0] * 2}, nil
+	})
+	ctx := context.WithValue(context.Background(), ctxKey{}, "caller")
+	for i := range 3 {
+		if got, err := g.Do(ctx, i); err != nil || got != 2*i {
+			t.Errorf("Do(%d) = %d, %v; want %d", i, got, err, 2*i)
+		}
+	}
+	if got, err := g.Do(ctx, -1); err == nil || got != 0 {
+		t.Errorf("Do(-1) = %d, %v; want the run's error and a zero result", got, err)
+	}
+	if len(sizes) != 4 || sizes[0] != 1 || sizes[3] != 1 {
+		t.Errorf("run sizes %v, want four runs of one", sizes)
+	}
+}
+
+func TestGroupCommitBatchedGroupsConcurrentItems(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var sizes []int
+	g := NewGroupCommit(GroupCommitOptions{Batched: true, MaxInFlight: 1}, func(ctx context.Context, items []int) ([]int, error) {
+		if ctx.Value(ctxKey{}) != nil {
+			t.Error("a batch ran on one caller's context")
+		}
+		mu.Lock()
+		sizes = append(sizes, len(items))
+		first := len(sizes) == 1
+		mu.Unlock()
+		if first {
+			<-release
+		}
+		out := make([]int, len(items))
+		for i, v := range items {
+			out[i] = v + 100
+		}
+		return out, nil
+	})
+	ctx := context.WithValue(context.Background(), ctxKey{}, "caller")
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if got, err := g.Do(ctx, 0); err != nil || got != 100 {
+			t.Errorf("Do(0) = %d, %v", got, err)
+		}
+	})
+	// Wait until the first run holds the only slot, then queue more.
+	for {
+		mu.Lock()
+		n := len(sizes)
+		mu.Unlock()
+		if n == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	const n = 10
+	for i := 1; i <= n; i++ {
+		wg.Go(func() {
+			if got, err := g.Do(ctx, i); err != nil || got != i+100 {
+				t.Errorf("Do(%d) = %d, %v", i, got, err)
+			}
+		})
+	}
+	// Wait until all of them queue behind it, then let it finish.
+	for {
+		g.batcher.mu.Lock()
+		q := len(g.batcher.queue)
+		g.batcher.mu.Unlock()
+		if q == n {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	wg.Wait()
+	total := 0
+	for _, s := range sizes {
+		total += s
+	}
+	if total != n+1 || len(sizes) != 2 || sizes[1] != n {
+		t.Errorf("run sizes %v: want the first item alone, then the %d queued behind it in one run", sizes, n)
+	}
+}
