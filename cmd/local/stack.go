@@ -58,7 +58,7 @@ func realMain(ctx context.Context) error {
 	defer stack.Stop()
 
 	project := envOr("GOOGLE_CLOUD_PROJECT", "local-project")
-	issuer, err := auth.NewLocalIssuer(project)
+	issuer, err := newIssuer(project)
 	if err != nil {
 		return err
 	}
@@ -145,6 +145,10 @@ func realMain(ctx context.Context) error {
 	_ = srv.Shutdown(shutdown)
 	return nil
 }
+
+// newIssuer makes the stack's token issuer. Tests replace it to keep the
+// issuer, and mint expired or wrong-audience tokens with the stack's own key.
+var newIssuer = auth.NewLocalIssuer
 
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
