@@ -118,32 +118,20 @@ func (s *Store) Totals(ctx context.Context, ids []string) (counted, pending map[
 
 // countedValues sums snapshot and shards per key (unclamped).
 func countedValues(ctx context.Context, tx *spanner.ReadOnlyTransaction, ids []string) (map[string]counter.Values, error) {
-	out := map[string]counter.Values{}
-	sql := `SELECT CounterKey, Likes, Dislikes, Comments, Replies, Views FROM Counters WHERE CounterKey IN UNNEST(@ids)
-UNION ALL SELECT CounterKey, Likes, Dislikes, Comments, Replies, Views FROM CounterShards WHERE CounterKey IN UNNEST(@ids)`
-	err := tx.Query(ctx, spanner.Statement{SQL: sql, Params: map[string]any{"ids": ids}}).Do(func(r *spanner.Row) error {
-		var k string
-		if err := columns(r, &k); err != nil {
-			return err
-		}
-		v, err := readValues(r, 1)
-		if err != nil {
-			return err
-		}
-		out[k] = out[k].Plus(v)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read counted values: %w", err)
-	}
-	return out, nil
+	return sumValues(ctx, tx, "counted", `SELECT CounterKey, Likes, Dislikes, Comments, Replies, Views FROM Counters WHERE CounterKey IN UNNEST(@ids)
+UNION ALL SELECT CounterKey, Likes, Dislikes, Comments, Replies, Views FROM CounterShards WHERE CounterKey IN UNNEST(@ids)`, ids)
 }
 
 // pendingValues sums every pending change per key.
 func pendingValues(ctx context.Context, tx *spanner.ReadOnlyTransaction, ids []string) (map[string]counter.Values, error) {
+	return sumValues(ctx, tx, "pending", `SELECT CounterKey, Likes, Dislikes, Comments, Replies, Views
+FROM PendingDeltas@{FORCE_INDEX=PendingDeltasByCounter} WHERE CounterKey IN UNNEST(@ids)`, ids)
+}
+
+// sumValues runs sql, whose rows are a CounterKey then the values, with
+// @ids bound to ids, and sums the values per key.
+func sumValues(ctx context.Context, tx *spanner.ReadOnlyTransaction, what, sql string, ids []string) (map[string]counter.Values, error) {
 	out := map[string]counter.Values{}
-	sql := `SELECT CounterKey, Likes, Dislikes, Comments, Replies, Views
-FROM PendingDeltas@{FORCE_INDEX=PendingDeltasByCounter} WHERE CounterKey IN UNNEST(@ids)`
 	err := tx.Query(ctx, spanner.Statement{SQL: sql, Params: map[string]any{"ids": ids}}).Do(func(r *spanner.Row) error {
 		var k string
 		if err := columns(r, &k); err != nil {
@@ -157,7 +145,7 @@ FROM PendingDeltas@{FORCE_INDEX=PendingDeltasByCounter} WHERE CounterKey IN UNNE
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read pending values: %w", err)
+		return nil, fmt.Errorf("read %s values: %w", what, err)
 	}
 	return out, nil
 }
