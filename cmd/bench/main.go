@@ -24,19 +24,15 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/sethvargo/go-envconfig"
-
-	"github.com/videngage/engagement/shared/config"
+	"github.com/videngage/engagement/cmd/internal/benchstack"
 	"github.com/videngage/engagement/shared/emulators"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/spannerdb"
-	"github.com/videngage/engagement/shared/topology"
 )
 
 type options struct {
@@ -66,16 +62,11 @@ func realMain(ctx context.Context) error {
 	flag.Parse()
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 
-	st, ok := emulators.Attach()
-	if !ok {
-		fmt.Fprintln(os.Stderr, "bench: starting the emulators…")
-		var err error
-		st, err = emulators.Start(ctx, emulators.Options{})
-		if err != nil {
-			return err
-		}
-		defer st.Stop()
+	st, err := benchstack.Emulators(ctx, "bench")
+	if err != nil {
+		return err
 	}
+	defer st.Stop()
 	var results []result
 	for i, mode := range []string{"naive", "sharded"} {
 		fmt.Fprintf(os.Stderr, "bench: %s mode…\n", mode)
@@ -104,39 +95,24 @@ type result struct {
 }
 
 func runMode(ctx context.Context, es *emulators.Stack, mode string, n int, o options) (result, error) {
-	srv, err := startServer()
+	srv, err := benchstack.StartServer()
 	if err != nil {
 		return result{}, err
 	}
-	defer srv.close()
-	top := topology.MustLoad()
-	target := emulators.Target{
-		Project:          fmt.Sprintf("bench-%d-%d", os.Getpid(), n),
-		SpannerInstance:  top.Spanner.Instance,
-		SpannerDatabase:  top.Spanner.Database,
-		BigtableInstance: top.Bigtable.Instance,
-		PushEndpoint:     srv.pushEndpoint,
-	}
-	if err := emulators.Provision(ctx, es.Hosts, target); err != nil {
-		return result{}, err
-	}
-	defer emulators.Teardown(context.WithoutCancel(ctx), es.Hosts, target)
-	env := es.Env()
-	env["GOOGLE_CLOUD_PROJECT"] = target.Project
-	env["COUNTER_MODE"] = mode
-	env["RATE_LIMITS"] = "off"
-	for k, v := range env {
-		os.Setenv(k, v) // the client libraries read the *_EMULATOR_HOST variables
-	}
-	cfg, err := config.FromLookuper(ctx, envconfig.MapLookuper(env))
+	defer srv.Close()
+	cfg, teardown, err := benchstack.Provision(ctx, es, srv, fmt.Sprintf("bench-%d-%d", os.Getpid(), n), map[string]string{
+		"COUNTER_MODE": mode,
+		"RATE_LIMITS":  "off",
+	})
 	if err != nil {
 		return result{}, err
 	}
+	defer teardown()
 	s, err := newStack(ctx, cfg, srv)
 	if err != nil {
 		return result{}, err
 	}
-	defer s.close()
+	defer s.Close()
 	r := result{mode: mode}
 	if err := hotItem(ctx, s, srv, o, &r); err != nil {
 		return r, err
@@ -150,12 +126,7 @@ func runMode(ctx context.Context, es *emulators.Stack, mode string, n int, o opt
 	return r, nil
 }
 
-func newClient(conc int) *http.Client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns = conc * 2
-	tr.MaxIdleConnsPerHost = conc * 2
-	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
-}
+func newClient(conc int) *http.Client { return benchstack.NewClient(conc, 30*time.Second) }
 
 func do(c *http.Client, method, url, token, body string) (int, []byte, error) {
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
@@ -179,7 +150,7 @@ func do(c *http.Client, method, url, token, body string) (int, []byte, error) {
 
 // hotItem: o.reactions users like one item as fast as o.concurrency clients
 // can; accepted = all answered 200, applied = the exact count reached.
-func hotItem(ctx context.Context, s *stack, srv *server, o options, r *result) error {
+func hotItem(ctx context.Context, s *stack, srv *benchstack.Server, o options, r *result) error {
 	tokens := make([]string, o.reactions)
 	for i := range tokens {
 		t, err := s.token(fmt.Sprintf("user-%d", i), false)
@@ -249,7 +220,7 @@ func hotItem(ctx context.Context, s *stack, srv *server, o options, r *result) e
 	after := spannerdb.CurrentStats()
 	m1, _ := events.PublishedStats()
 	// The count stays exact once the rollup has folded too.
-	time.Sleep(s.cfg.Counters.RollupInterval + time.Second)
+	time.Sleep(s.Config.Counters.RollupInterval + time.Second)
 	v, err := s.counted(ctx, "hot")
 	if err != nil {
 		return err
@@ -265,14 +236,14 @@ func hotItem(ctx context.Context, s *stack, srv *server, o options, r *result) e
 	if m1 > m0 {
 		r.eventsPerMessage = float64(o.reactions) / float64(m1-m0)
 	}
-	r.shards, _ = s.counters.ShardCount(ctx, "hot")
+	r.shards, _ = s.Counters.ShardCount(ctx, "hot")
 	if !r.exact {
 		return fmt.Errorf("count not exact: %d likes applied (final %d), want %d", got, v.Likes, o.reactions)
 	}
 	return nil
 }
 
-func countsLatency(ctx context.Context, s *stack, srv *server, o options, r *result) error {
+func countsLatency(ctx context.Context, s *stack, srv *benchstack.Server, o options, r *result) error {
 	ids := make([]string, 50)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("item-%d", i)
@@ -295,13 +266,13 @@ func countsLatency(ctx context.Context, s *stack, srv *server, o options, r *res
 	}
 	after := spannerdb.CurrentStats()
 	r.readsPerRequest = float64(after.Reads-before.Reads) / float64(o.countsReqs)
-	r.countsP50, r.P99 = percentiles(lat)
+	r.countsP50, r.P99 = benchstack.Percentiles(lat)
 	return nil
 }
 
 // freshness: one write at a time on its own item, then anonymous counts
 // polled every 5 ms until the like shows.
-func freshness(ctx context.Context, s *stack, srv *server, o options, r *result) error {
+func freshness(ctx context.Context, s *stack, srv *benchstack.Server, o options, r *result) error {
 	client := newClient(2)
 	tok, err := s.token("fresh-writer", false)
 	if err != nil {
@@ -330,20 +301,8 @@ func freshness(ctx context.Context, s *stack, srv *server, o options, r *result)
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	r.freshP50, r.freshP99 = percentiles(lat)
+	r.freshP50, r.freshP99 = benchstack.Percentiles(lat)
 	return nil
-}
-
-func percentiles(d []time.Duration) (p50, p99 time.Duration) {
-	if len(d) == 0 {
-		return 0, 0
-	}
-	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
-	at := func(p float64) time.Duration {
-		i := int(p*float64(len(d))+0.5) - 1
-		return d[min(max(i, 0), len(d)-1)]
-	}
-	return at(0.50), at(0.99)
 }
 
 func printTable(w io.Writer, o options, rs []result) {

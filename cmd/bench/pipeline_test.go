@@ -13,6 +13,7 @@ import (
 
 	"cloud.google.com/go/pubsub/v2"
 
+	"github.com/videngage/engagement/cmd/internal/benchstack"
 	"github.com/videngage/engagement/shared/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/history"
 )
@@ -22,14 +23,14 @@ func TestMain(m *testing.M) {
 	emulatortest.Main(m)
 }
 
-func newTestStack(t *testing.T, env ...string) (*stack, *server) {
+func newTestStack(t *testing.T, env ...string) (*stack, *benchstack.Server) {
 	t.Helper()
-	srv, err := startServer()
+	srv, err := benchstack.StartServer()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(srv.close)
-	opts := []emulatortest.Option{emulatortest.WithPushEndpoint(srv.pushEndpoint)}
+	t.Cleanup(srv.Close)
+	opts := []emulatortest.Option{emulatortest.WithPushEndpoint(srv.PushEndpoint)}
 	for i := 0; i+1 < len(env); i += 2 {
 		opts = append(opts, emulatortest.WithEnv(env[i], env[i+1]))
 	}
@@ -38,7 +39,7 @@ func newTestStack(t *testing.T, env ...string) (*stack, *server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(st.close)
+	t.Cleanup(st.Close)
 	return st, srv
 }
 
@@ -272,7 +273,7 @@ func TestModerationReconcileAndRollupOverHTTP(t *testing.T) {
 func TestViewsFromHistoryEvents(t *testing.T) {
 	st, srv := newTestStack(t)
 	ctx := context.Background()
-	pub := st.clients.PubSub.Publisher(st.cfg.PubSub.HistoryTopic)
+	pub := st.Clients.PubSub.Publisher(st.Config.PubSub.HistoryTopic)
 	defer pub.Stop()
 	at := time.Now().Add(-time.Minute)
 	for _, w := range []history.Watch{

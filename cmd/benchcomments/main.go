@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -31,22 +30,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/event"
-	"github.com/sethvargo/go-envconfig"
-
-	"github.com/videngage/engagement/functions/applycounters"
+	"github.com/videngage/engagement/cmd/internal/benchstack"
 	commentsfn "github.com/videngage/engagement/functions/comments"
-	countsfn "github.com/videngage/engagement/functions/counts"
-	"github.com/videngage/engagement/functions/reconcile"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/comment/commentstore"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter/counterstore"
-	"github.com/videngage/engagement/shared/emulators"
 	"github.com/videngage/engagement/shared/events"
-	"github.com/videngage/engagement/shared/platform"
 	"github.com/videngage/engagement/shared/spannerdb"
-	"github.com/videngage/engagement/shared/topology"
 )
 
 type options struct {
@@ -81,201 +72,60 @@ func realMain(ctx context.Context) error {
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 
-	es, ok := emulators.Attach()
-	if !ok {
-		fmt.Fprintln(os.Stderr, "benchcomments: starting the emulators…")
-		var err error
-		es, err = emulators.Start(ctx, emulators.Options{})
-		if err != nil {
-			return err
-		}
-		defer es.Stop()
-	}
-	srv, err := startServer()
+	es, err := benchstack.Emulators(ctx, "benchcomments")
 	if err != nil {
 		return err
 	}
-	defer srv.close()
-	top := topology.MustLoad()
-	target := emulators.Target{
-		Project:          fmt.Sprintf("bench-comments-%d", os.Getpid()),
-		SpannerInstance:  top.Spanner.Instance,
-		SpannerDatabase:  top.Spanner.Database,
-		BigtableInstance: top.Bigtable.Instance,
-		PushEndpoint:     func(fn string) string { return srv.URL + "/push/" + fn },
-	}
-	if err := emulators.Provision(ctx, es.Hosts, target); err != nil {
-		return err
-	}
-	defer emulators.Teardown(context.WithoutCancel(ctx), es.Hosts, target)
-	env := es.Env()
-	env["GOOGLE_CLOUD_PROJECT"] = target.Project
-	env["COUNTER_MODE"] = o.mode
-	env["RATE_LIMITS"] = "off" // one bench user posts far more than 10 a minute
-	for k, v := range env {
-		os.Setenv(k, v) // the client libraries read the *_EMULATOR_HOST variables
-	}
-	cfg, err := config.FromLookuper(ctx, envconfig.MapLookuper(env))
+	defer es.Stop()
+	srv, err := benchstack.StartServer()
 	if err != nil {
 		return err
 	}
+	defer srv.Close()
+	cfg, teardown, err := benchstack.Provision(ctx, es, srv, fmt.Sprintf("bench-comments-%d", os.Getpid()), map[string]string{
+		"COUNTER_MODE": o.mode,
+		"RATE_LIMITS":  "off", // one bench user posts far more than 10 a minute
+	})
+	if err != nil {
+		return err
+	}
+	defer teardown()
 	st, err := newStack(ctx, cfg, srv)
 	if err != nil {
 		return err
 	}
-	defer st.close()
+	defer st.Close()
 	fmt.Fprintf(os.Stderr, "benchcomments: %d comments on one video, %d clients, %s counters…\n", o.comments, o.concurrency, o.mode)
 	return run(ctx, st, o)
 }
 
-// server is a loopback HTTP server whose handler is set after start: the
-// push endpoints must be known before the subscriptions are provisioned.
-type server struct {
-	URL     string
-	srv     *http.Server
-	handler atomic.Pointer[http.Handler]
-}
-
-func startServer() (*server, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	s := &server{URL: "http://" + l.Addr().String()}
-	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := s.handler.Load()
-		if h == nil {
-			http.Error(w, "starting", http.StatusServiceUnavailable)
-			return
-		}
-		(*h).ServeHTTP(w, r)
-	}), ReadHeaderTimeout: 10 * time.Second}
-	go s.srv.Serve(l)
-	return s, nil
-}
-
-func (s *server) close() { s.srv.Close() }
-
 // stack is the functions of the bench's world, served as the local stack
-// serves them: Comments, Counts, the ApplyCounters push endpoint (one
-// message at a time), Reconcile, and the rollup folding every interval.
+// serves them: the counter functions every benchmark serves
+// (benchstack.Stack) and the Comments API.
 type stack struct {
-	cfg      *config.Config
-	url      string
-	clients  *platform.Clients
-	issuer   *auth.LocalIssuer
-	db       *spannerdb.DB
-	counters *counterstore.Store
-	recon    http.Handler
-	stop     context.CancelFunc
-	done     sync.WaitGroup
+	*benchstack.Stack
+	url string
 }
 
-func newStack(ctx context.Context, cfg *config.Config, srv *server) (*stack, error) {
-	issuer, err := auth.NewLocalIssuer(cfg.Project)
-	if err != nil {
-		return nil, err
-	}
-	cfg.Auth.Audience = cfg.Project
-	cfg.Auth.JWKSURL = srv.URL + "/jwks"
-	clients, err := platform.New(ctx, cfg, platform.NeedSpanner|platform.NeedPubSub|platform.NeedVerifier)
-	if err != nil {
-		return nil, err
-	}
-	st := &stack{cfg: cfg, url: srv.URL, clients: clients, issuer: issuer, db: spannerdb.Wrap(clients.Spanner, cfg)}
-	deps, err := commentsfn.Build(clients)
-	if err != nil {
-		clients.Close()
-		return nil, err
-	}
-	st.counters, err = applycounters.Build(clients)
-	if err != nil {
-		clients.Close()
-		return nil, err
-	}
-	comments := commentsfn.New(deps)
-	st.recon = reconcile.New(reconcile.Deps{Store: st.counters, Sources: reconcile.Sources()})
-	mux := http.NewServeMux()
-	mux.Handle("/jwks", issuer.JWKSHandler())
-	mux.Handle("/v1/videos/", comments)
-	mux.Handle("/v1/comments/", comments)
-	mux.Handle("/v1/moderation/spam", comments)
-	mux.Handle("/v1/counts", countsfn.New(countsfn.Deps{
-		Verifier: clients.Verifier, Store: st.counters,
-		MaxAge: cfg.HTTP.CountsMaxAge, MaxStaleness: cfg.Counters.CountsMaxStaleness,
-	}))
-	mux.Handle("/internal/reconcile", st.recon)
-	mux.Handle("/push/ApplyCounters", pushHandler(applycounters.New(st.counters, nil)))
-	mux.Handle("/push/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(http.StatusNoContent) // other event functions: not part of this bench
-	}))
-	srv.handler.Store(ptr(http.Handler(mux)))
-
-	rctx, cancel := context.WithCancel(context.Background())
-	st.stop = cancel
-	st.done.Add(1)
-	go func() {
-		defer st.done.Done()
-		t := time.NewTicker(cfg.Counters.RollupInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-rctx.Done():
-				return
-			case <-t.C:
-				if _, err := st.counters.Fold(rctx); err != nil && rctx.Err() == nil {
-					slog.Warn("benchcomments: fold failed", "error", err.Error())
-				}
-			}
-		}
-	}()
-	return st, nil
-}
-
-func ptr[T any](v T) *T { return &v }
-
-func (st *stack) close() {
-	st.stop()
-	st.done.Wait()
-	st.clients.Close()
-}
-
-// pushHandler turns a Pub/Sub push into the messagePublished CloudEvent the
-// event function receives (what functions-framework does), one at a time.
-func pushHandler(fn func(context.Context, event.Event) error) http.Handler {
-	var mu sync.Mutex
-	var n atomic.Int64
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
+func newStack(ctx context.Context, cfg *config.Config, srv *benchstack.Server) (*stack, error) {
+	bs, err := benchstack.New(ctx, "benchcomments", cfg, srv, func(st *benchstack.Stack, mux *http.ServeMux) error {
+		deps, err := commentsfn.Build(st.Clients)
 		if err != nil {
-			w.WriteHeader(http.StatusBadRequest)
-			return
+			return err
 		}
-		e := event.New()
-		e.SetID(fmt.Sprintf("push-%d", n.Add(1)))
-		e.SetType("google.cloud.pubsub.topic.v1.messagePublished")
-		e.SetSource("//pubsub.googleapis.com/")
-		if err := e.SetData("application/json", body); err != nil {
-			w.WriteHeader(http.StatusBadRequest)
-			return
-		}
-		mu.Lock()
-		err = fn(r.Context(), e)
-		mu.Unlock()
-		if err != nil {
-			w.WriteHeader(http.StatusInternalServerError)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
+		comments := commentsfn.New(deps)
+		mux.Handle("/v1/videos/", comments)
+		mux.Handle("/v1/comments/", comments)
+		mux.Handle("/v1/moderation/spam", comments)
+		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return &stack{Stack: bs, url: srv.URL}, nil
 }
 
-func newClient(conc int) *http.Client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns = conc * 2
-	tr.MaxIdleConnsPerHost = conc * 2
-	return &http.Client{Transport: tr, Timeout: 60 * time.Second}
-}
+func newClient(conc int) *http.Client { return benchstack.NewClient(conc, 60*time.Second) }
 
 func do(c *http.Client, method, url, token string, body []byte, hdr ...string) (int, []byte, error) {
 	req, err := http.NewRequest(method, url, bytes.NewReader(body))
@@ -303,13 +153,13 @@ func run(ctx context.Context, st *stack, o options) error {
 	client := newClient(o.concurrency)
 	tokens := make([]string, o.concurrency)
 	for i := range tokens {
-		t, err := st.issuer.Mint(fmt.Sprintf("viewer-%d", i))
+		t, err := st.Issuer.Mint(fmt.Sprintf("viewer-%d", i))
 		if err != nil {
 			return err
 		}
 		tokens[i] = t
 	}
-	mod, err := st.issuer.Mint("moderator", auth.Moderator())
+	mod, err := st.Issuer.Mint("moderator", auth.Moderator())
 	if err != nil {
 		return err
 	}
@@ -376,8 +226,8 @@ func run(ctx context.Context, st *stack, o options) error {
 	}
 	after := spannerdb.CurrentStats()
 	m1, e1 := events.PublishedStats()
-	time.Sleep(st.cfg.Counters.RollupInterval + time.Second) // a fold sets the shard count
-	shards, err := st.counters.ShardCount(ctx, hot)
+	time.Sleep(st.Config.Counters.RollupInterval + time.Second) // a fold sets the shard count
+	shards, err := st.Counters.ShardCount(ctx, hot)
 	if err != nil {
 		return err
 	}
@@ -410,7 +260,7 @@ func run(ctx context.Context, st *stack, o options) error {
 	m2, e2 := events.PublishedStats()
 
 	// 3. Exactness, after the rollup has folded.
-	time.Sleep(st.cfg.Counters.RollupInterval + time.Second)
+	time.Sleep(st.Config.Counters.RollupInterval + time.Second)
 	code, b, err := do(client, "GET", st.url+"/v1/counts?ids="+hot, "", nil)
 	if err != nil || code != 200 {
 		return fmt.Errorf("counts: %d %s %v", code, b, err)
@@ -421,11 +271,11 @@ func run(ctx context.Context, st *stack, o options) error {
 	if err := json.Unmarshal(b, &api); err != nil {
 		return err
 	}
-	counted, pending, err := st.counters.Totals(ctx, []string{hot})
+	counted, pending, err := st.Counters.Totals(ctx, []string{hot})
 	if err != nil {
 		return err
 	}
-	tx := st.db.Snapshot()
+	tx := st.DB.Snapshot()
 	truth, err := commentstore.Source{}.Truth(ctx, tx, []string{hot})
 	tx.Close()
 	if err != nil {
@@ -470,7 +320,7 @@ func run(ctx context.Context, st *stack, o options) error {
 func (st *stack) waitCounted(ctx context.Context, want int64, start time.Time, timeout time.Duration) (time.Duration, error) {
 	deadline := time.Now().Add(timeout)
 	for {
-		counted, _, err := st.counters.Totals(ctx, []string{hot})
+		counted, _, err := st.Counters.Totals(ctx, []string{hot})
 		if err != nil {
 			return 0, err
 		}

@@ -1,0 +1,257 @@
+// Package benchstack serves engagement functions in process over the Google
+// Cloud emulators, the way the local stack serves them, for the benchmark
+// commands: a loopback server, a provisioned world, the counter functions
+// every benchmark needs (Counts, Reconcile, the ApplyCounters push endpoint,
+// the rollup folding every interval), and the measuring helpers.
+package benchstack
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/sethvargo/go-envconfig"
+
+	"github.com/videngage/engagement/functions/applycounters"
+	countsfn "github.com/videngage/engagement/functions/counts"
+	"github.com/videngage/engagement/functions/reconcile"
+	"github.com/videngage/engagement/shared/auth"
+	"github.com/videngage/engagement/shared/config"
+	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/emulators"
+	"github.com/videngage/engagement/shared/platform"
+	"github.com/videngage/engagement/shared/spannerdb"
+	"github.com/videngage/engagement/shared/topology"
+)
+
+// Server is a loopback HTTP server whose handler is set after start: the
+// push endpoints must be known before the subscriptions are provisioned, and
+// the handlers need the provisioned world.
+type Server struct {
+	URL     string
+	srv     *http.Server
+	handler atomic.Pointer[http.Handler]
+}
+
+// StartServer listens on a free loopback port; until Set, it answers 503.
+func StartServer() (*Server, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{URL: "http://" + l.Addr().String()}
+	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := s.handler.Load()
+		if h == nil {
+			http.Error(w, "starting", http.StatusServiceUnavailable)
+			return
+		}
+		(*h).ServeHTTP(w, r)
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go s.srv.Serve(l)
+	return s, nil
+}
+
+// Set serves h from now on.
+func (s *Server) Set(h http.Handler) { s.handler.Store(&h) }
+
+// Close stops serving.
+func (s *Server) Close() { s.srv.Close() }
+
+// PushEndpoint is where the subscriptions of an event function push.
+func (s *Server) PushEndpoint(function string) string { return s.URL + "/push/" + function }
+
+// Emulators returns the running emulators named by the *_EMULATOR_HOST
+// variables, or starts them (saying so on stderr as name). Stop the stack
+// when done: stopping an attached one does nothing.
+func Emulators(ctx context.Context, name string) (*emulators.Stack, error) {
+	if es, ok := emulators.Attach(); ok {
+		return es, nil
+	}
+	fmt.Fprintf(os.Stderr, "%s: starting the emulators…\n", name)
+	return emulators.Start(ctx, emulators.Options{})
+}
+
+// Provision creates a world named project on es whose subscriptions push to
+// srv, sets the process environment the client libraries read (the
+// *_EMULATOR_HOST variables), and returns the world's configuration: the
+// emulators', the project's, and env's variables. Call teardown when done.
+func Provision(ctx context.Context, es *emulators.Stack, srv *Server, project string, env map[string]string) (cfg *config.Config, teardown func(), err error) {
+	top := topology.MustLoad()
+	target := emulators.Target{
+		Project:          project,
+		SpannerInstance:  top.Spanner.Instance,
+		SpannerDatabase:  top.Spanner.Database,
+		BigtableInstance: top.Bigtable.Instance,
+		PushEndpoint:     srv.PushEndpoint,
+	}
+	if err := emulators.Provision(ctx, es.Hosts, target); err != nil {
+		return nil, nil, err
+	}
+	teardown = func() { emulators.Teardown(context.WithoutCancel(ctx), es.Hosts, target) }
+	all := es.Env()
+	all["GOOGLE_CLOUD_PROJECT"] = project
+	for k, v := range env {
+		all[k] = v
+	}
+	for k, v := range all {
+		os.Setenv(k, v)
+	}
+	cfg, err = config.FromLookuper(ctx, envconfig.MapLookuper(all))
+	if err != nil {
+		teardown()
+		return nil, nil, err
+	}
+	return cfg, teardown, nil
+}
+
+// Stack is the counter functions of one world served on one Server: Counts
+// at /v1/counts, Reconcile at /internal/reconcile, ApplyCounters at its push
+// endpoint (one message at a time; the other push endpoints acknowledge and
+// drop), the local issuer's keys at /jwks, and the rollup folding every
+// ROLLUP_INTERVAL.
+type Stack struct {
+	Config    *config.Config
+	Clients   *platform.Clients
+	Issuer    *auth.LocalIssuer
+	DB        *spannerdb.DB
+	Counters  *counterstore.Store
+	Reconcile http.Handler
+
+	name   string
+	stop   context.CancelFunc
+	done   sync.WaitGroup
+	pushes atomic.Int64
+}
+
+// New builds the stack over cfg (whose Auth it points at a local issuer
+// served by srv), lets mount add the command's own functions to its mux, and
+// serves it all on srv. name prefixes its log lines.
+func New(ctx context.Context, name string, cfg *config.Config, srv *Server, mount func(st *Stack, mux *http.ServeMux) error) (*Stack, error) {
+	issuer, err := auth.NewLocalIssuer(cfg.Project)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Auth.Audience = cfg.Project
+	cfg.Auth.Issuer = ""
+	cfg.Auth.JWKSURL = srv.URL + "/jwks"
+	clients, err := platform.New(ctx, cfg, platform.NeedSpanner|platform.NeedPubSub|platform.NeedVerifier)
+	if err != nil {
+		return nil, err
+	}
+	st := &Stack{Config: cfg, Clients: clients, Issuer: issuer, DB: spannerdb.Wrap(clients.Spanner, cfg), name: name}
+	st.Counters, err = applycounters.Build(clients)
+	if err != nil {
+		clients.Close()
+		return nil, err
+	}
+	st.Reconcile = reconcile.New(reconcile.Deps{Store: st.Counters, Sources: reconcile.Sources()})
+	mux := http.NewServeMux()
+	mux.Handle("/jwks", issuer.JWKSHandler())
+	mux.Handle("/v1/counts", countsfn.New(countsfn.Deps{
+		Verifier: clients.Verifier, Store: st.Counters,
+		MaxAge: cfg.HTTP.CountsMaxAge, MaxStaleness: cfg.Counters.CountsMaxStaleness,
+	}))
+	mux.Handle("/internal/reconcile", st.Reconcile)
+	mux.Handle("/push/ApplyCounters", st.pushHandler(applycounters.New(st.Counters, nil)))
+	mux.Handle("/push/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent) // other event functions: not part of this stack
+	}))
+	if err := mount(st, mux); err != nil {
+		clients.Close()
+		return nil, err
+	}
+	srv.Set(mux)
+
+	rctx, cancel := context.WithCancel(context.Background())
+	st.stop = cancel
+	st.done.Add(1)
+	go st.tickRollup(rctx)
+	return st, nil
+}
+
+// pushHandler turns a Pub/Sub push into the messagePublished CloudEvent the
+// event function receives (what functions-framework does), one at a time.
+func (st *Stack) pushHandler(fn func(context.Context, event.Event) error) http.Handler {
+	var mu sync.Mutex
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		e := event.New()
+		e.SetID(fmt.Sprintf("push-%d", st.pushes.Add(1)))
+		e.SetType("google.cloud.pubsub.topic.v1.messagePublished")
+		e.SetSource("//pubsub.googleapis.com/")
+		if err := e.SetData("application/json", body); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		err = fn(r.Context(), e)
+		mu.Unlock()
+		if err != nil {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+// tickRollup folds every ROLLUP_INTERVAL, as the Rollup function does inside
+// each scheduled minute.
+func (st *Stack) tickRollup(ctx context.Context) {
+	defer st.done.Done()
+	t := time.NewTicker(st.Config.Counters.RollupInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := st.Counters.Fold(ctx); err != nil && ctx.Err() == nil {
+				slog.Warn(st.name+": fold failed", "error", err.Error())
+			}
+		}
+	}
+}
+
+// Close stops the rollup and closes the clients.
+func (st *Stack) Close() {
+	st.stop()
+	st.done.Wait()
+	st.Clients.Close()
+}
+
+// NewClient returns an HTTP client keeping enough idle connections for conc
+// concurrent callers.
+func NewClient(conc int, timeout time.Duration) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = conc * 2
+	tr.MaxIdleConnsPerHost = conc * 2
+	return &http.Client{Transport: tr, Timeout: timeout}
+}
+
+// Percentiles sorts d and returns its 50th and 99th percentiles (nearest
+// rank); zero when d is empty.
+func Percentiles(d []time.Duration) (p50, p99 time.Duration) {
+	if len(d) == 0 {
+		return 0, 0
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	at := func(p float64) time.Duration {
+		i := int(p*float64(len(d))+0.5) - 1
+		return d[min(max(i, 0), len(d)-1)]
+	}
+	return at(0.50), at(0.99)
+}
