@@ -24,9 +24,17 @@ const (
 	expired       = "expired"        // the stack's key, exp an hour ago
 	wrongAudience = "wrong audience" // the stack's key, aud of another project
 	wrongKey      = "wrong key"      // a key the stack does not publish
-	user          = "user"           // alice
-	otherUser     = "other user"     // bob
-	moderator     = "moderator"      // mod, with "moderator": true
+	user          = "user"           // authz-alice
+	otherUser     = "other user"     // authz-bob
+	moderator     = "moderator"      // authz-mod, with "moderator": true
+)
+
+// The tests of this binary share one project (startLocal): the matrix's
+// users are its own, so that no other test sees their rows.
+const (
+	alice = "authz-alice"
+	bob   = "authz-bob"
+	mod   = "authz-mod"
 )
 
 var identities = []string{noToken, expired, wrongAudience, wrongKey, user, otherUser, moderator}
@@ -78,7 +86,7 @@ func matrixTokens(t *testing.T, base string, stack *auth.LocalIssuer) map[string
 	}
 	// Control: the same issuer's token without a defect is accepted, so the
 	// expired and wrong-audience rows fail for their one defect.
-	if code, _, body := (client{t: t, base: base, token: mint(stack, "alice")}).do("GET", "/v1/history/settings", ""); code != 200 {
+	if code, _, body := (client{t: t, base: base, token: mint(stack, alice)}).do("GET", "/v1/history/settings", ""); code != 200 {
 		t.Fatalf("a good token of the stack's issuer: %d %s", code, body)
 	}
 	stranger, err := auth.NewLocalIssuer(os.Getenv("GOOGLE_CLOUD_PROJECT"))
@@ -87,13 +95,13 @@ func matrixTokens(t *testing.T, base string, stack *auth.LocalIssuer) map[string
 	}
 	return map[string]string{
 		noToken:       "",
-		expired:       mint(stack, "alice", auth.IssuedAt(time.Now().Add(-2*time.Hour))),
-		wrongAudience: mint(stack, "alice", auth.Audience("another-project")),
-		wrongKey:      mint(stranger, "alice"),
+		expired:       mint(stack, alice, auth.IssuedAt(time.Now().Add(-2*time.Hour))),
+		wrongAudience: mint(stack, alice, auth.Audience("another-project")),
+		wrongKey:      mint(stranger, alice),
 		// Valid tokens come from /dev/token, as for any caller of the stack.
-		user:      token(t, base, "alice"),
-		otherUser: token(t, base, "bob"),
-		moderator: token(t, base, "mod&moderator=true"),
+		user:      token(t, base, alice),
+		otherUser: token(t, base, bob),
+		moderator: token(t, base, mod+"&moderator=true"),
 	}
 }
 
@@ -215,11 +223,11 @@ func TestAuthorizationMatrix(t *testing.T) {
 		if code != 200 || strings.Contains(body, `"viewer"`) || !strings.HasPrefix(hdr.Get("Cache-Control"), "public") {
 			t.Errorf("anonymous counts: %d Cache-Control %q %s", code, hdr.Get("Cache-Control"), body)
 		}
-		alice := client{t: t, base: base, token: tokens[user]}
-		code, hdr, body = alice.do("GET", "/v1/counts?ids="+content, "")
+		signedIn := client{t: t, base: base, token: tokens[user]}
+		code, hdr, body = signedIn.do("GET", "/v1/counts?ids="+content, "")
 		if code != 200 || !strings.Contains(body, `"viewer":{"reactions":{"authz-video":{"reaction":"like"`) ||
 			hdr.Get("Cache-Control") != "private, no-store" {
-			t.Errorf("alice's counts: %d Cache-Control %q %s", code, hdr.Get("Cache-Control"), body)
+			t.Errorf("the user's counts: %d Cache-Control %q %s", code, hdr.Get("Cache-Control"), body)
 		}
 	})
 
@@ -320,13 +328,13 @@ func isCommentRoute(route string) bool {
 // historyIsolation: history is addressed by the token alone, so bob and a
 // moderator, whatever they send, neither see nor remove alice's entries.
 func historyIsolation(t *testing.T, base string, tokens map[string]string) {
-	alice := client{t: t, base: base, token: tokens[user]}
+	owner := client{t: t, base: base, token: tokens[user]}
 	const secret = "authz-alice-only"
-	if code, _, body := alice.do("POST", "/v1/history", `{"videoId":"`+secret+`"}`); code != 202 {
+	if code, _, body := owner.do("POST", "/v1/history", `{"videoId":"`+secret+`"}`); code != 202 {
 		t.Fatalf("alice's watch: %d %s", code, body)
 	}
 	aliceSees := func() bool {
-		code, _, body := alice.do("GET", "/v1/history", "")
+		code, _, body := owner.do("GET", "/v1/history", "")
 		if code != 200 {
 			t.Fatalf("alice's history: %d %s", code, body)
 		}
@@ -341,7 +349,7 @@ func historyIsolation(t *testing.T, base string, tokens map[string]string) {
 	}
 	for _, who := range []string{otherUser, moderator} {
 		c := client{t: t, base: base, token: tokens[who]}
-		for _, path := range []string{"/v1/history", "/v1/history?userId=alice", "/v1/history?pageSize=100"} {
+		for _, path := range []string{"/v1/history", "/v1/history?userId=" + alice, "/v1/history?pageSize=100"} {
 			if code, _, body := c.do("GET", path, ""); code != 200 && code != 400 || strings.Contains(body, secret) {
 				t.Errorf("GET %s as %s: %d %s", path, who, code, body)
 			}
@@ -435,14 +443,14 @@ func postComment(t *testing.T, base, tok, video string) string {
 // commentIsolation: a comment that another user failed to delete is still
 // listed; one its author deleted is not.
 func commentIsolation(t *testing.T, base string, tokens map[string]string) {
-	alice := client{t: t, base: base, token: tokens[user]}
-	bob := client{t: t, base: base, token: tokens[otherUser]}
+	owner := client{t: t, base: base, token: tokens[user]}
+	other := client{t: t, base: base, token: tokens[otherUser]}
 	kept := postComment(t, base, tokens[user], "authz-isolation")
 	gone := postComment(t, base, tokens[user], "authz-isolation")
-	if code, _, body := bob.do("DELETE", "/v1/comments/"+kept, ""); code != 403 {
+	if code, _, body := other.do("DELETE", "/v1/comments/"+kept, ""); code != 403 {
 		t.Fatalf("bob deleting alice's comment: %d %s", code, body)
 	}
-	if code, _, body := alice.do("DELETE", "/v1/comments/"+gone, ""); code != 204 {
+	if code, _, body := owner.do("DELETE", "/v1/comments/"+gone, ""); code != 204 {
 		t.Fatalf("alice deleting her comment: %d %s", code, body)
 	}
 	code, _, body := client{t: t, base: base}.do("GET", "/v1/videos/authz-isolation/comments", "")
