@@ -101,21 +101,29 @@ func (t Target) validate() error {
 // ---- Spanner
 
 func spannerClients(ctx context.Context, host string) (*instance.InstanceAdminClient, *database.DatabaseAdminClient, func(), error) {
+	return adminClients(ctx, host, instance.NewInstanceAdminClient, database.NewDatabaseAdminClient)
+}
+
+// adminClients dials the emulator at host and opens two admin clients over
+// the one connection; done closes it.
+func adminClients[A, B any](ctx context.Context, host string,
+	newA func(context.Context, ...option.ClientOption) (A, error),
+	newB func(context.Context, ...option.ClientOption) (B, error),
+) (a A, b B, done func(), err error) {
 	conn, err := dial(host)
 	if err != nil {
-		return nil, nil, nil, err
+		return a, b, nil, err
 	}
-	ia, err := instance.NewInstanceAdminClient(ctx, connOpts(conn)...)
+	if a, err = newA(ctx, connOpts(conn)...); err == nil {
+		b, err = newB(ctx, connOpts(conn)...)
+	}
 	if err != nil {
 		conn.Close()
-		return nil, nil, nil, err
+		var za A
+		var zb B
+		return za, zb, nil, err
 	}
-	da, err := database.NewDatabaseAdminClient(ctx, connOpts(conn)...)
-	if err != nil {
-		conn.Close()
-		return nil, nil, nil, err
-	}
-	return ia, da, func() { conn.Close() }, nil
+	return a, b, func() { conn.Close() }, nil
 }
 
 func provisionSpanner(ctx context.Context, host string, t Target) (err error) {
@@ -338,21 +346,7 @@ func teardownBigtable(ctx context.Context, host string, t Target, top topology.B
 // ---- Pub/Sub
 
 func pubsubClients(ctx context.Context, host string) (*pubsubadmin.TopicAdminClient, *pubsubadmin.SubscriptionAdminClient, func(), error) {
-	conn, err := dial(host)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	tc, err := pubsubadmin.NewTopicAdminClient(ctx, connOpts(conn)...)
-	if err != nil {
-		conn.Close()
-		return nil, nil, nil, err
-	}
-	sc, err := pubsubadmin.NewSubscriptionAdminClient(ctx, connOpts(conn)...)
-	if err != nil {
-		conn.Close()
-		return nil, nil, nil, err
-	}
-	return tc, sc, func() { conn.Close() }, nil
+	return adminClients(ctx, host, pubsubadmin.NewTopicAdminClient, pubsubadmin.NewSubscriptionAdminClient)
 }
 
 // TopicName and SubscriptionName are the full Pub/Sub resource names.
