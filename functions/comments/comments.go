@@ -43,7 +43,8 @@ func init() {
 // Build wires the handler's collaborators from an instance's clients.
 func Build(c *platform.Clients) (Deps, error) {
 	cfg := c.Config
-	mode, err := counterstore.ParseMode(cfg.Counters.Mode)
+	db := spannerdb.Wrap(c.Spanner, cfg)
+	wo, err := counterstore.WriterOptions(cfg.Counters.Mode, db, 8)
 	if err != nil {
 		return Deps{}, err
 	}
@@ -51,15 +52,8 @@ func Build(c *platform.Clients) (Deps, error) {
 	if cfg.HTTP.RateLimits == "off" {
 		limit = 0
 	}
-	db := spannerdb.Wrap(c.Spanner, cfg)
 	store := commentstore.New(db, limit)
-	inFlight := 8
-	if db.Serial() {
-		inFlight = 1
-	}
-	w := commentstore.NewWriter(store, bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic), commentstore.WriterOptions{
-		Batched: mode == counterstore.Sharded, MaxInFlight: inFlight,
-	})
+	w := commentstore.NewWriter(store, bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic), wo)
 	return Deps{
 		Verifier:     c.Verifier,
 		Writer:       w,

@@ -39,7 +39,11 @@ func init() {
 // Build wires the handler's collaborators from an instance's clients.
 func Build(c *platform.Clients) (Deps, error) {
 	cfg := c.Config
-	mode, err := counterstore.ParseMode(cfg.Counters.Mode)
+	db := spannerdb.Wrap(c.Spanner, cfg)
+	// Group commit: while a transaction runs, the requests that arrive form
+	// the next one. Two in flight per instance keep batches large under load
+	// (one against the emulator, which runs one transaction at a time).
+	wo, err := counterstore.WriterOptions(cfg.Counters.Mode, db, 2)
 	if err != nil {
 		return Deps{}, err
 	}
@@ -47,18 +51,8 @@ func Build(c *platform.Clients) (Deps, error) {
 	if cfg.HTTP.RateLimits == "off" {
 		limit = 0
 	}
-	db := spannerdb.Wrap(c.Spanner, cfg)
 	store := reactionstore.New(db, limit)
-	// Group commit: while a transaction runs, the requests that arrive form
-	// the next one. Two in flight per instance keep batches large under load
-	// (one against the emulator, which runs one transaction at a time).
-	inFlight := 2
-	if db.Serial() {
-		inFlight = 1
-	}
-	w := reactionstore.NewWriter(store, bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic), reactionstore.WriterOptions{
-		Batched: mode == counterstore.Sharded, MaxInFlight: inFlight,
-	})
+	w := reactionstore.NewWriter(store, bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic), wo)
 	return Deps{Verifier: c.Verifier, Writer: w, Store: store, Metrics: c.Metrics}, nil
 }
 

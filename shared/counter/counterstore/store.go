@@ -38,6 +38,22 @@ func ParseMode(s string) (Mode, error) {
 	return "", fmt.Errorf("counterstore: COUNTER_MODE must be %q or %q, not %q", Sharded, Naive, s)
 }
 
+// WriterOptions are the group-commit options of a writer recording counted
+// changes in db under COUNTER_MODE mode: batched in sharded mode (naive
+// mode, the benchmark's baseline, records each change in its own
+// transaction), with inFlight transactions at once, or one when db is serial
+// (the emulator runs one read-write transaction at a time).
+func WriterOptions(mode string, db *spannerdb.DB, inFlight int) (counter.GroupCommitOptions, error) {
+	m, err := ParseMode(mode)
+	if err != nil {
+		return counter.GroupCommitOptions{}, err
+	}
+	if db.Serial() {
+		inFlight = 1
+	}
+	return counter.GroupCommitOptions{Batched: m == Sharded, MaxInFlight: inFlight}, nil
+}
+
 // Table and column names (shared/topology/ddl/010_counters.sql).
 const (
 	tableCounters = "Counters"
