@@ -156,23 +156,11 @@ func (s *Store) CreateMany(ctx context.Context, reqs []CreateRequest) ([]CreateR
 		if err != nil {
 			return err
 		}
-		tats := map[string]time.Time{}
-		if s.limit.PerMinute > 0 {
-			err = tx.Read(ctx, tableLimits, spanner.KeySetFromKeys(userKeys...), []string{"UserId", "Tat"}).Do(func(r *spanner.Row) error {
-				var u string
-				var t time.Time
-				if err := r.Columns(&u, &t); err != nil {
-					return err
-				}
-				tats[u] = t
-				return nil
-			})
-			if err != nil {
-				return fmt.Errorf("read rate limits: %w", err)
-			}
+		limits, err := counterstore.ReadUserLimits(ctx, tx, tableLimits, s.limit, userKeys)
+		if err != nil {
+			return err
 		}
 		var ms []*spanner.Mutation
-		tatChanged := map[string]bool{}
 		for i, r := range reqs {
 			res := &results[i]
 			hash := comment.RequestHash(r.VideoID, r.ParentID, r.Text)
@@ -203,14 +191,9 @@ func (s *Store) CreateMany(ctx context.Context, reqs []CreateRequest) ([]CreateR
 					continue
 				}
 			}
-			if s.limit.PerMinute > 0 {
-				next, ok, wait := s.limit.Allow(tats[r.UserID], now)
-				if !ok {
-					res.Err = &RateLimitedError{RetryAfter: wait}
-					continue
-				}
-				tats[r.UserID] = next
-				tatChanged[r.UserID] = true
+			if ok, wait := limits.Allow(r.UserID, now); !ok {
+				res.Err = &RateLimitedError{RetryAfter: wait}
+				continue
 			}
 			c := comment.Comment{
 				ID: comment.NewID(), VideoID: r.VideoID, ParentID: r.ParentID, AuthorID: r.UserID,
@@ -231,9 +214,7 @@ func (s *Store) CreateMany(ctx context.Context, reqs []CreateRequest) ([]CreateR
 			}
 			ms = append(ms, counterstore.Pending(ev, r.UserID)...)
 		}
-		for u := range tatChanged {
-			ms = append(ms, spanner.InsertOrUpdate(tableLimits, []string{"UserId", "Tat"}, []any{u, tats[u]}))
-		}
+		ms = append(ms, limits.Mutations()...)
 		if len(ms) == 0 {
 			return nil
 		}
