@@ -20,10 +20,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
-	"os/signal"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,14 +41,7 @@ type options struct {
 	timeout     time.Duration
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := realMain(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchstack.Main("bench", realMain) }
 
 func realMain(ctx context.Context) error {
 	var o options
@@ -60,7 +51,6 @@ func realMain(ctx context.Context) error {
 	flag.IntVar(&o.freshness, "freshness", 40, "freshness samples")
 	flag.DurationVar(&o.timeout, "timeout", 3*time.Minute, "give up applying after this long")
 	flag.Parse()
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 
 	st, err := benchstack.Emulators(ctx, "bench")
 	if err != nil {

@@ -22,10 +22,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
-	"os/signal"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,14 +47,7 @@ type options struct {
 	timeout     time.Duration
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := realMain(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "benchcomments:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchstack.Main("benchcomments", realMain) }
 
 func realMain(ctx context.Context) error {
 	var o options
@@ -70,7 +61,6 @@ func realMain(ctx context.Context) error {
 	if o.spam > o.comments || o.sweep < 1 || o.sweep > 1000 || o.concurrency < 1 {
 		return errors.New("want 0 ≤ -spam ≤ -comments, 1 ≤ -sweep ≤ 1000 and -concurrency ≥ 1")
 	}
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 
 	es, err := benchstack.Emulators(ctx, "benchcomments")
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -254,4 +255,18 @@ func Percentiles(d []time.Duration) (p50, p99 time.Duration) {
 		return d[min(max(i, 0), len(d)-1)]
 	}
 	return at(0.50), at(0.99)
+}
+
+// Main runs the benchmark command name: run gets a context that an
+// interrupt cancels, with warnings and worse logged to stderr; its error is
+// printed as "name: error" and exits 1.
+func Main(name string, run func(ctx context.Context) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err := run(ctx); err != nil {
+		stop()
+		fmt.Fprintln(os.Stderr, name+":", err)
+		os.Exit(1)
+	}
 }
