@@ -165,12 +165,19 @@ type Delta struct {
 }
 
 // Validate reports a delta that can never be applied.
+// MaxDelta bounds one delta: far above any real batch, and low enough that
+// the sum of every delta of the largest message (events.MaxEvents ×
+// events.MaxDeltas) cannot overflow an int64.
+const MaxDelta = 1 << 40
+
 func (d Delta) Validate() error {
 	switch {
 	case !ValidKey(d.Key):
 		return fmt.Errorf("counter: bad counter key %q", d.Key)
 	case d.N == 0:
 		return fmt.Errorf("counter: zero delta on %s", d.Key)
+	case d.N > MaxDelta || d.N < -MaxDelta:
+		return fmt.Errorf("counter: delta %d on %s is out of range", d.N, d.Key)
 	}
 	if _, err := ParseField(string(d.Field)); err != nil {
 		return err

@@ -3,6 +3,7 @@ package counter
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -227,5 +228,18 @@ func TestBatcherErrorsAndPanics(t *testing.T) {
 	slow := NewBatcher(BatcherOptions{MaxItems: 1, Linger: time.Second}, func(ctx context.Context, items []int) ([]int, error) { return items, nil })
 	if _, err := slow.Do(ctx, 1); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled caller: %v", err)
+	}
+}
+
+func TestDeltaValidateBoundsN(t *testing.T) {
+	for _, n := range []int64{1, -1, MaxDelta, -MaxDelta} {
+		if err := (Delta{Key: "v", Field: Likes, N: n}).Validate(); err != nil {
+			t.Errorf("N=%d refused: %v", n, err)
+		}
+	}
+	for _, n := range []int64{0, MaxDelta + 1, -MaxDelta - 1, math.MaxInt64, math.MinInt64} {
+		if err := (Delta{Key: "v", Field: Likes, N: n}).Validate(); err == nil {
+			t.Errorf("N=%d accepted", n)
+		}
 	}
 }
