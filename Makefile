@@ -3,7 +3,7 @@ GO       ?= go
 PORT     ?= 8080
 TESTARGS ?=
 
-.PHONY: run test test-go test-terraform vet bench fuzz soak
+.PHONY: run test test-go test-terraform vet bench fuzz fuzz-brief soak
 
 ## run: start the emulators and every function at http://localhost:$(PORT)
 # exec: the runner's parent is make itself, whose death it notices.
@@ -11,7 +11,11 @@ run:
 	$(GO) build -o bin/local ./cmd/local && PORT=$(PORT) exec ./bin/local
 
 ## test: every test: vet, unit and emulator-backed Go tests, brief fuzzing, Terraform checks
-test: vet test-go test-terraform
+test: vet test-go fuzz-brief test-terraform
+
+# Every fuzz target for a moment (its seeds already ran in test-go).
+fuzz-brief:
+	$(MAKE) --no-print-directory fuzz FUZZTIME=2s
 
 vet:
 	$(GO) vet ./...
@@ -36,6 +40,18 @@ bench:
 ## fuzz: every fuzz target for longer (FUZZTIME each)
 FUZZTIME ?= 60s
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzVerify -fuzztime $(FUZZTIME) ./shared/auth/
-	$(GO) test -run '^$$' -fuzz FuzzEntryKey -fuzztime $(FUZZTIME) ./shared/history/
-	$(GO) test -run '^$$' -fuzz FuzzPageToken -fuzztime $(FUZZTIME) ./shared/history/
+	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./shared/auth/
+	$(GO) test -run '^$$' -fuzz '^FuzzEntryKey$$' -fuzztime $(FUZZTIME) ./shared/history/
+	$(GO) test -run '^$$' -fuzz '^FuzzPageToken$$' -fuzztime $(FUZZTIME) ./shared/history/
+	$(GO) test -run '^$$' -fuzz '^FuzzPageToken$$' -fuzztime $(FUZZTIME) ./shared/comment/
+	$(GO) test -run '^$$' -fuzz '^FuzzCheckJSONText$$' -fuzztime $(FUZZTIME) ./shared/comment/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeJSON$$' -fuzztime $(FUZZTIME) ./shared/httpx/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseIDs$$' -fuzztime $(FUZZTIME) ./shared/httpx/
+	$(GO) test -run '^$$' -fuzz '^FuzzParsePageSize$$' -fuzztime $(FUZZTIME) ./shared/httpx/
+	$(GO) test -run '^$$' -fuzz '^FuzzTraceFields$$' -fuzztime $(FUZZTIME) ./shared/httpx/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./shared/events/
+	$(GO) test -run '^$$' -fuzz '^FuzzEventID$$' -fuzztime $(FUZZTIME) ./shared/events/
+	$(GO) test -run '^$$' -fuzz '^FuzzFromCloudEvent$$' -fuzztime $(FUZZTIME) ./shared/bus/
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./shared/reaction/
+	$(GO) test -run '^$$' -fuzz '^FuzzApply$$' -fuzztime $(FUZZTIME) ./shared/reaction/
+	$(GO) test -run '^$$' -fuzz '^FuzzApplyCounters$$' -fuzztime $(FUZZTIME) ./functions/applycounters/
