@@ -49,7 +49,8 @@ type Target struct {
 // Spanner instance and database with topology.DDL(); the Bigtable tables and
 // column families with their GC policies; the Pub/Sub topics, dead-letter
 // topics with their pull subscriptions, and one subscription per topic
-// subscription with the topology's delivery settings. It is idempotent: what
+// subscription with the topology's delivery settings (but for the retry
+// backoff, which the emulator gets wrong). It is idempotent: what
 // exists is kept (push endpoints and GC policies are updated), so the local
 // stack can run it on every start.
 //
@@ -418,10 +419,15 @@ func provisionPubSub(ctx context.Context, host string, t Target, top topology.Pu
 						PushConfig:               push,
 						AckDeadlineSeconds:       int32(d.AckDeadlineSeconds),
 						MessageRetentionDuration: retention,
-						RetryPolicy: &pubsubpb.RetryPolicy{
-							MinimumBackoff: durationpb.New(time.Duration(d.MinimumBackoffSeconds) * time.Second),
-							MaximumBackoff: durationpb.New(time.Duration(d.MaximumBackoffSeconds) * time.Second),
-						},
+						// No retry policy (the topology's backoff is set in the
+						// cloud by Terraform): the emulator's exponential
+						// backoff strands messages. When a burst of pushes is
+						// refused together (an event function down for a few
+						// seconds), most of those messages are never pushed
+						// again after their third attempt, while a lone
+						// refused message is retried as configured. Without
+						// a policy the emulator retries about every second
+						// and dead-letters after MaxDeliveryAttempts.
 						DeadLetterPolicy: &pubsubpb.DeadLetterPolicy{
 							DeadLetterTopic:     TopicName(t.Project, topic.DeadLetterTopic),
 							MaxDeliveryAttempts: int32(d.MaxDeliveryAttempts),
