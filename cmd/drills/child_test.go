@@ -1,0 +1,377 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/GoogleCloudPlatform/functions-framework-go/funcframework"
+	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
+	"github.com/cloudevents/sdk-go/v2/event"
+
+	"github.com/videngage/engagement/functions/applycounters"
+	"github.com/videngage/engagement/functions/applyhistory"
+	"github.com/videngage/engagement/shared/bigtabledb"
+	"github.com/videngage/engagement/shared/config"
+	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/shared/history"
+	"github.com/videngage/engagement/shared/platform"
+)
+
+// runEventsChild is the events child: the registered event functions served
+// by functions-framework-go, as one Cloud Functions instance serves them,
+// behind a front that lets one request at a time into each function (the
+// framework's CloudEvent path mis-pairs concurrent requests; Cloud Functions
+// gives an instance one request at a time by default).
+//
+// With DRILLS_STATS_FILE or DRILLS_CRASH set, ApplyCounters and ApplyHistory
+// are the production handlers over a probe of their store: it writes a line
+// per call and, at the chosen call, exits the process before or after the
+// store's commit — the crash of an instance between its commit and its ack.
+func runEventsChild() int {
+	go func() {
+		// EOF on the lifeline: the test process is gone, so is this one.
+		io.Copy(io.Discard, os.NewFile(childLifeFD, "lifeline"))
+		os.Exit(0)
+	}()
+	targets := map[string]string{}
+	for _, r := range platform.All() {
+		if r.Event != nil {
+			targets[r.Name] = r.Name
+		}
+	}
+	if os.Getenv(envStats) != "" || os.Getenv(envCrash) != "" {
+		if err := registerProbes(targets); err != nil {
+			fmt.Fprintln(os.Stderr, "events child:", err)
+			return 1
+		}
+	}
+	fport, err := freePort()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "events child:", err)
+		return 1
+	}
+	go func() {
+		err := funcframework.StartHostPort("127.0.0.1", fport)
+		fmt.Fprintln(os.Stderr, "events child: functions framework stopped:", err)
+		os.Exit(1)
+	}()
+	if err := waitListening("127.0.0.1:" + fport); err != nil {
+		fmt.Fprintln(os.Stderr, "events child:", err)
+		return 1
+	}
+	framework, _ := url.Parse("http://127.0.0.1:" + fport)
+	rp := httputil.NewSingleHostReverseProxy(framework)
+	var gates sync.Map
+	front := http.NewServeMux()
+	front.HandleFunc("POST /events/{function}", func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("function")
+		to, ok := targets[name]
+		if !ok {
+			http.Error(w, "no event function "+name, http.StatusNotFound)
+			return
+		}
+		g, _ := gates.LoadOrStore(name, &sync.Mutex{})
+		g.(*sync.Mutex).Lock()
+		defer g.(*sync.Mutex).Unlock()
+		r2 := r.Clone(r.Context())
+		r2.URL.Path = "/" + to
+		rp.ServeHTTP(w, r2)
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "events child:", err)
+		return 1
+	}
+	ready := os.NewFile(childReadyFD, "ready")
+	fmt.Fprintln(ready, ln.Addr().String())
+	ready.Close()
+	err = (&http.Server{Handler: front, ReadHeaderTimeout: 10 * time.Second}).Serve(ln)
+	fmt.Fprintln(os.Stderr, "events child:", err)
+	return 1
+}
+
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
+}
+
+// crashPlan is DRILLS_CRASH: exit at call n of function, before or after
+// the store's commit.
+type crashPlan struct {
+	function string
+	point    string // "before-commit" or "after-commit"
+	n        int64
+}
+
+func parseCrash(s string) (crashPlan, error) {
+	if s == "" {
+		return crashPlan{}, nil
+	}
+	parts := strings.Split(s, ":")
+	if len(parts) != 3 || (parts[1] != "before-commit" && parts[1] != "after-commit") {
+		return crashPlan{}, fmt.Errorf("%s=%q: want <function>:<before-commit|after-commit>:<call>", envCrash, s)
+	}
+	n, err := strconv.ParseInt(parts[2], 10, 64)
+	if err != nil || n < 1 {
+		return crashPlan{}, fmt.Errorf("%s=%q: the call number must be positive", envCrash, s)
+	}
+	return crashPlan{function: parts[0], point: parts[1], n: n}, nil
+}
+
+// probeLine is one store call as the probe saw it.
+type probeLine struct {
+	Function   string   `json:"function"`
+	Call       int64    `json:"call"`
+	IDs        []string `json:"ids"`
+	Applied    int      `json:"applied"`
+	Duplicates int      `json:"duplicates"`
+	Err        string   `json:"err,omitempty"`
+	Crash      string   `json:"crash,omitempty"`
+}
+
+// probe records calls and crashes the process where the plan says.
+type probe struct {
+	function string
+	plan     crashPlan
+	calls    atomic.Int64
+	mu       sync.Mutex
+	out      *os.File
+}
+
+func (p *probe) write(l probeLine) {
+	if p.out == nil {
+		return
+	}
+	b, _ := json.Marshal(l)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.out.Write(append(b, '\n')) // one write per line: O_APPEND keeps lines whole
+}
+
+// crashIf exits the process when the call and the point are the plan's.
+func (p *probe) crashIf(call int64, point string, l probeLine) {
+	if p.plan.function != p.function || p.plan.point != point || p.plan.n != call {
+		return
+	}
+	l.Crash = point
+	p.write(l)
+	fmt.Fprintf(os.Stderr, "events child: %s call %d: exiting %s, as planned\n", p.function, call, point)
+	os.Exit(3)
+}
+
+type counterProbe struct {
+	probe
+	inner applycounters.Store
+}
+
+func (p *counterProbe) Apply(ctx context.Context, evs []events.Event) (counterstore.ApplyStats, error) {
+	call := p.calls.Add(1)
+	l := probeLine{Function: p.function, Call: call}
+	for _, e := range evs {
+		l.IDs = append(l.IDs, e.ID)
+	}
+	p.crashIf(call, "before-commit", l)
+	st, err := p.inner.Apply(ctx, evs)
+	l.Applied, l.Duplicates = st.Applied, st.Duplicates
+	if err != nil {
+		l.Err = err.Error()
+	} else {
+		p.crashIf(call, "after-commit", l)
+	}
+	p.write(l)
+	return st, err
+}
+
+type historyProbe struct {
+	probe
+	inner applyhistory.Store
+}
+
+func (p *historyProbe) Apply(ctx context.Context, w history.Watch) error {
+	call := p.calls.Add(1)
+	l := probeLine{Function: p.function, Call: call, IDs: []string{w.EventID}}
+	p.crashIf(call, "before-commit", l)
+	err := p.inner.Apply(ctx, w)
+	if err != nil {
+		l.Err = err.Error()
+	} else {
+		l.Applied = 1
+		p.crashIf(call, "after-commit", l)
+	}
+	p.write(l)
+	return err
+}
+
+// registerProbes registers ApplyCounters and ApplyHistory over probed stores
+// under names of their own and points targets at them.
+func registerProbes(targets map[string]string) error {
+	plan, err := parseCrash(os.Getenv(envCrash))
+	if err != nil {
+		return err
+	}
+	var out *os.File
+	if path := os.Getenv(envStats); path != "" {
+		if out, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); err != nil {
+			return err
+		}
+	}
+	ctx := context.Background()
+	cfg, err := config.FromEnv(ctx)
+	if err != nil {
+		return err
+	}
+	c, err := platform.New(ctx, cfg, platform.NeedSpanner|platform.NeedBigtable)
+	if err != nil {
+		return err
+	}
+	store, err := applycounters.Build(c)
+	if err != nil {
+		return err
+	}
+	cp := &counterProbe{probe: probe{function: "ApplyCounters", plan: plan, out: out}, inner: store}
+	hp := &historyProbe{probe: probe{function: "ApplyHistory", plan: plan, out: out}, inner: bigtabledb.NewHistory(c.Bigtable)}
+	functions.CloudEvent("ApplyCountersProbed", applycounters.New(cp, c.Metrics))
+	functions.CloudEvent("ApplyHistoryProbed", applyhistory.New(hp, c.Metrics))
+	targets["ApplyCounters"] = "ApplyCountersProbed"
+	targets["ApplyHistory"] = "ApplyHistoryProbed"
+	return nil
+}
+
+// readProbes reads the lines the children's probes wrote to path.
+func readProbes(path string) ([]probeLine, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []probeLine
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if line == "" {
+			continue
+		}
+		var l probeLine
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			return nil, fmt.Errorf("probe line %q: %w", line, err)
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// ---- the event functions in the test process
+
+// inProcessPath is where this process's functions framework serves an event
+// function for the drill stacks: functions-framework-go runs one server per
+// process, so it is started once and dispatches to the functions of the
+// stack running now (drills run one after another). The path names a topic
+// because the framework reads a Pub/Sub push's topic from the URL path, and
+// warns on every push whose path has none.
+func inProcessPath(function string) string {
+	return "drills/projects/drills/topics/" + function
+}
+
+var (
+	frameworkOnce sync.Once
+	frameworkAddr string
+	frameworkErr  error
+	// current holds the event functions of the running drill stack, built
+	// on its clients by their registered builders.
+	current atomic.Pointer[map[string]func(context.Context, event.Event) error]
+)
+
+// inProcess is a stack's way to its event functions in this process.
+type inProcess struct {
+	addr  string
+	gates sync.Map
+}
+
+// gate lets one request at a time into a function, as an instance does.
+func (in *inProcess) gate(function string) *sync.Mutex {
+	g, _ := in.gates.LoadOrStore(function, &sync.Mutex{})
+	return g.(*sync.Mutex)
+}
+
+// serveInProcess builds the registered event functions on a stack's clients
+// and serves them through this process's functions framework.
+func serveInProcess(t *testing.T, c *platform.Clients) *inProcess {
+	t.Helper()
+	fns := map[string]func(context.Context, event.Event) error{}
+	for _, r := range platform.All() {
+		if r.Event == nil {
+			continue
+		}
+		fn, err := r.Event(context.Background(), c)
+		if err != nil {
+			t.Fatalf("build %s: %v", r.Name, err)
+		}
+		fns[r.Name] = fn
+	}
+	if !current.CompareAndSwap(nil, &fns) {
+		t.Fatal("another drill stack serves its event functions in this process: drills run one at a time")
+	}
+	t.Cleanup(func() { current.Store(nil) })
+	frameworkOnce.Do(func() { frameworkAddr, frameworkErr = startFramework() })
+	if frameworkErr != nil {
+		t.Fatal(frameworkErr)
+	}
+	return &inProcess{addr: frameworkAddr}
+}
+
+func startFramework() (string, error) {
+	for _, r := range platform.All() {
+		if r.Event == nil {
+			continue
+		}
+		name := r.Name
+		functions.CloudEvent(inProcessPath(name), func(ctx context.Context, e event.Event) error {
+			fns := current.Load()
+			if fns == nil {
+				return fmt.Errorf("event %s: no drill stack is running", e.ID())
+			}
+			return (*fns)[name](ctx, e)
+		})
+	}
+	port, err := freePort()
+	if err != nil {
+		return "", err
+	}
+	go func() {
+		err := funcframework.StartHostPort("127.0.0.1", port)
+		fmt.Fprintln(os.Stderr, "drills: functions framework stopped:", err)
+	}()
+	if err := waitListening("127.0.0.1:" + port); err != nil {
+		return "", err
+	}
+	return "127.0.0.1:" + port, nil
+}
+
+// waitListening waits until addr accepts connections.
+func waitListening(addr string) error {
+	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if time.Since(start) > 20*time.Second {
+			return fmt.Errorf("the functions framework does not listen on %s: %w", addr, err)
+		}
+	}
+}
