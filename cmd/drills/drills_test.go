@@ -32,8 +32,8 @@ func TestDrillRedeliveredOutOfOrder(t *testing.T) {
 	st := startStack(t, stackOptions{})
 	r := newRedeliverer(st)
 	st.proxy.setFault(r.fault)
-	l := startLoad(st, loadSpec{reactors: 6, watchers: 3, readers: 1, keys: keys(6)})
-	time.Sleep(8 * time.Second)
+	l := startLoad(st, loadSpec{reactors: 4, watchers: 3, commenters: 2, readers: 1, keys: keys(6), pace: 100 * time.Millisecond})
+	time.Sleep(6 * time.Second)
 	l.finish(t)
 	st.settle(t, l.m)
 	r.wg.Wait()
@@ -163,7 +163,7 @@ func TestDrillEventFunctionCrashes(t *testing.T) {
 		"ApplyHistory:before-commit:2",
 	}
 	st := startStack(t, stackOptions{child: true, childEnv: map[string]string{envStats: probes, envCrash: plans[0]}})
-	l := startLoad(st, loadSpec{reactors: 4, watchers: 3, keys: keys(5)})
+	l := startLoad(st, loadSpec{reactors: 4, watchers: 3, commenters: 3, keys: keys(5)})
 	c := st.child.Load()
 	for i := range plans {
 		if code := st.waitExit(c, 30*time.Second); code != 3 {
@@ -217,10 +217,10 @@ func TestDrillEventFunctionCrashes(t *testing.T) {
 // Drill 3. The Spanner emulator stops answering for 10 s under load.
 func TestDrillSpannerFrozen(t *testing.T) {
 	st := startStack(t, stackOptions{})
-	l := startLoad(st, loadSpec{reactors: 6, watchers: 3, readers: 2, keys: keys(6)})
-	time.Sleep(3 * time.Second)
+	l := startLoad(st, loadSpec{reactors: 6, watchers: 3, commenters: 3, readers: 2, keys: keys(6), pace: 100 * time.Millisecond})
+	time.Sleep(2 * time.Second)
 	from, to := outage(t, emulators.Spanner, 10*time.Second)
-	time.Sleep(8 * time.Second)
+	time.Sleep(4 * time.Second)
 	l.finish(t)
 	samples := l.rec.all()
 	checkAnswers(t, samples, st.cfg.HTTP.RequestTimeout)
@@ -239,10 +239,10 @@ func TestDrillSpannerFrozen(t *testing.T) {
 // watches are still accepted (through Pub/Sub) and all land once it is back.
 func TestDrillBigtableFrozen(t *testing.T) {
 	st := startStack(t, stackOptions{})
-	l := startLoad(st, loadSpec{reactors: 2, watchers: 6, readers: 2, keys: keys(6)})
-	time.Sleep(3 * time.Second)
+	l := startLoad(st, loadSpec{reactors: 2, watchers: 5, commenters: 2, readers: 2, keys: keys(6), pace: 100 * time.Millisecond})
+	time.Sleep(2 * time.Second)
 	from, to := outage(t, emulators.Bigtable, 10*time.Second)
-	time.Sleep(6 * time.Second)
+	time.Sleep(4 * time.Second)
 	l.finish(t)
 	samples := l.rec.all()
 	checkAnswers(t, samples, st.cfg.HTTP.RequestTimeout)
@@ -260,10 +260,10 @@ func TestDrillBigtableFrozen(t *testing.T) {
 // it), no event is dropped, and pushes resume.
 func TestDrillPubSubFrozen(t *testing.T) {
 	st := startStack(t, stackOptions{})
-	l := startLoad(st, loadSpec{reactors: 6, watchers: 4, readers: 1, keys: keys(6)})
-	time.Sleep(3 * time.Second)
+	l := startLoad(st, loadSpec{reactors: 6, watchers: 4, commenters: 3, readers: 1, keys: keys(6), pace: 100 * time.Millisecond})
+	time.Sleep(2 * time.Second)
 	from, to := outage(t, emulators.PubSub, 10*time.Second)
-	time.Sleep(8 * time.Second)
+	time.Sleep(4 * time.Second)
 	l.finish(t)
 	samples := l.rec.all()
 	checkAnswers(t, samples, st.cfg.HTTP.RequestTimeout)
@@ -282,7 +282,7 @@ func TestDrillPoisonMessages(t *testing.T) {
 	st := startStack(t, stackOptions{})
 	top := topology.MustLoad()
 	attempts := top.PubSub.Delivery.MaxDeliveryAttempts
-	l := startLoad(st, loadSpec{reactors: 3, watchers: 3, keys: keys(4), pace: 100 * time.Millisecond})
+	l := startLoad(st, loadSpec{reactors: 2, watchers: 2, commenters: 2, keys: keys(4), pace: 200 * time.Millisecond})
 	time.Sleep(time.Second)
 
 	at := time.Now().UTC().Truncate(time.Millisecond)

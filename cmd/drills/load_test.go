@@ -14,6 +14,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/videngage/engagement/shared/auth"
+	"github.com/videngage/engagement/shared/counter"
 )
 
 // sample is one answer the load got.
@@ -44,8 +47,9 @@ func (r *recorder) all() []sample {
 	return slices.Clone(r.samples)
 }
 
-// call sends one API request and records its answer.
-func (st *drillStack) call(rec *recorder, op, method, path, token, body string) (int, http.Header, []byte) {
+// call sends one API request (with headers given as name, value pairs) and
+// records its answer.
+func (st *drillStack) call(rec *recorder, op, method, path, token, body string, hdr ...string) (int, http.Header, []byte) {
 	req, err := http.NewRequest(method, st.base+path, strings.NewReader(body))
 	if err != nil {
 		st.t.Error(err)
@@ -56,6 +60,9 @@ func (st *drillStack) call(rec *recorder, op, method, path, token, body string) 
 	}
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	start := time.Now()
 	resp, err := st.http.Do(req)
@@ -83,21 +90,29 @@ type watchKey struct {
 	at          int64 // Unix milliseconds
 }
 
-// model is what the API accepted: it is the truth the counters and the
-// history must end up showing.
+// model is what the API accepted: it is the truth the counters, the
+// listings and the history must end up showing.
 type model struct {
 	mu        sync.Mutex
 	reactions map[string]map[string]string // item → user → like/dislike
 	watches   map[watchKey]float64         // accepted watch → position
+	comments  map[string]*commentState     // comment id → its state
 	keys      map[string]bool              // every counter key touched
 	users     map[string]string            // user → token
 	accepted  int
 }
 
+// commentState is an accepted comment and whether it was removed (deleted
+// or marked as spam).
+type commentState struct {
+	id, video, parent, author string
+	removed                   bool
+}
+
 func newModel() *model {
 	return &model{
 		reactions: map[string]map[string]string{}, watches: map[watchKey]float64{},
-		keys: map[string]bool{}, users: map[string]string{},
+		comments: map[string]*commentState{}, keys: map[string]bool{}, users: map[string]string{},
 	}
 }
 
@@ -124,37 +139,95 @@ func (m *model) addWatch(k watchKey, pos float64) {
 	m.watches[k] = pos
 }
 
+func (m *model) addComment(c commentState) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.accepted++
+	m.keys[c.video] = true
+	if c.parent == "" {
+		m.keys[c.id] = true
+	}
+	if _, ok := m.comments[c.id]; !ok {
+		m.comments[c.id] = &c
+	}
+}
+
+func (m *model) removeComments(ids ...string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.accepted++
+	for _, id := range ids {
+		if c, ok := m.comments[id]; ok {
+			c.removed = true
+		}
+	}
+}
+
 func (m *model) addUser(user, token string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.users[user] = token
 }
 
+// visible reports whether a comment counts: it and its parent are not removed.
+func (m *model) visible(c *commentState) bool {
+	return !c.removed && (c.parent == "" || !m.comments[c.parent].removed)
+}
+
 // counts is what every counter must read: likes and dislikes from the
-// current reactions, views from the distinct accepted watches.
-func (m *model) counts() map[string][3]int64 {
+// current reactions, views from the distinct accepted watches, comments and
+// replies from the visible comments.
+func (m *model) counts() map[string]counter.Values {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := map[string][3]int64{}
+	out := map[string]counter.Values{}
 	for k := range m.keys {
-		out[k] = [3]int64{}
+		out[k] = counter.Values{}
 	}
 	for item, byUser := range m.reactions {
 		v := out[item]
 		for _, kind := range byUser {
 			if kind == "like" {
-				v[0]++
+				v.Likes++
 			} else {
-				v[1]++
+				v.Dislikes++
 			}
 		}
 		out[item] = v
 	}
 	for w := range m.watches {
 		v := out[w.video]
-		v[2]++
+		v.Views++
 		out[w.video] = v
 	}
+	for _, c := range m.comments {
+		if !m.visible(c) {
+			continue
+		}
+		v := out[c.video]
+		v.Comments++
+		out[c.video] = v
+		if c.parent != "" {
+			p := out[c.parent]
+			p.Replies++
+			out[c.parent] = p
+		}
+	}
+	return out
+}
+
+// listing is what a comment listing must show: the visible top-level
+// comments of a video (parent "") or the visible replies of a comment.
+func (m *model) listing(video, parent string) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for _, c := range m.comments {
+		if c.parent == parent && (parent != "" || c.video == video) && m.visible(c) {
+			out = append(out, c.id)
+		}
+	}
+	slices.Sort(out)
 	return out
 }
 
@@ -199,13 +272,16 @@ func (m *model) history() map[string][]historyEntry {
 // ---- the load
 
 // loadSpec is a mixed load: reactors toggle reactions, watchers record
-// watches (at random past times, so out of order), readers read counts and
-// histories. Each user is sequential and retries a write until the API
-// accepts it, as a client does, so the model knows every accepted change.
+// watches (at random past times, so out of order), commenters post comments
+// and replies and delete some of them, a spammer posts comments that a
+// moderator sweeps as spam (deleted ones and ones with replies among them),
+// readers read counts and histories. Each user is sequential and retries a
+// write until the API accepts it, as a client does (a post with the same
+// Idempotency-Key), so the model knows every accepted change.
 type loadSpec struct {
-	reactors, watchers, readers int
-	keys                        []string      // items and videos
-	pace                        time.Duration // pause between one user's operations
+	reactors, watchers, commenters, readers int
+	keys                                    []string      // items and videos
+	pace                                    time.Duration // pause between one user's operations
 }
 
 type load struct {
@@ -229,7 +305,8 @@ func startLoad(st *drillStack, spec loadSpec) *load {
 		l.spec.pace = 50 * time.Millisecond
 	}
 	seed := uint64(time.Now().UnixNano())
-	st.t.Logf("load: %d reactors, %d watchers, %d readers on %d keys (seed %d)", spec.reactors, spec.watchers, spec.readers, len(spec.keys), seed)
+	st.t.Logf("load: %d reactors, %d watchers, %d commenters, %d readers on %d keys (seed %d)",
+		spec.reactors, spec.watchers, spec.commenters, spec.readers, len(spec.keys), seed)
 	for i := range spec.reactors {
 		u := fmt.Sprintf("reactor-%d", i)
 		tok := st.token(u)
@@ -243,6 +320,24 @@ func startLoad(st *drillStack, spec loadSpec) *load {
 		l.m.addUser(u, tok)
 		rnd := rand.New(rand.NewPCG(seed, uint64(1000+i)))
 		l.wg.Go(func() { l.watch(u, tok, rnd) })
+	}
+	if spec.commenters > 0 {
+		sp := newSpam()
+		for i := range spec.commenters {
+			u := fmt.Sprintf("commenter-%d", i)
+			tok := st.token(u)
+			l.m.addUser(u, tok)
+			rnd := rand.New(rand.NewPCG(seed, uint64(2000+i)))
+			l.wg.Go(func() { l.comment(u, tok, rnd, sp) })
+		}
+		tok := st.token("spammer")
+		l.m.addUser("spammer", tok)
+		l.wg.Go(func() { l.spam(tok, rand.New(rand.NewPCG(seed, 3000)), sp) })
+		mod, err := st.issuer.Mint("moderator", auth.Moderator())
+		if err != nil {
+			st.t.Fatal(err)
+		}
+		l.wg.Go(func() { l.sweep(mod, rand.New(rand.NewPCG(seed, 3001)), sp) })
 	}
 	for i := range spec.readers {
 		tok := st.token(fmt.Sprintf("watcher-%d", i%max(spec.watchers, 1)))
@@ -301,7 +396,7 @@ func (l *load) react(user, tok string, rnd *rand.Rand) {
 // setReaction sends PUT /v1/reactions/{item} until it is accepted.
 func (l *load) setReaction(user, tok, item, kind string) error {
 	body := `{"reaction":"` + kind + `"}`
-	return l.until("PUT /v1/reactions", "PUT", "/v1/reactions/"+item, tok, body, http.StatusOK, func(b []byte) error {
+	return l.until("PUT /v1/reactions", "PUT", "/v1/reactions/"+item, tok, body, http.StatusOK, nil, func(b []byte) error {
 		var r struct{ Reaction string }
 		if err := json.Unmarshal(b, &r); err != nil || r.Reaction != kind {
 			return fmt.Errorf("PUT /v1/reactions/%s %s: answer %s", item, kind, b)
@@ -328,7 +423,7 @@ func (l *load) watch(user, tok string, rnd *rand.Rand) {
 func (l *load) recordWatch(user, tok, video string, at time.Time) error {
 	pos := float64(at.UnixMilli()%100000) / 10 // one position per watch time
 	body := fmt.Sprintf(`{"videoId":%q,"watchedAt":%q,"positionSeconds":%v}`, video, at.Format(time.RFC3339Nano), pos)
-	return l.until("POST /v1/history", "POST", "/v1/history", tok, body, http.StatusAccepted, func(b []byte) error {
+	return l.until("POST /v1/history", "POST", "/v1/history", tok, body, http.StatusAccepted, nil, func(b []byte) error {
 		if strings.TrimSpace(string(b)) != `{"recorded":true}` {
 			return fmt.Errorf("POST /v1/history %s: answer %s", body, b)
 		}
@@ -339,14 +434,17 @@ func (l *load) recordWatch(user, tok, video string, at time.Time) error {
 
 // until repeats a write while the API answers 503 or 429 (waiting
 // Retry-After, at most 2 s) or does not answer, until it answers want.
-func (l *load) until(op, method, path, tok, body string, want int, accepted func([]byte) error) error {
+// notFound, when set, takes a 404 as the end of the write (nothing done).
+func (l *load) until(op, method, path, tok, body string, want int, notFound, accepted func([]byte) error, hdr ...string) error {
 	deadline := time.Now().Add(writeDeadline)
 	for {
-		code, h, b := l.st.call(l.rec, op, method, path, tok, body)
-		switch code {
-		case want:
+		code, h, b := l.st.call(l.rec, op, method, path, tok, body, hdr...)
+		switch {
+		case code == want:
 			return accepted(b)
-		case http.StatusServiceUnavailable, http.StatusTooManyRequests, 0:
+		case code == http.StatusNotFound && notFound != nil:
+			return notFound(b)
+		case code == http.StatusServiceUnavailable, code == http.StatusTooManyRequests, code == 0:
 		default:
 			return fmt.Errorf("%s %s %s: %d %s", method, path, body, code, b)
 		}
@@ -361,6 +459,172 @@ func (l *load) until(op, method, path, tok, body string, want int, accepted func
 		}
 		time.Sleep(wait)
 	}
+}
+
+// spamPool holds the spammer's comments for the moderator to sweep.
+type spamPool struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func newSpam() *spamPool { return &spamPool{} }
+
+func (p *spamPool) add(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ids = append(p.ids, id)
+}
+
+// pick returns up to n of the spammer's comments, removed ones included.
+func (p *spamPool) pick(rnd *rand.Rand, n int) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for _, i := range rnd.Perm(len(p.ids)) {
+		if len(out) == n {
+			break
+		}
+		out = append(out, p.ids[i])
+	}
+	return out
+}
+
+func (p *spamPool) any(rnd *rand.Rand) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.ids) == 0 {
+		return ""
+	}
+	return p.ids[rnd.IntN(len(p.ids))]
+}
+
+// comment posts comments on random videos, replies to its own and to the
+// spammer's, and deletes some of its own (some twice).
+func (l *load) comment(user, tok string, rnd *rand.Rand, sp *spamPool) {
+	var mine, replies []string // own visible comments and replies
+	for n := 0; !l.stopped(); n++ {
+		var err error
+		switch r := rnd.IntN(10); {
+		case r < 3 || len(mine) == 0:
+			var id string
+			if id, err = l.postComment(user, tok, l.spec.keys[rnd.IntN(len(l.spec.keys))], "", n); err == nil {
+				mine = append(mine, id)
+			}
+		case r < 5:
+			var id string
+			if id, err = l.postComment(user, tok, "", mine[rnd.IntN(len(mine))], n); err == nil {
+				replies = append(replies, id)
+			}
+		case r < 6:
+			// A reply to the spammer's comment, which the moderator may
+			// remove at any time: 404 then (nothing was posted).
+			if parent := sp.any(rnd); parent != "" {
+				_, err = l.postComment(user, tok, "", parent, n)
+			}
+		case r < 8 && len(replies) > 0:
+			i := rnd.IntN(len(replies))
+			err = l.deleteComment(tok, replies[i])
+			replies = slices.Delete(replies, i, i+1)
+		default:
+			i := rnd.IntN(len(mine))
+			id := mine[i]
+			if err = l.deleteComment(tok, id); err == nil && rnd.IntN(3) == 0 {
+				err = l.deleteComment(tok, id) // again: 204, no count changes
+			}
+			mine = slices.Delete(mine, i, i+1)
+		}
+		if err != nil {
+			l.fail(err)
+			return
+		}
+		l.pause()
+	}
+}
+
+// spam posts top-level comments for the moderator to sweep, and deletes
+// some of them itself first.
+func (l *load) spam(tok string, rnd *rand.Rand, sp *spamPool) {
+	for n := 0; !l.stopped(); n++ {
+		id, err := l.postComment("spammer", tok, l.spec.keys[rnd.IntN(len(l.spec.keys))], "", n)
+		if err == nil {
+			sp.add(id)
+			if rnd.IntN(4) == 0 {
+				err = l.deleteComment(tok, id)
+			}
+		}
+		if err != nil {
+			l.fail(err)
+			return
+		}
+		l.pause()
+	}
+}
+
+// sweep marks batches of the spammer's comments as spam, those already
+// removed included, about every second.
+func (l *load) sweep(tok string, rnd *rand.Rand, sp *spamPool) {
+	for !l.stopped() {
+		select {
+		case <-l.stop:
+			return
+		case <-time.After(time.Second):
+		}
+		ids := sp.pick(rnd, 5)
+		if len(ids) == 0 {
+			continue
+		}
+		body, _ := json.Marshal(map[string][]string{"commentIds": ids})
+		err := l.until("POST /v1/moderation/spam", "POST", "/v1/moderation/spam", tok, string(body), http.StatusOK, nil, func([]byte) error {
+			l.m.removeComments(ids...)
+			return nil
+		})
+		if err != nil {
+			l.fail(err)
+			return
+		}
+	}
+}
+
+// postComment posts a comment (parent "") or a reply until it is accepted,
+// every attempt with the same Idempotency-Key. A reply whose parent is gone
+// answers 404 and returns "".
+func (l *load) postComment(user, tok, video, parent string, n int) (string, error) {
+	body := fmt.Sprintf(`{"text":"comment %d of %s"}`, n, user)
+	path := "/v1/videos/" + video + "/comments"
+	if parent != "" {
+		// Replies are posted on the parent's video.
+		l.m.mu.Lock()
+		video = l.m.comments[parent].video
+		l.m.mu.Unlock()
+		path = "/v1/videos/" + video + "/comments"
+		body = fmt.Sprintf(`{"text":"reply %d of %s","parentId":%q}`, n, user, parent)
+	}
+	key := fmt.Sprintf("%s-%d", user, n)
+	var id string
+	gone := func(b []byte) error { return nil }
+	if parent == "" {
+		gone = nil
+	}
+	err := l.until("POST /v1/videos/comments", "POST", path, tok, body, http.StatusCreated, gone, func(b []byte) error {
+		var c struct {
+			ID, VideoID, ParentID, AuthorID string
+		}
+		if err := json.Unmarshal(b, &c); err != nil || c.ID == "" || c.VideoID != video || c.ParentID != parent {
+			return fmt.Errorf("POST %s %s: answer %s", path, body, b)
+		}
+		id = c.ID
+		l.m.addComment(commentState{id: c.ID, video: video, parent: parent, author: user})
+		return nil
+	}, "Idempotency-Key", key)
+	return id, err
+}
+
+// deleteComment deletes one of the user's comments until it is accepted.
+func (l *load) deleteComment(tok, id string) error {
+	return l.until("DELETE /v1/comments", "DELETE", "/v1/comments/"+id, tok, "", http.StatusNoContent, nil, func([]byte) error {
+		l.m.removeComments(id)
+		return nil
+	})
 }
 
 func (l *load) read(tok string) {

@@ -132,6 +132,8 @@ type drillStack struct {
 	child    atomic.Pointer[eventsChild]
 	children atomic.Int64
 	inproc   *inProcess
+
+	stopScheduler func()
 }
 
 var worlds atomic.Int64
@@ -270,7 +272,7 @@ func (st *drillStack) waitReady() {
 
 // startScheduler runs the rollup once a second, as Cloud Scheduler's
 // minute does every ROLLUP_INTERVAL, including the outbox relay (a bare
-// POST relays and folds once).
+// POST relays and folds once). stopScheduler stops it.
 func (st *drillStack) startScheduler() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -287,10 +289,14 @@ func (st *drillStack) startScheduler() {
 			}
 		}
 	}()
-	st.t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	var once sync.Once
+	st.stopScheduler = func() {
+		once.Do(func() {
+			cancel()
+			<-done
+		})
+	}
+	st.t.Cleanup(st.stopScheduler)
 }
 
 // internal calls a scheduled function's handler with a bare POST, as an
