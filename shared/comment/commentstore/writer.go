@@ -12,6 +12,9 @@ import (
 // publishTimeout bounds the publish that follows a commit.
 const publishTimeout = 15 * time.Second
 
+// publishMargin is left of the request's deadline to write the answer.
+const publishMargin = 250 * time.Millisecond
+
 // Writer records comment changes and publishes their counter events. Posts
 // are group-committed when batched (the default): the posts that arrive
 // while a transaction runs are recorded together in the next one and their
@@ -86,8 +89,14 @@ func (w *Writer) publish(ctx context.Context, evs []events.Event) {
 	if len(evs) == 0 {
 		return
 	}
-	// The change is committed: publish even if the caller has gone.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+	// The change is committed: publish even if the caller has gone, but
+	// answer within the request's deadline when Pub/Sub does not (the
+	// outbox relay republishes what is left pending).
+	deadline := time.Now().Add(publishTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Add(-publishMargin).Before(deadline) {
+		deadline = d.Add(-publishMargin)
+	}
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
 	if err := events.PublishAll(ctx, w.pub, evs); err != nil {
 		slog.WarnContext(ctx, "commentstore: counter events not published; the outbox relay will republish them",
