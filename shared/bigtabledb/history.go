@@ -128,25 +128,32 @@ func (h *History) dropOlder(ctx context.Context, w history.Watch) error {
 	return h.deleteWatches(ctx, userID, map[string][]time.Time{videoID: stale})
 }
 
-// watchTimes lists the recorded times of a user's video and its recorded
-// deletions.
+// historyKey is the watch_latest row of a user's whole history: no video id
+// is empty, so it is no video's row. It holds the clears of the history.
+func historyKey(userID string) string { return history.LatestKey(userID, "") }
+
+// watchTimes lists the recorded times of a user's video and the recorded
+// deletions that apply to it: the video's and the clears of the history.
 func (h *History) watchTimes(ctx context.Context, userID, videoID string) (times []time.Time, deletions []deletion, err error) {
-	row, err := h.latest.ReadRow(ctx, history.LatestKey(userID, videoID))
+	rows := bigtable.RowList{history.LatestKey(userID, videoID), historyKey(userID)}
+	err = h.latest.ReadRows(ctx, rows, func(row bigtable.Row) bool {
+		for _, item := range row[latestFamily] {
+			t := item.Timestamp.Time().UTC()
+			switch item.Column {
+			case latestFamily + ":" + colLatestTimes:
+				times = append(times, t)
+			case latestFamily + ":" + colDeletedBefore:
+				d := deletion{at: t}
+				if len(item.Value) == 8 {
+					d.before = time.UnixMilli(int64(binary.BigEndian.Uint64(item.Value))).UTC()
+				}
+				deletions = append(deletions, d)
+			}
+		}
+		return true
+	})
 	if err != nil {
 		return nil, nil, unavailable("read latest watch", err)
-	}
-	for _, item := range row[latestFamily] {
-		t := item.Timestamp.Time().UTC()
-		switch item.Column {
-		case latestFamily + ":" + colLatestTimes:
-			times = append(times, t)
-		case latestFamily + ":" + colDeletedBefore:
-			d := deletion{at: t}
-			if len(item.Value) == 8 {
-				d.before = time.UnixMilli(int64(binary.BigEndian.Uint64(item.Value))).UTC()
-			}
-			deletions = append(deletions, d)
-		}
 	}
 	return times, deletions, nil
 }
@@ -305,6 +312,12 @@ func (h *History) DeleteVideo(ctx context.Context, userID, videoID string) error
 
 // DeleteBefore removes the user's watches before t, or all of them when t is zero.
 func (h *History) DeleteBefore(ctx context.Context, userID string, before time.Time) error {
+	// The clear is recorded for the whole history first, so that a watch
+	// in flight is removed when it arrives even if its video has no entry
+	// now (none applied yet, or all deleted before).
+	if err := h.markDeleted(ctx, userID, []string{""}, before); err != nil { // "": historyKey
+		return err
+	}
 	start := history.UserPrefix(userID)
 	if !before.IsZero() {
 		start = history.BeforeKey(userID, before)
