@@ -17,6 +17,7 @@ import (
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
+	"github.com/videngage/engagement/cmd/soak/workload"
 	"github.com/videngage/engagement/shared/emulators"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/topology"
@@ -32,12 +33,12 @@ func TestDrillRedeliveredOutOfOrder(t *testing.T) {
 	st := startStack(t, stackOptions{})
 	r := newRedeliverer(st)
 	st.proxy.setFault(r.fault)
-	l := startLoad(st, loadSpec{reactors: 4, watchers: 3, commenters: 2, readers: 1, keys: keys(6), pace: 100 * time.Millisecond})
+	l := startLoad(st, workload.Spec{HistoryDeletes: true, Reactors: 4, Watchers: 3, Commenters: 2, Readers: 1, Keys: keys(6), Pace: 100 * time.Millisecond})
 	time.Sleep(6 * time.Second)
-	l.finish(t)
-	st.settle(t, l.m)
+	finish(t, l)
+	st.settle(t, l.Model)
 	r.wg.Wait()
-	checkAnswers(t, l.rec.all(), st.cfg.HTTP.RequestTimeout)
+	checkAnswers(t, l.Rec.Samples(), st.cfg.HTTP.RequestTimeout)
 	r.check(t)
 }
 
@@ -163,7 +164,7 @@ func TestDrillEventFunctionCrashes(t *testing.T) {
 		"ApplyHistory:before-commit:2",
 	}
 	st := startStack(t, stackOptions{child: true, childEnv: map[string]string{envStats: probes, envCrash: plans[0]}})
-	l := startLoad(st, loadSpec{reactors: 4, watchers: 3, commenters: 3, keys: keys(5)})
+	l := startLoad(st, workload.Spec{HistoryDeletes: true, Reactors: 4, Watchers: 3, Commenters: 3, Keys: keys(5)})
 	c := st.child.Load()
 	for i := range plans {
 		if code := st.waitExit(c, 30*time.Second); code != 3 {
@@ -176,9 +177,9 @@ func TestDrillEventFunctionCrashes(t *testing.T) {
 		c = st.startChild(map[string]string{envStats: probes, envCrash: next})
 	}
 	time.Sleep(2 * time.Second)
-	l.finish(t)
-	st.settle(t, l.m)
-	checkAnswers(t, l.rec.all(), st.cfg.HTTP.RequestTimeout)
+	finish(t, l)
+	st.settle(t, l.Model)
+	checkAnswers(t, l.Rec.Samples(), st.cfg.HTTP.RequestTimeout)
 
 	lines, err := readProbes(probes)
 	if err != nil {
@@ -217,42 +218,42 @@ func TestDrillEventFunctionCrashes(t *testing.T) {
 // Drill 3. The Spanner emulator stops answering for 10 s under load.
 func TestDrillSpannerFrozen(t *testing.T) {
 	st := startStack(t, stackOptions{})
-	l := startLoad(st, loadSpec{reactors: 6, watchers: 3, commenters: 3, readers: 2, keys: keys(6), pace: 100 * time.Millisecond})
+	l := startLoad(st, workload.Spec{HistoryDeletes: true, Reactors: 6, Watchers: 3, Commenters: 3, Readers: 2, Keys: keys(6), Pace: 100 * time.Millisecond})
 	time.Sleep(2 * time.Second)
 	from, to := outage(t, emulators.Spanner, 10*time.Second)
 	time.Sleep(4 * time.Second)
-	l.finish(t)
-	samples := l.rec.all()
+	finish(t, l)
+	samples := l.Rec.Samples()
 	checkAnswers(t, samples, st.cfg.HTTP.RequestTimeout)
 	// The request deadline has passed for requests sent a little after the
 	// freeze began.
 	frozen := from.Add(st.cfg.HTTP.RequestTimeout / 2)
-	expect(t, "reaction writes answered 503 while Spanner was frozen", countCode(between(samples, "PUT /v1/reactions", frozen, to), 503) > 0)
-	expect(t, "counts reads answered 503 while Spanner was frozen", countCode(between(samples, "GET /v1/counts", frozen, to), 503) > 0)
+	expect(t, "reaction writes answered 503 while Spanner was frozen", workload.CountCode(workload.Between(samples, "PUT /v1/reactions", frozen, to), 503) > 0)
+	expect(t, "counts reads answered 503 while Spanner was frozen", workload.CountCode(workload.Between(samples, "GET /v1/counts", frozen, to), 503) > 0)
 	expect(t, "history writes (no Spanner on their path) accepted while Spanner was frozen",
-		countCode(between(samples, "POST /v1/history", frozen, to), 202) > 0)
+		workload.CountCode(workload.Between(samples, "POST /v1/history", frozen, to), 202) > 0)
 	expectRecovery(t, samples, "PUT /v1/reactions", 200, to, 10*time.Second)
-	st.settle(t, l.m)
+	st.settle(t, l.Model)
 }
 
 // Drill 4a. The Bigtable emulator stops answering for 10 s under load:
 // watches are still accepted (through Pub/Sub) and all land once it is back.
 func TestDrillBigtableFrozen(t *testing.T) {
 	st := startStack(t, stackOptions{})
-	l := startLoad(st, loadSpec{reactors: 2, watchers: 5, commenters: 2, readers: 2, keys: keys(6), pace: 100 * time.Millisecond})
+	l := startLoad(st, workload.Spec{HistoryDeletes: true, Reactors: 2, Watchers: 5, Commenters: 2, Readers: 2, Keys: keys(6), Pace: 100 * time.Millisecond})
 	time.Sleep(2 * time.Second)
 	from, to := outage(t, emulators.Bigtable, 10*time.Second)
 	time.Sleep(4 * time.Second)
-	l.finish(t)
-	samples := l.rec.all()
+	finish(t, l)
+	samples := l.Rec.Samples()
 	checkAnswers(t, samples, st.cfg.HTTP.RequestTimeout)
 	frozen := from.Add(st.cfg.HTTP.RequestTimeout / 2)
-	accepted := countCode(between(samples, "POST /v1/history", frozen, to), 202)
+	accepted := workload.CountCode(workload.Between(samples, "POST /v1/history", frozen, to), 202)
 	expect(t, "history writes accepted while Bigtable was frozen", accepted > 0)
-	expect(t, "history reads answered 503 while Bigtable was frozen", countCode(between(samples, "GET /v1/history", frozen, to), 503) > 0)
+	expect(t, "history reads answered 503 while Bigtable was frozen", workload.CountCode(workload.Between(samples, "GET /v1/history", frozen, to), 503) > 0)
 	expectRecovery(t, samples, "GET /v1/history", 200, to, 10*time.Second)
 	t.Logf("%d watches accepted while Bigtable was frozen", accepted)
-	st.settle(t, l.m)
+	st.settle(t, l.Model)
 }
 
 // Drill 4b. The Pub/Sub emulator stops answering for 10 s under load: a
@@ -260,19 +261,19 @@ func TestDrillBigtableFrozen(t *testing.T) {
 // it), no event is dropped, and pushes resume.
 func TestDrillPubSubFrozen(t *testing.T) {
 	st := startStack(t, stackOptions{})
-	l := startLoad(st, loadSpec{reactors: 6, watchers: 4, commenters: 3, readers: 1, keys: keys(6), pace: 100 * time.Millisecond})
+	l := startLoad(st, workload.Spec{HistoryDeletes: true, Reactors: 6, Watchers: 4, Commenters: 3, Readers: 1, Keys: keys(6), Pace: 100 * time.Millisecond})
 	time.Sleep(2 * time.Second)
 	from, to := outage(t, emulators.PubSub, 10*time.Second)
 	time.Sleep(4 * time.Second)
-	l.finish(t)
-	samples := l.rec.all()
+	finish(t, l)
+	samples := l.Rec.Samples()
 	checkAnswers(t, samples, st.cfg.HTTP.RequestTimeout)
 	frozen := from.Add(st.cfg.HTTP.RequestTimeout / 2)
-	expect(t, "reaction writes answered 503 while Pub/Sub was frozen", countCode(between(samples, "PUT /v1/reactions", frozen, to), 503) > 0)
-	expect(t, "history writes answered 503 while Pub/Sub was frozen", countCode(between(samples, "POST /v1/history", frozen, to), 503) > 0)
+	expect(t, "reaction writes answered 503 while Pub/Sub was frozen", workload.CountCode(workload.Between(samples, "PUT /v1/reactions", frozen, to), 503) > 0)
+	expect(t, "history writes answered 503 while Pub/Sub was frozen", workload.CountCode(workload.Between(samples, "POST /v1/history", frozen, to), 503) > 0)
 	expectRecovery(t, samples, "PUT /v1/reactions", 200, to, 10*time.Second)
 	expectRecovery(t, samples, "POST /v1/history", 202, to, 10*time.Second)
-	st.settle(t, l.m)
+	st.settle(t, l.Model)
 }
 
 // Drill 5. Poison messages — undecodable, or with a content id that fails
@@ -282,7 +283,7 @@ func TestDrillPoisonMessages(t *testing.T) {
 	st := startStack(t, stackOptions{})
 	top := topology.MustLoad()
 	attempts := top.PubSub.Delivery.MaxDeliveryAttempts
-	l := startLoad(st, loadSpec{reactors: 2, watchers: 2, commenters: 2, keys: keys(4), pace: 200 * time.Millisecond})
+	l := startLoad(st, workload.Spec{HistoryDeletes: true, Reactors: 2, Watchers: 2, Commenters: 2, Keys: keys(4), Pace: 200 * time.Millisecond})
 	time.Sleep(time.Second)
 
 	at := time.Now().UTC().Truncate(time.Millisecond)
@@ -319,17 +320,17 @@ func TestDrillPoisonMessages(t *testing.T) {
 	// while the poison is still being retried.
 	prober := "prober"
 	tok := st.token(prober)
-	l.m.addUser(prober, tok)
+	l.Model.AddUser(prober, tok)
 	probeAt := time.Now().UTC().Truncate(time.Millisecond)
-	if err := l.recordWatch(prober, tok, "probe-video", probeAt); err != nil {
+	if err := l.RecordWatch(prober, tok, "probe-video", probeAt); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.setReaction(prober, tok, "probe-video", "like"); err != nil {
+	if err := l.SetReaction(prober, tok, "probe-video", "like"); err != nil {
 		t.Fatal(err)
 	}
 	var applied time.Duration
 	for {
-		got, err := st.listHistory(tok)
+		got, err := st.api.History(tok)
 		counted, _, cerr := st.counters.Totals(ctx, []string{"probe-video"})
 		if err == nil && cerr == nil && len(got) == 1 && counted["probe-video"].Likes == 1 && counted["probe-video"].Views == 1 {
 			applied = time.Since(published)
@@ -385,10 +386,10 @@ func TestDrillPoisonMessages(t *testing.T) {
 		}
 	}
 
-	l.finish(t)
+	finish(t, l)
 	// No valid message is dead-lettered (settle checks).
-	st.settle(t, l.m)
-	checkAnswers(t, l.rec.all(), st.cfg.HTTP.RequestTimeout)
+	st.settle(t, l.Model)
+	checkAnswers(t, l.Rec.Samples(), st.cfg.HTTP.RequestTimeout)
 }
 
 // pullAll takes (and acknowledges) what a pull subscription holds now.
@@ -425,11 +426,11 @@ func expect(t *testing.T, what string, ok bool) {
 
 // expectRecovery checks that op was answered code within d of the end of an
 // outage, by itself.
-func expectRecovery(t *testing.T, samples []sample, op string, code int, end time.Time, d time.Duration) {
+func expectRecovery(t *testing.T, samples []workload.Sample, op string, code int, end time.Time, d time.Duration) {
 	t.Helper()
 	first := time.Time{}
 	for _, s := range samples {
-		if done := s.at.Add(s.latency); s.op == op && s.code == code && done.After(end) && (first.IsZero() || done.Before(first)) {
+		if done := s.At.Add(s.Latency); s.Op == op && s.Code == code && done.After(end) && (first.IsZero() || done.Before(first)) {
 			first = done
 		}
 	}
@@ -440,5 +441,81 @@ func expectRecovery(t *testing.T, samples []sample, op string, code int, end tim
 		t.Errorf("%s: first %d %v after the outage, want within %v", op, code, after.Round(10*time.Millisecond), d)
 	default:
 		t.Logf("%s: first %d %v after the outage", op, code, after.Round(10*time.Millisecond))
+	}
+}
+
+// Drill 6. Watches still in flight when their video is deleted, or the
+// history cleared, stay deleted when they arrive (their video has no entry
+// at the time); a watch accepted after the clear is shown. ApplyHistory's
+// deliveries are refused (Pub/Sub redelivers them) until all of it is done.
+func TestDrillHistoryDeletedWhileInFlight(t *testing.T) {
+	st := startStack(t, stackOptions{})
+	var mu sync.Mutex
+	hold, held, applied := true, map[string]bool{}, map[string]bool{}
+	st.proxy.setFault(func(d delivery) (int, bool) {
+		if d.sub != "history-apply" {
+			return 0, false
+		}
+		mu.Lock()
+		if hold {
+			held[d.id] = true
+			mu.Unlock()
+			return http.StatusServiceUnavailable, true
+		}
+		mu.Unlock()
+		code := st.proxy.forward(context.Background(), d)
+		if code < 300 {
+			mu.Lock()
+			applied[d.id] = true
+			mu.Unlock()
+		}
+		return code, true
+	})
+	l := startLoad(st, workload.Spec{Keys: keys(1)})
+	tok := st.token("alice")
+	l.Model.AddUser("alice", tok)
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	for _, step := range []func() error{
+		func() error { return l.RecordWatch("alice", tok, "deleted", now.Add(-3*time.Hour)) },
+		func() error { return l.DeleteVideo("alice", tok, "deleted") },
+		func() error { return l.RecordWatch("alice", tok, "cleared", now.Add(-2*time.Hour)) },
+		func() error { return l.ClearHistory("alice", tok) },
+		func() error { return l.RecordWatch("alice", tok, "after", now.Add(-4*time.Hour)) },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each watch reached ApplyHistory (and was refused) before any applied.
+	for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
+		mu.Lock()
+		n := len(held)
+		if n == 3 {
+			hold = false
+		}
+		mu.Unlock()
+		if n == 3 {
+			break
+		}
+		if time.Since(start) > 20*time.Second {
+			t.Fatalf("%d of 3 watches delivered within 20 s", n)
+		}
+	}
+	// Every watch is applied before the history is compared.
+	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+		mu.Lock()
+		n := len(applied)
+		mu.Unlock()
+		if n == 3 {
+			break
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("%d of 3 watches applied 30 s after the deliveries resumed", n)
+		}
+	}
+	finish(t, l)
+	st.settle(t, l.Model)
+	if got, err := st.api.History(tok); err != nil || len(got) != 1 || got[0].Video != "after" {
+		t.Errorf("history after the deletions: %+v, %v; want only the watch recorded after them", got, err)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/sethvargo/go-envconfig"
 
 	_ "github.com/videngage/engagement" // every function registers itself
+	"github.com/videngage/engagement/cmd/soak/workload"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter/counterstore"
@@ -127,7 +128,7 @@ type drillStack struct {
 	db       *spannerdb.DB
 	handlers map[string]http.Handler
 	proxy    *eventProxy
-	http     *http.Client
+	api      *workload.Client
 
 	child    atomic.Pointer[eventsChild]
 	children atomic.Int64
@@ -171,7 +172,7 @@ func startStack(t *testing.T, o stackOptions) *drillStack {
 	}
 	st := &drillStack{
 		t: t, project: project, env: env, cfg: cfg, base: base, handlers: map[string]http.Handler{},
-		http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
+		api: workload.NewClient(base),
 	}
 	st.proxy = newEventProxy(st)
 	if st.proxy.log, err = os.Create(filepath.Join(logRoot, strings.ReplaceAll(t.Name(), "/", "_")+"-pushes.log")); err != nil {

@@ -1,0 +1,262 @@
+package workload
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/videngage/engagement/shared/counter"
+)
+
+// History reads all of a user's history through the API, newest first.
+func (c *Client) History(tok string) ([]HistoryEntry, error) {
+	var out []HistoryEntry
+	token := ""
+	for range 1000 {
+		path := "/v1/history?pageSize=100"
+		if token != "" {
+			path += "&pageToken=" + url.QueryEscape(token)
+		}
+		code, _, b := c.Do(nil, "", "GET", path, tok, "")
+		var page struct {
+			Entries []struct {
+				VideoID         string  `json:"videoId"`
+				WatchedAt       string  `json:"watchedAt"`
+				PositionSeconds float64 `json:"positionSeconds"`
+			} `json:"entries"`
+			NextPageToken string `json:"nextPageToken"`
+		}
+		if code != 200 || json.Unmarshal(b, &page) != nil {
+			return nil, fmt.Errorf("GET %s: %d %s", path, code, b)
+		}
+		for _, e := range page.Entries {
+			at, err := time.Parse(time.RFC3339Nano, e.WatchedAt)
+			if err != nil {
+				return nil, fmt.Errorf("watchedAt %q: %v", e.WatchedAt, err)
+			}
+			out = append(out, HistoryEntry{Video: e.VideoID, At: at.UnixMilli(), Position: e.PositionSeconds})
+		}
+		if token = page.NextPageToken; token == "" {
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf("a history of more than 1000 pages")
+}
+
+// HistoryDiff compares a history read back with the model's.
+type HistoryDiff struct {
+	Missing    []HistoryEntry // expected and absent: rows lost
+	Wrong      []string       // present at another time or position
+	Unexpected []string       // present and not expected (deleted, or never recorded)
+	Order      bool           // the same entries, in another order
+}
+
+// Empty reports whether the history is as expected.
+func (d HistoryDiff) Empty() bool {
+	return len(d.Missing) == 0 && len(d.Wrong) == 0 && len(d.Unexpected) == 0 && !d.Order
+}
+
+func (d HistoryDiff) String() string {
+	var parts []string
+	for _, e := range d.Missing {
+		parts = append(parts, fmt.Sprintf("missing %s at %s", e.Video, time.UnixMilli(e.At).UTC().Format(time.RFC3339Nano)))
+	}
+	parts = append(parts, d.Wrong...)
+	for _, v := range d.Unexpected {
+		parts = append(parts, "unexpected "+v)
+	}
+	if d.Order {
+		parts = append(parts, "entries out of order")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// DiffHistory compares got with want.
+func DiffHistory(got, want []HistoryEntry) HistoryDiff {
+	var d HistoryDiff
+	if slices.Equal(got, want) {
+		return d
+	}
+	g := map[string]HistoryEntry{}
+	for _, e := range got {
+		g[e.Video] = e
+	}
+	for _, e := range want {
+		ge, ok := g[e.Video]
+		switch {
+		case !ok:
+			d.Missing = append(d.Missing, e)
+		case ge != e:
+			d.Wrong = append(d.Wrong, fmt.Sprintf("%s at %s (%v s), want %s (%v s)", e.Video,
+				time.UnixMilli(ge.At).UTC().Format(time.RFC3339Nano), ge.Position, time.UnixMilli(e.At).UTC().Format(time.RFC3339Nano), e.Position))
+		}
+		delete(g, e.Video)
+	}
+	for _, v := range slices.Sorted(maps.Keys(g)) {
+		d.Unexpected = append(d.Unexpected, v)
+	}
+	d.Order = d.Empty()
+	return d
+}
+
+// CheckHistories reads every user's history back and compares it with the
+// model's: the differences by user.
+func CheckHistories(c *Client, m *Model) map[string]HistoryDiff {
+	want := m.History()
+	out := map[string]HistoryDiff{}
+	for u, tok := range m.Users() {
+		got, err := c.History(tok)
+		if err != nil {
+			out[u] = HistoryDiff{Wrong: []string{err.Error()}}
+			continue
+		}
+		if d := DiffHistory(got, want[u]); !d.Empty() {
+			out[u] = d
+		}
+	}
+	return out
+}
+
+// Counts reads the counts of ids anonymously, 50 at a time.
+func (c *Client) Counts(ids []string) (map[string]counter.Values, error) {
+	out := map[string]counter.Values{}
+	for chunk := range slices.Chunk(ids, 50) {
+		code, _, b := c.Do(nil, "", "GET", "/v1/counts?ids="+strings.Join(chunk, ","), "", "")
+		var resp struct {
+			Counts map[string]counter.Values `json:"counts"`
+		}
+		if code != 200 || json.Unmarshal(b, &resp) != nil {
+			return nil, fmt.Errorf("GET /v1/counts: %d %s", code, b)
+		}
+		maps.Copy(out, resp.Counts)
+	}
+	return out, nil
+}
+
+// CheckCounts compares the anonymous counts with the model: the keys that
+// differ, described.
+func CheckCounts(c *Client, m *Model) ([]string, error) {
+	want := m.Counts()
+	got, err := c.Counts(slices.Sorted(maps.Keys(want)))
+	if err != nil {
+		return nil, err
+	}
+	var diffs []string
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if got[k] != want[k] {
+			diffs = append(diffs, fmt.Sprintf("%s: GET /v1/counts says %+v, want %+v", k, got[k], want[k]))
+		}
+	}
+	return diffs, nil
+}
+
+// CheckReactions reads every reactor's reactions back: the last accepted
+// PUT of each item must stand.
+func CheckReactions(c *Client, m *Model) []string {
+	var diffs []string
+	keys := m.Keys()
+	users := m.Users()
+	for _, u := range slices.Sorted(maps.Keys(users)) {
+		if !strings.HasPrefix(u, "reactor-") {
+			continue
+		}
+		for chunk := range slices.Chunk(keys, 50) {
+			code, _, b := c.Do(nil, "", "GET", "/v1/reactions?ids="+strings.Join(chunk, ","), users[u], "")
+			var resp struct {
+				Reactions map[string]struct{ Reaction string } `json:"reactions"`
+			}
+			if code != 200 || json.Unmarshal(b, &resp) != nil {
+				diffs = append(diffs, fmt.Sprintf("%s: GET /v1/reactions: %d %s", u, code, b))
+				continue
+			}
+			for _, k := range chunk {
+				if got, want := resp.Reactions[k].Reaction, m.Reaction(u, k); got != want {
+					diffs = append(diffs, fmt.Sprintf("%s on %s: GET /v1/reactions says %q, the last accepted PUT set %q", u, k, got, want))
+				}
+			}
+		}
+	}
+	return diffs
+}
+
+// Comments reads all pages of a comment listing: comment id → replyCount.
+func (c *Client) Comments(path string) (map[string]int64, error) {
+	out := map[string]int64{}
+	token := ""
+	for range 1000 {
+		p := path + "?pageSize=100"
+		if token != "" {
+			p += "&pageToken=" + url.QueryEscape(token)
+		}
+		code, _, b := c.Do(nil, "", "GET", p, "", "")
+		var page struct {
+			Comments []struct {
+				ID         string `json:"id"`
+				ReplyCount int64  `json:"replyCount"`
+			} `json:"comments"`
+			NextPageToken string `json:"nextPageToken"`
+		}
+		if code != 200 || json.Unmarshal(b, &page) != nil {
+			return nil, fmt.Errorf("GET %s: %d %s", p, code, b)
+		}
+		for _, c := range page.Comments {
+			out[c.ID] = c.ReplyCount
+		}
+		if token = page.NextPageToken; token == "" {
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf("GET %s: more than 1000 pages", path)
+}
+
+// CheckComments reads every listing back: each visible comment and reply,
+// with its reply count, and nothing else. It returns the differences, the
+// number of comments listed, and how many reads failed before one answered
+// (each listing is read up to ten times).
+func CheckComments(c *Client, m *Model) (diffs []string, listed, failedReads int) {
+	want := m.Counts()
+	read := func(path string) (map[string]int64, error) {
+		var got map[string]int64
+		var err error
+		for range 10 {
+			if got, err = c.Comments(path); err == nil {
+				return got, nil
+			}
+			failedReads++
+			time.Sleep(100 * time.Millisecond)
+		}
+		return nil, err
+	}
+	for _, v := range m.Videos() {
+		got, err := read("/v1/videos/" + v + "/comments")
+		if err != nil {
+			diffs = append(diffs, err.Error())
+			continue
+		}
+		listed += len(got)
+		if ids, w := slices.Sorted(maps.Keys(got)), m.Listing(v, ""); !slices.Equal(ids, w) {
+			diffs = append(diffs, fmt.Sprintf("comments of %s: listed %v, want %v", v, ids, w))
+		}
+		for id, n := range got {
+			if n != want[id].Replies {
+				diffs = append(diffs, fmt.Sprintf("comment %s lists replyCount %d, want %d", id, n, want[id].Replies))
+			}
+		}
+	}
+	for _, p := range m.VisibleParents() {
+		got, err := read("/v1/comments/" + p + "/replies")
+		if err != nil {
+			diffs = append(diffs, err.Error())
+			continue
+		}
+		listed += len(got)
+		if ids, w := slices.Sorted(maps.Keys(got)), m.Listing("", p); !slices.Equal(ids, w) {
+			diffs = append(diffs, fmt.Sprintf("replies of %s: listed %v, want %v", p, ids, w))
+		}
+	}
+	return diffs, listed, failedReads
+}
