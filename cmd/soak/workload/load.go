@@ -20,7 +20,7 @@ import (
 // keys and delete some of theirs (some twice); a spammer posts comments that
 // a moderator sweeps as spam about every second (deleted ones and ones with
 // replies among them); readers read counts and histories, and with
-// ReadListings the comment listings too.
+// ReadListings and ReadReplies the comment listings too.
 type Spec struct {
 	Reactors, Watchers, Commenters, Readers int
 	Keys                                    []string
@@ -28,8 +28,9 @@ type Spec struct {
 	Pace time.Duration
 	// HistoryDeletes turns on the watchers' deletions.
 	HistoryDeletes bool
-	// ReadListings adds the comment listings to the readers' reads.
-	ReadListings bool
+	// ReadListings adds the videos' comment listings to the readers'
+	// reads, ReadReplies the comments' reply listings.
+	ReadListings, ReadReplies bool
 	// WriteDeadline bounds the retries of one write (default 90 s): a
 	// write not accepted by then fails the load.
 	WriteDeadline time.Duration
@@ -155,8 +156,12 @@ func (l *Load) fail(err error) {
 func (l *Load) key(rnd *rand.Rand) string { return l.spec.Keys[rnd.IntN(len(l.spec.Keys))] }
 
 // until repeats a write while the API answers 503 or 429 (waiting its
-// Retry-After, at most 2 s) or does not answer, until it answers want.
-// notFound, when set, takes a 404 as the end of the write (nothing done).
+// Retry-After, at most 2 s), a 5xx, or does not answer, until it answers
+// want. Every write of the load is idempotent (a reaction is set, a watch
+// is its time, a post has its Idempotency-Key, deletes delete), so a retry
+// after an answer that broke the spec (a 500, recorded as such) is safe and
+// keeps the model exact. notFound, when set, takes a 404 as the end of the
+// write (nothing done).
 func (l *Load) until(op, method, path, tok, body string, want int, notFound, accepted func([]byte) error, hdr ...string) error {
 	deadline := time.Now().Add(l.spec.WriteDeadline)
 	for {
@@ -166,7 +171,7 @@ func (l *Load) until(op, method, path, tok, body string, want int, notFound, acc
 			return accepted(b)
 		case code == http.StatusNotFound && notFound != nil:
 			return notFound(b)
-		case code == http.StatusServiceUnavailable, code == http.StatusTooManyRequests, code == 0:
+		case code >= 500, code == http.StatusTooManyRequests, code == 0:
 		default:
 			return fmt.Errorf("%s %s %s: %d %s", method, path, body, code, b)
 		}
@@ -339,10 +344,16 @@ func (l *Load) comment(user, tok string, rnd *rand.Rand, sp *spamPool) {
 	}
 }
 
-// spam posts top-level comments for the moderator to sweep, and deletes a
-// quarter of them itself first.
+// spam posts top-level comments for the moderator to sweep (at a quarter
+// of the other users' pace), and deletes a quarter of them itself first.
 func (l *Load) spam(tok string, rnd *rand.Rand, sp *spamPool) {
 	for n := 0; !l.stopped(); n++ {
+		for range 3 {
+			l.pause()
+		}
+		if l.stopped() {
+			return
+		}
 		id, err := l.PostComment("spammer", tok, l.key(rnd), "", n)
 		if err == nil {
 			sp.add(id)
@@ -428,7 +439,7 @@ func (l *Load) read(tok string, rnd *rand.Rand) {
 			l.c.Do(l.Rec, "GET /v1/history", "GET", "/v1/history?pageSize=20", tok, "")
 		case r == 2 && l.spec.ReadListings && l.spec.Commenters > 0:
 			l.c.Do(l.Rec, "GET /v1/videos/{videoId}/comments", "GET", "/v1/videos/"+l.key(rnd)+"/comments?pageSize=20", "", "")
-		case r == 3 && l.spec.ReadListings && l.spec.Commenters > 0:
+		case r == 3 && l.spec.ReadReplies && l.spec.Commenters > 0:
 			if ps := l.Model.VisibleParents(); len(ps) > 0 {
 				l.c.Do(l.Rec, "GET /v1/comments/{commentId}/replies", "GET", "/v1/comments/"+ps[rnd.IntN(len(ps))]+"/replies?pageSize=20", "", "")
 			}
