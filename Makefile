@@ -37,6 +37,11 @@ bench:
 	$(GO) run ./cmd/benchcomments
 	$(GO) run ./cmd/withemulators -- $(GO) test -run '^$$' -bench BenchmarkHistoryFirstPage -benchtime 200x ./shared/bigtabledb/
 
+## soak: a bounded mixed load with faults on the local stack; prints drift (must be 0)
+SOAK ?= 10m
+soak:
+	$(GO) run ./cmd/soak -duration $(SOAK)
+
 ## fuzz: every fuzz target for longer (FUZZTIME each)
 FUZZTIME ?= 60s
 fuzz:
