@@ -1,17 +1,20 @@
 // Command drills is the home of the fault drills: Go tests that run the whole
-// system on a private set of Google Cloud emulators, break it on purpose
-// (Pub/Sub redelivering out of order, an event function dying around its
-// commit, an emulator frozen with SIGSTOP, poison messages) and then check
-// that every counter is exact, reconciliation finds nothing to correct and
-// no accepted history row is lost.
+// system on a private set of Google Cloud emulators under the mixed load of
+// the soak (cmd/soak/workload), break it on purpose — Pub/Sub redelivering
+// out of order, an event function's instance dying around its commit, an
+// emulator frozen with SIGSTOP, poison messages, deletions racing watches in
+// flight — and then check that the pipeline converged by itself: every
+// counter exact with nothing pending, every history and listing as accepted,
+// a reconciliation that corrects nothing, nothing dead-lettered but poison.
 //
 //	go test -count=1 -race ./cmd/drills/
 //
 // The drills start their own emulators (they freeze them, which must not
-// freeze the tests of other packages sharing `make test`'s stack), serve the
-// HTTP functions in the test process and the event functions in a child
-// process behind functions-framework-go, as separate instances run in the
-// cloud. The program itself only says so.
+// freeze the tests of other packages sharing `make test`'s stack). The HTTP
+// functions are served by the test process as the local stack serves them;
+// the event functions by functions-framework-go, in the test process, or in
+// a child process for the drill that kills their instance. The program
+// itself only says so.
 package main
 
 import (

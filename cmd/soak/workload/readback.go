@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/videngage/engagement/shared/counter"
@@ -216,9 +217,10 @@ func (c *Client) Comments(path string) (map[string]int64, error) {
 // CheckComments reads every listing back: each visible comment and reply,
 // with its reply count, and nothing else. It returns the differences, the
 // number of comments listed, and how many reads failed before one answered
-// (each listing is read up to ten times).
+// (each listing is read up to ten times). Eight listings are read at once.
 func CheckComments(c *Client, m *Model) (diffs []string, listed, failedReads int) {
 	want := m.Counts()
+	var mu sync.Mutex
 	read := func(path string) (map[string]int64, error) {
 		var got map[string]int64
 		var err error
@@ -226,20 +228,27 @@ func CheckComments(c *Client, m *Model) (diffs []string, listed, failedReads int
 			if got, err = c.Comments(path); err == nil {
 				return got, nil
 			}
+			mu.Lock()
 			failedReads++
+			mu.Unlock()
 			time.Sleep(100 * time.Millisecond)
 		}
 		return nil, err
 	}
-	for _, v := range m.Videos() {
-		got, err := read("/v1/videos/" + v + "/comments")
+	check := func(path, video, parent string) {
+		got, err := read(path)
+		mu.Lock()
+		defer mu.Unlock()
 		if err != nil {
 			diffs = append(diffs, err.Error())
-			continue
+			return
 		}
 		listed += len(got)
-		if ids, w := slices.Sorted(maps.Keys(got)), m.Listing(v, ""); !slices.Equal(ids, w) {
-			diffs = append(diffs, fmt.Sprintf("comments of %s: listed %v, want %v", v, ids, w))
+		if ids, w := slices.Sorted(maps.Keys(got)), m.Listing(video, parent); !slices.Equal(ids, w) {
+			diffs = append(diffs, fmt.Sprintf("%s: listed %v, want %v", path, ids, w))
+		}
+		if parent != "" {
+			return
 		}
 		for id, n := range got {
 			if n != want[id].Replies {
@@ -247,16 +256,23 @@ func CheckComments(c *Client, m *Model) (diffs []string, listed, failedReads int
 			}
 		}
 	}
-	for _, p := range m.VisibleParents() {
-		got, err := read("/v1/comments/" + p + "/replies")
-		if err != nil {
-			diffs = append(diffs, err.Error())
-			continue
-		}
-		listed += len(got)
-		if ids, w := slices.Sorted(maps.Keys(got)), m.Listing("", p); !slices.Equal(ids, w) {
-			diffs = append(diffs, fmt.Sprintf("replies of %s: listed %v, want %v", p, ids, w))
-		}
+	work := make(chan func())
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for f := range work {
+				f()
+			}
+		})
 	}
+	for _, v := range m.Videos() {
+		work <- func() { check("/v1/videos/"+v+"/comments", v, "") }
+	}
+	for _, p := range m.VisibleParents() {
+		work <- func() { check("/v1/comments/"+p+"/replies", "", p) }
+	}
+	close(work)
+	wg.Wait()
+	slices.Sort(diffs)
 	return diffs, listed, failedReads
 }
