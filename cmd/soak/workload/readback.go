@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"net/url"
 	"slices"
 	"strings"
@@ -217,21 +218,21 @@ func (c *Client) Comments(path string) (map[string]int64, error) {
 // CheckComments reads every listing back: each visible comment and reply,
 // with its reply count, and nothing else. It returns the differences, the
 // number of comments listed, and how many reads failed before one answered
-// (each listing is read up to ten times). Eight listings are read at once.
+// (each listing is read up to thirty times). Four listings are read at once.
 func CheckComments(c *Client, m *Model) (diffs []string, listed, failedReads int) {
 	want := m.Counts()
 	var mu sync.Mutex
 	read := func(path string) (map[string]int64, error) {
 		var got map[string]int64
 		var err error
-		for range 10 {
+		for range 30 {
 			if got, err = c.Comments(path); err == nil {
 				return got, nil
 			}
 			mu.Lock()
 			failedReads++
 			mu.Unlock()
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(time.Duration(100+rand.IntN(200)) * time.Millisecond)
 		}
 		return nil, err
 	}
@@ -258,7 +259,7 @@ func CheckComments(c *Client, m *Model) (diffs []string, listed, failedReads int
 	}
 	work := make(chan func())
 	var wg sync.WaitGroup
-	for range 8 {
+	for range 4 {
 		wg.Go(func() {
 			for f := range work {
 				f()
