@@ -28,11 +28,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"cloud.google.com/go/spanner"
+
 	"github.com/videngage/engagement/cmd/internal/benchstack"
 	commentsfn "github.com/videngage/engagement/functions/comments"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/comment/commentstore"
 	"github.com/videngage/engagement/shared/config"
+	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -265,9 +268,11 @@ func run(ctx context.Context, st *stack, o options) error {
 	if err != nil {
 		return err
 	}
-	tx := st.DB.Snapshot()
-	truth, err := commentstore.Source{}.Truth(ctx, tx, []string{hot})
-	tx.Close()
+	var truth map[string]counter.Values
+	err = st.DB.InSnapshot(ctx, func(ctx context.Context, tx *spanner.ReadOnlyTransaction) error {
+		truth, err = commentstore.Source{}.Truth(ctx, tx, []string{hot})
+		return err
+	})
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/spanner"
 	"github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/videngage/engagement/functions/applycounters"
@@ -377,9 +378,11 @@ func (e *env) exact(ids ...string) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	tx := e.db.Snapshot()
-	defer tx.Close()
-	truth, err := commentstore.Source{}.Truth(ctx, tx, ids)
+	var truth map[string]counter.Values
+	err = e.db.InSnapshot(ctx, func(ctx context.Context, tx *spanner.ReadOnlyTransaction) (err error) {
+		truth, err = commentstore.Source{}.Truth(ctx, tx, ids)
+		return err
+	})
 	if err != nil {
 		e.t.Fatal(err)
 	}

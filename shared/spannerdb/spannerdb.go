@@ -110,14 +110,6 @@ func (db *DB) Stale(maxStaleness time.Duration) *spanner.ReadOnlyTransaction {
 	return db.Client.Single().WithTimestampBound(spanner.MaxStaleness(maxStaleness))
 }
 
-// Snapshot is a strong multi-use read-only transaction; the caller closes it.
-// Against the emulator it fails when a read-write transaction overlaps it:
-// prefer InSnapshot, which serialises it there.
-func (db *DB) Snapshot() *spanner.ReadOnlyTransaction {
-	reads.Add(1)
-	return db.Client.ReadOnlyTransaction()
-}
-
 // InSnapshot runs fn in a strong multi-use read-only transaction: every read
 // through it sees the same timestamp. Against the emulator it is serialised
 // with the read-write transactions, which the emulator does not run beside a

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/spanner"
+	"google.golang.org/grpc/codes"
 
 	"github.com/videngage/engagement/shared/comment"
 	"github.com/videngage/engagement/shared/counter/counterstore"
@@ -275,34 +276,40 @@ WHERE ListedVideoId = @scope`
 // after the cursor. A comment that does not exist or is not visible is
 // ErrNotFound; a reply has no replies (threads are one level deep).
 func (s *Store) ListReplies(ctx context.Context, parentID string, after *comment.Cursor, size int) (Page, error) {
-	tx := s.db.Snapshot()
-	defer tx.Close()
-	row, err := tx.ReadRow(ctx, tableComments, spanner.Key{parentID}, commentColumns)
-	if spanner.ErrCode(err) == 5 {
-		return Page{}, ErrNotFound
-	}
-	if err != nil {
-		return Page{}, fmt.Errorf("commentstore.ListReplies: %w", spannerdb.Map(err))
-	}
-	parent, err := scanComment(row)
-	if err != nil {
-		return Page{}, err
-	}
-	if parent.Status != comment.Visible {
-		return Page{}, ErrNotFound
-	}
-	if parent.IsReply() {
-		return Page{Comments: []comment.Comment{}}, nil
-	}
-	sql := `SELECT ` + commentSelect + ` FROM ` + fromRepliesByParent + `
+	var page Page
+	err := s.db.InSnapshot(ctx, func(ctx context.Context, tx *spanner.ReadOnlyTransaction) error {
+		row, err := tx.ReadRow(ctx, tableComments, spanner.Key{parentID}, commentColumns)
+		if spanner.ErrCode(err) == codes.NotFound {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		parent, err := scanComment(row)
+		if err != nil {
+			return err
+		}
+		if parent.Status != comment.Visible {
+			return ErrNotFound
+		}
+		if parent.IsReply() {
+			page = Page{Comments: []comment.Comment{}}
+			return nil
+		}
+		sql := `SELECT ` + commentSelect + ` FROM ` + fromRepliesByParent + `
 WHERE ListedParentId = @scope`
-	params := map[string]any{"scope": parentID, "limit": int64(size + 1)}
-	if after != nil {
-		sql += ` AND (CreateTime > @t OR (CreateTime = @t AND CommentId > @id))`
-		params["t"], params["id"] = after.CreateTime, after.CommentID
+		params := map[string]any{"scope": parentID, "limit": int64(size + 1)}
+		if after != nil {
+			sql += ` AND (CreateTime > @t OR (CreateTime = @t AND CommentId > @id))`
+			params["t"], params["id"] = after.CreateTime, after.CommentID
+		}
+		sql += ` ORDER BY CreateTime, CommentId LIMIT @limit`
+		page, err = queryPage(ctx, tx, spanner.Statement{SQL: sql, Params: params}, size)
+		return err
+	})
+	if errors.Is(err, ErrNotFound) {
+		return Page{}, ErrNotFound
 	}
-	sql += ` ORDER BY CreateTime, CommentId LIMIT @limit`
-	page, err := queryPage(ctx, tx, spanner.Statement{SQL: sql, Params: params}, size)
 	if err != nil {
 		return Page{}, fmt.Errorf("commentstore.ListReplies: %w", err)
 	}

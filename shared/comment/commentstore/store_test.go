@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/spanner"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/videngage/engagement/shared/comment"
@@ -119,9 +120,11 @@ func (w *world) counts(t *testing.T, viewer string, ids ...string) map[string]co
 // truth recounts ids with the reconciliation source, at one timestamp.
 func (w *world) truth(t *testing.T, ids ...string) map[string]counter.Values {
 	t.Helper()
-	tx := w.db.Snapshot()
-	defer tx.Close()
-	got, err := commentstore.Source{}.Truth(context.Background(), tx, ids)
+	var got map[string]counter.Values
+	err := w.db.InSnapshot(context.Background(), func(ctx context.Context, tx *spanner.ReadOnlyTransaction) (err error) {
+		got, err = commentstore.Source{}.Truth(ctx, tx, ids)
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -871,4 +874,65 @@ func TestReconcileRepairsDrift(t *testing.T) {
 		t.Errorf("recent run: %+v, %v", rep, err)
 	}
 	w.exact(t, "vid")
+}
+
+// TestListRepliesBesideWrites reads a thread's replies while replies are being
+// posted to it. The listing reads the parent and its replies at one timestamp;
+// neither the reads nor the posts may fail (against the emulator a multi-use
+// read-only transaction beside a read-write one breaks both unless they are
+// serialised).
+func TestListRepliesBesideWrites(t *testing.T) {
+	w := newWorld(t, 0)
+	ctx := context.Background()
+	parent := w.post(t, "author", "v", "", "first")
+	const posts, readers = 100, 4
+	var wg sync.WaitGroup
+	for i := range posts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := w.writer.Post(ctx, commentstore.CreateRequest{UserID: fmt.Sprintf("u%d", i), VideoID: "v", ParentID: parent.ID, Text: "reply"})
+			if err == nil {
+				err = res.Err
+			}
+			if err != nil {
+				t.Errorf("post: %v", err)
+			}
+		}()
+	}
+	stop := make(chan struct{})
+	var reads sync.WaitGroup
+	for range readers {
+		reads.Add(1)
+		go func() {
+			defer reads.Done()
+			last := 0
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				page, err := w.store.ListReplies(ctx, parent.ID, nil, posts)
+				if err != nil {
+					t.Errorf("list replies: %v", err)
+					return
+				}
+				if len(page.Comments) < last {
+					t.Errorf("listing went back from %d to %d replies", last, len(page.Comments))
+				}
+				last = len(page.Comments)
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	reads.Wait()
+	page, err := w.store.ListReplies(ctx, parent.ID, nil, posts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Comments) != posts {
+		t.Errorf("%d replies listed, want %d", len(page.Comments), posts)
+	}
 }
