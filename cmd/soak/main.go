@@ -5,7 +5,8 @@
 // prints what it served and what it ended with: requests, errors by status,
 // latencies, the drift of every counter against its source of truth and the
 // history rows lost. It exits 1 when a counter drifted, a history row was
-// lost or wrong, or a write was never accepted.
+// lost or wrong, a write was never accepted, or an answer broke the spec (a
+// 5xx other than 503, a 503 without Retry-After, one past the deadline).
 //
 //	go run ./cmd/soak -duration 10m
 package main
@@ -278,12 +279,12 @@ func run(ctx context.Context, o options) (code int, err error) {
 
 	failed := terr != nil || rerr != nil || settled == 0 || len(driftTruth) > 0 || len(driftAccepted) > 0 || len(drift) > 0 ||
 		pendingLeft > 0 || lost > 0 || wrong > 0 || unexpected > 0 || len(loadErrs) > 0 || len(countDiffs) > 0 ||
-		len(reactionDiffs) > 0 || len(commentDiffs) > 0 || rep.Corrected > 0
+		len(reactionDiffs) > 0 || len(commentDiffs) > 0 || rep.Corrected > 0 || len(violations) > 0
 	if failed {
 		fmt.Println("RESULT: FAIL")
 		return 1, nil
 	}
-	fmt.Println("RESULT: PASS (no drift, no history row lost)")
+	fmt.Println("RESULT: PASS (no drift, no history row lost, every answer as the spec says)")
 	return 0, nil
 }
 
