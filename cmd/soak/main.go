@@ -587,17 +587,24 @@ func printFaults(samples []workload.Sample, windows []window) {
 		byEmu[w.emulator]++
 	}
 	n503 := 0
+	var outside []string
 	for _, s := range samples {
 		if s.Code != http.StatusServiceUnavailable {
 			continue
 		}
+		before := n503
+		answered := s.At.Add(s.Latency)
 		for _, w := range windows {
-			// An answer within the request deadline after a thaw still
-			// belongs to the outage.
-			if !s.At.Before(w.from) && s.At.Before(w.to.Add(10*time.Second)) {
+			// A request in flight when the emulator froze, or answered
+			// within the request deadline after the thaw, belongs to the
+			// outage.
+			if answered.After(w.from) && s.At.Before(w.to.Add(10*time.Second)) {
 				n503++
 				break
 			}
+		}
+		if n503 == before {
+			outside = append(outside, fmt.Sprintf("%s at %s (%v)", s.Op, s.At.Format("15:04:05.000"), s.Latency.Round(time.Millisecond)))
 		}
 	}
 	var parts []string
@@ -606,6 +613,9 @@ func printFaults(samples []workload.Sample, windows []window) {
 	}
 	fmt.Printf("faults: %d outages (%s), %v frozen in all; 503 answers during or just after them: %d of %d\n",
 		len(windows), strings.Join(parts, ", "), total.Round(time.Second), n503, workload.CountCode(samples, http.StatusServiceUnavailable))
+	for _, o := range first(outside, 10) {
+		fmt.Println("    503 outside an outage: " + o)
+	}
 }
 
 func first[T any](xs []T, n int) []T {
