@@ -141,7 +141,7 @@ type option func(*env, *historyfn.Deps)
 // withLimit puts the Firestore rate limiter in front of history writes.
 func withLimit(perMinute int) option {
 	return func(e *env, d *historyfn.Deps) {
-		d.Limiter = firestoredb.NewRateLimiter(e.clients.Firestore, "history", perMinute)
+		d.Limiter = bigtabledb.NewRateLimiter(e.clients.Bigtable, "history", perMinute)
 	}
 }
 

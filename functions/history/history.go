@@ -32,10 +32,20 @@ func init() {
 				Settings:  firestoredb.NewSettings(c.Firestore),
 				Publisher: bus.NewPublisher(c.PubSub, c.Config.PubSub.HistoryTopic),
 				Tokens:    history.NewPageTokens(c.Config.HTTP.PageTokenSecret),
-				Limiter:   platform.RateLimiter(c, "history", c.Config.Counters.HistoryPerMin),
+				Limiter:   rateLimiter(c),
 				Metrics:   c.Metrics,
 			}), nil
 		})
+}
+
+// rateLimiter is the per-user limit of history writes, in Bigtable beside the
+// history; nil when RATE_LIMITS=off (load tests of one user) or the limit is
+// not positive.
+func rateLimiter(c *platform.Clients) Limiter {
+	if c.Config.HTTP.RateLimits == "off" || c.Config.Counters.HistoryPerMin <= 0 {
+		return nil
+	}
+	return bigtabledb.NewRateLimiter(c.Bigtable, "history", c.Config.Counters.HistoryPerMin)
 }
 
 // Interfaces of what the handler uses, declared here where they are consumed.

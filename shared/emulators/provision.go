@@ -273,11 +273,11 @@ func provisionBigtable(ctx context.Context, host string, t Target, top topology.
 	for _, table := range top.Tables {
 		families := map[string]bigtable.Family{}
 		for _, f := range table.Families {
-			days, err := maxAgeDays(top, f, t)
+			age, err := maxAge(top, f, t)
 			if err != nil {
 				return fmt.Errorf("table %s: %w", table.Name, err)
 			}
-			families[f.Name] = bigtable.Family{GCPolicy: bigtable.MaxAgePolicy(time.Duration(days) * 24 * time.Hour)}
+			families[f.Name] = bigtable.Family{GCPolicy: bigtable.MaxAgePolicy(age)}
 		}
 		tasks = append(tasks, func() error {
 			err := ac.CreateTableFromConf(ctx, &bigtable.TableConf{TableID: table.Name, ColumnFamilies: families})
@@ -311,17 +311,21 @@ func provisionBigtable(ctx context.Context, host string, t Target, top topology.
 	return parallel(tasks...)
 }
 
-// maxAgeDays is the GC max age of a family: the target's override, else the
-// topology default of its variable.
-func maxAgeDays(top topology.Bigtable, f topology.Family, t Target) (int64, error) {
+// maxAge is the GC max age of a family: its fixed age, else the target's
+// override of its variable, else the topology default of its variable.
+func maxAge(top topology.Bigtable, f topology.Family, t Target) (time.Duration, error) {
+	age, fixed, err := f.FixedMaxAge()
+	if err != nil || fixed {
+		return age, err
+	}
 	if f.MaxAgeDaysVar == HistoryMaxAgeVar && t.HistoryMaxAgeDays > 0 {
-		return int64(t.HistoryMaxAgeDays), nil
+		return time.Duration(t.HistoryMaxAgeDays) * 24 * time.Hour, nil
 	}
 	days, ok := top.Defaults[f.MaxAgeDaysVar]
 	if !ok || days <= 0 {
 		return 0, fmt.Errorf("family %s: no positive default for %q in topology bigtable.defaults", f.Name, f.MaxAgeDaysVar)
 	}
-	return days, nil
+	return time.Duration(days) * 24 * time.Hour, nil
 }
 
 func teardownBigtable(ctx context.Context, host string, t Target, top topology.Bigtable) (err error) {

@@ -25,7 +25,6 @@ import (
 
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/config"
-	"github.com/videngage/engagement/shared/firestoredb"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/telemetry"
 )
@@ -232,16 +231,6 @@ func (l *lazy[T]) get(ctx context.Context, needs Needs, build func(context.Conte
 	}
 	l.value, l.done = v, true
 	return v, nil
-}
-
-// RateLimiter is the per-user limiter of kind for a function, or nil when
-// RATE_LIMITS=off (load tests of one user) or the limit is not positive.
-// The function needs Firestore.
-func RateLimiter(c *Clients, kind string, perMinute int) *firestoredb.RateLimiter {
-	if c.Config.HTTP.RateLimits == "off" || perMinute <= 0 || c.Firestore == nil {
-		return nil
-	}
-	return firestoredb.NewRateLimiter(c.Firestore, kind, perMinute)
 }
 
 // Check reports whether every client that was built answers: the readiness

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"sort"
 	"strings"
+	"time"
 )
 
 //go:embed topology.json ddl/*.sql
@@ -43,12 +44,32 @@ type Table struct {
 	Families []Family `json:"families"`
 }
 
-// Family is a column family. Its GC policy is a maximum age in days, taken from
-// the named variable (a Terraform variable in the cloud, an environment
-// override locally) with the default in Bigtable.Defaults.
+// Family is a column family. Its GC policy is a maximum age: either in days,
+// taken from the variable MaxAgeDaysVar names (a Terraform variable in the
+// cloud, an environment override locally) with the default in
+// Bigtable.Defaults, or fixed by MaxAge (a Go duration such as "1h").
 type Family struct {
 	Name          string `json:"name"`
-	MaxAgeDaysVar string `json:"maxAgeDaysVar"`
+	MaxAgeDaysVar string `json:"maxAgeDaysVar,omitempty"`
+	MaxAge        string `json:"maxAge,omitempty"`
+}
+
+// FixedMaxAge is the family's fixed GC max age; ok is false for a family whose
+// age is a variable's. Exactly one of MaxAge and MaxAgeDaysVar must be set.
+func (f Family) FixedMaxAge() (age time.Duration, ok bool, err error) {
+	switch {
+	case f.MaxAge != "" && f.MaxAgeDaysVar != "":
+		return 0, false, fmt.Errorf("family %s: both maxAge and maxAgeDaysVar", f.Name)
+	case f.MaxAge == "" && f.MaxAgeDaysVar == "":
+		return 0, false, fmt.Errorf("family %s: neither maxAge nor maxAgeDaysVar", f.Name)
+	case f.MaxAgeDaysVar != "":
+		return 0, false, nil
+	}
+	age, err = time.ParseDuration(f.MaxAge)
+	if err != nil || age <= 0 {
+		return 0, false, fmt.Errorf("family %s: maxAge %q is not a positive duration", f.Name, f.MaxAge)
+	}
+	return age, true, nil
 }
 
 type Firestore struct {
@@ -118,6 +139,13 @@ func Load() (*Topology, error) {
 	var t Topology
 	if err := json.Unmarshal(b, &t); err != nil {
 		return nil, fmt.Errorf("topology.Load: %w", err)
+	}
+	for _, tb := range t.Bigtable.Tables {
+		for _, f := range tb.Families {
+			if _, _, err := f.FixedMaxAge(); err != nil {
+				return nil, fmt.Errorf("topology.Load: table %s: %w", tb.Name, err)
+			}
+		}
 	}
 	return &t, nil
 }

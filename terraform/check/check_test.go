@@ -195,6 +195,9 @@ func TestEnvironmentDifferences(t *testing.T) {
 		single := p.Instances("google_bigtable_app_profile", "history")[""]
 		if l, _ := single.Get("single_cluster_routing").([]any); len(l) != 1 {
 			t.Errorf("%s: the history app profile is not single-cluster", env)
+		} else if v, _ := single.Get("single_cluster_routing", 0, "allow_transactional_writes").(bool); !v {
+			// bigtabledb.RateLimiter's increments are single-row transactions.
+			t.Errorf("%s: the history app profile does not allow transactional writes", env)
 		}
 		multi := p.Instances("google_bigtable_app_profile", "failover")[""]
 		if v, _ := multi.Get("multi_cluster_routing_use_any").(bool); !v {

@@ -368,18 +368,27 @@ func CrossCheck(p *Plan, c *Code) []error {
 	for _, t := range top.Bigtable.Tables {
 		for _, f := range t.Families {
 			famTopo[t.Name+"/"+f.Name] = true
-			days, ok := top.Bigtable.Defaults[f.MaxAgeDaysVar]
-			if !ok {
-				add(fmt.Errorf("family %s/%s names GC variable %q, which has no default in topology.json", t.Name, f.Name, f.MaxAgeDaysVar))
+			_, isFixed, err := f.FixedMaxAge()
+			if err != nil {
+				add(err)
 				continue
+			}
+			want, why := f.MaxAge, "topology.json's fixed maxAge"
+			if !isFixed {
+				days, ok := top.Bigtable.Defaults[f.MaxAgeDaysVar]
+				if !ok {
+					add(fmt.Errorf("family %s/%s names GC variable %q, which has no default in topology.json", t.Name, f.Name, f.MaxAgeDaysVar))
+					continue
+				}
+				want, why = fmt.Sprintf("%dh", days*24), fmt.Sprintf("%s default %d days", f.MaxAgeDaysVar, days)
 			}
 			rc, ok := gc[t.Name+"/"+f.Name]
 			if !ok {
 				add(fmt.Errorf("family %s/%s has no GC policy in Terraform", t.Name, f.Name))
 				continue
 			}
-			if got, want := rc.Str("max_age", 0, "duration"), fmt.Sprintf("%dh", days*24); got != want {
-				add(fmt.Errorf("family %s/%s: GC max age %q, want %q (%s default %d days)", t.Name, f.Name, got, want, f.MaxAgeDaysVar, days))
+			if got := rc.Str("max_age", 0, "duration"); got != want {
+				add(fmt.Errorf("family %s/%s: GC max age %q, want %q (%s)", t.Name, f.Name, got, want, why))
 			}
 			if got := rc.Str("table"); got != "" && got != t.Name {
 				add(fmt.Errorf("GC policy of %s/%s is on table %q", t.Name, f.Name, got))

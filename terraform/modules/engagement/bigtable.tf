@@ -1,11 +1,14 @@
-# Bigtable: watch history. Tables, column families and their GC max age come
-# from topology.json; each family names the variable that holds its maximum
-# age in days. In prod the instance has two clusters: the "history" app
-# profile pins a user's writes and reads to one cluster (read-your-writes),
-# the "failover" profile routes to any cluster.
+# Bigtable: watch history and the per-user rate-limit windows. Tables, column
+# families and their GC max age come from topology.json; a family either names
+# the variable that holds its maximum age in days or fixes it (maxAge). In
+# prod the instance has two clusters: the "history" app profile pins a user's
+# writes and reads to one cluster (read-your-writes) and allows the single-row
+# transactions the rate limiter's increments are; the "failover" profile
+# routes to any cluster.
 
 locals {
-  # Values of the GC variables named by topology.json (maxAgeDaysVar).
+  # Values of the GC variables named by topology.json (maxAgeDaysVar); a
+  # family with a fixed maxAge names none.
   bigtable_gc_days = {
     history_max_age_days = coalesce(var.history_max_age_days, local.topology.bigtable.defaults.history_max_age_days)
   }
@@ -15,9 +18,9 @@ locals {
   bigtable_families = merge([
     for t in local.topology.bigtable.tables : {
       for f in t.families : "${t.name}/${f.name}" => {
-        table    = t.name
-        family   = f.name
-        max_days = local.bigtable_gc_days[f.maxAgeDaysVar]
+        table   = t.name
+        family  = f.name
+        max_age = try(f.maxAge, "${local.bigtable_gc_days[f.maxAgeDaysVar] * 24}h")
       }
     }
   ]...)
@@ -78,7 +81,7 @@ resource "google_bigtable_gc_policy" "family" {
   deletion_policy = "ABANDON"
 
   max_age {
-    duration = "${each.value.max_days * 24}h"
+    duration = each.value.max_age
   }
 }
 
@@ -86,12 +89,12 @@ resource "google_bigtable_app_profile" "history" {
   project         = var.project_id
   instance        = google_bigtable_instance.main.name
   app_profile_id  = "history"
-  description     = "Single-cluster routing: a user reads their own history writes."
+  description     = "Single-cluster routing: a user reads their own history writes; rate-limit increments."
   ignore_warnings = true
 
   single_cluster_routing {
     cluster_id                 = var.bigtable_clusters[0].id
-    allow_transactional_writes = false
+    allow_transactional_writes = true
   }
 }
 

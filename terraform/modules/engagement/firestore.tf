@@ -1,5 +1,5 @@
 # Firestore: small per-user documents (history settings, read-your-own-writes
-# adjustments, rate-limit windows). Every ttlFields entry of topology.json gets
+# adjustments). Every ttlFields entry of topology.json gets
 # a TTL policy, and no single-field index (the expiry timestamp is never
 # queried, and an index on a monotonically growing field would hotspot).
 

@@ -1,0 +1,175 @@
+package bigtabledb
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/bigtable"
+
+	"github.com/videngage/engagement/shared/httpx"
+)
+
+// clock is a settable time source shared by several limiters.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
+}
+
+func limiterAt(c *bigtable.Client, kind string, limit int, clk *clock) *RateLimiter {
+	l := NewRateLimiter(c, kind, limit)
+	l.now = clk.now
+	return l
+}
+
+func allow(t *testing.T, l *RateLimiter, user string) time.Duration {
+	t.Helper()
+	wait, err := l.Allow(t.Context(), user)
+	if err != nil {
+		t.Fatalf("Allow(%q): %v", user, err)
+	}
+	return wait
+}
+
+func TestRateLimiterAcrossInstances(t *testing.T) {
+	t.Parallel()
+	_, c := newStore(t)
+	minute := time.Now().UTC().Truncate(time.Minute)
+	clk := &clock{t: minute.Add(20 * time.Second)}
+	const limit = 5
+	// Two function instances: two limiters, one table.
+	a, b := limiterAt(c, "history", limit, clk), limiterAt(c, "history", limit, clk)
+
+	for i := range limit {
+		l := []*RateLimiter{a, b}[i%2]
+		if wait := allow(t, l, "alice"); wait != 0 {
+			t.Fatalf("action %d of %d refused (wait %v)", i+1, limit, wait)
+		}
+	}
+	for _, l := range []*RateLimiter{a, b, a} {
+		if wait := allow(t, l, "alice"); wait != 40*time.Second {
+			t.Errorf("action over the limit: wait %v, want 40s (the rest of the minute)", wait)
+		}
+	}
+
+	// Other users (one whose prefix is alice's) and other kinds have their
+	// own counts.
+	for _, user := range []string{"alice#", "alic", "alice1"} {
+		if wait := allow(t, a, user); wait != 0 {
+			t.Errorf("user %q refused: wait %v", user, wait)
+		}
+	}
+	if wait := allow(t, limiterAt(c, "reactions", limit, clk), "alice"); wait != 0 {
+		t.Errorf("another kind refused: wait %v", wait)
+	}
+
+	// The wait shrinks through the minute and never exceeds it.
+	for _, at := range []time.Duration{0, time.Nanosecond, 30 * time.Second, 59*time.Second + 999*time.Millisecond} {
+		clk.set(minute.Add(at))
+		wait := allow(t, b, "alice")
+		if want := time.Minute - at; wait != want || wait <= 0 || wait > time.Minute {
+			t.Errorf("%v into the minute: wait %v, want %v", at, wait, want)
+		}
+	}
+
+	// The next minute admits again, up to the limit.
+	clk.set(minute.Add(time.Minute))
+	for i := range limit {
+		if wait := allow(t, []*RateLimiter{b, a}[i%2], "alice"); wait != 0 {
+			t.Fatalf("next minute: action %d refused (wait %v)", i+1, wait)
+		}
+	}
+	if wait := allow(t, a, "alice"); wait != time.Minute {
+		t.Errorf("next minute over the limit: wait %v, want 1m", wait)
+	}
+
+	// One row per kind, user and minute, whose newest cell is the count of
+	// actions (refused ones too) in that minute.
+	row, err := c.Open(RateLimitTable).ReadRow(t.Context(), RateLimitKey("history", "alice", minute.Add(time.Minute)), bigtable.RowFilter(bigtable.LatestNFilter(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cells := row[rateLimitFamily]; len(cells) != 1 || len(cells[0].Value) != 8 || binary.BigEndian.Uint64(cells[0].Value) != limit+1 {
+		t.Errorf("window row %v, want one count cell of %d", row, limit+1)
+	}
+}
+
+// TestRateLimiterConcurrent sends many concurrent actions of one user through
+// two limiters: exactly the limit is admitted, and none fails or waits on
+// another (increments do not contend as transactions do).
+func TestRateLimiterConcurrent(t *testing.T) {
+	t.Parallel()
+	_, c := newStore(t)
+	clk := &clock{t: time.Now().UTC().Truncate(time.Minute).Add(10 * time.Second)}
+	const (
+		limit    = 20
+		attempts = 64
+	)
+	ls := []*RateLimiter{limiterAt(c, "history", limit, clk), limiterAt(c, "history", limit, clk)}
+	var (
+		admitted, refused atomic.Int64
+		wg                sync.WaitGroup
+		errs              = make(chan error, attempts)
+	)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	for i := range attempts {
+		wg.Go(func() {
+			wait, err := ls[i%2].Allow(ctx, "bob")
+			switch {
+			case err != nil:
+				errs <- err
+			case wait == 0:
+				admitted.Add(1)
+			case wait > 0 && wait <= time.Minute:
+				refused.Add(1)
+			default:
+				errs <- errors.New("wait out of range: " + wait.String())
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("Allow: %v", err)
+	}
+	if admitted.Load() != limit || refused.Load() != attempts-limit {
+		t.Errorf("%d concurrent actions through two limiters: %d admitted, %d refused; want %d and %d",
+			attempts, admitted.Load(), refused.Load(), limit, attempts-limit)
+	}
+}
+
+func TestRateLimiterNilAdmitsEverything(t *testing.T) {
+	var l *RateLimiter
+	for range 3 {
+		if wait, err := l.Allow(t.Context(), "alice"); wait != 0 || err != nil {
+			t.Fatalf("nil limiter: %v, %v", wait, err)
+		}
+	}
+}
+
+func TestRateLimiterBackendDown(t *testing.T) {
+	t.Parallel()
+	_, c := newStore(t)
+	l := NewRateLimiter(c, "history", 5)
+	c.Close()
+	if _, err := l.Allow(t.Context(), "alice"); !errors.Is(err, httpx.ErrBackendUnavailable) {
+		t.Errorf("Allow on a closed client: %v; want ErrBackendUnavailable", err)
+	}
+}
