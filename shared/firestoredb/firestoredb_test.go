@@ -100,4 +100,3 @@ func TestSettingsBackendDown(t *testing.T) {
 		t.Errorf("Put on a closed client: %v; want ErrBackendUnavailable", err)
 	}
 }
-

@@ -31,12 +31,20 @@ func (Source) Changed(context.Context, *spanner.ReadOnlyTransaction, time.Time) 
 	return nil, nil
 }
 
-// All lists every video with a comment and every comment with a reply,
-// removed or not (a counter whose truth fell to zero still needs checking).
-func (Source) All(ctx context.Context, tx *spanner.ReadOnlyTransaction) ([]string, error) {
+// KeysAfter lists, in order, up to limit keys after the given one whose
+// truth is not zero: videos with a visible comment and comments with a
+// visible reply, ranges of the listing indexes. A key whose truth fell to
+// zero is left out; it has a counter, which the Counters listing covers.
+func (Source) KeysAfter(ctx context.Context, tx *spanner.ReadOnlyTransaction, after string, limit int) ([]string, error) {
 	var out []string
-	stmt := spanner.Statement{SQL: `SELECT DISTINCT VideoId FROM Comments
-UNION DISTINCT SELECT DISTINCT ParentId FROM Comments WHERE ParentId IS NOT NULL`}
+	stmt := spanner.Statement{
+		SQL: `SELECT K FROM (
+  (SELECT DISTINCT ListedVideoId AS K FROM ` + fromCommentsByVideo + ` WHERE ListedVideoId > @after ORDER BY K LIMIT @limit)
+  UNION DISTINCT
+  (SELECT DISTINCT ListedParentId AS K FROM ` + fromRepliesByParent + ` WHERE ListedParentId > @after ORDER BY K LIMIT @limit)
+) ORDER BY K LIMIT @limit`,
+		Params: map[string]any{"after": after, "limit": int64(limit)},
+	}
 	err := tx.Query(ctx, stmt).Do(func(r *spanner.Row) error {
 		var k string
 		if err := r.Columns(&k); err != nil {

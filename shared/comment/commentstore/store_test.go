@@ -936,3 +936,56 @@ func TestListRepliesBesideWrites(t *testing.T) {
 		t.Errorf("%d replies listed, want %d", len(page.Comments), posts)
 	}
 }
+
+// TestSourceKeysAfter pages through the keys the comments' source lists for
+// reconciliation: videos with a visible comment and comments with a visible
+// reply, in order, none twice, and not a video whose only comment is gone.
+func TestSourceKeysAfter(t *testing.T) {
+	w := newWorld(t, 0)
+	ctx := context.Background()
+	want := map[string]bool{}
+	for _, v := range []string{"v3", "v1", "v5", "v2"} {
+		top := w.post(t, "a", v, "", "top")
+		want[v] = true
+		if v != "v2" {
+			w.post(t, "b", v, top.ID, "reply")
+			w.post(t, "c", v, top.ID, "reply")
+			want[top.ID] = true
+		}
+	}
+	gone := w.post(t, "a", "v4", "", "deleted")
+	if _, err := w.writer.Delete(ctx, commentstore.Actor{UserID: "a"}, gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	after := ""
+	for pages := 0; ; pages++ {
+		if pages > len(want) {
+			t.Fatalf("no end after %d pages: %v", pages, got)
+		}
+		var keys []string
+		err := w.db.InSnapshot(ctx, func(ctx context.Context, tx *spanner.ReadOnlyTransaction) (err error) {
+			keys, err = commentstore.Source{}.KeysAfter(ctx, tx, after, 2)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(keys) > 2 {
+			t.Fatalf("page of %d keys, limit 2: %v", len(keys), keys)
+		}
+		got = append(got, keys...)
+		if len(keys) < 2 {
+			break
+		}
+		after = keys[len(keys)-1]
+	}
+	wantKeys := make([]string, 0, len(want))
+	for k := range want {
+		wantKeys = append(wantKeys, k)
+	}
+	sort.Strings(wantKeys)
+	if diff := cmp.Diff(wantKeys, got); diff != "" {
+		t.Errorf("keys (-want +got):\n%s", diff)
+	}
+}

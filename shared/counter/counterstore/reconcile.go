@@ -23,8 +23,11 @@ type Source interface {
 	// Changed lists keys whose truth may have changed since, beyond the
 	// counters that moved (e.g. items reacted on by users whose flag changed).
 	Changed(ctx context.Context, tx *spanner.ReadOnlyTransaction, since time.Time) ([]string, error)
-	// All lists every key the source has truth for.
-	All(ctx context.Context, tx *spanner.ReadOnlyTransaction) ([]string, error)
+	// KeysAfter lists, in order and without repeats, up to limit keys after
+	// the given one ("": from the first) that the source has truth for. A
+	// key whose truth is zero may be left out: if it has a counter, the
+	// listing of the counters covers it.
+	KeysAfter(ctx context.Context, tx *spanner.ReadOnlyTransaction, after string, limit int) ([]string, error)
 	// Truth recounts its fields of keys at tx's timestamp.
 	Truth(ctx context.Context, tx *spanner.ReadOnlyTransaction, keys []string) (map[string]counter.Values, error)
 }
@@ -45,6 +48,11 @@ const RecentWindow = 70 * time.Minute
 
 // reconcileBatch is how many counters one read-only transaction checks.
 const reconcileBatch = 200
+
+// defaultReconcilePage is how many keys an All run lists from each of the
+// counters and the sources at a time: its memory is bounded by a few pages
+// however many counters there are.
+const defaultReconcilePage = 10_000
 
 // Correction is one repaired counter.
 type Correction struct {
@@ -87,44 +95,55 @@ func (s *Store) Reconcile(ctx context.Context, scope Scope, sources []Source) (R
 	for _, src := range sources {
 		fields = append(fields, src.Fields()...)
 	}
-	keys, err := s.reconcileKeys(ctx, scope, sources)
+	check := func(keys []string) error {
+		for _, batch := range chunks(keys, reconcileBatch) {
+			if err := s.reconcileBatch(ctx, batch, sources, fields, &rep); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var err error
+	switch scope {
+	case Recent:
+		var keys []string
+		err = s.db.InSnapshot(ctx, func(ctx context.Context, tx *spanner.ReadOnlyTransaction) error {
+			keys, err = s.recentKeys(ctx, tx, sources)
+			return err
+		})
+		if err == nil {
+			err = check(keys)
+		}
+	case All:
+		after, done := "", false
+		for !done && err == nil {
+			var keys []string
+			err = s.db.InSnapshot(ctx, func(ctx context.Context, tx *spanner.ReadOnlyTransaction) error {
+				keys, after, done, err = s.keyPage(ctx, tx, sources, after)
+				return err
+			})
+			if err == nil {
+				err = check(keys)
+			}
+		}
+	default:
+		err = fmt.Errorf("unknown scope %q", scope)
+	}
 	if err != nil {
 		return rep, fmt.Errorf("counterstore.Reconcile: %w", err)
-	}
-	for _, batch := range chunks(keys, reconcileBatch) {
-		if err := s.reconcileBatch(ctx, batch, sources, fields, &rep); err != nil {
-			return rep, fmt.Errorf("counterstore.Reconcile: %w", err)
-		}
 	}
 	return rep, nil
 }
 
-func (s *Store) reconcileKeys(ctx context.Context, scope Scope, sources []Source) ([]string, error) {
-	var keys []string
-	err := s.db.InSnapshot(ctx, func(ctx context.Context, tx *spanner.ReadOnlyTransaction) error {
-		var err error
-		keys, err = s.listKeys(ctx, tx, scope, sources)
-		return err
-	})
-	return keys, err
-}
-
-func (s *Store) listKeys(ctx context.Context, tx *spanner.ReadOnlyTransaction, scope Scope, sources []Source) ([]string, error) {
-	set := map[string]bool{}
-	var stmt spanner.Statement
+// recentKeys lists the counters folded within RecentWindow and the keys the
+// sources say changed within it.
+func (s *Store) recentKeys(ctx context.Context, tx *spanner.ReadOnlyTransaction, sources []Source) ([]string, error) {
 	since := s.now().Add(-RecentWindow)
-	switch scope {
-	case Recent:
-		stmt = spanner.Statement{
-			SQL:    `SELECT CounterKey FROM Counters@{FORCE_INDEX=CountersByFoldTime} WHERE FoldTime >= @since`,
-			Params: map[string]any{"since": since},
-		}
-	case All:
-		stmt = spanner.Statement{SQL: `SELECT CounterKey FROM Counters`}
-	default:
-		return nil, fmt.Errorf("unknown scope %q", scope)
-	}
-	err := tx.Query(ctx, stmt).Do(func(r *spanner.Row) error {
+	set := map[string]bool{}
+	err := tx.Query(ctx, spanner.Statement{
+		SQL:    `SELECT CounterKey FROM Counters@{FORCE_INDEX=CountersByFoldTime} WHERE FoldTime >= @since`,
+		Params: map[string]any{"since": since},
+	}).Do(func(r *spanner.Row) error {
 		var k string
 		if err := columns(r, &k); err != nil {
 			return err
@@ -136,12 +155,7 @@ func (s *Store) listKeys(ctx context.Context, tx *spanner.ReadOnlyTransaction, s
 		return nil, fmt.Errorf("list counters: %w", err)
 	}
 	for _, src := range sources {
-		var ks []string
-		if scope == Recent {
-			ks, err = src.Changed(ctx, tx, since)
-		} else {
-			ks, err = src.All(ctx, tx)
-		}
+		ks, err := src.Changed(ctx, tx, since)
 		if err != nil {
 			return nil, fmt.Errorf("%s: list keys: %w", src.Name(), err)
 		}
@@ -150,6 +164,65 @@ func (s *Store) listKeys(ctx context.Context, tx *spanner.ReadOnlyTransaction, s
 		}
 	}
 	return sortedKeys(set), nil
+}
+
+// keyPage lists the next keys after `after` of the counters and of every
+// source, merged: up to a page from each list, and of their union only the
+// keys up to the smallest last key of a list that filled its page (beyond
+// it, that list may hold keys not yet seen). The next page starts after the
+// last key returned; done says no list had more.
+func (s *Store) keyPage(ctx context.Context, tx *spanner.ReadOnlyTransaction, sources []Source, after string) (keys []string, last string, done bool, err error) {
+	limit := s.reconcilePage
+	counters, err := s.counterKeysAfter(ctx, tx, after, limit)
+	if err != nil {
+		return nil, "", false, err
+	}
+	lists := [][]string{counters}
+	for _, src := range sources {
+		ks, err := src.KeysAfter(ctx, tx, after, limit)
+		if err != nil {
+			return nil, "", false, fmt.Errorf("%s: list keys: %w", src.Name(), err)
+		}
+		lists = append(lists, ks)
+	}
+	bound, full := "", false
+	for _, l := range lists {
+		if len(l) >= limit && (!full || l[len(l)-1] < bound) {
+			bound, full = l[len(l)-1], true
+		}
+	}
+	set := map[string]bool{}
+	for _, l := range lists {
+		for _, k := range l {
+			if k > after && (!full || k <= bound) {
+				set[k] = true
+			}
+		}
+	}
+	keys = sortedKeys(set)
+	if !full {
+		return keys, "", true, nil
+	}
+	return keys, bound, false, nil
+}
+
+func (s *Store) counterKeysAfter(ctx context.Context, tx *spanner.ReadOnlyTransaction, after string, limit int) ([]string, error) {
+	var out []string
+	err := tx.Query(ctx, spanner.Statement{
+		SQL:    `SELECT CounterKey FROM Counters WHERE CounterKey > @after ORDER BY CounterKey LIMIT @limit`,
+		Params: map[string]any{"after": after, "limit": int64(limit)},
+	}).Do(func(r *spanner.Row) error {
+		var k string
+		if err := columns(r, &k); err != nil {
+			return err
+		}
+		out = append(out, k)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list counters: %w", err)
+	}
+	return out, nil
 }
 
 // view is what one read-only transaction saw of a batch of counters.

@@ -74,8 +74,9 @@ type Store struct {
 	policy counter.ShardPolicy
 	// window is the rollup interval: the longest a shard holds writes
 	// before a fold, so the span over which Writes were measured.
-	window time.Duration
-	now    func() time.Time
+	window        time.Duration
+	reconcilePage int
+	now           func() time.Time
 }
 
 // Options tune a Store.
@@ -83,6 +84,9 @@ type Options struct {
 	Mode           Mode
 	Policy         counter.ShardPolicy
 	RollupInterval time.Duration
+	// ReconcilePage is how many keys a reconciliation of every counter lists
+	// from each of the counters and the sources at a time (default 10,000).
+	ReconcilePage int
 }
 
 // New returns the store over db.
@@ -96,7 +100,10 @@ func New(db *spannerdb.DB, o Options) *Store {
 	if o.RollupInterval <= 0 {
 		o.RollupInterval = 5 * time.Second
 	}
-	return &Store{db: db, mode: o.Mode, policy: o.Policy, window: o.RollupInterval, now: time.Now}
+	if o.ReconcilePage <= 0 {
+		o.ReconcilePage = defaultReconcilePage
+	}
+	return &Store{db: db, mode: o.Mode, policy: o.Policy, window: o.RollupInterval, reconcilePage: o.ReconcilePage, now: time.Now}
 }
 
 // Mode is the store's mode.

@@ -650,3 +650,39 @@ func TestRateLimitAcrossInstances(t *testing.T) {
 		}
 	}
 }
+
+// TestSourceKeysAfter pages through the items the reactions' source lists
+// for reconciliation: every item with a reaction, in order, none twice.
+func TestSourceKeysAfter(t *testing.T) {
+	w := newWorld(t, worldOpts{batched: true})
+	want := []string{"i1", "i2", "i3", "i4", "i5"}
+	for i, item := range []string{"i4", "i2", "i5", "i1", "i3"} {
+		w.set(t, "u1", item, reaction.Like)
+		if i%2 == 0 {
+			w.set(t, "u2", item, reaction.Dislike)
+		}
+	}
+	var got []string
+	after := ""
+	for pages := 0; ; pages++ {
+		if pages > len(want) {
+			t.Fatalf("no end after %d pages: %v", pages, got)
+		}
+		var keys []string
+		err := w.db.InSnapshot(context.Background(), func(ctx context.Context, tx *spanner.ReadOnlyTransaction) (err error) {
+			keys, err = reactionstore.Source{}.KeysAfter(ctx, tx, after, 2)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, keys...)
+		if len(keys) < 2 {
+			break
+		}
+		after = keys[len(keys)-1]
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("keys %v, want %v", got, want)
+	}
+}

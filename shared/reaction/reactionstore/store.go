@@ -274,9 +274,14 @@ WHERE f.UpdateTime >= @since`,
 	})
 }
 
-// All lists every item with a reaction.
-func (Source) All(ctx context.Context, tx *spanner.ReadOnlyTransaction) ([]string, error) {
-	return queryKeys(ctx, tx, spanner.Statement{SQL: `SELECT DISTINCT ContentId FROM Reactions@{FORCE_INDEX=ReactionsByContent}`})
+// KeysAfter lists, in order, up to limit items with a reaction after the
+// given one: one range of the ReactionsByContent index.
+func (Source) KeysAfter(ctx context.Context, tx *spanner.ReadOnlyTransaction, after string, limit int) ([]string, error) {
+	return queryKeys(ctx, tx, spanner.Statement{
+		SQL: `SELECT DISTINCT ContentId FROM Reactions@{FORCE_INDEX=ReactionsByContent}
+WHERE ContentId > @after ORDER BY ContentId LIMIT @limit`,
+		Params: map[string]any{"after": after, "limit": int64(limit)},
+	})
 }
 
 // Truth recounts likes and dislikes of keys, leaving out flagged accounts.
