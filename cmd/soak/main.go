@@ -492,7 +492,7 @@ func waitSettled(ctx context.Context, api *workload.Client, counters *countersto
 			}
 		}
 		if time.Since(lastReport) > 30*time.Second {
-			say("settling: %d of %d counters not there yet (%v)", len(diffs), len(keys), err)
+			say("settling: %d of %d counters not there yet (%v) %s", len(diffs), len(keys), err, strings.Join(first(diffs, 3), "; "))
 			lastReport = time.Now()
 		}
 		if time.Since(start) > limit || ctx.Err() != nil {
