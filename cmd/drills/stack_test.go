@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -27,6 +26,7 @@ import (
 	_ "github.com/videngage/engagement" // every function registers itself
 	"github.com/videngage/engagement/cmd/soak/workload"
 	"github.com/videngage/engagement/shared/auth"
+	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/emulators"
@@ -566,22 +566,9 @@ func (p *eventProxy) forward(ctx context.Context, d delivery) int {
 }
 
 func parsePush(function string, h http.Header, body []byte) delivery {
-	var push struct {
-		Message struct {
-			Data        []byte            `json:"data"`
-			Attributes  map[string]string `json:"attributes"`
-			MessageID   string            `json:"messageId"`
-			PublishTime time.Time         `json:"publishTime"`
-		} `json:"message"`
-		Subscription string `json:"subscription"`
-	}
-	_ = json.Unmarshal(body, &push) // a body that is no push is passed on as it is
-	sub := push.Subscription
-	if i := strings.LastIndex(sub, "/"); i >= 0 {
-		sub = sub[i+1:]
-	}
+	m, sub, _ := bus.DecodePush(body) // a body that is no push is passed on as it is
 	return delivery{
-		function: function, header: h.Clone(), body: body, sub: sub, id: push.Message.MessageID,
-		published: push.Message.PublishTime, data: push.Message.Data, attrs: push.Message.Attributes,
+		function: function, header: h.Clone(), body: body, sub: sub, id: m.ID,
+		published: m.PublishTime, data: m.Data, attrs: m.Attributes,
 	}
 }

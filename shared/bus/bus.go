@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -74,18 +75,32 @@ var ErrPoison = errors.New("poison message")
 // delivers (through functions-framework's conversion locally, through
 // Eventarc in the cloud).
 func FromCloudEvent(e event.Event) (Message, error) {
-	var d pushData
-	if err := json.Unmarshal(e.Data(), &d); err != nil {
+	m, _, err := DecodePush(e.Data())
+	if err != nil {
 		return Message{}, fmt.Errorf("%w: event %s: not a Pub/Sub message: %v", ErrPoison, e.ID(), err)
-	}
-	m := Message{
-		ID:          d.Message.MessageID,
-		Data:        d.Message.Data,
-		Attributes:  d.Message.Attributes,
-		PublishTime: d.Message.PublishTime,
 	}
 	if m.ID == "" {
 		m.ID = e.ID()
 	}
 	return m, nil
+}
+
+// DecodePush decodes the body of a Pub/Sub push request (also the data of
+// the messagePublished CloudEvent made from it): the message and the short
+// name of the subscription that pushed it.
+func DecodePush(body []byte) (Message, string, error) {
+	var d pushData
+	if err := json.Unmarshal(body, &d); err != nil {
+		return Message{}, "", err
+	}
+	sub := d.Subscription
+	if i := strings.LastIndex(sub, "/"); i >= 0 {
+		sub = sub[i+1:]
+	}
+	return Message{
+		ID:          d.Message.MessageID,
+		Data:        d.Message.Data,
+		Attributes:  d.Message.Attributes,
+		PublishTime: d.Message.PublishTime,
+	}, sub, nil
 }
