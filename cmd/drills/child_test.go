@@ -26,6 +26,7 @@ import (
 	"github.com/videngage/engagement/shared/bigtabledb"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/emulators"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/platform"
@@ -59,11 +60,12 @@ func runEventsChild() int {
 			return 1
 		}
 	}
-	fport, err := freePort()
+	p, err := emulators.FreePort()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "events child:", err)
 		return 1
 	}
+	fport := strconv.Itoa(p)
 	go func() {
 		err := funcframework.StartHostPort("127.0.0.1", fport)
 		fmt.Fprintln(os.Stderr, "events child: functions framework stopped:", err)
@@ -102,15 +104,6 @@ func runEventsChild() int {
 	err = (&http.Server{Handler: front, ReadHeaderTimeout: 10 * time.Second}).Serve(ln)
 	fmt.Fprintln(os.Stderr, "events child:", err)
 	return 1
-}
-
-func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
 }
 
 // crashPlan is DRILLS_CRASH: exit at call n of function, before or after
@@ -348,10 +341,11 @@ func startFramework() (string, error) {
 			return (*fns)[name](ctx, e)
 		})
 	}
-	port, err := freePort()
+	p, err := emulators.FreePort()
 	if err != nil {
 		return "", err
 	}
+	port := strconv.Itoa(p)
 	go func() {
 		err := funcframework.StartHostPort("127.0.0.1", port)
 		fmt.Fprintln(os.Stderr, "drills: functions framework stopped:", err)

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -181,12 +182,11 @@ func startEmulators(ctx context.Context) (*emulators.Stack, error) {
 // function, as Cloud Functions does by default: the framework's CloudEvent
 // path mis-pairs concurrent requests.
 func startEventFunctions() (http.Handler, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := emulators.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	fport := fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
-	ln.Close()
+	fport := strconv.Itoa(p)
 	go func() {
 		if err := funcframework.StartHostPort("127.0.0.1", fport); err != nil {
 			slog.Error("functions framework stopped", "error", err)

@@ -19,13 +19,13 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -304,10 +304,11 @@ func startLocal(ctx context.Context, stack *emulators.Stack, logDir string, o op
 	if err := build.Run(); err != nil {
 		return nil, "", fmt.Errorf("build cmd/local: %w", err)
 	}
-	port, err := freePort()
+	p, err := emulators.FreePort()
 	if err != nil {
 		return nil, "", err
 	}
+	port := strconv.Itoa(p)
 	logf, err := os.Create(filepath.Join(logDir, "local.log"))
 	if err != nil {
 		return nil, "", err
@@ -371,15 +372,6 @@ func (l *localStack) stop() {
 		l.cmd.Process.Kill()
 		<-l.done
 	}
-}
-
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return fmt.Sprint(ln.Addr().(*net.TCPAddr).Port), nil
 }
 
 // devToken mints a token with the stack's /dev/token.

@@ -209,7 +209,7 @@ func startAndProbe(ctx context.Context, sp *spawner, spec emulatorSpec, opts Opt
 		for i, p := range spec.ports {
 			if p == 0 {
 				var err error
-				if p, err = freePort(); err != nil {
+				if p, err = FreePort(); err != nil {
 					return nil, "", fmt.Errorf("%s emulator: %w", spec.name, err)
 				}
 			}
@@ -297,8 +297,8 @@ func output(name string, opts Options, mu *sync.Mutex) (io.Writer, func() error,
 	}
 }
 
-// freePort returns a loopback port that was free a moment ago.
-func freePort() (int, error) {
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("pick a free port: %w", err)
