@@ -39,6 +39,19 @@ const (
 
 var identities = []string{noToken, expired, wrongAudience, wrongKey, user, otherUser, moderator}
 
+// each is a route's rows, one per identity: status holds, in the order of
+// identities, the status each of them gets for the same request.
+func each(route, path, body string, status ...int) []authzRow {
+	if len(status) != len(identities) {
+		panic(fmt.Sprintf("%s: %d statuses for %d identities", route, len(status), len(identities)))
+	}
+	rows := make([]authzRow, len(identities))
+	for i, who := range identities {
+		rows[i] = authzRow{route, who, path, body, status[i]}
+	}
+	return rows
+}
+
 // authzRow is one request of the matrix and the status the spec gives it.
 // path and body are concrete; route is the OpenAPI route they exercise.
 type authzRow struct {
@@ -121,88 +134,21 @@ func TestAuthorizationMatrix(t *testing.T) {
 		watch   = `{"videoId":"authz-video","positionSeconds":1}`
 		prefs   = `{"paused":false,"autoDeleteMonths":0}`
 	)
-	rows := []authzRow{
-		{"PUT /v1/reactions/{contentId}", noToken, "/v1/reactions/" + content, put, 401},
-		{"PUT /v1/reactions/{contentId}", expired, "/v1/reactions/" + content, put, 401},
-		{"PUT /v1/reactions/{contentId}", wrongAudience, "/v1/reactions/" + content, put, 401},
-		{"PUT /v1/reactions/{contentId}", wrongKey, "/v1/reactions/" + content, put, 401},
-		{"PUT /v1/reactions/{contentId}", user, "/v1/reactions/" + content, put, 200},
-		{"PUT /v1/reactions/{contentId}", otherUser, "/v1/reactions/" + content, put, 200},
-		{"PUT /v1/reactions/{contentId}", moderator, "/v1/reactions/" + content, put, 200},
-
-		{"GET /v1/reactions", noToken, "/v1/reactions?ids=" + content, "", 401},
-		{"GET /v1/reactions", expired, "/v1/reactions?ids=" + content, "", 401},
-		{"GET /v1/reactions", wrongAudience, "/v1/reactions?ids=" + content, "", 401},
-		{"GET /v1/reactions", wrongKey, "/v1/reactions?ids=" + content, "", 401},
-		{"GET /v1/reactions", user, "/v1/reactions?ids=" + content, "", 200},
-		{"GET /v1/reactions", otherUser, "/v1/reactions?ids=" + content, "", 200},
-		{"GET /v1/reactions", moderator, "/v1/reactions?ids=" + content, "", 200},
-
-		{"POST /v1/moderation/flagged-users", noToken, "/v1/moderation/flagged-users", flag, 401},
-		{"POST /v1/moderation/flagged-users", expired, "/v1/moderation/flagged-users", flag, 401},
-		{"POST /v1/moderation/flagged-users", wrongAudience, "/v1/moderation/flagged-users", flag, 401},
-		{"POST /v1/moderation/flagged-users", wrongKey, "/v1/moderation/flagged-users", flag, 401},
-		{"POST /v1/moderation/flagged-users", user, "/v1/moderation/flagged-users", flag, 403},
-		{"POST /v1/moderation/flagged-users", otherUser, "/v1/moderation/flagged-users", flag, 403},
-		{"POST /v1/moderation/flagged-users", moderator, "/v1/moderation/flagged-users", flag, 200},
-
+	// Statuses for: no token, expired, wrong audience, wrong key, user,
+	// other user, moderator.
+	rows := slices.Concat(
+		each("PUT /v1/reactions/{contentId}", "/v1/reactions/"+content, put, 401, 401, 401, 401, 200, 200, 200),
+		each("GET /v1/reactions", "/v1/reactions?ids="+content, "", 401, 401, 401, 401, 200, 200, 200),
+		each("POST /v1/moderation/flagged-users", "/v1/moderation/flagged-users", flag, 401, 401, 401, 401, 403, 403, 200),
 		// Optional: anonymous is fine, a token that is sent must be valid.
-		{"GET /v1/counts", noToken, "/v1/counts?ids=" + content, "", 200},
-		{"GET /v1/counts", expired, "/v1/counts?ids=" + content, "", 401},
-		{"GET /v1/counts", wrongAudience, "/v1/counts?ids=" + content, "", 401},
-		{"GET /v1/counts", wrongKey, "/v1/counts?ids=" + content, "", 401},
-		{"GET /v1/counts", user, "/v1/counts?ids=" + content, "", 200},
-		{"GET /v1/counts", otherUser, "/v1/counts?ids=" + content, "", 200},
-		{"GET /v1/counts", moderator, "/v1/counts?ids=" + content, "", 200},
-
-		{"POST /v1/history", noToken, "/v1/history", watch, 401},
-		{"POST /v1/history", expired, "/v1/history", watch, 401},
-		{"POST /v1/history", wrongAudience, "/v1/history", watch, 401},
-		{"POST /v1/history", wrongKey, "/v1/history", watch, 401},
-		{"POST /v1/history", user, "/v1/history", watch, 202},
-		{"POST /v1/history", otherUser, "/v1/history", watch, 202},
-		{"POST /v1/history", moderator, "/v1/history", watch, 202},
-
-		{"GET /v1/history", noToken, "/v1/history", "", 401},
-		{"GET /v1/history", expired, "/v1/history", "", 401},
-		{"GET /v1/history", wrongAudience, "/v1/history", "", 401},
-		{"GET /v1/history", wrongKey, "/v1/history", "", 401},
-		{"GET /v1/history", user, "/v1/history", "", 200},
-		{"GET /v1/history", otherUser, "/v1/history", "", 200},
-		{"GET /v1/history", moderator, "/v1/history", "", 200},
-
-		{"DELETE /v1/history/{videoId}", noToken, "/v1/history/" + content, "", 401},
-		{"DELETE /v1/history/{videoId}", expired, "/v1/history/" + content, "", 401},
-		{"DELETE /v1/history/{videoId}", wrongAudience, "/v1/history/" + content, "", 401},
-		{"DELETE /v1/history/{videoId}", wrongKey, "/v1/history/" + content, "", 401},
-		{"DELETE /v1/history/{videoId}", user, "/v1/history/" + content, "", 204},
-		{"DELETE /v1/history/{videoId}", otherUser, "/v1/history/" + content, "", 204},
-		{"DELETE /v1/history/{videoId}", moderator, "/v1/history/" + content, "", 204},
-
-		{"DELETE /v1/history", noToken, "/v1/history", "", 401},
-		{"DELETE /v1/history", expired, "/v1/history", "", 401},
-		{"DELETE /v1/history", wrongAudience, "/v1/history", "", 401},
-		{"DELETE /v1/history", wrongKey, "/v1/history", "", 401},
-		{"DELETE /v1/history", user, "/v1/history", "", 204},
-		{"DELETE /v1/history", otherUser, "/v1/history", "", 204},
-		{"DELETE /v1/history", moderator, "/v1/history", "", 204},
-
-		{"GET /v1/history/settings", noToken, "/v1/history/settings", "", 401},
-		{"GET /v1/history/settings", expired, "/v1/history/settings", "", 401},
-		{"GET /v1/history/settings", wrongAudience, "/v1/history/settings", "", 401},
-		{"GET /v1/history/settings", wrongKey, "/v1/history/settings", "", 401},
-		{"GET /v1/history/settings", user, "/v1/history/settings", "", 200},
-		{"GET /v1/history/settings", otherUser, "/v1/history/settings", "", 200},
-		{"GET /v1/history/settings", moderator, "/v1/history/settings", "", 200},
-
-		{"PUT /v1/history/settings", noToken, "/v1/history/settings", prefs, 401},
-		{"PUT /v1/history/settings", expired, "/v1/history/settings", prefs, 401},
-		{"PUT /v1/history/settings", wrongAudience, "/v1/history/settings", prefs, 401},
-		{"PUT /v1/history/settings", wrongKey, "/v1/history/settings", prefs, 401},
-		{"PUT /v1/history/settings", user, "/v1/history/settings", prefs, 200},
-		{"PUT /v1/history/settings", otherUser, "/v1/history/settings", prefs, 200},
-		{"PUT /v1/history/settings", moderator, "/v1/history/settings", prefs, 200},
-	}
+		each("GET /v1/counts", "/v1/counts?ids="+content, "", 200, 401, 401, 401, 200, 200, 200),
+		each("POST /v1/history", "/v1/history", watch, 401, 401, 401, 401, 202, 202, 202),
+		each("GET /v1/history", "/v1/history", "", 401, 401, 401, 401, 200, 200, 200),
+		each("DELETE /v1/history/{videoId}", "/v1/history/"+content, "", 401, 401, 401, 401, 204, 204, 204),
+		each("DELETE /v1/history", "/v1/history", "", 401, 401, 401, 401, 204, 204, 204),
+		each("GET /v1/history/settings", "/v1/history/settings", "", 401, 401, 401, 401, 200, 200, 200),
+		each("PUT /v1/history/settings", "/v1/history/settings", prefs, 401, 401, 401, 401, 200, 200, 200),
+	)
 
 	commentsServed := registered("Comments")
 	if commentsServed {
@@ -380,50 +326,31 @@ func commentRows(t *testing.T, base string, tokens map[string]string) []authzRow
 		nowhere = "authz-no-such-comment"
 	)
 	spamOf := func(id string) string { return `{"commentIds":["` + id + `"]}` }
-	return []authzRow{
-		{"POST /v1/videos/{videoId}/comments", noToken, "/v1/videos/authz-video/comments", comment, 401},
-		{"POST /v1/videos/{videoId}/comments", expired, "/v1/videos/authz-video/comments", comment, 401},
-		{"POST /v1/videos/{videoId}/comments", wrongAudience, "/v1/videos/authz-video/comments", comment, 401},
-		{"POST /v1/videos/{videoId}/comments", wrongKey, "/v1/videos/authz-video/comments", comment, 401},
-		{"POST /v1/videos/{videoId}/comments", user, "/v1/videos/authz-video/comments", comment, 201},
-		{"POST /v1/videos/{videoId}/comments", otherUser, "/v1/videos/authz-video/comments", comment, 201},
-		{"POST /v1/videos/{videoId}/comments", moderator, "/v1/videos/authz-video/comments", comment, 201},
-
+	return slices.Concat(
+		each("POST /v1/videos/{videoId}/comments", "/v1/videos/authz-video/comments", comment, 401, 401, 401, 401, 201, 201, 201),
 		// Listings need no token and look at none: any Authorization is ignored.
-		{"GET /v1/videos/{videoId}/comments", noToken, "/v1/videos/authz-video/comments", "", 200},
-		{"GET /v1/videos/{videoId}/comments", expired, "/v1/videos/authz-video/comments", "", 200},
-		{"GET /v1/videos/{videoId}/comments", wrongAudience, "/v1/videos/authz-video/comments", "", 200},
-		{"GET /v1/videos/{videoId}/comments", wrongKey, "/v1/videos/authz-video/comments", "", 200},
-		{"GET /v1/videos/{videoId}/comments", user, "/v1/videos/authz-video/comments", "", 200},
-		{"GET /v1/videos/{videoId}/comments", otherUser, "/v1/videos/authz-video/comments", "", 200},
-		{"GET /v1/videos/{videoId}/comments", moderator, "/v1/videos/authz-video/comments", "", 200},
+		each("GET /v1/videos/{videoId}/comments", "/v1/videos/authz-video/comments", "", 200, 200, 200, 200, 200, 200, 200),
+		each("GET /v1/comments/{commentId}/replies", "/v1/comments/"+thread+"/replies", "", 200, 200, 200, 200, 200, 200, 200),
+		[]authzRow{
+			{"DELETE /v1/comments/{commentId}", noToken, "/v1/comments/" + byBob, "", 401},
+			{"DELETE /v1/comments/{commentId}", expired, "/v1/comments/" + byBob, "", 401},
+			{"DELETE /v1/comments/{commentId}", wrongAudience, "/v1/comments/" + byBob, "", 401},
+			{"DELETE /v1/comments/{commentId}", wrongKey, "/v1/comments/" + byBob, "", 401},
+			{"DELETE /v1/comments/{commentId}", otherUser, "/v1/comments/" + byAliceForBob, "", 403}, // not the author
+			{"DELETE /v1/comments/{commentId}", user, "/v1/comments/" + byBob, "", 403},              // not the author
+			{"DELETE /v1/comments/{commentId}", user, "/v1/comments/" + byAliceForBob, "", 204},      // the author
+			{"DELETE /v1/comments/{commentId}", moderator, "/v1/comments/" + byAliceForMod, "", 204},
+			{"DELETE /v1/comments/{commentId}", otherUser, "/v1/comments/" + byBob, "", 204}, // the author
 
-		{"GET /v1/comments/{commentId}/replies", noToken, "/v1/comments/" + thread + "/replies", "", 200},
-		{"GET /v1/comments/{commentId}/replies", expired, "/v1/comments/" + thread + "/replies", "", 200},
-		{"GET /v1/comments/{commentId}/replies", wrongAudience, "/v1/comments/" + thread + "/replies", "", 200},
-		{"GET /v1/comments/{commentId}/replies", wrongKey, "/v1/comments/" + thread + "/replies", "", 200},
-		{"GET /v1/comments/{commentId}/replies", user, "/v1/comments/" + thread + "/replies", "", 200},
-		{"GET /v1/comments/{commentId}/replies", otherUser, "/v1/comments/" + thread + "/replies", "", 200},
-		{"GET /v1/comments/{commentId}/replies", moderator, "/v1/comments/" + thread + "/replies", "", 200},
-
-		{"DELETE /v1/comments/{commentId}", noToken, "/v1/comments/" + byBob, "", 401},
-		{"DELETE /v1/comments/{commentId}", expired, "/v1/comments/" + byBob, "", 401},
-		{"DELETE /v1/comments/{commentId}", wrongAudience, "/v1/comments/" + byBob, "", 401},
-		{"DELETE /v1/comments/{commentId}", wrongKey, "/v1/comments/" + byBob, "", 401},
-		{"DELETE /v1/comments/{commentId}", otherUser, "/v1/comments/" + byAliceForBob, "", 403}, // not the author
-		{"DELETE /v1/comments/{commentId}", user, "/v1/comments/" + byBob, "", 403},              // not the author
-		{"DELETE /v1/comments/{commentId}", user, "/v1/comments/" + byAliceForBob, "", 204},      // the author
-		{"DELETE /v1/comments/{commentId}", moderator, "/v1/comments/" + byAliceForMod, "", 204},
-		{"DELETE /v1/comments/{commentId}", otherUser, "/v1/comments/" + byBob, "", 204}, // the author
-
-		{"POST /v1/moderation/spam", noToken, "/v1/moderation/spam", spamOf(nowhere), 401},
-		{"POST /v1/moderation/spam", expired, "/v1/moderation/spam", spamOf(nowhere), 401},
-		{"POST /v1/moderation/spam", wrongAudience, "/v1/moderation/spam", spamOf(nowhere), 401},
-		{"POST /v1/moderation/spam", wrongKey, "/v1/moderation/spam", spamOf(nowhere), 401},
-		{"POST /v1/moderation/spam", user, "/v1/moderation/spam", spamOf(spam), 403},
-		{"POST /v1/moderation/spam", otherUser, "/v1/moderation/spam", spamOf(spam), 403},
-		{"POST /v1/moderation/spam", moderator, "/v1/moderation/spam", spamOf(spam), 200},
-	}
+			{"POST /v1/moderation/spam", noToken, "/v1/moderation/spam", spamOf(nowhere), 401},
+			{"POST /v1/moderation/spam", expired, "/v1/moderation/spam", spamOf(nowhere), 401},
+			{"POST /v1/moderation/spam", wrongAudience, "/v1/moderation/spam", spamOf(nowhere), 401},
+			{"POST /v1/moderation/spam", wrongKey, "/v1/moderation/spam", spamOf(nowhere), 401},
+			{"POST /v1/moderation/spam", user, "/v1/moderation/spam", spamOf(spam), 403},
+			{"POST /v1/moderation/spam", otherUser, "/v1/moderation/spam", spamOf(spam), 403},
+			{"POST /v1/moderation/spam", moderator, "/v1/moderation/spam", spamOf(spam), 200},
+		},
+	)
 }
 
 // postComment posts a comment on video and returns its id.
