@@ -215,19 +215,28 @@ func TestDrillEventFunctionCrashes(t *testing.T) {
 	}
 }
 
-// Drill 3. The Spanner emulator stops answering for 10 s under load.
-func TestDrillSpannerFrozen(t *testing.T) {
-	st := startStack(t, stackOptions{})
-	l := startLoad(st, workload.Spec{HistoryDeletes: true, Reactors: 6, Watchers: 3, Commenters: 3, Readers: 2, Keys: keys(6), Pace: 100 * time.Millisecond})
+// freezeUnderLoad runs spec's load (with history deletes, on six videos) on
+// a stack of its own, freezes emulator for 10 s after 2 s of load, stops the
+// load 4 s after the thaw and checks every answer against the spec. frozen
+// is when the request deadline had passed for requests sent after the
+// freeze began, to the thaw.
+func freezeUnderLoad(t *testing.T, emulator string, spec workload.Spec) (st *drillStack, l *workload.Load, samples []workload.Sample, frozen, to time.Time) {
+	t.Helper()
+	st = startStack(t, stackOptions{})
+	spec.HistoryDeletes, spec.Keys, spec.Pace = true, keys(6), 100*time.Millisecond
+	l = startLoad(st, spec)
 	time.Sleep(2 * time.Second)
-	from, to := outage(t, emulators.Spanner, 10*time.Second)
+	from, to := outage(t, emulator, 10*time.Second)
 	time.Sleep(4 * time.Second)
 	finish(t, l)
-	samples := l.Rec.Samples()
+	samples = l.Rec.Samples()
 	checkAnswers(t, samples, st.cfg.HTTP.RequestTimeout)
-	// The request deadline has passed for requests sent a little after the
-	// freeze began.
-	frozen := from.Add(st.cfg.HTTP.RequestTimeout / 2)
+	return st, l, samples, from.Add(st.cfg.HTTP.RequestTimeout / 2), to
+}
+
+// Drill 3. The Spanner emulator stops answering for 10 s under load.
+func TestDrillSpannerFrozen(t *testing.T) {
+	st, l, samples, frozen, to := freezeUnderLoad(t, emulators.Spanner, workload.Spec{Reactors: 6, Watchers: 3, Commenters: 3, Readers: 2})
 	expect(t, "reaction writes answered 503 while Spanner was frozen", workload.CountCode(workload.Between(samples, "PUT /v1/reactions", frozen, to), 503) > 0)
 	expect(t, "counts reads answered 503 while Spanner was frozen",
 		workload.CountCode(workload.Between(samples, "GET /v1/counts", frozen, to), 503)+
@@ -241,15 +250,7 @@ func TestDrillSpannerFrozen(t *testing.T) {
 // Drill 4a. The Bigtable emulator stops answering for 10 s under load:
 // watches are still accepted (through Pub/Sub) and all land once it is back.
 func TestDrillBigtableFrozen(t *testing.T) {
-	st := startStack(t, stackOptions{})
-	l := startLoad(st, workload.Spec{HistoryDeletes: true, Reactors: 2, Watchers: 5, Commenters: 2, Readers: 2, Keys: keys(6), Pace: 100 * time.Millisecond})
-	time.Sleep(2 * time.Second)
-	from, to := outage(t, emulators.Bigtable, 10*time.Second)
-	time.Sleep(4 * time.Second)
-	finish(t, l)
-	samples := l.Rec.Samples()
-	checkAnswers(t, samples, st.cfg.HTTP.RequestTimeout)
-	frozen := from.Add(st.cfg.HTTP.RequestTimeout / 2)
+	st, l, samples, frozen, to := freezeUnderLoad(t, emulators.Bigtable, workload.Spec{Reactors: 2, Watchers: 5, Commenters: 2, Readers: 2})
 	accepted := workload.CountCode(workload.Between(samples, "POST /v1/history", frozen, to), 202)
 	expect(t, "history writes accepted while Bigtable was frozen", accepted > 0)
 	expect(t, "history reads answered 503 while Bigtable was frozen", workload.CountCode(workload.Between(samples, "GET /v1/history", frozen, to), 503) > 0)
@@ -262,15 +263,7 @@ func TestDrillBigtableFrozen(t *testing.T) {
 // write whose event cannot be published fails with 503 (the client retries
 // it), no event is dropped, and pushes resume.
 func TestDrillPubSubFrozen(t *testing.T) {
-	st := startStack(t, stackOptions{})
-	l := startLoad(st, workload.Spec{HistoryDeletes: true, Reactors: 6, Watchers: 4, Commenters: 3, Readers: 1, Keys: keys(6), Pace: 100 * time.Millisecond})
-	time.Sleep(2 * time.Second)
-	from, to := outage(t, emulators.PubSub, 10*time.Second)
-	time.Sleep(4 * time.Second)
-	finish(t, l)
-	samples := l.Rec.Samples()
-	checkAnswers(t, samples, st.cfg.HTTP.RequestTimeout)
-	frozen := from.Add(st.cfg.HTTP.RequestTimeout / 2)
+	st, l, samples, frozen, to := freezeUnderLoad(t, emulators.PubSub, workload.Spec{Reactors: 6, Watchers: 4, Commenters: 3, Readers: 1})
 	expect(t, "reaction writes answered 503 while Pub/Sub was frozen", workload.CountCode(workload.Between(samples, "PUT /v1/reactions", frozen, to), 503) > 0)
 	expect(t, "history writes answered 503 while Pub/Sub was frozen", workload.CountCode(workload.Between(samples, "POST /v1/history", frozen, to), 503) > 0)
 	expectRecovery(t, samples, "PUT /v1/reactions", 200, to, 10*time.Second)
