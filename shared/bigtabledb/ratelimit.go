@@ -43,8 +43,8 @@ func NewRateLimiter(c *bigtable.Client, kind string, limit int) *RateLimiter {
 	return &RateLimiter{t: c.Open(RateLimitTable), kind: kind, limit: int64(limit), now: time.Now}
 }
 
-// RateLimitKey is the row of kind's window of the user that holds at.
-func RateLimitKey(kind, userID string, at time.Time) string {
+// rateLimitKey is the row of kind's window of the user that holds at.
+func rateLimitKey(kind, userID string, at time.Time) string {
 	return fmt.Sprintf("%s#%s%d", kind, history.UserPrefix(userID), at.UTC().Truncate(time.Minute).Unix())
 }
 
@@ -58,7 +58,7 @@ func (l *RateLimiter) Allow(ctx context.Context, userID string) (time.Duration, 
 	now := l.now().UTC()
 	rmw := bigtable.NewReadModifyWrite()
 	rmw.Increment(rateLimitFamily, colCount, 1)
-	row, err := l.t.ApplyReadModifyWrite(ctx, RateLimitKey(l.kind, userID, now), rmw)
+	row, err := l.t.ApplyReadModifyWrite(ctx, rateLimitKey(l.kind, userID, now), rmw)
 	if err != nil {
 		return 0, unavailable("rate limit", err)
 	}

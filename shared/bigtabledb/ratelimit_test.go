@@ -101,7 +101,7 @@ func TestRateLimiterAcrossInstances(t *testing.T) {
 
 	// One row per kind, user and minute, whose newest cell is the count of
 	// actions (refused ones too) in that minute.
-	row, err := c.Open(RateLimitTable).ReadRow(t.Context(), RateLimitKey("history", "alice", minute.Add(time.Minute)), bigtable.RowFilter(bigtable.LatestNFilter(1)))
+	row, err := c.Open(RateLimitTable).ReadRow(t.Context(), rateLimitKey("history", "alice", minute.Add(time.Minute)), bigtable.RowFilter(bigtable.LatestNFilter(1)))
 	if err != nil {
 		t.Fatal(err)
 	}
