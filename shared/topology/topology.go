@@ -120,6 +120,10 @@ type Function struct {
 	Kind   string   `json:"kind"`
 	Public bool     `json:"public"`
 	Routes []string `json:"routes"`
+	// CDNRoutes are the routes among Routes whose answers are the same for
+	// every caller and are served through Cloud CDN (a backend of their own,
+	// with caching on); the other routes' backend never caches.
+	CDNRoutes []string `json:"cdnRoutes,omitempty"`
 }
 
 // Scheduled is a Cloud Scheduler job calling a scheduled function.
