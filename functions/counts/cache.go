@@ -42,6 +42,9 @@ type publicCache struct {
 	ttl          time.Duration
 	max          int
 	now          func() time.Time
+	// joined, when set, is called once a request waits on a shared read (a
+	// test's way to know every request has joined).
+	joined func()
 
 	group singleflight.Group
 
@@ -104,6 +107,9 @@ func (c *publicCache) get(ctx context.Context, ids []string) (map[string]counter
 		defer cancel()
 		return c.fetch(fctx, key)
 	})
+	if c.joined != nil {
+		c.joined()
+	}
 	select {
 	case res := <-ch:
 		if res.Err != nil {
