@@ -26,6 +26,7 @@ import (
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/spannerdb"
 	"github.com/videngage/engagement/shared/telemetry"
 )
 
@@ -66,7 +67,7 @@ func New(ctx context.Context, cfg *config.Config, needs Needs) (_ *Clients, err 
 		c.Spanner, err = spanner.NewClientWithConfig(ctx, cfg.DatabasePath(), spanner.ClientConfig{
 			// The emulator has no Cloud Monitoring to export to.
 			DisableNativeMetrics: cfg.Spanner.EmulatorHost != "",
-		})
+		}, spannerdb.ClientOptions()...)
 		if err != nil {
 			return nil, fmt.Errorf("platform.New: spanner: %w", err)
 		}
