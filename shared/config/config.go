@@ -64,6 +64,9 @@ type Auth struct {
 	// JWKSURL is where the signing keys are published: Google's securetoken
 	// key set in the cloud, the local issuer's key set locally.
 	JWKSURL string `env:"AUTH_JWKS_URL, default=https://www.googleapis.com/service_accounts/v1/jwk/securetoken@system.gserviceaccount.com"`
+	// TokenCache is how many verified tokens an instance remembers until
+	// they expire (0: verify every token with RSA).
+	TokenCache int `env:"AUTH_TOKEN_CACHE, default=10000"`
 }
 
 // TokenIssuer is the issuer the verifier expects.

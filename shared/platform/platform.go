@@ -95,7 +95,7 @@ func New(ctx context.Context, cfg *config.Config, needs Needs) (_ *Clients, err 
 		}
 	}
 	if needs&NeedVerifier != 0 {
-		c.Verifier, err = auth.NewVerifier(ctx, cfg.Auth)
+		c.Verifier, err = auth.NewVerifier(ctx, cfg.Auth, auth.WithTokenCache(cfg.Auth.TokenCache))
 		if err != nil {
 			return nil, fmt.Errorf("platform.New: verifier: %w", err)
 		}
