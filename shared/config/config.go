@@ -93,6 +93,11 @@ type HTTP struct {
 type Counters struct {
 	RollupInterval  time.Duration `env:"ROLLUP_INTERVAL, default=5s"`
 	ReactionsPerMin int           `env:"RATE_LIMIT_REACTIONS, default=60"`
+	// ReactionLimitStore is where the reactions' per-user limit is counted:
+	// "bigtable" (one atomic increment per request, as history's) or
+	// "spanner" (a row read and written in the reaction's transaction: the
+	// benchmark's comparison).
+	ReactionLimitStore string `env:"REACTION_RATE_LIMIT_STORE, default=bigtable"`
 	CommentsPerMin  int           `env:"RATE_LIMIT_COMMENTS, default=10"`
 	HistoryPerMin   int           `env:"RATE_LIMIT_HISTORY, default=120"`
 	// Mode "naive" applies each counter event in its own transaction on one

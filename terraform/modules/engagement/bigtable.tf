@@ -25,9 +25,10 @@ locals {
     }
   ]...)
 
-  # Functions that write or read a user's own history use the single-cluster
-  # profile; everything else may fail over.
-  history_functions = ["History", "ApplyHistory"]
+  # Functions that write or read a user's own history, or count a user's
+  # rate limit (an atomic increment, a single-row transaction), use the
+  # single-cluster profile; everything else may fail over.
+  history_functions = ["History", "ApplyHistory", "Reactions"]
 }
 
 resource "google_bigtable_instance" "main" {
