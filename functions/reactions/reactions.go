@@ -66,7 +66,10 @@ func Build(c *platform.Clients) (Deps, error) {
 	default:
 		return Deps{}, fmt.Errorf("reactions: REACTION_RATE_LIMIT_STORE must be bigtable or spanner, not %q", cfg.Counters.ReactionLimitStore)
 	}
-	store := reactionstore.New(db, limit)
+	if d := cfg.Counters.OutboxDelete; d != "range" && d != "row" {
+		return Deps{}, fmt.Errorf("reactions: COUNTER_OUTBOX_DELETE must be range or row, not %q", d)
+	}
+	store := reactionstore.New(db, limit).OutboxRowByRow(cfg.Counters.OutboxDelete == "row")
 	w := reactionstore.NewWriter(store, bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic), wo).LimitWith(limiter)
 	return Deps{Verifier: c.Verifier, Writer: w, Store: store, Metrics: c.Metrics}, nil
 }

@@ -113,6 +113,10 @@ type Counters struct {
 	// RelayAfter is the age at which the rollup republishes an outbox event
 	// whose message was lost.
 	RelayAfter time.Duration `env:"COUNTER_RELAY_AFTER, default=2m"`
+	// OutboxDelete is how the consumer deletes the reactions' outbox rows it
+	// counts: "range", one key-range delete per group-committed batch, or
+	// "row", one delete per row (the benchmark's comparison).
+	OutboxDelete string `env:"COUNTER_OUTBOX_DELETE, default=range"`
 }
 
 type History struct {
