@@ -130,3 +130,31 @@ func (c *loadChild) run(job loadJob) (loadResult, error) {
 	}
 	return res, nil
 }
+
+// forEach runs f(0..n-1) on conc goroutines and returns the first error.
+func forEach(conc, n int, f func(i int) error) error {
+	var next atomic.Int64
+	var first atomic.Value
+	var wg sync.WaitGroup
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				if err := f(i); err != nil {
+					first.CompareAndSwap(nil, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err, ok := first.Load().(error); ok {
+		return err
+	}
+	return nil
+}
