@@ -186,6 +186,7 @@ type Result struct {
 	Validate string // terraform validate output
 	Plan     string // terraform plan output
 	PlanJSON *Plan  // terraform show -json of the plan
+	Graph    *Graph // terraform graph: dependencies between blocks
 }
 
 // CheckEnvironment runs init (local backend, stand-in providers), validate and
@@ -217,6 +218,14 @@ func (tc *Toolchain) CheckEnvironment(root, env string) (*Result, error) {
 	res.PlanJSON = &Plan{}
 	if err := json.Unmarshal([]byte(js), res.PlanJSON); err != nil {
 		return res, fmt.Errorf("decoding the plan of %s: %w", env, err)
+	}
+	dot, err := tc.runStdout(dir, "graph")
+	if err != nil {
+		return res, err
+	}
+	res.Graph = ParseGraph(dot)
+	if len(res.Graph.Edges) == 0 {
+		return res, fmt.Errorf("terraform graph of %s has no resources", env)
 	}
 	return res, nil
 }

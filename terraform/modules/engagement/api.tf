@@ -114,6 +114,9 @@ resource "google_compute_url_map" "http_redirect" {
     strip_query            = false
     redirect_response_code = "MOVED_PERMANENTLY_DEFAULT"
   }
+
+  # Nothing else it references enables Compute first.
+  depends_on = [google_project_service.api]
 }
 
 resource "google_compute_target_http_proxy" "http_redirect" {

@@ -254,17 +254,17 @@ variable "alert_emails" {
 variable "alert_thresholds" {
   description = "Alert thresholds."
   type = object({
-    dead_letter_messages       = number # undelivered messages on a dead-letter subscription
-    rollup_lag_seconds         = number # age of the oldest delta not yet folded into a snapshot
-    reconcile_corrections_hour = number # counters repaired by reconciliation in one hour
-    server_error_ratio         = number # share of 5xx answers per function
-    oldest_unacked_seconds     = number # age of the oldest undelivered event
+    dead_letter_messages      = number # undelivered messages on a dead-letter subscription
+    rollup_lag_seconds        = number # age of the oldest delta not yet folded into a snapshot
+    reconcile_corrections_run = number # counters repaired by one reconciliation run (the hourly one covers the last hour)
+    server_error_ratio        = number # share of 5xx answers per function
+    oldest_unacked_seconds    = number # age of the oldest undelivered event
   })
   default = {
-    dead_letter_messages       = 0
-    rollup_lag_seconds         = 30
-    reconcile_corrections_hour = 100
-    server_error_ratio         = 0.01
-    oldest_unacked_seconds     = 300
+    dead_letter_messages      = 0
+    rollup_lag_seconds        = 30
+    reconcile_corrections_run = 100
+    server_error_ratio        = 0.01
+    oldest_unacked_seconds    = 300
   }
 }
