@@ -264,7 +264,7 @@ func TestBrokenConfigurationsFail(t *testing.T) {
 		},
 		{
 			name: "wrong type",
-			edit: edit("spanner.tf", "processing_units = var.spanner_processing_units", "processing_units = [var.spanner_processing_units]"),
+			edit: edit("spanner.tf", "processing_units = var.spanner_autoscaling == null ? var.spanner_processing_units : null", "processing_units = [var.spanner_processing_units]"),
 			want: "Incorrect attribute value type",
 		},
 		{

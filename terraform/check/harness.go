@@ -178,6 +178,7 @@ func PlanVars(env string) []string {
 		"-var", "api_domain=api." + env + ".example.test",
 		"-var", "source_archive=/nonexistent/source.zip",
 		"-var", "source_version=0000000",
+		"-var", `alert_emails=["oncall@example.test"]`,
 	}
 }
 

@@ -233,3 +233,50 @@ resource "google_monitoring_alert_policy" "server_errors" {
     }
   }
 }
+
+# Spanner capacity: with the autoscaler these fire when it is at its maximum
+# and still short; without it, they are the capacity plan's trigger to add
+# processing units (docs/deploy.md).
+resource "google_monitoring_alert_policy" "spanner_capacity" {
+  project               = var.project_id
+  display_name          = "engagement ${var.environment}: Spanner capacity"
+  combiner              = "OR"
+  notification_channels = local.notification_channels
+
+  conditions {
+    display_name = "high-priority CPU above ${var.alert_thresholds.spanner_cpu_ratio * 100}%"
+    condition_threshold {
+      filter          = "resource.type = \"spanner_instance\" AND resource.labels.instance_id = \"${google_spanner_instance.main.name}\" AND metric.type = \"spanner.googleapis.com/instance/cpu/utilization_by_priority\" AND metric.labels.priority = \"high\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = var.alert_thresholds.spanner_cpu_ratio
+      duration        = "600s"
+
+      aggregations {
+        alignment_period     = "60s"
+        per_series_aligner   = "ALIGN_MEAN"
+        cross_series_reducer = "REDUCE_SUM"
+        group_by_fields      = ["resource.labels.instance_id"]
+      }
+    }
+  }
+
+  conditions {
+    display_name = "storage above ${var.alert_thresholds.spanner_storage_ratio * 100}% of the limit"
+    condition_threshold {
+      filter          = "resource.type = \"spanner_instance\" AND resource.labels.instance_id = \"${google_spanner_instance.main.name}\" AND metric.type = \"spanner.googleapis.com/instance/storage/utilization\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = var.alert_thresholds.spanner_storage_ratio
+      duration        = "600s"
+
+      aggregations {
+        alignment_period   = "300s"
+        per_series_aligner = "ALIGN_MAX"
+      }
+    }
+  }
+
+  documentation {
+    content   = "The Spanner instance is short of compute or storage. With the managed autoscaler, raise spanner_autoscaling.max_processing_units; without it, raise spanner_processing_units (docs/deploy.md)."
+    mime_type = "text/markdown"
+  }
+}
