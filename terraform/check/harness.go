@@ -138,7 +138,10 @@ func (tc *Toolchain) run(dir string, combined bool, args ...string) (string, err
 
 // CopyTree copies what terraform/ reads (terraform/ itself and
 // shared/topology/) from repo into dst, keeping their relative layout and
-// leaving out local Terraform state.
+// leaving out local Terraform state and the committed provider lock files:
+// those pin the real providers' checksums, which the stand-in cannot match,
+// so the copy is initialised against the stand-in mirror without them
+// (TestLockFiles checks the committed ones on their own).
 func CopyTree(repo, dst string) error {
 	for _, sub := range []string{"terraform", filepath.Join("shared", "topology")} {
 		src := filepath.Join(repo, sub)
