@@ -33,14 +33,15 @@ var configurations = []configuration{
 
 // cost is the work of one hot-item run per 1,000 reactions.
 type cost struct {
-	commits, rowWrites, reads, messages, cpuMS float64
-	cpuPerReaction                             time.Duration
+	commits, rowWrites, reads, messages, messageKB, cpuMS float64
+	cpuPerReaction                                        time.Duration
 }
 
-func newCost(d spannerdb.Stats, messages int64, cpu time.Duration, n int) cost {
+func newCost(d spannerdb.Stats, messages, bytes int64, cpu time.Duration, n int) cost {
 	per := func(x int64) float64 { return float64(x) * 1000 / float64(n) }
 	return cost{
 		commits: per(d.CommitRPCs), rowWrites: per(d.RowWrites), reads: per(d.ReadRPCs), messages: per(messages),
+		messageKB: per(bytes) / 1024,
 		cpuMS: float64(cpu.Microseconds()) / float64(n), cpuPerReaction: cpu / time.Duration(n),
 	}
 }
@@ -68,6 +69,7 @@ func costRows(row func(string, func(r result) string)) {
 	row("   Spanner row writes (mutations)", func(r result) string { return fmt.Sprintf("%.0f", r.cost.rowWrites) })
 	row("   Spanner reads (read and query calls)", func(r result) string { return fmt.Sprintf("%.0f", r.cost.reads) })
 	row("   Pub/Sub messages", func(r result) string { return fmt.Sprintf("%.0f", r.cost.messages) })
+	row("   Pub/Sub message data (KiB, published once)", func(r result) string { return fmt.Sprintf("%.0f", r.cost.messageKB) })
 	row("   function CPU-ms (getrusage, load in a child)", func(r result) string { return fmt.Sprintf("%.0f", r.cost.cpuMS) })
 	row("   function CPU per reaction", func(r result) string {
 		return fmt.Sprintf("%d µs", r.cost.cpuPerReaction.Microseconds())

@@ -190,6 +190,7 @@ func hotItem(ctx context.Context, s *stack, srv *benchstack.Server, o options, r
 	want := s.Applied() + int64(o.reactions)
 	before := spannerdb.CurrentStats()
 	m0, _ := events.PublishedStats()
+	b0 := events.PublishedBytes()
 	cpu0 := processCPU()
 	start := time.Now()
 	load, err := child.run(loadJob{URL: srv.URL + "/v1/reactions/hot", Body: `{"reaction":"like"}`, Tokens: tokens, Concurrency: o.concurrency})
@@ -209,6 +210,7 @@ func hotItem(ctx context.Context, s *stack, srv *benchstack.Server, o options, r
 	cpu := processCPU() - cpu0
 	after := spannerdb.CurrentStats()
 	m1, _ := events.PublishedStats()
+	b1 := events.PublishedBytes()
 	stopProfile()
 	got, err := s.counted(spannerdb.Uncounted(ctx), "hot")
 	if err != nil {
@@ -226,7 +228,7 @@ func hotItem(ctx context.Context, s *stack, srv *benchstack.Server, o options, r
 	r.applied = float64(o.reactions) / appliedIn.Seconds()
 	// Spanner work up to the moment everything was applied, the rollup's
 	// folds in that window included.
-	r.cost = newCost(after.Minus(before), m1-m0, cpu, o.reactions)
+	r.cost = newCost(after.Minus(before), m1-m0, b1-b0, cpu, o.reactions)
 	r.commitsPer1000 = float64(after.Commits-before.Commits) * 1000 / float64(o.reactions)
 	r.messagesPer1000 = float64(m1-m0) * 1000 / float64(o.reactions)
 	if m1 > m0 {

@@ -208,10 +208,14 @@ const (
 	SchemaValue = "counter-events/v1"
 )
 
-var published, publishedEvents atomic.Int64
+var published, publishedEvents, publishedBytes atomic.Int64
 
 // PublishedStats returns how many messages and events this process published.
 func PublishedStats() (messages, events int64) { return published.Load(), publishedEvents.Load() }
+
+// PublishedBytes returns the bytes of message data this process published
+// (what Pub/Sub bills, with the attributes, per publish and per delivery).
+func PublishedBytes() int64 { return publishedBytes.Load() }
 
 // Publish encodes evs as one message and publishes it, waiting for Pub/Sub's
 // acknowledgement.
@@ -228,6 +232,7 @@ func Publish(ctx context.Context, p Publisher, evs []Event) error {
 	}
 	published.Add(1)
 	publishedEvents.Add(int64(len(evs)))
+	publishedBytes.Add(int64(len(b)))
 	return nil
 }
 
