@@ -42,7 +42,7 @@ func newCost(d spannerdb.Stats, messages, bytes int64, cpu time.Duration, n int)
 	return cost{
 		commits: per(d.CommitRPCs), rowWrites: per(d.RowWrites), reads: per(d.ReadRPCs), messages: per(messages),
 		messageKB: per(bytes) / 1024,
-		cpuMS: float64(cpu.Microseconds()) / float64(n), cpuPerReaction: cpu / time.Duration(n),
+		cpuMS:     float64(cpu.Microseconds()) / float64(n), cpuPerReaction: cpu / time.Duration(n),
 	}
 }
 

@@ -103,8 +103,8 @@ type Counters struct {
 	// "spanner" (a row read and written in the reaction's transaction: the
 	// benchmark's comparison).
 	ReactionLimitStore string `env:"REACTION_RATE_LIMIT_STORE, default=bigtable"`
-	CommentsPerMin  int           `env:"RATE_LIMIT_COMMENTS, default=10"`
-	HistoryPerMin   int           `env:"RATE_LIMIT_HISTORY, default=120"`
+	CommentsPerMin     int    `env:"RATE_LIMIT_COMMENTS, default=10"`
+	HistoryPerMin      int    `env:"RATE_LIMIT_HISTORY, default=120"`
 	// Mode "naive" applies each counter event in its own transaction on one
 	// counter row with no batching (the benchmark's baseline); "sharded" is
 	// the engine.
