@@ -25,8 +25,11 @@ vet:
 # One emulator stack serves every test binary; each test isolates itself in
 # its own project, database, tables and topics.
 # terraform/check runs in test-terraform, after fmt and the provider build.
+# Test artifacts (the browser tests' screenshots) land in .artifacts/_artifacts/.
 test-go:
-	$(GO) run ./cmd/withemulators -- $(GO) test -shuffle=on -count=1 -race -timeout 20m $(TESTARGS) \
+	rm -rf .artifacts && mkdir -p .artifacts
+	$(GO) run ./cmd/withemulators -- $(GO) test -shuffle=on -count=1 -race -timeout 20m \
+		-artifacts -outputdir $(CURDIR)/.artifacts $(TESTARGS) \
 		$$($(GO) list ./... | grep -v /terraform/check)
 
 ## test-terraform: fmt, validate and plan per environment offline, cross-checks with the code
