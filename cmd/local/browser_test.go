@@ -216,6 +216,7 @@ func drivePlayground(t *testing.T, browser context.Context, apiBase, pageURL, na
 	p.click("#signin-btn")
 	p.waitFor("signed in", `document.body.dataset.signedIn === `+js(uid), stepWait)
 	p.waitFor("the token request", logged("GET", "/dev/token?uid="+uid, 200, ""), stepWait)
+	p.waitFor("the caller's view of the counts", logged("GET", "/v1/me/counts?ids="+video, 200, `e.querySelector("pre.res").textContent.includes('"viewer"')`), stepWait)
 	p.waitFor("the caller's reaction", textIs("#viewer-reaction", "none"), stepWait)
 
 	// Like: the count and the viewer's reaction, and the ETag to send next.

@@ -118,6 +118,7 @@ resource "google_cloudfunctions2_function" "fn" {
     google_secret_manager_secret_version.page_token,
     google_secret_manager_secret_iam_member.page_token,
     google_project_iam_member.builder,
+    google_project_iam_member.builder_staging,
     google_storage_bucket_iam_member.builder_source,
   ]
 }
