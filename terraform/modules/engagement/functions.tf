@@ -44,6 +44,8 @@ locals {
     AUTH_TOKEN_CACHE                = "10000"
     CORS_ALLOWED_ORIGINS            = join(",", var.cors_allowed_origins)
     COUNTS_MAX_AGE                  = var.counts_max_age
+    COUNTS_CACHE_TTL                = var.counts_cache_ttl
+    COUNTS_CACHE_ENTRIES            = tostring(var.counts_cache_entries)
     REQUEST_TIMEOUT                 = var.request_timeout
     RATE_LIMITS                     = var.rate_limits
     RATE_LIMIT_REACTIONS            = tostring(var.rate_limit_per_minute.reactions)

@@ -98,6 +98,18 @@ variable "counts_max_age" {
   default     = "2s"
 }
 
+variable "counts_cache_ttl" {
+  description = "How long an instance holds public counts (COUNTS_CACHE_TTL, Go duration; part of counts_max_age; 0s turns the cache off)."
+  type        = string
+  default     = "1s"
+}
+
+variable "counts_cache_entries" {
+  description = "Most ids an instance's public count cache holds (COUNTS_CACHE_ENTRIES)."
+  type        = number
+  default     = 100000
+}
+
 variable "request_timeout" {
   description = "Per-request deadline inside the functions (REQUEST_TIMEOUT, Go duration)."
   type        = string
