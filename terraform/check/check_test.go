@@ -455,3 +455,35 @@ func TestGraphRulesFailWhenBroken(t *testing.T) {
 		})
 	}
 }
+
+// The page-token secret is never in a plan or in state: nothing but an
+// ephemeral resource generates it, and the secret version gets it through
+// the write-only argument (null in the plan).
+func TestPageTokenSecretNotInState(t *testing.T) {
+	res, errs := envResults(t)
+	for _, env := range Environments {
+		if errs[env] != nil {
+			t.Fatalf("%s: %v", env, errs[env])
+		}
+		p := res[env].PlanJSON
+		for _, rc := range p.ResourceChanges {
+			if rc.Type == "random_password" || rc.Type == "random_string" {
+				t.Errorf("%s: %s keeps a generated secret in state", env, rc.Address)
+			}
+		}
+		versions := p.Instances("google_secret_manager_secret_version", "page_token")
+		if len(versions) != 1 {
+			t.Fatalf("%s: %d page-token secret versions planned", env, len(versions))
+		}
+		for _, rc := range versions {
+			for _, attr := range []string{"secret_data", "secret_data_wo"} {
+				if v := rc.Get(attr); v != nil {
+					t.Errorf("%s: %s.%s is %v in the plan, want null", env, rc.Address, attr, v)
+				}
+			}
+			if rc.Num("secret_data_wo_version") < 1 {
+				t.Errorf("%s: secret_data_wo_version is not set, so the write-only value is never sent", env)
+			}
+		}
+	}
+}

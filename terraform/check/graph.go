@@ -76,11 +76,12 @@ func (g *Graph) Nodes() []string {
 	return out
 }
 
-// blockType is the resource type of a block address ("data." kept).
+// blockType is the resource type of a block address ("data." and
+// "ephemeral." kept).
 func blockType(addr string) string {
 	parts := strings.Split(addr, ".")
-	if parts[0] == "data" && len(parts) >= 3 {
-		return "data." + parts[1]
+	if (parts[0] == "data" || parts[0] == "ephemeral") && len(parts) >= 3 {
+		return parts[0] + "." + parts[1]
 	}
 	return parts[0]
 }
@@ -178,7 +179,7 @@ func APIRule(p *Plan, g *Graph) []error {
 	}
 	for _, n := range g.Nodes() {
 		typ := blockType(n)
-		if strings.HasPrefix(typ, "random_") || strings.HasPrefix(typ, "data.random_") {
+		if strings.HasPrefix(strings.TrimPrefix(strings.TrimPrefix(typ, "data."), "ephemeral."), "random_") {
 			continue
 		}
 		apis, ok := APIs[typ]

@@ -26,7 +26,7 @@ func mustSchema(t *testing.T, address string) *providerSchema {
 func TestSchemaCoversTerraform(t *testing.T) {
 	google := mustSchema(t, "registry.terraform.io/hashicorp/google")
 	random := mustSchema(t, "registry.terraform.io/hashicorp/random")
-	decl := regexp.MustCompile(`(?m)^\s*(resource|data)\s+"([a-z0-9_]+)"`)
+	decl := regexp.MustCompile(`(?m)^\s*(resource|data|ephemeral)\s+"([a-z0-9_]+)"`)
 	files, err := filepath.Glob("../../terraform/modules/*/*.tf")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no Terraform files found (%v)", err)
@@ -42,8 +42,11 @@ func TestSchemaCoversTerraform(t *testing.T) {
 				ps = random
 			}
 			schemas := ps.resources
-			if m[1] == "data" {
+			switch m[1] {
+			case "data":
 				schemas = ps.dataSources
+			case "ephemeral":
+				schemas = ps.ephemerals
 			}
 			if _, ok := schemas[m[2]]; !ok {
 				t.Errorf("%s: %s %s is not in schema.json; regenerate it with tools/tfschema/generate.sh", f, m[1], m[2])
@@ -150,5 +153,51 @@ func TestReadDataSourceIsWhollyKnown(t *testing.T) {
 	_ = state.As(&attrs)
 	if attrs["number"].IsNull() {
 		t.Error("computed number is null")
+	}
+}
+
+// A write-only argument reaches the provider but is null in the planned
+// state, as Terraform requires of a provider.
+func TestPlanNullsWriteOnly(t *testing.T) {
+	ps := mustSchema(t, "registry.terraform.io/hashicorp/google")
+	const typeName = "google_secret_manager_secret_version"
+	sch := ps.resources[typeName]
+	var wo *tfprotov5.SchemaAttribute
+	for _, a := range sch.Block.Attributes {
+		if a.Name == "secret_data_wo" {
+			wo = a
+		}
+	}
+	if wo == nil || !wo.WriteOnly {
+		t.Fatalf("secret_data_wo is not write-only in schema.json: %+v", wo)
+	}
+	typ := sch.ValueType()
+	cfg := objectWith(typ, map[string]tftypes.Value{
+		"secret":         tftypes.NewValue(tftypes.String, "projects/p/secrets/s"),
+		"secret_data_wo": tftypes.NewValue(tftypes.String, "do not keep"),
+	})
+	s := &server{schema: ps}
+	resp, err := s.PlanResourceChange(context.Background(), &tfprotov5.PlanResourceChangeRequest{
+		TypeName:         typeName,
+		ProposedNewState: dynamic(t, typ, cfg),
+		PriorState:       dynamic(t, typ, tftypes.NewValue(typ, nil)),
+		Config:           dynamic(t, typ, cfg),
+	})
+	if err != nil || len(resp.Diagnostics) > 0 {
+		t.Fatalf("plan: %v %v", err, resp.Diagnostics)
+	}
+	planned, err := resp.PlannedState.Unmarshal(typ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var attrs map[string]tftypes.Value
+	if err := planned.As(&attrs); err != nil {
+		t.Fatal(err)
+	}
+	if !attrs["secret_data_wo"].IsNull() {
+		t.Errorf("secret_data_wo is %v in the planned state, want null", attrs["secret_data_wo"])
+	}
+	if attrs["secret"].Equal(tftypes.NewValue(tftypes.String, nil)) {
+		t.Error("secret was dropped from the planned state")
 	}
 }
