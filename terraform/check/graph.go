@@ -115,8 +115,10 @@ var BootstrapAPIs = []string{"serviceusage.googleapis.com", "cloudresourcemanage
 // Google APIs its create calls need. A type missing here fails the check, so
 // a new type is classified when it is added. random_* needs none.
 var APIs = map[string][]string{
-	"data.google_project":                          {"cloudresourcemanager.googleapis.com"},
-	"google_project_service":                       {"serviceusage.googleapis.com"},
+	"data.google_project":    {"cloudresourcemanager.googleapis.com"},
+	"google_project_service": {"serviceusage.googleapis.com"},
+	// And the API of the service it names (APIRule adds it).
+	"google_project_service_identity":              {"serviceusage.googleapis.com"},
 	"google_project_iam_member":                    {"cloudresourcemanager.googleapis.com"},
 	"google_service_account":                       {"iam.googleapis.com"},
 	"google_service_account_iam_member":            {"iam.googleapis.com"},
@@ -188,6 +190,12 @@ func APIRule(p *Plan, g *Graph) []error {
 			continue
 		}
 		reach := g.Reach(n)
+		if typ == "google_project_service_identity" {
+			apis = append([]string(nil), apis...)
+			for _, rc := range instancesOf(p)[n] {
+				apis = append(apis, rc.Str("service"))
+			}
+		}
 		for _, api := range apis {
 			if contains(BootstrapAPIs, api) {
 				continue

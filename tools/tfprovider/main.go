@@ -26,7 +26,10 @@ import (
 
 func main() {
 	address := "registry.terraform.io/hashicorp/google"
-	if strings.HasPrefix(filepath.Base(os.Args[0]), "terraform-provider-random") {
+	switch base := filepath.Base(os.Args[0]); {
+	case strings.HasPrefix(base, "terraform-provider-google-beta"):
+		address = "registry.terraform.io/hashicorp/google-beta"
+	case strings.HasPrefix(base, "terraform-provider-random"):
 		address = "registry.terraform.io/hashicorp/random"
 	}
 	ps, err := loadProviderSchema(address)

@@ -26,6 +26,7 @@ func mustSchema(t *testing.T, address string) *providerSchema {
 func TestSchemaCoversTerraform(t *testing.T) {
 	google := mustSchema(t, "registry.terraform.io/hashicorp/google")
 	random := mustSchema(t, "registry.terraform.io/hashicorp/random")
+	beta := mustSchema(t, "registry.terraform.io/hashicorp/google-beta")
 	decl := regexp.MustCompile(`(?m)^\s*(resource|data|ephemeral)\s+"([a-z0-9_]+)"`)
 	files, err := filepath.Glob("../../terraform/modules/*/*.tf")
 	if err != nil || len(files) == 0 {
@@ -40,6 +41,8 @@ func TestSchemaCoversTerraform(t *testing.T) {
 			ps := google
 			if strings.HasPrefix(m[2], "random_") {
 				ps = random
+			} else if _, ok := google.resources[m[2]]; !ok && m[1] == "resource" {
+				ps = beta // a google-beta-only resource
 			}
 			schemas := ps.resources
 			switch m[1] {
@@ -134,25 +137,34 @@ func TestApplyAndImportRefuse(t *testing.T) {
 	}
 }
 
-func TestReadDataSourceIsWhollyKnown(t *testing.T) {
-	s := &server{schema: mustSchema(t, "registry.terraform.io/hashicorp/google")}
-	typ := s.schema.dataSources["google_project"].ValueType()
-	cfg := objectWith(typ, map[string]tftypes.Value{"project_id": tftypes.NewValue(tftypes.String, "p")})
-	resp, err := s.ReadDataSource(context.Background(), &tfprotov5.ReadDataSourceRequest{TypeName: "google_project", Config: dynamic(t, typ, cfg)})
-	if err != nil || len(resp.Diagnostics) > 0 {
-		t.Fatalf("read: %v %v", err, resp.Diagnostics)
+// An ephemeral resource (like a data source) answers wholly known values:
+// Terraform requires it.
+func TestOpenEphemeralIsWhollyKnown(t *testing.T) {
+	s := &server{schema: mustSchema(t, "registry.terraform.io/hashicorp/random")}
+	sch, ok := s.schema.ephemerals["random_password"]
+	if !ok {
+		t.Fatal("schema.json has no ephemeral random_password")
 	}
-	state, err := resp.State.Unmarshal(typ)
+	typ := sch.ValueType()
+	cfg := objectWith(typ, map[string]tftypes.Value{"length": tftypes.NewValue(tftypes.Number, 64)})
+	resp, err := s.OpenEphemeralResource(context.Background(), &tfprotov5.OpenEphemeralResourceRequest{TypeName: "random_password", Config: dynamic(t, typ, cfg)})
+	if err != nil || len(resp.Diagnostics) > 0 {
+		t.Fatalf("open: %v %v", err, resp.Diagnostics)
+	}
+	result, err := resp.Result.Unmarshal(typ)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !state.IsFullyKnown() {
-		t.Error("data source state has unknown values")
+	if !result.IsFullyKnown() {
+		t.Error("ephemeral result has unknown values")
 	}
 	var attrs map[string]tftypes.Value
-	_ = state.As(&attrs)
-	if attrs["number"].IsNull() {
-		t.Error("computed number is null")
+	_ = result.As(&attrs)
+	if attrs["result"].IsNull() {
+		t.Error("computed result is null")
+	}
+	if _, ok := attrs["keepers"]; ok {
+		t.Error("the ephemeral random_password has keepers, which only the resource has")
 	}
 }
 

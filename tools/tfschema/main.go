@@ -35,19 +35,25 @@ func main() {
 
 // packages maps a provider's local name to its registry address.
 var providers = map[string]string{
-	"google": "registry.terraform.io/hashicorp/google",
-	"random": "registry.terraform.io/hashicorp/random",
+	"google":      "registry.terraform.io/hashicorp/google",
+	"google-beta": "registry.terraform.io/hashicorp/google-beta",
+	"random":      "registry.terraform.io/hashicorp/random",
 }
 
 func realMain() error {
 	tfDir := flag.String("terraform", "terraform", "directory whose *.tf files name the types to keep")
 	google := flag.String("google", "", "unpacked @cdktf/provider-google package directory")
+	googleBeta := flag.String("google-beta", "", "unpacked @cdktf/provider-google-beta package directory")
 	random := flag.String("random", "", "unpacked @cdktf/provider-random package directory")
 	out := flag.String("out", "tools/tfprovider/schema.json", "output file")
 	flag.Parse()
-	pkgDirs := map[string]string{"google": *google, "random": *random}
+	pkgDirs := map[string]string{"google": *google, "google-beta": *googleBeta, "random": *random}
 
 	resources, dataSources, ephemerals, err := usedTypes(*tfDir)
+	if err != nil {
+		return err
+	}
+	beta, err := betaTypes(*tfDir)
 	if err != nil {
 		return err
 	}
@@ -70,7 +76,7 @@ func realMain() error {
 			return fmt.Errorf("%s provider: %w", local, err)
 		}
 		for _, t := range resources {
-			if !strings.HasPrefix(t, local+"_") {
+			if !servedBy(local, t, beta) {
 				continue
 			}
 			s, err := loadSchema(filepath.Join(dir, "lib", libDir(local, t, false), "index.js"), t)
@@ -80,7 +86,7 @@ func realMain() error {
 			ps.ResourceSchemas[t] = s
 		}
 		for _, t := range dataSources {
-			if !strings.HasPrefix(t, local+"_") {
+			if !servedBy(local, t, beta) {
 				continue
 			}
 			s, err := loadSchema(filepath.Join(dir, "lib", libDir(local, t, true), "index.js"), t)
@@ -90,7 +96,7 @@ func realMain() error {
 			ps.DataSchemas[t] = s
 		}
 		for _, t := range ephemerals {
-			if !strings.HasPrefix(t, local+"_") {
+			if !servedBy(local, t, beta) {
 				continue
 			}
 			s, err := ephemeralSchema(dir, local, t)
@@ -241,11 +247,68 @@ func ephemeralSchema(dir, local, t string) (*schema, error) {
 	return s, nil
 }
 
+// servedBy says whether provider local serves type t: random_* by random,
+// google_* by google-beta when a block of that type names provider =
+// google-beta (beta), by google otherwise.
+func servedBy(local, t string, beta map[string]bool) bool {
+	switch local {
+	case "google":
+		return strings.HasPrefix(t, "google_") && !beta[t]
+	case "google-beta":
+		return beta[t]
+	}
+	return strings.HasPrefix(t, local+"_")
+}
+
+var (
+	blockStart   = regexp.MustCompile(`^(resource|data|ephemeral)\s+"([a-z0-9_]+)"`)
+	betaProvider = regexp.MustCompile(`^\s*provider\s*=\s*google-beta\s*$`)
+)
+
+// betaTypes lists the types of the blocks in dir that name provider =
+// google-beta (blocks start at column 0 and end with "}" at column 0, as
+// terraform fmt writes them).
+func betaTypes(dir string) (map[string]bool, error) {
+	out := map[string]bool{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && strings.HasPrefix(d.Name(), ".") && p != dir {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".tf") {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		typ := ""
+		for _, line := range strings.Split(string(b), "\n") {
+			switch {
+			case blockStart.MatchString(line):
+				typ = blockStart.FindStringSubmatch(line)[2]
+			case line == "}":
+				typ = ""
+			case typ != "" && betaProvider.MatchString(line):
+				out[typ] = true
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
 // libDir is the package folder of a type: google_pubsub_topic is
-// lib/pubsub-topic, data google_project is lib/data-google-project.
+// lib/pubsub-topic, data google_project is lib/data-google-project; the
+// google-beta package keeps the prefix (lib/google-project-service-identity).
 func libDir(local, t string, data bool) string {
 	if data {
 		return "data-" + strings.ReplaceAll(t, "_", "-")
+	}
+	if local == "google-beta" {
+		return strings.ReplaceAll(t, "_", "-")
 	}
 	d := strings.ReplaceAll(strings.TrimPrefix(t, local+"_"), "_", "-")
 	if local == "random" && d == "string" {
