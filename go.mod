@@ -1,6 +1,11 @@
 module github.com/videngage/engagement
 
-go 1.26.8
+// Cloud Functions' go126 runtime builds with its own Go 1.26 patch release
+// (1.26.7 at the buildpack commit tools/gcfbuild follows), and the go command
+// refuses a module whose go line is newer than itself, or fetches another
+// toolchain when GOTOOLCHAIN allows. 1.26.0 is the highest any dependency
+// asks for; tools/gcfbuild fails if this line outgrows the runtime.
+go 1.26.0
 
 require (
 	cloud.google.com/go/bigtable v1.58.0
