@@ -59,7 +59,7 @@ func Build(c *platform.Clients) (Deps, error) {
 	switch cfg.Counters.ReactionLimitStore {
 	case "bigtable":
 		if limit > 0 {
-			limiter = bigtabledb.NewRateLimiter(c.Bigtable, "reactions", limit)
+			limiter = bigtabledb.NewRateLimiter(c.BigtableTx, "reactions", limit)
 		}
 		limit = 0
 	case "spanner":
