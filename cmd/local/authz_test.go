@@ -15,7 +15,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/videngage/engagement/shared/auth"
-	"github.com/videngage/engagement/shared/platform"
 )
 
 // Identities of the authorization matrix: the caller of each request.
@@ -151,11 +150,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 		each("PUT /v1/history/settings", "/v1/history/settings", prefs, 401, 401, 401, 401, 200, 200, 200),
 	)
 
-	commentsServed := registered("Comments")
-	if commentsServed {
-		rows = append(rows, commentRows(t, base, tokens)...)
-	}
-	checkCoverage(t, rows, commentsServed)
+	rows = append(rows, commentRows(t, base, tokens)...)
+	checkCoverage(t, rows)
 
 	for _, r := range rows {
 		method, _, _ := strings.Cut(r.route, " ")
@@ -186,9 +182,6 @@ func TestAuthorizationMatrix(t *testing.T) {
 	})
 
 	t.Run("comments", func(t *testing.T) {
-		if !commentsServed {
-			t.Skip("functions/comments is not imported by the module root (functions.go): its routes are not served, so they are not in the matrix")
-		}
 		commentIsolation(t, base, tokens)
 	})
 }
@@ -219,14 +212,9 @@ func checkAnswer(t *testing.T, what string, code int, hdr http.Header, body stri
 	}
 }
 
-func registered(name string) bool {
-	return slices.ContainsFunc(platform.All(), func(r platform.Registered) bool { return r.Name == name })
-}
-
 // checkCoverage fails when a route of docs/openapi.yaml lacks a row for some
-// identity (the comments routes are left to their subtest while the
-// Comments function is not served).
-func checkCoverage(t *testing.T, rows []authzRow, commentsServed bool) {
+// identity.
+func checkCoverage(t *testing.T, rows []authzRow) {
 	t.Helper()
 	raw, err := os.ReadFile("../../docs/openapi.yaml")
 	if err != nil {
@@ -256,9 +244,6 @@ func checkCoverage(t *testing.T, rows []authzRow, commentsServed bool) {
 	}
 	sort.Strings(routes)
 	for _, route := range routes {
-		if !commentsServed && isCommentRoute(route) {
-			continue
-		}
 		for _, who := range identities {
 			if !covered[route][who] {
 				t.Errorf("the matrix has no row for %s as %s", route, who)
@@ -269,10 +254,6 @@ func checkCoverage(t *testing.T, rows []authzRow, commentsServed bool) {
 	for route := range covered {
 		t.Errorf("the matrix has rows for %s, which docs/openapi.yaml does not list", route)
 	}
-}
-
-func isCommentRoute(route string) bool {
-	return strings.Contains(route, "/comments") || strings.HasSuffix(route, "/moderation/spam")
 }
 
 // historyIsolation: history is addressed by the token alone, so bob and a

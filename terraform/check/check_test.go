@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -192,12 +193,22 @@ func TestEnvironmentDifferences(t *testing.T) {
 	}
 	for _, env := range Environments {
 		p := res[env].PlanJSON
-		single := p.Instances("google_bigtable_app_profile", "history")[""]
-		if l, _ := single.Get("single_cluster_routing").([]any); len(l) != 1 {
-			t.Errorf("%s: the history app profile is not single-cluster", env)
-		} else if v, _ := single.Get("single_cluster_routing", 0, "allow_transactional_writes").(bool); !v {
-			// bigtabledb.RateLimiter's increments are single-row transactions.
-			t.Errorf("%s: the history app profile does not allow transactional writes", env)
+		// The rate limiter's increments are single-row transactions: their
+		// profile is single-cluster with transactional writes.
+		tx := p.Instances("google_bigtable_app_profile", "transactional")[""]
+		if l, _ := tx.Get("single_cluster_routing").([]any); len(l) != 1 {
+			t.Errorf("%s: the transactional app profile is not single-cluster", env)
+		} else if v, _ := tx.Get("single_cluster_routing", 0, "allow_transactional_writes").(bool); !v {
+			t.Errorf("%s: the transactional app profile does not allow transactional writes", env)
+		}
+		// History reads fail over, and row affinity keeps a user's rows on
+		// one cluster while it is up (read-your-writes).
+		hist := p.Instances("google_bigtable_app_profile", "history")[""]
+		if v, _ := hist.Get("multi_cluster_routing_use_any").(bool); !v {
+			t.Errorf("%s: the history app profile is not multi-cluster", env)
+		}
+		if v, _ := hist.Get("row_affinity").(bool); !v {
+			t.Errorf("%s: the history app profile has no row affinity", env)
 		}
 		multi := p.Instances("google_bigtable_app_profile", "failover")[""]
 		if v, _ := multi.Get("multi_cluster_routing_use_any").(bool); !v {
@@ -206,8 +217,11 @@ func TestEnvironmentDifferences(t *testing.T) {
 		for _, rc := range p.Instances("google_cloudfunctions2_function", "fn") {
 			ep := rc.Str("build_config", 0, "entry_point")
 			prof, _ := rc.Get("service_config", 0, "environment_variables", "BIGTABLE_APP_PROFILE").(string)
-			if (ep == "History" || ep == "ApplyHistory") != (prof == single.Str("app_profile_id")) {
+			if (ep == "History" || ep == "ApplyHistory") != (prof == hist.Str("app_profile_id")) {
 				t.Errorf("%s: %s uses app profile %q", env, ep, prof)
+			}
+			if got, _ := rc.Get("service_config", 0, "environment_variables", "BIGTABLE_TRANSACTIONAL_APP_PROFILE").(string); got != tx.Str("app_profile_id") {
+				t.Errorf("%s: %s's transactional app profile is %q", env, ep, got)
 			}
 		}
 		alerts := map[string]bool{}
@@ -264,7 +278,7 @@ func TestBrokenConfigurationsFail(t *testing.T) {
 		},
 		{
 			name: "wrong type",
-			edit: edit("spanner.tf", "processing_units = var.spanner_processing_units", "processing_units = [var.spanner_processing_units]"),
+			edit: edit("spanner.tf", "processing_units = var.spanner_autoscaling == null ? var.spanner_processing_units : null", "processing_units = [var.spanner_processing_units]"),
 			want: "Incorrect attribute value type",
 		},
 		{
@@ -344,6 +358,247 @@ func TestCrossCheckDetectsDrift(t *testing.T) {
 	} {
 		if !containsErr(errsFound, want) {
 			t.Errorf("missing %q in %v", want, errors.Join(errsFound...))
+		}
+	}
+}
+
+// The fresh-project rules hold for every environment.
+func TestGraphRules(t *testing.T) {
+	res, errs := envResults(t)
+	code := loadCode(t)
+	for _, env := range Environments {
+		t.Run(env, func(t *testing.T) {
+			if err := errs[env]; err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range GraphRules(res[env].PlanJSON, res[env].Graph, code.Topology) {
+				t.Error(e)
+			}
+		})
+	}
+}
+
+// replaceIn returns an edit of a copy: the first old in the module's file
+// becomes new (the test fails if old is not there).
+func replaceIn(t *testing.T, file, old, new string) func(root string) {
+	return func(root string) {
+		p := filepath.Join(root, ModuleDir, file)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), old) {
+			t.Fatalf("%s does not contain %q", file, old)
+		}
+		if err := os.WriteFile(p, []byte(strings.Replace(string(b), old, new, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Each fresh-project rule fails on a copy of the tree broken on purpose: the
+// copy still validates and plans, only the rule sees what a fresh project
+// would meet.
+func TestGraphRulesFailWhenBroken(t *testing.T) {
+	needToolchain(t)
+	cases := []struct {
+		name string
+		edit func(root string)
+		want string
+	}{
+		{
+			name: "API: service account without the IAM API enablement",
+			edit: replaceIn(t, "iam.tf", "  display_name = \"Cloud Scheduler identity calling the scheduled functions\"\n\n  depends_on = [google_project_service.api]\n", "  display_name = \"Cloud Scheduler identity calling the scheduled functions\"\n"),
+			want: "API rule: google_service_account.scheduler needs iam.googleapis.com but does not depend on its enablement",
+		},
+		{
+			name: "API: HTTP redirect URL map without the Compute enablement",
+			edit: replaceIn(t, "api.tf", "  # Nothing else it references enables Compute first.\n  depends_on = [google_project_service.api]\n", ""),
+			want: "API rule: google_compute_url_map.http_redirect needs compute.googleapis.com but does not depend on its enablement",
+		},
+		{
+			name: "API: an API left out of the enabled list",
+			edit: replaceIn(t, "project.tf", "    \"cloudscheduler.googleapis.com\",\n", ""),
+			want: "API rule: google_cloud_scheduler_job.job needs cloudscheduler.googleapis.com, which no google_project_service enables",
+		},
+		{
+			name: "metric: alert on an application metric nothing creates",
+			edit: replaceIn(t, "monitoring.tf", `metric.type = \"logging.googleapis.com/user/${google_logging_metric.reconcile_corrections.name}\"`, `metric.type = \"workload.googleapis.com/engagement/reconcile_corrections\"`),
+			want: "metric rule: module.engagement.google_monitoring_alert_policy.reconcile_corrections names metric workload.googleapis.com/engagement/reconcile_corrections, which is not built in and which nothing in this apply creates",
+		},
+		{
+			name: "metric: alert that does not wait for the log metric it reads",
+			edit: replaceIn(t, "monitoring.tf", `metric.type = \"logging.googleapis.com/user/${google_logging_metric.reconcile_corrections.name}\"`, `metric.type = \"logging.googleapis.com/user/engagement/reconcile_runs_over_threshold\"`),
+			want: "metric rule: module.engagement.google_monitoring_alert_policy.reconcile_corrections names metric logging.googleapis.com/user/engagement/reconcile_runs_over_threshold but does not depend on google_logging_metric.reconcile_corrections",
+		},
+		{
+			name: "grant: push subscription before its invoker grant",
+			edit: replaceIn(t, "pubsub.tf", "    google_cloud_run_v2_service_iam_member.push_invoker,\n", ""),
+			want: `grant rule: push subscription module.engagement.google_pubsub_subscription.push["counter-apply"] is created before its push identity may invoke function "apply-counters"`,
+		},
+		{
+			name: "grant: push subscription before the token creator grant",
+			edit: replaceIn(t, "pubsub.tf", "    google_service_account_iam_member.push_token_creator,\n", ""),
+			want: `grant rule: push subscription module.engagement.google_pubsub_subscription.push["counter-apply"] is created before the Pub/Sub service agent may mint`,
+		},
+		{
+			name: "grant: scheduler job before its invoker grant",
+			edit: replaceIn(t, "scheduler.tf", "  depends_on = [google_cloud_run_v2_service_iam_member.scheduler_invoker]\n", ""),
+			want: "grant rule: scheduler job module.engagement.google_cloud_scheduler_job.job",
+		},
+		{
+			name: "grant: function built before the build identity reads the staging buckets",
+			edit: replaceIn(t, "functions.tf", "    google_project_iam_member.builder_staging,\n", ""),
+			want: "grant rule: google_cloudfunctions2_function.fn is built before its build identity has google_project_iam_member roles/storage.objectAdmin",
+		},
+	}
+	code := loadCode(t)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			root := copyOf(t, tc.edit)
+			r, err := toolchain.CheckEnvironment(root, "dev")
+			if err != nil {
+				t.Fatalf("the broken copy must still plan (only the rule may catch it): %v", err)
+			}
+			errs := GraphRules(r.PlanJSON, r.Graph, code.Topology)
+			if !containsErr(errs, tc.want) {
+				t.Fatalf("the graph rules did not report %q; they said: %v", tc.want, errors.Join(errs...))
+			}
+			t.Logf("fails as it must: %s", tc.want)
+		})
+	}
+}
+
+// The page-token secret is never in a plan or in state: nothing but an
+// ephemeral resource generates it, and the secret version gets it through
+// the write-only argument (null in the plan).
+func TestPageTokenSecretNotInState(t *testing.T) {
+	res, errs := envResults(t)
+	for _, env := range Environments {
+		if errs[env] != nil {
+			t.Fatalf("%s: %v", env, errs[env])
+		}
+		p := res[env].PlanJSON
+		for _, rc := range p.ResourceChanges {
+			if rc.Type == "random_password" || rc.Type == "random_string" {
+				t.Errorf("%s: %s keeps a generated secret in state", env, rc.Address)
+			}
+		}
+		versions := p.Instances("google_secret_manager_secret_version", "page_token")
+		if len(versions) != 1 {
+			t.Fatalf("%s: %d page-token secret versions planned", env, len(versions))
+		}
+		for _, rc := range versions {
+			for _, attr := range []string{"secret_data", "secret_data_wo"} {
+				if v := rc.Get(attr); v != nil {
+					t.Errorf("%s: %s.%s is %v in the plan, want null", env, rc.Address, attr, v)
+				}
+			}
+			if rc.Num("secret_data_wo_version") < 1 {
+				t.Errorf("%s: secret_data_wo_version is not set, so the write-only value is never sent", env)
+			}
+		}
+	}
+}
+
+// The front door: the cdnRoutes of topology.json, and only those, go through
+// a Cloud CDN backend with the documented cache rules; every other public
+// backend never caches; Cloud Armor throttles per IP on all of them.
+func TestFrontDoor(t *testing.T) {
+	res, errs := envResults(t)
+	code := loadCode(t)
+	for _, env := range Environments {
+		if errs[env] != nil {
+			t.Fatalf("%s: %v", env, errs[env])
+		}
+		p := res[env].PlanJSON
+		cdnPaths, otherPaths := map[string]bool{}, map[string]bool{}
+		for _, f := range code.Topology.Functions {
+			if !f.Public {
+				continue
+			}
+			for _, r := range f.Routes {
+				if strings.HasSuffix(r, "/") {
+					r += "*"
+				}
+				if slices.Contains(f.CDNRoutes, strings.TrimSuffix(r, "*")) {
+					cdnPaths[r] = true
+				} else {
+					otherPaths[r] = true
+				}
+			}
+			cdn, ok := p.Instances("google_compute_backend_service", "cdn")[f.Name]
+			if len(f.CDNRoutes) == 0 {
+				if ok {
+					t.Errorf("%s: %s has a CDN backend but no cdnRoutes", env, f.Name)
+				}
+			} else if !ok {
+				t.Errorf("%s: %s has cdnRoutes %v but no CDN backend", env, f.Name, f.CDNRoutes)
+			} else {
+				if v, _ := cdn.Get("enable_cdn").(bool); !v {
+					t.Errorf("%s: the CDN backend of %s has Cloud CDN off", env, f.Name)
+				}
+				for _, c := range []struct {
+					path []any
+					want any
+				}{
+					{[]any{"cdn_policy", 0, "cache_mode"}, "USE_ORIGIN_HEADERS"},
+					{[]any{"cdn_policy", 0, "negative_caching"}, false},
+					{[]any{"cdn_policy", 0, "cache_key_policy", 0, "include_host"}, false},
+					{[]any{"cdn_policy", 0, "cache_key_policy", 0, "include_protocol"}, false},
+					{[]any{"cdn_policy", 0, "cache_key_policy", 0, "include_query_string"}, true},
+				} {
+					if got := cdn.Get(c.path...); got != c.want {
+						t.Errorf("%s: CDN backend of %s: %v = %v, want %v", env, f.Name, c.path, got, c.want)
+					}
+				}
+				if got := fmt.Sprint(cdn.Get("cdn_policy", 0, "cache_key_policy", 0, "query_string_whitelist")); got != "[ids]" {
+					t.Errorf("%s: CDN cache key query parameters %s, want [ids]", env, got)
+				}
+			}
+			fn := p.Instances("google_compute_backend_service", "fn")[f.Name]
+			if v, _ := fn.Get("enable_cdn").(bool); v {
+				t.Errorf("%s: the uncached backend of %s has Cloud CDN on", env, f.Name)
+			}
+		}
+		// The URL map routes exactly those paths (services are unknown at
+		// plan time; which backend a path goes to is in api.tf's two
+		// path_rule blocks, one per backend kind).
+		got := map[string]bool{}
+		for _, rc := range p.Instances("google_compute_url_map", "api") {
+			rules, _ := rc.Get("path_matcher", 0, "path_rule").([]any)
+			for _, r := range rules {
+				paths, _ := dig(r, "paths").([]any)
+				for _, x := range paths {
+					got[x.(string)] = true
+				}
+			}
+		}
+		for path := range cdnPaths {
+			otherPaths[path] = true
+		}
+		if fmt.Sprint(sortedSet(got)) != fmt.Sprint(sortedSet(otherPaths)) {
+			t.Errorf("%s: URL map paths %v, topology routes %v", env, sortedSet(got), sortedSet(otherPaths))
+		}
+		// Cloud Armor: a per-IP throttle before the default rule.
+		armor := p.Instances("google_compute_security_policy", "api")[""]
+		throttle := false
+		rules, _ := armor.Get("rule").([]any)
+		for _, r := range rules {
+			if dig(r, "action") == "throttle" && dig(r, "rate_limit_options", 0, "enforce_on_key") == "IP" && dig(r, "rate_limit_options", 0, "exceed_action") == "deny(429)" {
+				throttle = true
+			}
+		}
+		if !throttle {
+			t.Errorf("%s: no per-IP throttle rule in the Cloud Armor policy", env)
+		}
+		for _, name := range []string{"fn", "cdn"} {
+			for k, rc := range p.Instances("google_compute_backend_service", name) {
+				if u, _ := dig(rc.Change.AfterUnknown, "security_policy").(bool); !u && rc.Str("security_policy") == "" {
+					t.Errorf("%s: backend %s[%s] has no Cloud Armor policy", env, name, k)
+				}
+			}
 		}
 	}
 }

@@ -1,7 +1,7 @@
 # The dev environment. State lives in a GCS bucket given at init time:
 #   terraform init -backend-config="bucket=<state bucket>"
 terraform {
-  required_version = ">= 1.5.0"
+  required_version = ">= 1.11.0"
 
   backend "gcs" {
     prefix = "engagement/dev"
@@ -12,6 +12,10 @@ terraform {
       source  = "hashicorp/google"
       version = "~> 6.50"
     }
+    google-beta = {
+      source  = "hashicorp/google-beta"
+      version = "~> 6.50"
+    }
     random = {
       source  = "hashicorp/random"
       version = "~> 3.7"
@@ -20,6 +24,11 @@ terraform {
 }
 
 provider "google" {
+  project = var.project_id
+  region  = var.region
+}
+
+provider "google-beta" {
   project = var.project_id
   region  = var.region
 }

@@ -1,7 +1,9 @@
-data "google_project" "this" {
-  project_id = var.project_id
-}
-
+# Every API the resources below call is enabled here, and every resource
+# depends on this (directly or through a reference), so a fresh project
+# works in one apply: a new project has only a few APIs on (not IAM, not
+# Compute). terraform/check verifies the dependency for every resource type.
+# Enabling APIs itself needs serviceusage and cloudresourcemanager, which are
+# enabled once by hand before the first apply (docs/deploy.md).
 locals {
   apis = [
     "artifactregistry.googleapis.com",
@@ -19,10 +21,27 @@ locals {
     "secretmanager.googleapis.com",
     "spanner.googleapis.com",
     "cloudtrace.googleapis.com",
+    "storage.googleapis.com",
+    # OTLP endpoint of Cloud Trace and Cloud Monitoring (telemetry.googleapis.com).
+    "telemetry.googleapis.com",
   ]
 
-  # Google-managed service agents that act on the project's behalf.
-  pubsub_agent = "serviceAccount:service-${data.google_project.this.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
+  # The Pub/Sub service agent: it mints the push identities' tokens and
+  # dead-letters messages. It is created asynchronously after the API is
+  # enabled, so a binding made right after the enablement can fail with
+  # "service account does not exist"; google_project_service_identity
+  # creates it (and waits) first. Its member is taken from that resource,
+  # so every binding depends on it.
+  pubsub_agent = google_project_service_identity.pubsub.member
+}
+
+resource "google_project_service_identity" "pubsub" {
+  provider = google-beta
+
+  project = var.project_id
+  service = "pubsub.googleapis.com"
+
+  depends_on = [google_project_service.api]
 }
 
 resource "google_project_service" "api" {

@@ -1,9 +1,14 @@
 terraform {
-  required_version = ">= 1.5.0"
+  required_version = ">= 1.11.0"
 
   required_providers {
     google = {
       source  = "hashicorp/google"
+      version = "~> 6.50"
+    }
+    # Only for google_project_service_identity, which google does not have.
+    google-beta = {
+      source  = "hashicorp/google-beta"
       version = "~> 6.50"
     }
     random = {
