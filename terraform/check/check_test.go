@@ -192,12 +192,22 @@ func TestEnvironmentDifferences(t *testing.T) {
 	}
 	for _, env := range Environments {
 		p := res[env].PlanJSON
-		single := p.Instances("google_bigtable_app_profile", "history")[""]
-		if l, _ := single.Get("single_cluster_routing").([]any); len(l) != 1 {
-			t.Errorf("%s: the history app profile is not single-cluster", env)
-		} else if v, _ := single.Get("single_cluster_routing", 0, "allow_transactional_writes").(bool); !v {
-			// bigtabledb.RateLimiter's increments are single-row transactions.
-			t.Errorf("%s: the history app profile does not allow transactional writes", env)
+		// The rate limiter's increments are single-row transactions: their
+		// profile is single-cluster with transactional writes.
+		tx := p.Instances("google_bigtable_app_profile", "transactional")[""]
+		if l, _ := tx.Get("single_cluster_routing").([]any); len(l) != 1 {
+			t.Errorf("%s: the transactional app profile is not single-cluster", env)
+		} else if v, _ := tx.Get("single_cluster_routing", 0, "allow_transactional_writes").(bool); !v {
+			t.Errorf("%s: the transactional app profile does not allow transactional writes", env)
+		}
+		// History reads fail over, and row affinity keeps a user's rows on
+		// one cluster while it is up (read-your-writes).
+		hist := p.Instances("google_bigtable_app_profile", "history")[""]
+		if v, _ := hist.Get("multi_cluster_routing_use_any").(bool); !v {
+			t.Errorf("%s: the history app profile is not multi-cluster", env)
+		}
+		if v, _ := hist.Get("row_affinity").(bool); !v {
+			t.Errorf("%s: the history app profile has no row affinity", env)
 		}
 		multi := p.Instances("google_bigtable_app_profile", "failover")[""]
 		if v, _ := multi.Get("multi_cluster_routing_use_any").(bool); !v {
@@ -206,8 +216,11 @@ func TestEnvironmentDifferences(t *testing.T) {
 		for _, rc := range p.Instances("google_cloudfunctions2_function", "fn") {
 			ep := rc.Str("build_config", 0, "entry_point")
 			prof, _ := rc.Get("service_config", 0, "environment_variables", "BIGTABLE_APP_PROFILE").(string)
-			if (ep == "History" || ep == "ApplyHistory") != (prof == single.Str("app_profile_id")) {
+			if (ep == "History" || ep == "ApplyHistory") != (prof == hist.Str("app_profile_id")) {
 				t.Errorf("%s: %s uses app profile %q", env, ep, prof)
+			}
+			if got, _ := rc.Get("service_config", 0, "environment_variables", "BIGTABLE_TRANSACTIONAL_APP_PROFILE").(string); got != tx.Str("app_profile_id") {
+				t.Errorf("%s: %s's transactional app profile is %q", env, ep, got)
 			}
 		}
 		alerts := map[string]bool{}
@@ -453,5 +466,37 @@ func TestGraphRulesFailWhenBroken(t *testing.T) {
 			}
 			t.Logf("fails as it must: %s", tc.want)
 		})
+	}
+}
+
+// The page-token secret is never in a plan or in state: nothing but an
+// ephemeral resource generates it, and the secret version gets it through
+// the write-only argument (null in the plan).
+func TestPageTokenSecretNotInState(t *testing.T) {
+	res, errs := envResults(t)
+	for _, env := range Environments {
+		if errs[env] != nil {
+			t.Fatalf("%s: %v", env, errs[env])
+		}
+		p := res[env].PlanJSON
+		for _, rc := range p.ResourceChanges {
+			if rc.Type == "random_password" || rc.Type == "random_string" {
+				t.Errorf("%s: %s keeps a generated secret in state", env, rc.Address)
+			}
+		}
+		versions := p.Instances("google_secret_manager_secret_version", "page_token")
+		if len(versions) != 1 {
+			t.Fatalf("%s: %d page-token secret versions planned", env, len(versions))
+		}
+		for _, rc := range versions {
+			for _, attr := range []string{"secret_data", "secret_data_wo"} {
+				if v := rc.Get(attr); v != nil {
+					t.Errorf("%s: %s.%s is %v in the plan, want null", env, rc.Address, attr, v)
+				}
+			}
+			if rc.Num("secret_data_wo_version") < 1 {
+				t.Errorf("%s: secret_data_wo_version is not set, so the write-only value is never sent", env)
+			}
+		}
 	}
 }
