@@ -33,7 +33,7 @@ var (
 	countsRequests = flag.Int("counts-requests", 800, "counts benchmark: measured requests per phase")
 	countsHot      = flag.Int("counts-hot", 20, "counts benchmark: hot ids (being liked; 10 in every request)")
 	countsCold     = flag.Int("counts-cold", 1000, "counts benchmark: cold ids (40 in every request)")
-	countsWrites   = flag.Int("counts-writes", 50, "counts benchmark: likes per second on the hot ids during the reads")
+	countsWrites   = flag.Int("counts-writes", 10, "counts benchmark: likes per second on the hot ids during the reads")
 	countsOnly     = flag.Bool("counts-only", false, "run only the counts read benchmark")
 )
 

@@ -22,8 +22,10 @@ const refreshChunk = 500
 const fetchTimeout = 10 * time.Second
 
 // publicCache holds the public counts of the ids this instance was asked for
-// recently, each for at most ttl after it was read (Spanner's own
-// staleness comes on top, at most maxStaleness). The counts are the same for
+// recently, each until ttl after Spanner's read timestamp (so the data's own
+// age, Spanner's staleness included, and not the time a slow query waited
+// before it ran, bounds it; Spanner's clock and the instance's agree to a
+// few milliseconds on Google's infrastructure). The counts are the same for
 // every caller, so one read serves them all:
 //
 //   - concurrent requests missing the same ids share one Spanner query
@@ -55,8 +57,7 @@ type publicCache struct {
 
 type entry struct {
 	v        counter.Values
-	readTime time.Time // Spanner's read timestamp
-	fetched  time.Time // when the read started, on this instance's clock
+	readTime time.Time // Spanner's read timestamp: the data's age
 	used     time.Time
 }
 
@@ -74,7 +75,7 @@ func (c *publicCache) peek(ids []string) (held map[string]counter.Values, since 
 	defer c.mu.Unlock()
 	for _, id := range ids {
 		e, ok := c.entries[id]
-		if !ok || now.Sub(e.fetched) > c.ttl {
+		if !ok || now.Sub(e.readTime) > c.ttl {
 			missing = append(missing, id)
 			continue
 		}
@@ -126,7 +127,6 @@ func (c *publicCache) get(ctx context.Context, ids []string) (map[string]counter
 
 // fetch reads ids and holds the answer (while there is room).
 func (c *publicCache) fetch(ctx context.Context, ids []string) (counterstore.Snapshot, error) {
-	started := c.now()
 	s, err := c.load(ctx, ids, c.maxStaleness)
 	if err != nil {
 		return s, err
@@ -142,11 +142,11 @@ func (c *publicCache) fetch(ctx context.Context, ids []string) (counterstore.Sna
 			if len(c.entries) >= c.max {
 				continue
 			}
-			e = &entry{used: started}
+			e = &entry{used: s.ReadTime}
 			c.entries[id] = e
 		}
 		if !e.readTime.After(s.ReadTime) {
-			e.v, e.readTime, e.fetched = s.Values[id], s.ReadTime, started
+			e.v, e.readTime = s.Values[id], s.ReadTime
 		}
 	}
 	if !c.refreshing && len(c.entries) > 0 {
@@ -168,7 +168,7 @@ func (c *publicCache) refresh() {
 			switch {
 			case now.Sub(e.used) > c.ttl:
 				delete(c.entries, id)
-			case now.Sub(e.fetched) >= c.ttl/2 && e.used.After(e.fetched):
+			case now.Sub(e.readTime) >= c.ttl/2 && e.used.After(e.readTime):
 				// Asked for since it was read: worth reading again.
 				ids = append(ids, id)
 			}

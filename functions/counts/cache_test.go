@@ -15,6 +15,7 @@ import (
 // loader is a store's Public that counts its calls and answers likes = the
 // number of calls so far for every id; while gate is non-nil it waits for it.
 type loader struct {
+	now   func() time.Time
 	calls atomic.Int64
 	gate  chan struct{}
 	fail  atomic.Bool
@@ -28,7 +29,7 @@ func (l *loader) load(ctx context.Context, ids []string, _ time.Duration) (count
 	if l.fail.Load() {
 		return counterstore.Snapshot{}, errors.New("backend down")
 	}
-	s := counterstore.Snapshot{Values: map[string]counter.Values{}, ReadTime: time.Unix(n, 0)}
+	s := counterstore.Snapshot{Values: map[string]counter.Values{}, ReadTime: l.now()}
 	for _, id := range ids {
 		s.Values[id] = counter.Values{Likes: n}
 	}
@@ -51,7 +52,7 @@ func (c *clock) add(d time.Duration) {
 // while a read of them is in flight wait for it instead of reading again,
 // even when nothing can be held.
 func TestConcurrentIdenticalReadsShareOneQuery(t *testing.T) {
-	l := &loader{gate: make(chan struct{})}
+	l := &loader{now: time.Now, gate: make(chan struct{})}
 	const n = 16
 	var joined sync.WaitGroup
 	joined.Add(n)
@@ -90,8 +91,8 @@ func TestConcurrentIdenticalReadsShareOneQuery(t *testing.T) {
 // ttl has passed, then read again; at most max ids are held; errors are not
 // held.
 func TestCacheHoldsForTTLWithinBound(t *testing.T) {
-	l := &loader{}
 	clk := &clock{t: time.Unix(1000, 0)}
+	l := &loader{now: clk.now}
 	c := &publicCache{load: l.load, ttl: time.Hour, max: 2, now: clk.now}
 	ctx := context.Background()
 	get := func(ids ...string) map[string]counter.Values {
@@ -107,7 +108,7 @@ func TestCacheHoldsForTTLWithinBound(t *testing.T) {
 		t.Errorf("within ttl: %v after %d queries, want the first answer from 1 query", v, l.calls.Load())
 	}
 	held, since, missing := c.peek([]string{"a", "b", "c"})
-	if len(held) != 2 || len(missing) != 1 || missing[0] != "c" || !since.Equal(time.Unix(1, 0)) {
+	if len(held) != 2 || len(missing) != 1 || missing[0] != "c" || !since.Equal(time.Unix(1000, 0)) {
 		t.Errorf("peek: held %v since %v missing %v", held, since, missing)
 	}
 	get("c")
@@ -131,7 +132,7 @@ func TestCacheHoldsForTTLWithinBound(t *testing.T) {
 
 // TestCacheOff: a ttl of zero reads every time and holds nothing.
 func TestCacheOff(t *testing.T) {
-	l := &loader{}
+	l := &loader{now: time.Now}
 	c := &publicCache{load: l.load, max: 10, now: time.Now}
 	for range 3 {
 		if _, err := c.get(context.Background(), []string{"a"}); err != nil {
