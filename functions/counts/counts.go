@@ -74,10 +74,17 @@ type ViewerBody struct {
 	Reactions map[string]ReactionBody `json:"reactions"`
 }
 
+// Count is one id's counts: the counted fields and the estimate of its
+// distinct viewers.
+type Count struct {
+	counter.Values
+	UniqueViewers int64 `json:"uniqueViewers"`
+}
+
 // Body is the answer.
 type Body struct {
-	Counts map[string]counter.Values `json:"counts"`
-	Viewer *ViewerBody               `json:"viewer,omitempty"`
+	Counts map[string]Count `json:"counts"`
+	Viewer *ViewerBody      `json:"viewer,omitempty"`
 }
 
 func (h *handler) get(w http.ResponseWriter, r *http.Request) error {
@@ -101,7 +108,10 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	body := Body{Counts: c.Values}
+	body := Body{Counts: make(map[string]Count, len(c.Values))}
+	for id, v := range c.Values {
+		body.Counts[id] = Count{Values: v, UniqueViewers: c.UniqueViewers[id]}
+	}
 	w.Header().Add("Vary", "Authorization")
 	if viewer != nil {
 		body.Viewer = &ViewerBody{Reactions: make(map[string]ReactionBody, len(ids))}

@@ -41,16 +41,32 @@ type DB struct {
 var emulatorTx = make(chan struct{}, 1)
 
 // counters of work done, for the benchmark and metrics.
-var commits, reads atomic.Int64
+var commits, reads, rows atomic.Int64
 
 // Stats are process-wide totals since start.
 type Stats struct {
 	Commits int64 // read-write transactions committed
 	Reads   int64 // reads and queries issued through Read/Query
+	// Rows counts the mutations committed through Buffer: one a row, or
+	// one a key range deleted.
+	Rows int64
 }
 
 // CurrentStats returns the totals so far; the benchmark subtracts two of them.
-func CurrentStats() Stats { return Stats{Commits: commits.Load(), Reads: reads.Load()} }
+func CurrentStats() Stats {
+	return Stats{Commits: commits.Load(), Reads: reads.Load(), Rows: rows.Load()}
+}
+
+type rowsKey struct{}
+
+// Buffer buffers ms in tx, counting them towards Stats.Rows once the
+// transaction commits (a transaction run by InTx).
+func Buffer(ctx context.Context, tx *spanner.ReadWriteTransaction, ms []*spanner.Mutation) error {
+	if n, ok := ctx.Value(rowsKey{}).(*atomic.Int64); ok {
+		n.Add(int64(len(ms)))
+	}
+	return tx.BufferWrite(ms)
+}
 
 // New builds the client for cfg's database. Against the emulator
 // (SPANNER_EMULATOR_HOST set) read-write transactions are serialised.
@@ -85,11 +101,16 @@ func (db *DB) InTx(ctx context.Context, fn func(context.Context, *spanner.ReadWr
 		}
 		defer func() { <-emulatorTx }()
 	}
-	ts, err := db.Client.ReadWriteTransaction(ctx, fn)
+	var n atomic.Int64 // rows buffered by the attempt that commits
+	ts, err := db.Client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		n.Store(0)
+		return fn(context.WithValue(ctx, rowsKey{}, &n), tx)
+	})
 	if err != nil {
 		return time.Time{}, Map(err)
 	}
 	commits.Add(1)
+	rows.Add(n.Load())
 	return ts, nil
 }
 

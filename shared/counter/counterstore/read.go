@@ -28,6 +28,10 @@ type Counts struct {
 	Values map[string]counter.Values
 	// Reactions holds the viewer's reactions on the ids that have one.
 	Reactions map[string]ViewerReaction
+	// UniqueViewers holds every requested id's estimate of distinct
+	// viewers (zero when unknown): the snapshot's sketch merged with its
+	// live shards'.
+	UniqueViewers map[string]int64
 }
 
 // Sources of a row of the counts query.
@@ -48,27 +52,29 @@ const (
 // (the consumer deletes the pending row in the transaction that counts it),
 // so each is included exactly once.
 func (s *Store) Counts(ctx context.Context, ids []string, viewer *Viewer, maxStaleness time.Duration) (Counts, error) {
-	out := Counts{Values: make(map[string]counter.Values, len(ids)), Reactions: map[string]ViewerReaction{}}
+	out := Counts{Values: make(map[string]counter.Values, len(ids)), Reactions: map[string]ViewerReaction{}, UniqueViewers: make(map[string]int64, len(ids))}
 	for _, id := range ids {
 		out.Values[id] = counter.Values{}
+		out.UniqueViewers[id] = 0
 	}
 	if len(ids) == 0 {
 		return out, nil
 	}
 	cols := "Likes, Dislikes, Comments, Replies, Views"
-	sql := fmt.Sprintf(`SELECT CounterKey, %[1]d AS Src, %[2]s, '' AS Reaction, 0 AS Version FROM Counters WHERE CounterKey IN UNNEST(@ids)
-UNION ALL SELECT CounterKey, %[1]d, %[2]s, '', 0 FROM CounterShards WHERE CounterKey IN UNNEST(@ids)`, srcCounted, cols)
+	sql := fmt.Sprintf(`SELECT CounterKey, %[1]d AS Src, %[2]s, '' AS Reaction, 0 AS Version, Viewers FROM Counters WHERE CounterKey IN UNNEST(@ids)
+UNION ALL SELECT CounterKey, %[1]d, %[2]s, '', 0, Viewers FROM CounterShards WHERE CounterKey IN UNNEST(@ids)`, srcCounted, cols)
 	params := map[string]any{"ids": ids}
 	tx := s.db.Stale(maxStaleness)
 	if viewer != nil {
 		sql += fmt.Sprintf(`
-UNION ALL SELECT CounterKey, %[1]d, %[3]s, '', 0 FROM PendingDeltas@{FORCE_INDEX=PendingDeltasByUser} WHERE UserId = @viewer AND CounterKey IN UNNEST(@ids)
-UNION ALL SELECT ContentId, %[2]d, 0, 0, 0, 0, 0, Reaction, Version FROM Reactions WHERE UserId = @viewer AND ContentId IN UNNEST(@ids)`,
+UNION ALL SELECT CounterKey, %[1]d, %[3]s, '', 0, CAST(NULL AS BYTES) FROM PendingDeltas@{FORCE_INDEX=PendingDeltasByUser} WHERE UserId = @viewer AND CounterKey IN UNNEST(@ids)
+UNION ALL SELECT ContentId, %[2]d, 0, 0, 0, 0, 0, Reaction, Version, CAST(NULL AS BYTES) FROM Reactions WHERE UserId = @viewer AND ContentId IN UNNEST(@ids)`,
 			srcPending, srcViewer, cols)
 		params["viewer"] = viewer.UserID
 		tx = s.db.Stale(0)
 	}
 	raw := map[string]counter.Values{}
+	viewers := map[string]*counter.Viewers{}
 	err := tx.Query(ctx, spanner.Statement{SQL: sql, Params: params}).Do(func(r *spanner.Row) error {
 		var key, reaction string
 		var src, version int64
@@ -90,6 +96,18 @@ UNION ALL SELECT ContentId, %[2]d, 0, 0, 0, 0, 0, Reaction, Version FROM Reactio
 			return err
 		}
 		raw[key] = raw[key].Plus(v)
+		var vb []byte
+		if err := r.Column(9, &vb); err != nil {
+			return err
+		}
+		if len(vb) > 0 {
+			if viewers[key] == nil {
+				viewers[key] = counter.NewViewers()
+			}
+			if err := viewers[key].MergeBytes(vb); err != nil {
+				return fmt.Errorf("viewers of %s: %w", key, err)
+			}
+		}
 		return nil
 	})
 	if err != nil {
@@ -97,6 +115,9 @@ UNION ALL SELECT ContentId, %[2]d, 0, 0, 0, 0, 0, Reaction, Version FROM Reactio
 	}
 	for k, v := range raw {
 		out.Values[k] = v.Clamped()
+	}
+	for k, v := range viewers {
+		out.UniqueViewers[k] = v.Estimate()
 	}
 	return out, nil
 }

@@ -26,8 +26,9 @@ locals {
   ]...)
 
   # Functions that write or read a user's own history use the single-cluster
-  # profile; everything else may fail over.
-  history_functions = ["History", "ApplyHistory"]
+  # profile (ApplyViews: its claims are check-and-mutates, single-row
+  # transactions); everything else may fail over.
+  history_functions = ["History", "ApplyHistory", "ApplyViews"]
 }
 
 resource "google_bigtable_instance" "main" {
