@@ -2,7 +2,6 @@ package bigtabledb
 
 import (
 	"context"
-	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -132,25 +131,4 @@ func uniqueWatches(ws []history.Watch) []history.Watch {
 		}
 	}
 	return out
-}
-
-// Claims counts the claims recorded for videoID among the watches of the
-// given users: tests and drills compare it with the views counted.
-func (h *History) Claims(ctx context.Context, userIDs []string, videoID string) (int, error) {
-	var rows bigtable.RowList
-	for _, u := range userIDs {
-		rows = append(rows, history.LatestKey(u, videoID))
-	}
-	n := 0
-	err := h.latest.ReadRows(ctx, rows, func(r bigtable.Row) bool {
-		n += len(r[latestFamily])
-		return true
-	}, bigtable.RowFilter(bigtable.ChainFilters(
-		bigtable.FamilyFilter("^"+latestFamily+"$"),
-		bigtable.ColumnFilter("^"+colClaimPrefix+"[0-9]+$"),
-		bigtable.LatestNFilter(1), bigtable.StripValueFilter())))
-	if err != nil {
-		return 0, fmt.Errorf("bigtabledb.Claims: %w", err)
-	}
-	return n, nil
 }
