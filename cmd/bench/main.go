@@ -11,7 +11,11 @@
 //  4. freshness: time from an accepted write to its visibility in
 //     anonymous counts, p50/p99.
 //
-// Usage: go run ./cmd/bench [-reactions 1000] [-concurrency 64]
+// Then the views benchmark (views.go): watches of one hot video counted end
+// to end with each watch its own message and transaction, and batched; and
+// the precision of uniqueViewers.
+//
+// Usage: go run ./cmd/bench [-only reactions|views] [-reactions 1000] [-concurrency 64] [-watches 20000] [-watchers 64]
 package main
 
 import (
@@ -50,6 +54,15 @@ func realMain(ctx context.Context) error {
 	flag.IntVar(&o.countsReqs, "counts", 400, "GET /v1/counts requests (50 ids each)")
 	flag.IntVar(&o.freshness, "freshness", 40, "freshness samples")
 	flag.DurationVar(&o.timeout, "timeout", 3*time.Minute, "give up applying after this long")
+	var vo viewsOptions
+	flag.IntVar(&vo.watches, "watches", 20000, "views benchmark: distinct watches of the hot video per mode")
+	flag.IntVar(&vo.watchers, "watchers", 64, "views benchmark: concurrent clients")
+	flag.IntVar(&vo.viewers, "viewers", 1000, "views benchmark: distinct users among the watches")
+	flag.IntVar(&vo.retryOne, "retry-one", 10, "views benchmark: one watch in this many is sent twice (a client's retry)")
+	flag.IntVar(&vo.store, "store-viewers", 100000, "distinct viewers through the counter store")
+	flag.IntVar(&vo.sketch, "sketch-viewers", 1000000, "distinct viewers through the sketch alone")
+	flag.DurationVar(&vo.timeout, "views-timeout", 10*time.Minute, "views benchmark: give up counting after this long")
+	only := flag.String("only", "", `run one benchmark: "reactions" or "views" (default both)`)
 	flag.Parse()
 
 	st, err := benchstack.Emulators(ctx, "bench")
@@ -57,6 +70,9 @@ func realMain(ctx context.Context) error {
 		return err
 	}
 	defer st.Stop()
+	if *only == "views" {
+		return runViewsBench(ctx, st, vo)
+	}
 	var results []result
 	for i, mode := range []string{"naive", "sharded"} {
 		fmt.Fprintf(os.Stderr, "bench: %s mode…\n", mode)
@@ -67,7 +83,10 @@ func realMain(ctx context.Context) error {
 		results = append(results, r)
 	}
 	printTable(os.Stdout, o, results)
-	return nil
+	if *only == "reactions" {
+		return nil
+	}
+	return runViewsBench(ctx, st, vo)
 }
 
 type result struct {

@@ -166,12 +166,12 @@ func TestAuthorizationMatrix(t *testing.T) {
 	t.Run("counts answer the viewer only with a valid token", func(t *testing.T) {
 		anon := client{t: t, base: base}
 		code, hdr, body := anon.do("GET", "/v1/counts?ids="+content, "")
-		if code != 200 || strings.Contains(body, `"viewer"`) || !strings.HasPrefix(hdr.Get("Cache-Control"), "public") {
+		if code != 200 || strings.Contains(body, `"viewer"`) || !strings.Contains(body, `"uniqueViewers":`) || !strings.HasPrefix(hdr.Get("Cache-Control"), "public") {
 			t.Errorf("anonymous counts: %d Cache-Control %q %s", code, hdr.Get("Cache-Control"), body)
 		}
 		signedIn := client{t: t, base: base, token: tokens[user]}
 		code, hdr, body = signedIn.do("GET", "/v1/counts?ids="+content, "")
-		if code != 200 || !strings.Contains(body, `"viewer":{"reactions":{"authz-video":{"reaction":"like"`) ||
+		if code != 200 || !strings.Contains(body, `"viewer":{"reactions":{"authz-video":{"reaction":"like"`) || !strings.Contains(body, `"uniqueViewers":`) ||
 			hdr.Get("Cache-Control") != "private, no-store" {
 			t.Errorf("the user's counts: %d Cache-Control %q %s", code, hdr.Get("Cache-Control"), body)
 		}

@@ -48,13 +48,13 @@ func init() {
 
 // Batching reads HISTORY_BATCHING and HISTORY_BATCH_LINGER: the watches
 // that arrive while a publish is under way (and within the linger) leave
-// together as one message of at most history.MaxBatch watches. Two
-// publishes are in flight at once, so one slow publish does not hold up
-// the next batch.
+// together as one message of at most history.MaxBatch watches. One publish
+// is in flight at a time, so that the next batch gathers everything that
+// arrives meanwhile: each message is one transaction downstream.
 func Batching(cfg *config.Config) (counter.GroupCommitOptions, error) {
 	switch cfg.History.Batching {
 	case "on":
-		return counter.GroupCommitOptions{Batched: true, MaxBatch: history.MaxBatch, MaxInFlight: 2, Linger: cfg.History.BatchLinger}, nil
+		return counter.GroupCommitOptions{Batched: true, MaxBatch: history.MaxBatch, MaxInFlight: 1, Linger: cfg.History.BatchLinger}, nil
 	case "off":
 		return counter.GroupCommitOptions{}, nil
 	}

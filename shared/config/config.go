@@ -117,7 +117,7 @@ type History struct {
 	Batching string `env:"HISTORY_BATCHING, default=on"`
 	// BatchLinger is how long a batch of watches waits for company before
 	// it is published; the request waits that much longer for its 202.
-	BatchLinger time.Duration `env:"HISTORY_BATCH_LINGER, default=20ms"`
+	BatchLinger time.Duration `env:"HISTORY_BATCH_LINGER, default=50ms"`
 }
 
 type Telemetry struct {
