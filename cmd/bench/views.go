@@ -215,7 +215,7 @@ func viewsMode(ctx context.Context, es *emulators.Stack, mode string, n int, o v
 	}
 	r.final = c.Values["hot"].Views
 	r.exact = r.final == int64(o.watches)
-	r.unique = c.UniqueViewers["hot"]
+	r.unique = c.Values["hot"].UniqueViewers
 	if r.sketchBytes, err = sketchBytes(ctx, st.DB, "hot"); err != nil {
 		return r, err
 	}
@@ -328,7 +328,7 @@ func storeViewers(ctx context.Context, es *emulators.Stack, n int) (precision, e
 	if err != nil {
 		return p, err
 	}
-	p.estimate = c.UniqueViewers["hot"]
+	p.estimate = c.Values["hot"].UniqueViewers
 	p.bytes, err = sketchBytes(ctx, db, "hot")
 	return p, err
 }

@@ -108,8 +108,8 @@ func TestViewsCountOncePerWatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		for id, w := range want {
-			if got.Values[id].Views != w[0] || got.UniqueViewers[id] != w[1] {
-				t.Errorf("%s: %s has %d views, %d unique viewers; want %d and %d", when, id, got.Values[id].Views, got.UniqueViewers[id], w[0], w[1])
+			if got.Values[id].Views != w[0] || got.Values[id].UniqueViewers != w[1] {
+				t.Errorf("%s: %s has %d views, %d unique viewers; want %d and %d", when, id, got.Values[id].Views, got.Values[id].UniqueViewers, w[0], w[1])
 			}
 		}
 	}

@@ -130,6 +130,7 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
 	// Rollup lag: the time since the previous successful fold, the longest
 	// any shard waited to be folded (the alert also fires when it stops).
 	lastFold := start
+	var maxLag time.Duration
 	h.tick(ctx, until, func(st counterstore.FoldStats, err error) {
 		rep.Ticks++
 		now := time.Now()
@@ -139,6 +140,7 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
 			return
 		}
 		h.Metrics.RollupLag(ctx, now.Sub(lastFold))
+		maxLag = max(maxLag, now.Sub(lastFold))
 		lastFold = now
 		rep.Counters += st.Counters
 		rep.Shards += st.Shards
@@ -148,6 +150,13 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
 			slog.InfoContext(ctx, "rollup: shard count changed", "counterKey", k, "shards", n)
 		}
 	})
+	// One line per run: Terraform's log-based metric rollup_lag reads
+	// lagSeconds from it (monitoring.tf), so the alert exists on a fresh
+	// project before any metric was written, and its absence means the rollup
+	// stopped.
+	// A run whose folds all failed reports the whole run as lag.
+	maxLag = max(maxLag, time.Since(lastFold))
+	slog.InfoContext(ctx, "rollup: done", "ticks", rep.Ticks, "errors", rep.Errors, "lagSeconds", maxLag.Seconds())
 	w.Header().Set("Cache-Control", "no-store")
 	httpx.WriteJSON(w, http.StatusOK, rep)
 	return nil

@@ -129,19 +129,15 @@ func (c *Client) Counts(ids []string) (map[string]counter.Values, map[string]int
 	for chunk := range slices.Chunk(ids, 50) {
 		code, _, b := c.Do(nil, "", "GET", "/v1/counts?ids="+strings.Join(chunk, ","), "", "")
 		var resp struct {
-			Counts map[string]struct {
-				counter.Values
-				UniqueViewers *int64 `json:"uniqueViewers"`
-			} `json:"counts"`
+			Counts map[string]counter.Values `json:"counts"`
 		}
 		if code != 200 || json.Unmarshal(b, &resp) != nil {
 			return nil, nil, fmt.Errorf("GET /v1/counts: %d %s", code, b)
 		}
 		for k, v := range resp.Counts {
-			if v.UniqueViewers == nil {
-				return nil, nil, fmt.Errorf("GET /v1/counts: no uniqueViewers for %s: %s", k, b)
-			}
-			out[k], unique[k] = v.Values, *v.UniqueViewers
+			unique[k] = v.UniqueViewers
+			v.UniqueViewers = 0
+			out[k] = v
 		}
 	}
 	return out, unique, nil

@@ -28,10 +28,6 @@ type Counts struct {
 	Values map[string]counter.Values
 	// Reactions holds the viewer's reactions on the ids that have one.
 	Reactions map[string]ViewerReaction
-	// UniqueViewers holds every requested id's estimate of distinct
-	// viewers (zero when unknown): the snapshot's sketch merged with its
-	// live shards'.
-	UniqueViewers map[string]int64
 }
 
 // Sources of a row of the counts query.
@@ -52,10 +48,9 @@ const (
 // (the consumer deletes the pending row in the transaction that counts it),
 // so each is included exactly once.
 func (s *Store) Counts(ctx context.Context, ids []string, viewer *Viewer, maxStaleness time.Duration) (Counts, error) {
-	out := Counts{Values: make(map[string]counter.Values, len(ids)), Reactions: map[string]ViewerReaction{}, UniqueViewers: make(map[string]int64, len(ids))}
+	out := Counts{Values: make(map[string]counter.Values, len(ids)), Reactions: map[string]ViewerReaction{}}
 	for _, id := range ids {
 		out.Values[id] = counter.Values{}
-		out.UniqueViewers[id] = 0
 	}
 	if len(ids) == 0 {
 		return out, nil
@@ -74,7 +69,7 @@ UNION ALL SELECT ContentId, %[2]d, 0, 0, 0, 0, 0, Reaction, Version, CAST(NULL A
 		tx = s.db.Stale(0)
 	}
 	raw := map[string]counter.Values{}
-	viewers := map[string]*counter.Viewers{}
+	viewers := sketches{}
 	err := tx.Query(ctx, spanner.Statement{SQL: sql, Params: params}).Do(func(r *spanner.Row) error {
 		var key, reaction string
 		var src, version int64
@@ -100,26 +95,42 @@ UNION ALL SELECT ContentId, %[2]d, 0, 0, 0, 0, 0, Reaction, Version, CAST(NULL A
 		if err := r.Column(9, &vb); err != nil {
 			return err
 		}
-		if len(vb) > 0 {
-			if viewers[key] == nil {
-				viewers[key] = counter.NewViewers()
-			}
-			if err := viewers[key].MergeBytes(vb); err != nil {
-				return fmt.Errorf("viewers of %s: %w", key, err)
-			}
-		}
-		return nil
+		return viewers.add(key, vb)
 	})
 	if err != nil {
 		return Counts{}, fmt.Errorf("counterstore.Counts: %w", err)
 	}
+	viewers.estimate(raw)
 	for k, v := range raw {
 		out.Values[k] = v.Clamped()
 	}
-	for k, v := range viewers {
-		out.UniqueViewers[k] = v.Estimate()
-	}
 	return out, nil
+}
+
+// sketches merges the unique-viewers sketches of a read's rows, per key.
+type sketches map[string]*counter.Viewers
+
+// add merges a row's stored sketch (empty: none) into key's.
+func (s sketches) add(key string, stored []byte) error {
+	if len(stored) == 0 {
+		return nil
+	}
+	if s[key] == nil {
+		s[key] = counter.NewViewers()
+	}
+	if err := s[key].MergeBytes(stored); err != nil {
+		return fmt.Errorf("viewers of %s: %w", key, err)
+	}
+	return nil
+}
+
+// estimate sets each key's UniqueViewers in vals from its merged sketch.
+func (s sketches) estimate(vals map[string]counter.Values) {
+	for k, sk := range s {
+		v := vals[k]
+		v.UniqueViewers = sk.Estimate()
+		vals[k] = v
+	}
 }
 
 // Totals returns the exact count of each id now: snapshot plus shards plus

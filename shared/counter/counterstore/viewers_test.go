@@ -44,8 +44,8 @@ func TestUniqueViewersShardedFoldedAndRead(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c.Values[key].Views != wantViews || c.UniqueViewers[key] != wantUnique {
-				t.Fatalf("%s, %s: views %d, unique viewers %d; want %d and %d", mode, when, c.Values[key].Views, c.UniqueViewers[key], wantViews, wantUnique)
+			if c.Values[key].Views != wantViews || c.Values[key].UniqueViewers != wantUnique {
+				t.Fatalf("%s, %s: views %d, unique viewers %d; want %d and %d", mode, when, c.Values[key].Views, c.Values[key].UniqueViewers, wantViews, wantUnique)
 			}
 		}
 		read("before any view", 0, 0)
