@@ -29,24 +29,20 @@ func TestViewersExactWhileSmall(t *testing.T) {
 	}
 }
 
-// At a million viewers, added to 64 shard sketches (each viewer on a shard
-// of its own and again on another: redelivery), folded through the stored
-// form into one, the estimate is within 2%.
+// At a million viewers, added to 16 shard sketches, folded through the
+// stored form into one (one shard merged twice: a redelivered fold), the
+// estimate is within 2%.
 func TestViewersMillionWithinTwoPercent(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a million inserts")
-	}
 	const n = 1_000_000
-	shards := make([]*Viewers, 64)
+	shards := make([]*Viewers, 16)
 	for i := range shards {
 		shards[i] = NewViewers()
 	}
 	for i := 0; i < n; i++ {
-		shards[i%64].Add(viewer(i))
-		shards[(i*7+3)%64].Add(viewer(i))
+		shards[i%len(shards)].Add(viewer(i))
 	}
 	snap := NewViewers()
-	for _, s := range shards {
+	for _, s := range append(shards, shards[3]) {
 		if err := snap.MergeBytes(s.Bytes()); err != nil {
 			t.Fatal(err)
 		}
