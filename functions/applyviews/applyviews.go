@@ -39,7 +39,7 @@ import (
 )
 
 func init() {
-	platform.RegisterCloudEvent(name, platform.NeedSpanner|platform.NeedBigtable,
+	platform.RegisterCloudEvent("ApplyViews", platform.NeedSpanner|platform.NeedBigtable,
 		func(ctx context.Context, c *platform.Clients) (func(context.Context, event.Event) error, error) {
 			store, err := applycounters.Build(c)
 			if err != nil {

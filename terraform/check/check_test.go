@@ -206,7 +206,8 @@ func TestEnvironmentDifferences(t *testing.T) {
 		for _, rc := range p.Instances("google_cloudfunctions2_function", "fn") {
 			ep := rc.Str("build_config", 0, "entry_point")
 			prof, _ := rc.Get("service_config", 0, "environment_variables", "BIGTABLE_APP_PROFILE").(string)
-			if (ep == "History" || ep == "ApplyHistory") != (prof == single.Str("app_profile_id")) {
+			// ApplyViews claims watches with check-and-mutates: single-row transactions.
+			if (ep == "History" || ep == "ApplyHistory" || ep == "ApplyViews") != (prof == single.Str("app_profile_id")) {
 				t.Errorf("%s: %s uses app profile %q", env, ep, prof)
 			}
 		}

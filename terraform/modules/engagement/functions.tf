@@ -56,6 +56,8 @@ locals {
     COUNTS_MAX_STALENESS            = var.counts_max_staleness
     COUNTER_RELAY_AFTER             = var.counter_relay_after
     HISTORY_MAX_AGE_DAYS            = tostring(local.bigtable_gc_days.history_max_age_days)
+    HISTORY_BATCHING                = "on" # "off" only for the benchmark's baseline
+    HISTORY_BATCH_LINGER            = var.history_batch_linger
     TELEMETRY_EXPORTER              = "gcp"
     TELEMETRY_SAMPLE_RATIO          = "0.1"
   }
