@@ -27,6 +27,7 @@ import (
 	historyfn "github.com/videngage/engagement/functions/history"
 	"github.com/videngage/engagement/shared/bigtabledb"
 	"github.com/videngage/engagement/shared/bus"
+	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/emulators"
@@ -82,12 +83,23 @@ func runViewsBench(ctx context.Context, es *emulators.Stack, o viewsOptions) err
 	return nil
 }
 
-// viewsStack serves History, ApplyHistory and ApplyViews over a benchstack.
+// viewsStack provisions a world and serves the views path on it.
 func viewsStack(ctx context.Context, es *emulators.Stack, srv *benchstack.Server, project string, env map[string]string) (*benchstack.Stack, func(), error) {
 	cfg, teardown, err := benchstack.Provision(ctx, es, srv, project, env)
 	if err != nil {
 		return nil, nil, err
 	}
+	st, closeStack, err := newViewsStack(ctx, cfg, srv)
+	if err != nil {
+		teardown()
+		return nil, nil, err
+	}
+	return st, func() { closeStack(); teardown() }, nil
+}
+
+// newViewsStack serves History, ApplyHistory and ApplyViews over a
+// benchstack, on a provisioned world whose subscriptions push to srv.
+func newViewsStack(ctx context.Context, cfg *config.Config, srv *benchstack.Server) (*benchstack.Stack, func(), error) {
 	var more *platform.Clients
 	st, err := benchstack.New(ctx, "bench", cfg, srv, func(st *benchstack.Stack, mux *http.ServeMux) error {
 		var err error
@@ -114,10 +126,12 @@ func viewsStack(ctx context.Context, es *emulators.Stack, srv *benchstack.Server
 		return nil
 	})
 	if err != nil {
-		teardown()
+		if more != nil {
+			more.Close()
+		}
 		return nil, nil, err
 	}
-	return st, func() { st.Close(); more.Close(); teardown() }, nil
+	return st, func() { st.Close(); more.Close() }, nil
 }
 
 func viewsMode(ctx context.Context, es *emulators.Stack, mode string, n int, o viewsOptions) (viewsResult, error) {
