@@ -122,7 +122,7 @@ func newViewsStack(ctx context.Context, cfg *config.Config, srv *benchstack.Serv
 		})
 		mux.Handle("/v1/history", httpx.Standard("History", cfg.Project, nil, cfg.HTTP.RequestTimeout)(h))
 		mux.Handle("/push/ApplyHistory", st.PushHandler(applyhistory.New(store, nil)))
-		mux.Handle("/push/ApplyViews", st.PushHandler(applyviews.New(store, st.Counters, nil)))
+		mux.Handle("/push/ApplyViews", st.PushHandler(applyviews.New(bigtabledb.NewClaims(more.BigtableTx), st.Counters, nil)))
 		return nil
 	})
 	if err != nil {

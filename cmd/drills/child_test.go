@@ -247,7 +247,7 @@ func registerProbes(targets map[string]string) error {
 	vp := &counterProbe{probe: probe{function: "ApplyViews", plan: plan, out: out}, inner: store}
 	functions.CloudEvent("ApplyCountersProbed", applycounters.New(cp, c.Metrics))
 	functions.CloudEvent("ApplyHistoryProbed", applyhistory.New(hp, c.Metrics))
-	functions.CloudEvent("ApplyViewsProbed", applyviews.New(bigtabledb.NewHistory(c.Bigtable), vp, c.Metrics))
+	functions.CloudEvent("ApplyViewsProbed", applyviews.New(bigtabledb.NewClaims(c.BigtableTx), vp, c.Metrics))
 	targets["ApplyCounters"] = "ApplyCountersProbed"
 	targets["ApplyHistory"] = "ApplyHistoryProbed"
 	targets["ApplyViews"] = "ApplyViewsProbed"

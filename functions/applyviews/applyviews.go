@@ -45,7 +45,7 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			return New(bigtabledb.NewHistory(c.Bigtable), store, c.Metrics), nil
+			return New(bigtabledb.NewClaims(c.BigtableTx), store, c.Metrics), nil
 		})
 }
 

@@ -79,7 +79,7 @@ func TestViewsCountOncePerWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	counters := &crashing{inner: store}
-	fn := applyviews.New(bigtabledb.NewHistory(c.Bigtable), counters, nil)
+	fn := applyviews.New(bigtabledb.NewClaims(c.BigtableTx), counters, nil)
 	at := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Hour)
 	watch := func(user, video string, min int) history.Watch {
 		return history.NewWatch(user, video, at.Add(time.Duration(min)*time.Minute), 0)

@@ -26,6 +26,18 @@ func claimColumn(at time.Time) string { return colClaimPrefix + strconv.FormatIn
 // claimConcurrency bounds the conditional writes one Claim has in flight.
 const claimConcurrency = 16
 
+// Claims records which batch counts each watch, in the watch's
+// watch_latest row. Its client is the transactional one
+// (platform.Clients.BigtableTx): a claim is a check-and-mutate, a
+// single-row transaction, and the claims are read back on the same single
+// cluster, so a claim just written is always seen.
+type Claims struct {
+	latest *bigtable.Table
+}
+
+// NewClaims uses the watch_latest table of client c.
+func NewClaims(c *bigtable.Client) *Claims { return &Claims{latest: c.Open(LatestTable)} }
+
 // Claim records batchID as the batch that counts each watch of ws, unless a
 // batch already did, and returns the watches that belong to batchID: those
 // it claimed now and those it had claimed on an earlier delivery. A watch
@@ -34,7 +46,7 @@ const claimConcurrency = 16
 // check-and-mutate of the watch's watch_latest row, so whatever the timing
 // of two batches carrying one watch, exactly one of them owns it; a batch
 // owns the same watches on every delivery.
-func (h *History) Claim(ctx context.Context, batchID string, ws []history.Watch) ([]history.Watch, error) {
+func (h *Claims) Claim(ctx context.Context, batchID string, ws []history.Watch) ([]history.Watch, error) {
 	ws = uniqueWatches(ws)
 	taken := make([]bool, len(ws)) // the claim existed before this call
 	errs := make([]error, len(ws))
@@ -89,7 +101,7 @@ func claimKey(w history.Watch) string {
 }
 
 // claimOwners reads the batch that claimed each watch, in one read.
-func (h *History) claimOwners(ctx context.Context, ws []history.Watch) (map[string]string, error) {
+func (h *Claims) claimOwners(ctx context.Context, ws []history.Watch) (map[string]string, error) {
 	var rows bigtable.RowList
 	seenRow := map[string]bool{}
 	var cols []string

@@ -24,7 +24,8 @@ func ids(ws []history.Watch) map[string]bool {
 // the claim: views are not taken back, and a deleted watch sent again is
 // not a new view.
 func TestClaimFirstBatchOwnsAWatch(t *testing.T) {
-	h, _ := newStore(t)
+	h, bt := newStore(t)
+	c := NewClaims(bt)
 	ctx := context.Background()
 	at := base()
 	w1 := history.NewWatch("ann", "v1", at, 0)
@@ -32,7 +33,7 @@ func TestClaimFirstBatchOwnsAWatch(t *testing.T) {
 	w3 := history.NewWatch("bob#x", "v1", at, 0)
 	claim := func(batch string, ws ...history.Watch) map[string]bool {
 		t.Helper()
-		owned, err := h.Claim(ctx, batch, ws)
+		owned, err := c.Claim(ctx, batch, ws)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,7 +69,8 @@ func TestClaimFirstBatchOwnsAWatch(t *testing.T) {
 
 // Batches racing for the same watches: each watch has exactly one owner.
 func TestClaimRacingBatches(t *testing.T) {
-	h, _ := newStore(t)
+	_, bt := newStore(t)
+	c := NewClaims(bt)
 	ctx := context.Background()
 	at := base()
 	var ws []history.Watch
@@ -81,7 +83,7 @@ func TestClaimRacingBatches(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			owned, err := h.Claim(ctx, fmt.Sprintf("race-%d", b), ws)
+			owned, err := c.Claim(ctx, fmt.Sprintf("race-%d", b), ws)
 			if err != nil {
 				t.Error(err)
 				return
