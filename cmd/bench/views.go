@@ -237,7 +237,7 @@ func viewsMode(ctx context.Context, es *emulators.Stack, mode string, n int, o v
 	r.accepted = float64(len(jobs)) / acceptedIn.Seconds()
 	r.applied = views / appliedIn.Seconds()
 	r.commitsPer1000 = float64(after.Commits-before.Commits) * 1000 / views
-	r.rowsPer1000 = float64(after.Rows-before.Rows) * 1000 / views
+	r.rowsPer1000 = float64(after.RowWrites-before.RowWrites) * 1000 / views
 	r.messagesPer1000 = float64(m1-m0) * 1000 / views
 	if m1 > m0 {
 		r.watchesPerMessage = float64(len(jobs)) / float64(m1-m0)

@@ -41,31 +41,32 @@ type DB struct {
 var emulatorTx = make(chan struct{}, 1)
 
 // counters of work done, for the benchmark and metrics.
-var commits, reads, rows atomic.Int64
+var commits, reads atomic.Int64
 
 // Stats are process-wide totals since start.
 type Stats struct {
 	Commits int64 // read-write transactions committed
-	Reads   int64 // reads and queries issued through Read/Query
-	// Rows counts the mutations committed through Buffer: one a row, or
-	// one a key range deleted.
-	Rows int64
+	Reads   int64 // single-use reads and snapshots begun through DB
+	// Counted on the wire (ClientOptions), outside Uncounted contexts:
+	CommitRPCs int64 // commits
+	RowWrites  int64 // rows written or deleted, a key range deleted counting one
+	ReadRPCs   int64 // reads and queries, inside transactions or not
 }
 
 // CurrentStats returns the totals so far; the benchmark subtracts two of them.
 func CurrentStats() Stats {
-	return Stats{Commits: commits.Load(), Reads: reads.Load(), Rows: rows.Load()}
+	return Stats{
+		Commits: commits.Load(), Reads: reads.Load(),
+		CommitRPCs: commitRPCs.Load(), RowWrites: rowWrites.Load(), ReadRPCs: readRPCs.Load(),
+	}
 }
 
-type rowsKey struct{}
-
-// Buffer buffers ms in tx, counting them towards Stats.Rows once the
-// transaction commits (a transaction run by InTx).
-func Buffer(ctx context.Context, tx *spanner.ReadWriteTransaction, ms []*spanner.Mutation) error {
-	if n, ok := ctx.Value(rowsKey{}).(*atomic.Int64); ok {
-		n.Add(int64(len(ms)))
+// Minus returns s − o, field by field.
+func (s Stats) Minus(o Stats) Stats {
+	return Stats{
+		Commits: s.Commits - o.Commits, Reads: s.Reads - o.Reads,
+		CommitRPCs: s.CommitRPCs - o.CommitRPCs, RowWrites: s.RowWrites - o.RowWrites, ReadRPCs: s.ReadRPCs - o.ReadRPCs,
 	}
-	return tx.BufferWrite(ms)
 }
 
 // New builds the client for cfg's database. Against the emulator
@@ -73,7 +74,7 @@ func Buffer(ctx context.Context, tx *spanner.ReadWriteTransaction, ms []*spanner
 func New(ctx context.Context, cfg *config.Config) (*DB, error) {
 	c, err := spanner.NewClientWithConfig(ctx, cfg.DatabasePath(), spanner.ClientConfig{
 		DisableNativeMetrics: cfg.Spanner.EmulatorHost != "",
-	})
+	}, ClientOptions()...)
 	if err != nil {
 		return nil, fmt.Errorf("spannerdb.New: %w", err)
 	}
@@ -101,16 +102,11 @@ func (db *DB) InTx(ctx context.Context, fn func(context.Context, *spanner.ReadWr
 		}
 		defer func() { <-emulatorTx }()
 	}
-	var n atomic.Int64 // rows buffered by the attempt that commits
-	ts, err := db.Client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
-		n.Store(0)
-		return fn(context.WithValue(ctx, rowsKey{}, &n), tx)
-	})
+	ts, err := db.Client.ReadWriteTransaction(ctx, fn)
 	if err != nil {
 		return time.Time{}, Map(err)
 	}
 	commits.Add(1)
-	rows.Add(n.Load())
 	return ts, nil
 }
 

@@ -7,7 +7,6 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/spannerdb"
 )
 
 // foldBatch is how many counters one fold transaction folds: few enough that
@@ -175,7 +174,7 @@ func (s *Store) foldTx(ctx context.Context, keys []string) (int, map[string]int,
 				ms = append(ms, spanner.InsertOrUpdate(tableMoved, []string{"CounterKey", "Shard"}, []any{k, int64(revisitShard)}))
 			}
 		}
-		return spannerdb.Buffer(ctx, tx, ms)
+		return tx.BufferWrite(ms)
 	})
 	return folded, resized, err
 }
