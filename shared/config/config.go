@@ -41,8 +41,14 @@ type Bigtable struct {
 	Instance string `env:"BIGTABLE_INSTANCE, default=engagement"`
 	// AppProfile routes a user's reads to the cluster that took their writes
 	// (single-cluster routing) in a replicated instance; empty is the default profile.
-	AppProfile   string `env:"BIGTABLE_APP_PROFILE"`
-	EmulatorHost string `env:"BIGTABLE_EMULATOR_HOST"`
+	AppProfile string `env:"BIGTABLE_APP_PROFILE"`
+	// TransactionalAppProfile is the profile of single-row transactions
+	// (the rate limiter's increments): they need single-cluster routing with
+	// transactional writes allowed, which a multi-cluster (failover) profile
+	// refuses. Empty: the AppProfile client serves them too (one cluster, or
+	// the emulator).
+	TransactionalAppProfile string `env:"BIGTABLE_TRANSACTIONAL_APP_PROFILE"`
+	EmulatorHost            string `env:"BIGTABLE_EMULATOR_HOST"`
 }
 
 type Firestore struct {

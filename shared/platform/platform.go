@@ -49,6 +49,11 @@ type Clients struct {
 	Firestore *firestore.Client
 	Verifier  *auth.Verifier
 	Metrics   *telemetry.Metrics
+
+	// BigtableTx is the client for single-row transactions (the rate
+	// limiter): config.Bigtable.TransactionalAppProfile, or Bigtable itself
+	// when that is empty.
+	BigtableTx *bigtable.Client
 }
 
 // New builds the clients named by needs.
@@ -80,6 +85,14 @@ func New(ctx context.Context, cfg *config.Config, needs Needs) (_ *Clients, err 
 		if err != nil {
 			return nil, fmt.Errorf("platform.New: bigtable: %w", err)
 		}
+		c.BigtableTx = c.Bigtable
+		if p := cfg.Bigtable.TransactionalAppProfile; p != "" && p != cfg.Bigtable.AppProfile {
+			btc.AppProfile = p
+			c.BigtableTx, err = bigtable.NewClientWithConfig(ctx, cfg.Project, cfg.Bigtable.Instance, btc)
+			if err != nil {
+				return nil, fmt.Errorf("platform.New: bigtable (transactional profile): %w", err)
+			}
+		}
 	}
 	if needs&NeedPubSub != 0 {
 		c.PubSub, err = pubsub.NewClient(ctx, cfg.Project)
@@ -110,6 +123,9 @@ func (c *Clients) Close() error {
 	}
 	if c.Bigtable != nil {
 		errs = append(errs, c.Bigtable.Close())
+	}
+	if c.BigtableTx != nil && c.BigtableTx != c.Bigtable {
+		errs = append(errs, c.BigtableTx.Close())
 	}
 	if c.PubSub != nil {
 		errs = append(errs, c.PubSub.Close())

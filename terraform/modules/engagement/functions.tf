@@ -100,7 +100,8 @@ resource "google_cloudfunctions2_function" "fn" {
     ingress_settings = each.value.public ? "ALLOW_INTERNAL_AND_GCLB" : "ALLOW_INTERNAL_ONLY"
 
     environment_variables = merge(local.function_env, {
-      BIGTABLE_APP_PROFILE = contains(local.history_functions, each.key) ? google_bigtable_app_profile.history.app_profile_id : google_bigtable_app_profile.failover.app_profile_id
+      BIGTABLE_APP_PROFILE               = contains(local.history_functions, each.key) ? google_bigtable_app_profile.history.app_profile_id : google_bigtable_app_profile.failover.app_profile_id
+      BIGTABLE_TRANSACTIONAL_APP_PROFILE = google_bigtable_app_profile.transactional.app_profile_id
     })
 
     # Page tokens are signed with a generated secret, never the local default.
