@@ -70,6 +70,9 @@ type Auth struct {
 	// JWKSURL is where the signing keys are published: Google's securetoken
 	// key set in the cloud, the local issuer's key set locally.
 	JWKSURL string `env:"AUTH_JWKS_URL, default=https://www.googleapis.com/service_accounts/v1/jwk/securetoken@system.gserviceaccount.com"`
+	// TokenCache is how many verified tokens an instance remembers until
+	// they expire (0: verify every token with RSA).
+	TokenCache int `env:"AUTH_TOKEN_CACHE, default=10000"`
 }
 
 // TokenIssuer is the issuer the verifier expects.
@@ -101,8 +104,13 @@ type HTTP struct {
 type Counters struct {
 	RollupInterval  time.Duration `env:"ROLLUP_INTERVAL, default=5s"`
 	ReactionsPerMin int           `env:"RATE_LIMIT_REACTIONS, default=60"`
-	CommentsPerMin  int           `env:"RATE_LIMIT_COMMENTS, default=10"`
-	HistoryPerMin   int           `env:"RATE_LIMIT_HISTORY, default=120"`
+	// ReactionLimitStore is where the reactions' per-user limit is counted:
+	// "bigtable" (one atomic increment per request, as history's) or
+	// "spanner" (a row read and written in the reaction's transaction: the
+	// benchmark's comparison).
+	ReactionLimitStore string `env:"REACTION_RATE_LIMIT_STORE, default=bigtable"`
+	CommentsPerMin     int    `env:"RATE_LIMIT_COMMENTS, default=10"`
+	HistoryPerMin      int    `env:"RATE_LIMIT_HISTORY, default=120"`
 	// Mode "naive" applies each counter event in its own transaction on one
 	// counter row with no batching (the benchmark's baseline); "sharded" is
 	// the engine.
@@ -116,6 +124,10 @@ type Counters struct {
 	// RelayAfter is the age at which the rollup republishes an outbox event
 	// whose message was lost.
 	RelayAfter time.Duration `env:"COUNTER_RELAY_AFTER, default=2m"`
+	// OutboxDelete is how the consumer deletes the reactions' outbox rows it
+	// counts: "range", one key-range delete per group-committed batch, or
+	// "row", one delete per row (the benchmark's comparison).
+	OutboxDelete string `env:"COUNTER_OUTBOX_DELETE, default=range"`
 }
 
 type History struct {

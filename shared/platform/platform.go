@@ -26,6 +26,7 @@ import (
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/spannerdb"
 	"github.com/videngage/engagement/shared/telemetry"
 )
 
@@ -71,7 +72,7 @@ func New(ctx context.Context, cfg *config.Config, needs Needs) (_ *Clients, err 
 		c.Spanner, err = spanner.NewClientWithConfig(ctx, cfg.DatabasePath(), spanner.ClientConfig{
 			// The emulator has no Cloud Monitoring to export to.
 			DisableNativeMetrics: cfg.Spanner.EmulatorHost != "",
-		})
+		}, spannerdb.ClientOptions()...)
 		if err != nil {
 			return nil, fmt.Errorf("platform.New: spanner: %w", err)
 		}
@@ -107,7 +108,7 @@ func New(ctx context.Context, cfg *config.Config, needs Needs) (_ *Clients, err 
 		}
 	}
 	if needs&NeedVerifier != 0 {
-		c.Verifier, err = auth.NewVerifier(ctx, cfg.Auth)
+		c.Verifier, err = auth.NewVerifier(ctx, cfg.Auth, auth.WithTokenCache(cfg.Auth.TokenCache))
 		if err != nil {
 			return nil, fmt.Errorf("platform.New: verifier: %w", err)
 		}

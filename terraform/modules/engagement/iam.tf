@@ -12,7 +12,7 @@ locals {
   # "user", "viewer" or ""; publish: the topics it publishes to.
   function_access = {
     History       = { spanner = "", bigtable = "user", firestore = "user", publish = [local.history_topic] }
-    Reactions     = { spanner = "user", bigtable = "", firestore = "", publish = [local.counter_topic] }
+    Reactions     = { spanner = "user", bigtable = "user", firestore = "", publish = [local.counter_topic] }
     Counts        = { spanner = "reader", bigtable = "", firestore = "", publish = [] }
     Comments      = { spanner = "user", bigtable = "", firestore = "", publish = [local.counter_topic] }
     Rollup        = { spanner = "user", bigtable = "", firestore = "", publish = [local.counter_topic] }
