@@ -136,8 +136,8 @@ type History struct {
 }
 
 type Telemetry struct {
-	// Exporter is where traces and metrics go: "gcp" (Cloud Trace and Cloud
-	// Monitoring), "stdout" (the local stack, to read them) or "none".
+	// Exporter is where traces and metrics go: "gcp" (OTLP to Google's
+	// endpoint, telemetry.googleapis.com: Cloud Trace and Cloud Monitoring), "stdout" (the local stack, to read them) or "none".
 	Exporter string `env:"TELEMETRY_EXPORTER, default=gcp"`
 	// SampleRatio is the share of traces started here that are recorded. A
 	// request or message that arrives with a sampling decision (traceparent,
