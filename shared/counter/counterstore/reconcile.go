@@ -63,8 +63,10 @@ type Correction struct {
 // ReconcileReport says what a run checked and corrected.
 type ReconcileReport struct {
 	Scope Scope `json:"scope"`
-	// Run is the run of every counter the figures are of (scope all).
+	// Run is the run of every counter the figures are of (scope all), and
+	// Done says it is complete (recent: always).
 	Run         string       `json:"run,omitempty"`
+	Done        bool         `json:"done"`
 	Checked     int          `json:"checked"`
 	Corrected   int          `json:"corrected"`
 	Skipped     int          `json:"skipped"` // corrected meanwhile by another run
@@ -91,7 +93,17 @@ const maxReported = 100
 // read-write transaction that first checks the counter's ReconcileTime is
 // still what it was at T, so that two runs never both apply a correction for
 // the same drift.
+//
+// All starts a run of every counter in slices (StartRun) and works it here
+// until it is done or until (zero: no limit) passes; Recent checks its keys
+// at once.
 func (s *Store) Reconcile(ctx context.Context, scope Scope, sources []Source) (ReconcileReport, error) {
+	return s.ReconcileUntil(ctx, scope, sources, time.Time{})
+}
+
+// ReconcileUntil is Reconcile that stops working a run of every counter at
+// until, leaving the rest to WorkSlices.
+func (s *Store) ReconcileUntil(ctx context.Context, scope Scope, sources []Source, until time.Time) (ReconcileReport, error) {
 	rep := ReconcileReport{Scope: scope, Corrections: []Correction{}}
 	var fields []counter.Field
 	for _, src := range sources {
@@ -116,12 +128,13 @@ func (s *Store) Reconcile(ctx context.Context, scope Scope, sources []Source) (R
 		if err == nil {
 			err = check(keys)
 		}
+		rep.Done = err == nil
 	case All:
 		// One run of every slice, worked here to the end.
 		var run string
 		run, err = s.StartRun(ctx, 0)
 		if err == nil {
-			rep, err = s.finishRun(ctx, run, sources)
+			rep, err = s.finishRun(ctx, run, sources, until)
 		}
 	default:
 		err = fmt.Errorf("unknown scope %q", scope)

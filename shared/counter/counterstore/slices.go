@@ -35,10 +35,10 @@ const DefaultSlices = 64
 // page reads at most this many keys past its end.
 const slicePage = 2000
 
-// sliceLease is how long a worker holds a slice without committing a batch:
+// defaultSliceLease is how long a worker holds a slice without committing a batch:
 // each batch renews it, so a killed worker's slice is free again this long
 // after its last batch.
-const sliceLease = 2 * time.Minute
+const defaultSliceLease = 2 * time.Minute
 
 // keyAlphabet is every character of a content id (^[A-Za-z0-9_-]{1,64}$),
 // in byte order: slices cut the space of two-character prefixes evenly.
@@ -131,6 +131,9 @@ type WorkOptions struct {
 	// Workers is how many slices one invocation works at once (default 4;
 	// one when the database runs one transaction at a time).
 	Workers int
+	// Until is when to stop taking up batches (zero: when ctx ends). A
+	// batch under way finishes; the slice's cursor keeps the rest.
+	Until time.Time
 }
 
 // WorkReport says what one WorkSlices did.
@@ -163,6 +166,9 @@ func (s *Store) WorkSlices(ctx context.Context, sources []Source, o WorkOptions)
 	holder := NewHolder()
 	tried := map[openSlice]bool{}
 	for {
+		if !o.Until.IsZero() && !time.Now().Before(o.Until) {
+			return rep, nil
+		}
 		open, err := s.openSlices(ctx, o.Run)
 		if err != nil {
 			return rep, err
@@ -185,7 +191,7 @@ func (s *Store) WorkSlices(ctx context.Context, sources []Source, o WorkOptions)
 			tried[sl] = true
 			g.Go(func() error {
 				var part ReconcileReport
-				took, finished, err := s.workSlice(gctx, sl, holder, sources, &part)
+				took, finished, err := s.workSlice(gctx, sl, holder, sources, o.Until, &part)
 				mu.Lock()
 				defer mu.Unlock()
 				rep.Checked += part.Checked
@@ -240,13 +246,16 @@ func (s *Store) openSlices(ctx context.Context, run string) ([]openSlice, error)
 // (another worker took the slice over after the lease expired).
 var errSliceMoved = errors.New("reconcile slice moved on without this worker")
 
-func leaseName(sl openSlice) string { return fmt.Sprintf("reconcile/%s/%d", sl.run, sl.slice) }
+func leaseName(sl openSlice) string { return SliceLeaseName(sl.run, int(sl.slice)) }
+
+// SliceLeaseName is the JobLeases name of a run's slice.
+func SliceLeaseName(run string, slice int) string { return fmt.Sprintf("reconcile/%s/%d", run, slice) }
 
 // workSlice takes the slice's lease and checks its keys from its cursor to
 // its end, a batch at a time. took is false when another holder has it.
-func (s *Store) workSlice(ctx context.Context, sl openSlice, holder string, sources []Source, rep *ReconcileReport) (took, finished bool, err error) {
+func (s *Store) workSlice(ctx context.Context, sl openSlice, holder string, sources []Source, until time.Time, rep *ReconcileReport) (took, finished bool, err error) {
 	lease := leaseName(sl)
-	ok, err := s.Lease(ctx, lease, holder, sliceLease)
+	ok, err := s.Lease(ctx, lease, holder, s.sliceLease)
 	if err != nil || !ok {
 		return false, false, err
 	}
@@ -279,7 +288,11 @@ func (s *Store) workSlice(ctx context.Context, sl openSlice, holder string, sour
 	for _, src := range sources {
 		fields = append(fields, src.Fields()...)
 	}
+	out := func() bool { return !until.IsZero() && !time.Now().Before(until) }
 	for {
+		if out() {
+			return true, false, nil
+		}
 		var keys []string
 		var more bool
 		err := s.db.InSnapshot(ctx, func(ctx context.Context, tx *spanner.ReadOnlyTransaction) error {
@@ -306,7 +319,10 @@ func (s *Store) workSlice(ctx context.Context, sl openSlice, holder string, sour
 			batches = [][]string{nil}
 		}
 		for i, batch := range batches {
-			step := &sliceStep{slice: sl, holder: holder, lease: lease, from: after, to: after, done: !more && i == len(batches)-1}
+			if out() {
+				return true, false, nil
+			}
+			step := &sliceStep{slice: sl, holder: holder, lease: lease, ttl: s.sliceLease, from: after, to: after, done: !more && i == len(batches)-1}
 			if len(batch) > 0 {
 				step.to = batch[len(batch)-1]
 			}
@@ -330,6 +346,7 @@ func (s *Store) workSlice(ctx context.Context, sl openSlice, holder string, sour
 type sliceStep struct {
 	slice         openSlice
 	holder, lease string
+	ttl           time.Duration
 	from, to      string
 	done          bool
 	// read by advance, added to by figures.
@@ -362,7 +379,7 @@ func (st *sliceStep) advance(ctx context.Context, tx *spanner.ReadWriteTransacti
 	if h != st.holder || cursor != st.from || done {
 		return nil, errSliceMoved
 	}
-	return []*spanner.Mutation{spanner.InsertOrUpdate(tableLeases, []string{"Name", "Holder", "Expires"}, []any{st.lease, st.holder, now.Add(sliceLease)})}, nil
+	return []*spanner.Mutation{spanner.InsertOrUpdate(tableLeases, []string{"Name", "Holder", "Expires"}, []any{st.lease, st.holder, now.Add(st.ttl)})}, nil
 }
 
 // figures is the slice's row after the batch.
@@ -376,11 +393,11 @@ func (st *sliceStep) figures(checked, corrected, skipped int) *spanner.Mutation 
 // slices that other invocations hold) or ctx ends, and reports the run's
 // stored figures, whoever did the work; Corrections lists this
 // invocation's.
-func (s *Store) finishRun(ctx context.Context, run string, sources []Source) (ReconcileReport, error) {
+func (s *Store) finishRun(ctx context.Context, run string, sources []Source, until time.Time) (ReconcileReport, error) {
 	rep := ReconcileReport{Scope: All, Run: run, Corrections: []Correction{}}
 	wait := 50 * time.Millisecond
 	for {
-		w, err := s.WorkSlices(ctx, sources, WorkOptions{Run: run})
+		w, err := s.WorkSlices(ctx, sources, WorkOptions{Run: run, Until: until})
 		for _, c := range w.Corrections {
 			if len(rep.Corrections) < maxReported {
 				rep.Corrections = append(rep.Corrections, c)
@@ -395,6 +412,12 @@ func (s *Store) finishRun(ctx context.Context, run string, sources []Source) (Re
 		}
 		rep.Checked, rep.Corrected, rep.Skipped = st.Checked, st.Corrected, st.Skipped
 		if st.Done() {
+			rep.Done = true
+			return rep, nil
+		}
+		if !until.IsZero() && !time.Now().Before(until) {
+			// Out of time: the slices' cursors keep the rest for the
+			// invocations that work open slices.
 			return rep, nil
 		}
 		// Some slices are another invocation's: wait for them.
