@@ -25,9 +25,11 @@ vet:
 # One emulator stack serves every test binary; each test isolates itself in
 # its own project, database, tables and topics.
 # terraform/check runs in test-terraform, after fmt and the provider build.
+# An empty package list would run nothing and pass: it fails instead.
 test-go:
-	$(GO) run ./cmd/withemulators -- $(GO) test -shuffle=on -count=1 -race -timeout 20m $(TESTARGS) \
-		$$($(GO) list ./... | grep -v /terraform/check)
+	@pkgs="$$($(GO) list ./... | grep -v /terraform/check)"; \
+	test -n "$$pkgs" || { echo "test-go: no packages to test" >&2; exit 1; }; \
+	$(GO) run ./cmd/withemulators -- $(GO) test -shuffle=on -count=1 -race -timeout 20m $(TESTARGS) $$pkgs
 
 ## test-terraform: fmt, validate and plan per environment offline, cross-checks with the code
 test-terraform:
@@ -45,20 +47,7 @@ soak:
 	$(GO) run ./cmd/soak -duration $(SOAK)
 
 ## fuzz: every fuzz target for longer (FUZZTIME each: a duration, or a count such as 100000x)
+# The targets are read from the test sources (tools/fuzz.sh): none found fails.
 FUZZTIME ?= 60s
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./shared/auth/
-	$(GO) test -run '^$$' -fuzz '^FuzzEntryKey$$' -fuzztime $(FUZZTIME) ./shared/history/
-	$(GO) test -run '^$$' -fuzz '^FuzzPageToken$$' -fuzztime $(FUZZTIME) ./shared/history/
-	$(GO) test -run '^$$' -fuzz '^FuzzPageToken$$' -fuzztime $(FUZZTIME) ./shared/comment/
-	$(GO) test -run '^$$' -fuzz '^FuzzCheckJSONText$$' -fuzztime $(FUZZTIME) ./shared/comment/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeJSON$$' -fuzztime $(FUZZTIME) ./shared/httpx/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseIDs$$' -fuzztime $(FUZZTIME) ./shared/httpx/
-	$(GO) test -run '^$$' -fuzz '^FuzzParsePageSize$$' -fuzztime $(FUZZTIME) ./shared/httpx/
-	$(GO) test -run '^$$' -fuzz '^FuzzTraceFields$$' -fuzztime $(FUZZTIME) ./shared/httpx/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./shared/events/
-	$(GO) test -run '^$$' -fuzz '^FuzzEventID$$' -fuzztime $(FUZZTIME) ./shared/events/
-	$(GO) test -run '^$$' -fuzz '^FuzzFromCloudEvent$$' -fuzztime $(FUZZTIME) ./shared/bus/
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./shared/reaction/
-	$(GO) test -run '^$$' -fuzz '^FuzzApply$$' -fuzztime $(FUZZTIME) ./shared/reaction/
-	$(GO) test -run '^$$' -fuzz '^FuzzApplyCounters$$' -fuzztime $(FUZZTIME) ./functions/applycounters/
+	GO=$(GO) FUZZTIME=$(FUZZTIME) bash tools/fuzz.sh

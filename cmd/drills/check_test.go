@@ -121,7 +121,7 @@ func (st *drillStack) settle(t *testing.T, m *workload.Model) {
 }
 
 // checkCountsAPI reads the counts anonymously, as any viewer does; such
-// reads may be up to COUNTS_MAX_STALENESS old.
+// reads may be up to COUNTS_CACHE_TTL plus COUNTS_MAX_STALENESS old.
 func (st *drillStack) checkCountsAPI(t *testing.T, m *workload.Model) {
 	t.Helper()
 	var diffs []string

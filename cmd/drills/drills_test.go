@@ -240,7 +240,7 @@ func TestDrillSpannerFrozen(t *testing.T) {
 	expect(t, "reaction writes answered 503 while Spanner was frozen", workload.CountCode(workload.Between(samples, "PUT /v1/reactions", frozen, to), 503) > 0)
 	expect(t, "counts reads answered 503 while Spanner was frozen",
 		workload.CountCode(workload.Between(samples, "GET /v1/counts", frozen, to), 503)+
-			workload.CountCode(workload.Between(samples, "GET /v1/counts (signed in)", frozen, to), 503) > 0)
+			workload.CountCode(workload.Between(samples, "GET /v1/me/counts", frozen, to), 503) > 0)
 	expect(t, "history writes (no Spanner on their path) accepted while Spanner was frozen",
 		workload.CountCode(workload.Between(samples, "POST /v1/history", frozen, to), 202) > 0)
 	expectRecovery(t, samples, "PUT /v1/reactions", 200, to, 10*time.Second)

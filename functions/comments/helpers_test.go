@@ -183,7 +183,9 @@ func newEnv(t *testing.T, o envOpts) *env {
 	std := func(name string) httpx.Middleware {
 		return httpx.Standard(name, cfg.Project, cfg.HTTP.AllowedOrigins, cfg.HTTP.RequestTimeout)
 	}
-	mux.Handle("/v1/counts", std("Counts")(countsfn.New(countsfn.Deps{Verifier: verifier, Store: e.cs})))
+	counts := std("Counts")(countsfn.New(countsfn.Deps{Verifier: verifier, Store: e.cs}))
+	mux.Handle("/v1/counts", counts)
+	mux.Handle("/v1/me/counts", counts)
 	mux.Handle("/", std("Comments")(commentsfn.New(d)))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
@@ -342,8 +344,8 @@ func (e *env) list(path string) pageJSON {
 	return p
 }
 
-// counts reads GET /v1/counts (anonymous when token is ""); it fails on any
-// negative count.
+// counts reads GET /v1/counts when token is "", else the token's view, GET
+// /v1/me/counts; it fails on any negative count.
 func (e *env) counts(token string, ids ...string) map[string]counter.Values {
 	e.t.Helper()
 	q := ""
@@ -357,7 +359,11 @@ func (e *env) counts(token string, ids ...string) map[string]counter.Values {
 		Counts map[string]counter.Values `json:"counts"`
 		Viewer json.RawMessage           `json:"viewer"`
 	}
-	r := e.do("GET", "/v1/counts?ids="+q, token, nil).want(e.t, http.StatusOK, "GET /v1/counts")
+	path := "/v1/counts"
+	if token != "" {
+		path = "/v1/me/counts"
+	}
+	r := e.do("GET", path+"?ids="+q, token, nil).want(e.t, http.StatusOK, "GET "+path)
 	if err := json.Unmarshal(r.body, &body); err != nil {
 		e.t.Fatal(err)
 	}

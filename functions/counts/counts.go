@@ -1,14 +1,28 @@
-// Package countsfn is the Counts function: GET /v1/counts?ids=a,b,… (1–50).
-// Anonymous answers may be cached publicly for COUNTS_MAX_AGE; with a token
-// the answer adds the caller's reactions and the caller's own changes not yet
-// counted, and is private.
+// Package countsfn is the Counts function.
+//
+// GET /v1/counts?ids=a,b,… (1–50) is public: the same answer for every
+// caller, whatever Authorization header it sends, so that Cloud CDN and the
+// instances may cache it. Cloud CDN stores a response only if it has
+// Cache-Control: public and a max-age, no Set-Cookie, no no-store, no-cache
+// or private directive, and no Vary header other than Accept,
+// Accept-Encoding or Origin (https://cloud.google.com/cdn/docs/caching,
+// "Cacheable content" and "Non-cacheable content"): an answer that varied on
+// Authorization would never be cached, and one that did not while carrying
+// a caller's own data would be served to others. Hence the split:
+//
+// GET /v1/me/counts?ids=… (token required) is the caller's view: the public
+// counts plus the caller's own changes not yet counted (read-your-own-writes,
+// each exactly once) and the caller's reactions; private, never stored.
 package countsfn
 
 import (
 	"context"
-	"errors"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/videngage/engagement/shared/auth"
@@ -23,11 +37,17 @@ func init() {
 	platform.RegisterHTTP("Counts", platform.NeedSpanner|platform.NeedVerifier,
 		func(ctx context.Context, c *platform.Clients) (http.Handler, error) {
 			cfg := c.Config
+			mode, err := counterstore.ParseMode(cfg.Counters.Mode)
+			if err != nil {
+				return nil, err
+			}
 			return New(Deps{
 				Verifier:     c.Verifier,
-				Store:        counterstore.New(spannerdb.Wrap(c.Spanner, cfg), counterstore.Options{}),
+				Store:        counterstore.New(spannerdb.Wrap(c.Spanner, cfg), counterstore.Options{Mode: mode}),
 				MaxAge:       cfg.HTTP.CountsMaxAge,
 				MaxStaleness: cfg.Counters.CountsMaxStaleness,
+				CacheTTL:     cfg.HTTP.CountsCacheTTL,
+				CacheEntries: cfg.HTTP.CountsCacheEntries,
 			}), nil
 		})
 }
@@ -38,28 +58,54 @@ type (
 		FromRequest(*http.Request) (auth.User, error)
 	}
 	Store interface {
-		Counts(ctx context.Context, ids []string, viewer *counterstore.Viewer, maxStaleness time.Duration) (counterstore.Counts, error)
+		Public(ctx context.Context, ids []string, maxStaleness time.Duration) (counterstore.Snapshot, error)
+		Own(ctx context.Context, q counterstore.OwnQuery) (counterstore.Own, error)
 	}
 )
 
 // Deps are the handler's collaborators.
 type Deps struct {
-	Verifier     Verifier
-	Store        Store
-	MaxAge       time.Duration
+	Verifier Verifier
+	Store    Store
+	// MaxAge is how long a public answer may be served by any cache,
+	// counted from when it was read: the instance's cache holds values for
+	// CacheTTL of it, and Cache-Control grants the rest.
+	MaxAge time.Duration
+	// MaxStaleness bounds how old Spanner's public reads may be.
 	MaxStaleness time.Duration
+	// CacheTTL is how long an instance holds public counts (0: not at all).
+	CacheTTL time.Duration
+	// CacheEntries bounds the ids an instance holds (default 100,000).
+	CacheEntries int
 }
 
 // MaxIDs is the most ids one request names.
 const MaxIDs = 50
 
-type handler struct{ Deps }
+type handler struct {
+	Deps
+	cache        *publicCache
+	cacheControl string
+}
 
 // New builds the Counts handler.
 func New(d Deps) http.Handler {
-	h := &handler{d}
+	if d.CacheTTL > d.MaxAge {
+		d.CacheTTL = d.MaxAge
+	}
+	if d.CacheEntries <= 0 {
+		d.CacheEntries = 100_000
+	}
+	h := &handler{Deps: d, cache: &publicCache{
+		load: d.Store.Public, maxStaleness: d.MaxStaleness, ttl: d.CacheTTL, max: d.CacheEntries, now: time.Now,
+	}}
+	// Whole seconds left of MaxAge once the instance's cache has had its
+	// share: no cache serves a public answer read more than MaxAge ago
+	// (plus Spanner's MaxStaleness).
+	h.cacheControl = fmt.Sprintf("public, max-age=%d", int((d.MaxAge-d.CacheTTL)/time.Second))
 	rt := httpx.NewRouter()
-	rt.Handle("GET /v1/counts", h.get)
+	rt.Handle("GET /v1/counts", h.public)
+	rt.Handle("GET /v1/me/counts", h.mine)
 	return rt
 }
 
@@ -80,42 +126,89 @@ type Body struct {
 	Viewer *ViewerBody               `json:"viewer,omitempty"`
 }
 
-func (h *handler) get(w http.ResponseWriter, r *http.Request) error {
+// public answers GET /v1/counts. It never looks at Authorization.
+func (h *handler) public(w http.ResponseWriter, r *http.Request) error {
 	ids, err := httpx.ParseIDs(r.URL.Query().Get("ids"), MaxIDs)
 	if err != nil {
 		return err
 	}
-	var viewer *counterstore.Viewer
-	if len(r.Header.Values("Authorization")) > 0 {
-		// A token is optional, but one that is sent must be valid.
-		user, err := h.Verifier.FromRequest(r)
-		if err != nil {
-			if errors.Is(err, auth.ErrMissingToken) {
-				return fmt.Errorf("%w: %w", auth.ErrInvalidToken, err)
-			}
-			return err
-		}
-		viewer = &counterstore.Viewer{UserID: user.ID}
-	}
-	c, err := h.Store.Counts(r.Context(), ids, viewer, h.MaxStaleness)
+	vals, err := h.cache.get(r.Context(), ids)
 	if err != nil {
 		return err
 	}
-	body := Body{Counts: c.Values}
-	w.Header().Add("Vary", "Authorization")
-	if viewer != nil {
-		body.Viewer = &ViewerBody{Reactions: make(map[string]ReactionBody, len(ids))}
-		for _, id := range ids {
-			vr, ok := c.Reactions[id]
-			if !ok {
-				vr = counterstore.ViewerReaction{Reaction: "none"}
-			}
-			body.Viewer.Reactions[id] = ReactionBody{Reaction: vr.Reaction, Version: vr.Version}
-		}
-		w.Header().Set("Cache-Control", "private, no-store")
-	} else {
-		w.Header().Set("Cache-Control", fmt.Sprintf("public, max-age=%d", int(h.MaxAge/time.Second)))
+	body := Body{Counts: make(map[string]counter.Values, len(ids))}
+	for _, id := range ids {
+		body.Counts[id] = vals[id].Clamped()
 	}
-	httpx.WriteJSON(w, http.StatusOK, body)
+	return h.write(w, r, h.cacheControl, body)
+}
+
+// mine answers GET /v1/me/counts: the held public counts where the
+// caller's view is the same, the rest and the caller's own rows read
+// strongly, in one query (counterstore.Store.Own).
+func (h *handler) mine(w http.ResponseWriter, r *http.Request) error {
+	user, err := h.Verifier.FromRequest(r)
+	if err != nil {
+		return err
+	}
+	ids, err := httpx.ParseIDs(r.URL.Query().Get("ids"), MaxIDs)
+	if err != nil {
+		return err
+	}
+	held, since, _ := h.cache.peek(ids)
+	cached := make([]string, 0, len(held))
+	for id := range held {
+		cached = append(cached, id)
+	}
+	own, err := h.Store.Own(r.Context(), counterstore.OwnQuery{Viewer: user.ID, IDs: ids, Cached: cached, Since: since})
+	if err != nil {
+		return err
+	}
+	body := Body{Counts: own.Merge(ids, held), Viewer: &ViewerBody{Reactions: make(map[string]ReactionBody, len(ids))}}
+	for _, id := range ids {
+		vr, ok := own.Reactions[id]
+		if !ok {
+			vr = counterstore.ViewerReaction{Reaction: "none"}
+		}
+		body.Viewer.Reactions[id] = ReactionBody{Reaction: vr.Reaction, Version: vr.Version}
+	}
+	return h.write(w, r, "private, no-store", body)
+}
+
+// write answers body with a strong ETag over its bytes, or 304 when the
+// caller's If-None-Match already names it.
+func (h *handler) write(w http.ResponseWriter, r *http.Request, cacheControl string, body Body) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return fmt.Errorf("counts: encode: %w", err)
+	}
+	b = append(b, '\n')
+	sum := sha256.Sum256(b)
+	etag := `"` + hex.EncodeToString(sum[:16]) + `"`
+	hdr := w.Header()
+	hdr.Set("Cache-Control", cacheControl)
+	hdr.Set("ETag", etag)
+	if matches(r.Header.Values("If-None-Match"), etag) {
+		w.WriteHeader(http.StatusNotModified)
+		return nil
+	}
+	hdr.Set("Content-Type", "application/json")
+	hdr.Set("Content-Length", fmt.Sprint(len(b)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
 	return nil
+}
+
+// matches reports whether an If-None-Match header names etag: "*", or
+// etag in the list, compared weakly as RFC 9110 §13.1.2 requires.
+func matches(headers []string, etag string) bool {
+	for _, h := range headers {
+		for _, t := range strings.Split(h, ",") {
+			t = strings.TrimSpace(t)
+			if t == "*" || strings.TrimPrefix(t, "W/") == etag {
+				return true
+			}
+		}
+	}
+	return false
 }

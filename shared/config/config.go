@@ -79,7 +79,12 @@ type HTTP struct {
 	// AllowedOrigins are the browser origins answered by CORS; "*" allows any.
 	AllowedOrigins []string      `env:"CORS_ALLOWED_ORIGINS"`
 	CountsMaxAge   time.Duration `env:"COUNTS_MAX_AGE, default=2s"`
-	RequestTimeout time.Duration `env:"REQUEST_TIMEOUT, default=10s"`
+	// CountsCacheTTL is how long an instance holds public counts (part of
+	// COUNTS_MAX_AGE; 0 turns the cache and the shared reads off), and
+	// CountsCacheEntries how many ids it holds at most.
+	CountsCacheTTL     time.Duration `env:"COUNTS_CACHE_TTL, default=1s"`
+	CountsCacheEntries int           `env:"COUNTS_CACHE_ENTRIES, default=100000"`
+	RequestTimeout     time.Duration `env:"REQUEST_TIMEOUT, default=10s"`
 	// RateLimits "off" switches the per-user limits off (load tests of one user).
 	RateLimits string `env:"RATE_LIMITS, default=on"`
 	// PageTokenSecret signs page tokens so that they cannot be forged or
@@ -99,8 +104,8 @@ type Counters struct {
 	// ShardWritesPerSecond is the commit rate one shard row is meant to
 	// take; the rollup raises a counter's shard count (4..64) above it.
 	ShardWritesPerSecond float64 `env:"COUNTER_SHARD_WRITES_PER_SECOND, default=10"`
-	// CountsMaxStaleness bounds how old an anonymous counts read may be
-	// (bounded-staleness read); reads with a token are strong.
+	// CountsMaxStaleness bounds how old a public counts read may be
+	// (bounded-staleness read); a viewer's own rows are read strongly.
 	CountsMaxStaleness time.Duration `env:"COUNTS_MAX_STALENESS, default=500ms"`
 	// RelayAfter is the age at which the rollup republishes an outbox event
 	// whose message was lost.

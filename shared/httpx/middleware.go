@@ -80,13 +80,18 @@ func CORS(allowed []string) Middleware {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			origin := r.Header.Get("Origin")
 			ok := origin != "" && (any || slices.Contains(allowed, origin))
+			if !any && len(allowed) > 0 {
+				// The answer depends on Origin, also when none is sent: a
+				// shared cache (Cloud CDN) must not serve an answer without
+				// Access-Control-Allow-Origin to a cross-origin caller.
+				w.Header().Add("Vary", "Origin")
+			}
 			if ok {
 				h := w.Header()
 				if any {
 					h.Set("Access-Control-Allow-Origin", "*")
 				} else {
 					h.Set("Access-Control-Allow-Origin", origin)
-					h.Add("Vary", "Origin")
 				}
 				h.Set("Access-Control-Expose-Headers", corsExposeHeaders)
 			}

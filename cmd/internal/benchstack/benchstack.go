@@ -116,7 +116,7 @@ func Provision(ctx context.Context, es *emulators.Stack, srv *Server, project st
 }
 
 // Stack is the counter functions of one world served on one Server: Counts
-// at /v1/counts, Reconcile at /internal/reconcile, ApplyCounters at its push
+// at /v1/counts and /v1/me/counts, Reconcile at /internal/reconcile, ApplyCounters at its push
 // endpoint (one message at a time; the other push endpoints acknowledge and
 // drop), the local issuer's keys at /jwks, and the rollup folding every
 // ROLLUP_INTERVAL.
@@ -158,10 +158,13 @@ func New(ctx context.Context, name string, cfg *config.Config, srv *Server, moun
 	st.Reconcile = reconcile.New(reconcile.Deps{Store: st.Counters, Sources: reconcile.Sources()})
 	mux := http.NewServeMux()
 	mux.Handle("/jwks", issuer.JWKSHandler())
-	mux.Handle("/v1/counts", countsfn.New(countsfn.Deps{
+	counts := countsfn.New(countsfn.Deps{
 		Verifier: clients.Verifier, Store: st.Counters,
 		MaxAge: cfg.HTTP.CountsMaxAge, MaxStaleness: cfg.Counters.CountsMaxStaleness,
-	}))
+		CacheTTL: cfg.HTTP.CountsCacheTTL, CacheEntries: cfg.HTTP.CountsCacheEntries,
+	})
+	mux.Handle("/v1/counts", counts)
+	mux.Handle("/v1/me/counts", counts)
 	mux.Handle("/internal/reconcile", st.Reconcile)
 	mux.Handle("/push/ApplyCounters", st.pushHandler(applycounters.New(st.Counters, nil)))
 	mux.Handle("/push/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -444,7 +444,7 @@ func (l *Load) read(tok string, rnd *rand.Rand) {
 				l.c.Do(l.Rec, "GET /v1/comments/{commentId}/replies", "GET", "/v1/comments/"+ps[rnd.IntN(len(ps))]+"/replies?pageSize=20", "", "")
 			}
 		default:
-			l.c.Do(l.Rec, "GET /v1/counts (signed in)", "GET", "/v1/counts?ids="+ids, tok, "")
+			l.c.Do(l.Rec, "GET /v1/me/counts", "GET", "/v1/me/counts?ids="+ids, tok, "")
 		}
 		l.pause()
 	}

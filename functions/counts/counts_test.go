@@ -1,0 +1,436 @@
+package countsfn_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	countsfn "github.com/videngage/engagement/functions/counts"
+	"github.com/videngage/engagement/shared/auth"
+	"github.com/videngage/engagement/shared/config"
+	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/emulators/emulatortest"
+	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/spannerdb"
+)
+
+func TestMain(m *testing.M) { emulatortest.Main(m) }
+
+const audience = "counts-test"
+
+// RSA keys are slow to make under -race: one issuer serves every test.
+var issuer = sync.OnceValues(func() (*auth.LocalIssuer, error) { return auth.NewLocalIssuer(audience) })
+
+// fakeStore answers from maps; down makes every read fail as Spanner does
+// when it cannot be reached.
+type fakeStore struct {
+	mu        sync.Mutex
+	counted   map[string]counter.Values
+	pending   map[string]map[string]counter.Values // user → id → values
+	reactions map[string]map[string]counterstore.ViewerReaction
+	down      atomic.Bool
+	publics   atomic.Int64
+}
+
+func (f *fakeStore) Public(_ context.Context, ids []string, _ time.Duration) (counterstore.Snapshot, error) {
+	f.publics.Add(1)
+	if f.down.Load() {
+		return counterstore.Snapshot{}, fmt.Errorf("counterstore.Public: %w", status.Error(codes.Unavailable, "connection refused"))
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := counterstore.Snapshot{Values: map[string]counter.Values{}, ReadTime: time.Now()}
+	for _, id := range ids {
+		if v, ok := f.counted[id]; ok {
+			s.Values[id] = v
+		}
+	}
+	return s, nil
+}
+
+func (f *fakeStore) Own(_ context.Context, q counterstore.OwnQuery) (counterstore.Own, error) {
+	if f.down.Load() {
+		return counterstore.Own{}, fmt.Errorf("counterstore.Own: %w", status.Error(codes.Unavailable, "connection refused"))
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	o := counterstore.Own{Fresh: map[string]counter.Values{}, Pending: map[string]counter.Values{}, Reactions: map[string]counterstore.ViewerReaction{}, ReadTime: time.Now()}
+	held := map[string]bool{}
+	for _, id := range q.Cached {
+		held[id] = true
+	}
+	for _, id := range q.IDs {
+		if !held[id] {
+			o.Fresh[id] = f.counted[id]
+		}
+		if v, ok := f.pending[q.Viewer][id]; ok {
+			o.Pending[id] = v
+		}
+		if r, ok := f.reactions[q.Viewer][id]; ok {
+			o.Reactions[id] = r
+		}
+	}
+	return o, nil
+}
+
+type env struct {
+	t     *testing.T
+	url   string
+	alice string
+}
+
+// serve runs the handler as deployed: behind the standard middleware, with
+// CORS for any origin, and the real token verifier.
+func serve(t *testing.T, store countsfn.Store, d countsfn.Deps) *env {
+	t.Helper()
+	is, err := issuer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwks := httptest.NewServer(is.JWKSHandler())
+	t.Cleanup(jwks.Close)
+	verifier, err := auth.NewVerifier(context.Background(), config.Auth{Audience: audience, JWKSURL: jwks.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Verifier, d.Store = verifier, store
+	h := httpx.Standard("Counts", "test", []string{"*"}, 5*time.Second)(countsfn.New(d))
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	alice, err := is.Mint("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, url: srv.URL, alice: alice}
+}
+
+type answer struct {
+	code int
+	hdr  http.Header
+	body []byte
+}
+
+func (e *env) get(path string, hdr ...string) answer {
+	e.t.Helper()
+	req, err := http.NewRequest("GET", e.url+path, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Origin", "https://example.com")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Add(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return answer{resp.StatusCode, resp.Header, b}
+}
+
+func (a answer) want(t *testing.T, code int) answer {
+	t.Helper()
+	if a.code != code {
+		t.Fatalf("status %d, want %d: %s", a.code, code, a.body)
+	}
+	return a
+}
+
+func newFake() *fakeStore {
+	return &fakeStore{
+		counted: map[string]counter.Values{"a": {Likes: 3, Views: 10}, "b": {Comments: 2}, "neg": {Likes: -1}},
+		pending: map[string]map[string]counter.Values{"alice": {"a": {Likes: 1}}},
+		reactions: map[string]map[string]counterstore.ViewerReaction{
+			"alice": {"a": {Reaction: "like", Version: 4}},
+		},
+	}
+}
+
+var deps = countsfn.Deps{MaxAge: 2 * time.Second, CacheTTL: time.Second}
+
+// cdnCacheable checks a response against Cloud CDN's documented rules
+// (https://cloud.google.com/cdn/docs/caching, "Cacheable content" and
+// "Non-cacheable content"): stored only when it answers a GET with 200 (or
+// 203, 300, 301, 302, 307, 410), has Cache-Control public and a max-age (or
+// s-maxage, or Expires), a Content-Length or Transfer-Encoding, and none
+// of: Set-Cookie, a Vary other than Accept, Accept-Encoding or Origin,
+// Cache-Control no-store, no-cache or private. It returns the first rule
+// the response breaks, "" when it may be cached.
+func cdnCacheable(code int, h http.Header) string {
+	switch code {
+	case 200, 203, 300, 301, 302, 307, 410:
+	default:
+		return fmt.Sprintf("status %d", code)
+	}
+	directives := map[string]bool{}
+	maxAge := false
+	for _, v := range h.Values("Cache-Control") {
+		for _, d := range strings.Split(v, ",") {
+			d = strings.ToLower(strings.TrimSpace(d))
+			name, _, _ := strings.Cut(d, "=")
+			directives[name] = true
+			if name == "max-age" || name == "s-maxage" {
+				maxAge = true
+			}
+		}
+	}
+	switch {
+	case !directives["public"]:
+		return "no Cache-Control: public"
+	case !maxAge && h.Get("Expires") == "":
+		return "no max-age, s-maxage or Expires"
+	case h.Get("Content-Length") == "" && h.Get("Transfer-Encoding") == "":
+		return "neither Content-Length nor Transfer-Encoding"
+	case len(h.Values("Set-Cookie")) > 0:
+		return "Set-Cookie"
+	case directives["no-store"] || directives["no-cache"] || directives["private"]:
+		return "no-store, no-cache or private"
+	}
+	for _, v := range h.Values("Vary") {
+		for _, name := range strings.Split(v, ",") {
+			switch http.CanonicalHeaderKey(strings.TrimSpace(name)) {
+			case "Accept", "Accept-Encoding", "Origin":
+			default:
+				return "Vary: " + strings.TrimSpace(name)
+			}
+		}
+	}
+	return ""
+}
+
+func TestPublicCounts(t *testing.T) {
+	f := newFake()
+	e := serve(t, f, deps)
+	a := e.get("/v1/counts?ids=a,b,unknown,neg").want(t, 200)
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal(a.body, &body); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := body["viewer"]; ok || len(body) != 1 {
+		t.Errorf("public answer has %s, want counts only", a.body)
+	}
+	var got countsfn.Body
+	if err := json.Unmarshal(a.body, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]counter.Values{"a": {Likes: 3, Views: 10}, "b": {Comments: 2}, "unknown": {}, "neg": {}}
+	if fmt.Sprint(got.Counts) != fmt.Sprint(want) {
+		t.Errorf("counts %v, want %v (every id, never negative)", got.Counts, want)
+	}
+	if cc := a.hdr.Get("Cache-Control"); cc != "public, max-age=1" {
+		t.Errorf("Cache-Control %q, want public, max-age=1 (COUNTS_MAX_AGE 2s less the instance's 1s)", cc)
+	}
+	if why := cdnCacheable(a.code, a.hdr); why != "" {
+		t.Errorf("Cloud CDN would not cache the public answer: %s (headers %v)", why, a.hdr)
+	}
+	etag := a.hdr.Get("ETag")
+	if !strings.HasPrefix(etag, `"`) || len(etag) < 10 {
+		t.Errorf("ETag %q, want a strong quoted tag", etag)
+	}
+
+	// Any Authorization header, valid, invalid or several, changes nothing.
+	for _, auth := range [][]string{{"Authorization", "Bearer " + e.alice}, {"Authorization", "Bearer garbage"}, {"Authorization", "x", "Authorization", "y"}} {
+		b := e.get("/v1/counts?ids=a,b,unknown,neg", auth...).want(t, 200)
+		if string(b.body) != string(a.body) || b.hdr.Get("ETag") != etag || b.hdr.Get("Cache-Control") != a.hdr.Get("Cache-Control") {
+			t.Errorf("with %v: %s %v, want the anonymous answer", auth, b.body, b.hdr)
+		}
+	}
+	// The order of the ids does not change the answer or its tag.
+	if b := e.get("/v1/counts?ids=neg,unknown,b,a,a").want(t, 200); b.hdr.Get("ETag") != etag {
+		t.Errorf("reordered ids: ETag %q, want %q", b.hdr.Get("ETag"), etag)
+	}
+	// If-None-Match naming the tag: 304, no body, the same validators.
+	for _, inm := range []string{etag, `"other", ` + etag, "W/" + etag, "*"} {
+		b := e.get("/v1/counts?ids=a,b,unknown,neg", "If-None-Match", inm).want(t, http.StatusNotModified)
+		if len(b.body) != 0 || b.hdr.Get("ETag") != etag || b.hdr.Get("Cache-Control") != "public, max-age=1" {
+			t.Errorf("If-None-Match %s: body %q headers %v", inm, b.body, b.hdr)
+		}
+	}
+	e.get("/v1/counts?ids=a,b,unknown,neg", "If-None-Match", `"other"`).want(t, 200)
+
+	// Held for the instance's TTL: a change shows on a later read.
+	f.mu.Lock()
+	f.counted["a"] = counter.Values{Likes: 4}
+	f.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b := e.get("/v1/counts?ids=a,b,unknown,neg").want(t, 200)
+		if b.hdr.Get("ETag") != etag {
+			if !strings.Contains(string(b.body), `"likes":4`) {
+				t.Errorf("a new tag for %s", b.body)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a changed count never showed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestMyCounts(t *testing.T) {
+	f := newFake()
+	e := serve(t, f, deps)
+	e.get("/v1/counts?ids=a,b").want(t, 200) // the instance now holds a and b
+	a := e.get("/v1/me/counts?ids=a,b", "Authorization", "Bearer "+e.alice).want(t, 200)
+	var got countsfn.Body
+	if err := json.Unmarshal(a.body, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Counts["a"].Likes != 4 || got.Counts["b"].Comments != 2 {
+		t.Errorf("alice's counts %v, want a 3 likes + her pending 1", got.Counts)
+	}
+	if got.Viewer == nil || got.Viewer.Reactions["a"] != (countsfn.ReactionBody{Reaction: "like", Version: 4}) ||
+		got.Viewer.Reactions["b"] != (countsfn.ReactionBody{Reaction: "none"}) {
+		t.Errorf("viewer %s", a.body)
+	}
+	if cc := a.hdr.Get("Cache-Control"); cc != "private, no-store" {
+		t.Errorf("Cache-Control %q, want private, no-store", cc)
+	}
+	if why := cdnCacheable(a.code, a.hdr); why == "" {
+		t.Error("Cloud CDN would cache a personal answer")
+	}
+	etag := a.hdr.Get("ETag")
+	b := e.get("/v1/me/counts?ids=a,b", "Authorization", "Bearer "+e.alice, "If-None-Match", etag).want(t, http.StatusNotModified)
+	if b.hdr.Get("Cache-Control") != "private, no-store" {
+		t.Errorf("304 Cache-Control %q", b.hdr.Get("Cache-Control"))
+	}
+
+	for _, c := range []struct {
+		hdr  []string
+		code int
+	}{
+		{nil, 401},
+		{[]string{"Authorization", "Bearer garbage"}, 401},
+		{[]string{"Authorization", "Basic YWxpY2U6"}, 401},
+	} {
+		r := e.get("/v1/me/counts?ids=a", c.hdr...).want(t, c.code)
+		if r.hdr.Get("WWW-Authenticate") != "Bearer" || !strings.Contains(string(r.body), `"UNAUTHENTICATED"`) {
+			t.Errorf("%v: %v %s", c.hdr, r.hdr, r.body)
+		}
+	}
+}
+
+func TestBadIDs(t *testing.T) {
+	e := serve(t, newFake(), deps)
+	many := make([]string, 51)
+	for i := range many {
+		many[i] = fmt.Sprintf("i%d", i)
+	}
+	for _, q := range []string{"", "?ids=", "?ids=a/b", "?ids=a,,b", "?ids=" + strings.Join(many, ",")} {
+		for _, path := range []string{"/v1/counts", "/v1/me/counts"} {
+			a := e.get(path+q, "Authorization", "Bearer "+e.alice).want(t, 400)
+			if !strings.Contains(string(a.body), `"INVALID_ARGUMENT"`) || a.hdr.Get("Cache-Control") != "no-store" {
+				t.Errorf("%s%s: %s %v", path, q, a.body, a.hdr)
+			}
+		}
+	}
+	// 50 distinct ids are allowed, repeats not counted twice.
+	e.get("/v1/counts?ids="+strings.Join(many[:50], ",")+",i0", "").want(t, 200)
+}
+
+func TestBackendDown(t *testing.T) {
+	f := newFake()
+	e := serve(t, f, deps)
+	f.down.Store(true)
+	for _, path := range []string{"/v1/counts?ids=a", "/v1/me/counts?ids=a"} {
+		a := e.get(path, "Authorization", "Bearer "+e.alice).want(t, http.StatusServiceUnavailable)
+		if a.hdr.Get("Retry-After") == "" || a.hdr.Get("Cache-Control") != "no-store" || !strings.Contains(string(a.body), `"UNAVAILABLE"`) {
+			t.Errorf("%s: %v %s", path, a.hdr, a.body)
+		}
+		if why := cdnCacheable(a.code, a.hdr); why == "" {
+			t.Errorf("%s: Cloud CDN would cache the error", path)
+		}
+	}
+	// The failure was not held: back up, the next read answers.
+	f.down.Store(false)
+	e.get("/v1/counts?ids=a").want(t, 200)
+}
+
+// TestReadYourOwnWritesThroughTheCache runs the handler over the real store
+// with the instance cache on: a viewer's like shows in the very next
+// /v1/me/counts, once, while the public answer is still the held one, and
+// stays exactly once as the like is counted and folded.
+func TestReadYourOwnWritesThroughTheCache(t *testing.T) {
+	cfg := emulatortest.New(t)
+	ctx := context.Background()
+	db, err := spannerdb.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Client.Close)
+	cs := counterstore.New(db, counterstore.Options{})
+	if _, err := cs.Apply(ctx, []events.Event{{ID: "seed", Kind: events.KindCounterDelta, Deltas: counter.Deltas("v", counter.Values{Likes: 5})}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.Fold(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A long TTL: the public answer stays the held one for the whole test.
+	e := serve(t, cs, countsfn.Deps{MaxAge: time.Hour, CacheTTL: time.Hour})
+	is, _ := issuer()
+	bob, err := is.Mint("bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	likes := func(path, token string) int64 {
+		t.Helper()
+		var hdr []string
+		if token != "" {
+			hdr = []string{"Authorization", "Bearer " + token}
+		}
+		var b countsfn.Body
+		if err := json.Unmarshal(e.get(path+"?ids=v,w", hdr...).want(t, 200).body, &b); err != nil {
+			t.Fatal(err)
+		}
+		return b.Counts["v"].Likes
+	}
+	if n := likes("/v1/counts", ""); n != 5 {
+		t.Fatalf("public: %d likes, want 5", n)
+	}
+	like := events.Event{ID: "alice-like", Kind: events.KindCounterDelta, Outbox: true, Deltas: counter.Deltas("v", counter.Values{Likes: 1})}
+	if _, err := db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		return tx.BufferWrite(counterstore.Pending(like, "alice"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(step string, bobWants int64) {
+		t.Helper()
+		if n := likes("/v1/me/counts", e.alice); n != 6 {
+			t.Errorf("%s: alice sees %d likes, want 6 (her like once)", step, n)
+		}
+		if n := likes("/v1/me/counts", bob); n != bobWants {
+			t.Errorf("%s: bob sees %d likes, want %d", step, n, bobWants)
+		}
+		if n := likes("/v1/counts", ""); n != 5 {
+			t.Errorf("%s: public %d likes, want the held 5", step, n)
+		}
+	}
+	check("pending", 5)
+	if _, err := cs.Apply(ctx, []events.Event{like}); err != nil {
+		t.Fatal(err)
+	}
+	check("counted", 6)
+	if _, err := cs.Fold(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("folded", 6)
+}

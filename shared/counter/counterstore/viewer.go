@@ -1,0 +1,191 @@
+package counterstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/spanner"
+
+	"github.com/videngage/engagement/shared/counter"
+)
+
+// Snapshot is the public counts of some ids at one read timestamp.
+type Snapshot struct {
+	// Values are the counted sums (snapshot plus shards), unclamped: a
+	// viewer's pending changes are added before clamping. An id with no
+	// counter is absent.
+	Values map[string]counter.Values
+	// ReadTime is the timestamp Spanner read at.
+	ReadTime time.Time
+}
+
+// countedSQL reads the counted rows of the counters whose keys the
+// subquery or array keys names.
+func countedSQL(src int, keys string) string {
+	return fmt.Sprintf(`SELECT CounterKey, %[1]d AS Src, %[2]s, '' AS Reaction, 0 AS Version FROM Counters WHERE CounterKey IN %[3]s
+UNION ALL SELECT CounterKey, %[1]d, %[2]s, '', 0 FROM CounterShards WHERE CounterKey IN %[3]s`, src, "Likes, Dislikes, Comments, Replies, Views", keys)
+}
+
+// Public reads the counted values of ids, at most maxStaleness old (served
+// by the nearest replica without waiting for the leader), in one query, and
+// says which timestamp it read at: the same for every caller, so an
+// instance may keep it and serve it to anyone.
+func (s *Store) Public(ctx context.Context, ids []string, maxStaleness time.Duration) (Snapshot, error) {
+	out := Snapshot{Values: make(map[string]counter.Values, len(ids))}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	tx := s.db.Stale(maxStaleness)
+	err := tx.Query(ctx, spanner.Statement{SQL: countedSQL(srcCounted, "UNNEST(@ids)"), Params: map[string]any{"ids": ids}}).Do(func(r *spanner.Row) error {
+		var key string
+		if err := columns(r, &key); err != nil {
+			return err
+		}
+		v, err := readValues(r, 2)
+		if err != nil {
+			return err
+		}
+		out.Values[key] = out.Values[key].Plus(v)
+		return nil
+	})
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("counterstore.Public: %w", err)
+	}
+	if out.ReadTime, err = tx.Timestamp(); err != nil {
+		return Snapshot{}, fmt.Errorf("counterstore.Public: read timestamp: %w", err)
+	}
+	return out, nil
+}
+
+// OwnQuery asks for a viewer's view of IDs when the caller already holds the
+// public values of Cached, read at Since or later.
+type OwnQuery struct {
+	Viewer string
+	IDs    []string
+	Cached []string
+	Since  time.Time
+}
+
+// Own is the viewer's part of a counts read, read strongly at ReadTime.
+type Own struct {
+	// Fresh holds the counted values, at ReadTime, of every id whose held
+	// public value cannot be used: not held, or its counter was counted
+	// into or folded since the value was read.
+	Fresh map[string]counter.Values
+	// Pending holds the viewer's own changes not yet counted at ReadTime.
+	Pending map[string]counter.Values
+	// Reactions holds the viewer's reactions on the ids that have one.
+	Reactions map[string]ViewerReaction
+	ReadTime  time.Time
+}
+
+// srcFresh marks an id whose counted values the query read (see Own).
+const srcFresh = 3
+
+// Own reads, strongly and in one query, the viewer's pending changes and
+// reactions on q.IDs, and the counted values of the ids whose public value
+// the caller cannot use (see Own.Fresh); Merge combines them with the held
+// public values into counts exact for the viewer at ReadTime.
+//
+// Why it is exact: a held value read at Since counts every change counted
+// by then. A change counted after Since inserts a MovedCounters row in the
+// transaction that counts it, and that row leaves only with a fold, which
+// sets FoldTime to its commit time, after Since. So an id with neither is
+// counted at ReadTime exactly as at Since, and held value + pending at
+// ReadTime holds each of the viewer's changes once (the consumer deletes a
+// pending row in the transaction that counts it). The other ids are read
+// again here, at ReadTime. In naive mode (counting straight into the
+// snapshot row, leaving no trace) every id is read again.
+func (s *Store) Own(ctx context.Context, q OwnQuery) (Own, error) {
+	out := Own{Fresh: map[string]counter.Values{}, Pending: map[string]counter.Values{}, Reactions: map[string]ViewerReaction{}}
+	if len(q.IDs) == 0 {
+		return out, nil
+	}
+	held := map[string]bool{}
+	if s.mode != Naive {
+		for _, id := range q.Cached {
+			held[id] = true
+		}
+	}
+	cached := make([]string, 0, len(held))
+	uncached := []string{}
+	for _, id := range q.IDs {
+		if held[id] {
+			cached = append(cached, id)
+		} else {
+			uncached = append(uncached, id)
+		}
+	}
+	since := q.Since
+	if since.IsZero() {
+		since = time.Unix(0, 0)
+	}
+	cols := "Likes, Dislikes, Comments, Replies, Views"
+	sql := fmt.Sprintf(`WITH Fresh AS (
+  SELECT CounterKey FROM UNNEST(@uncached) AS CounterKey
+  UNION DISTINCT SELECT CounterKey FROM MovedCounters WHERE CounterKey IN UNNEST(@cached)
+  UNION DISTINCT SELECT CounterKey FROM Counters WHERE CounterKey IN UNNEST(@cached) AND FoldTime > @since
+)
+%[1]s
+UNION ALL SELECT CounterKey, %[2]d, 0, 0, 0, 0, 0, '', 0 FROM Fresh
+UNION ALL SELECT CounterKey, %[3]d, %[5]s, '', 0 FROM PendingDeltas@{FORCE_INDEX=PendingDeltasByUser} WHERE UserId = @viewer AND CounterKey IN UNNEST(@ids)
+UNION ALL SELECT ContentId, %[4]d, 0, 0, 0, 0, 0, Reaction, Version FROM Reactions WHERE UserId = @viewer AND ContentId IN UNNEST(@ids)`,
+		countedSQL(srcCounted, "(SELECT CounterKey FROM Fresh)"), srcFresh, srcPending, srcViewer, cols)
+	params := map[string]any{"ids": q.IDs, "cached": cached, "uncached": uncached, "since": since, "viewer": q.Viewer}
+	tx := s.db.Single()
+	err := tx.Query(ctx, spanner.Statement{SQL: sql, Params: params}).Do(func(r *spanner.Row) error {
+		var key string
+		var src int64
+		if err := columns(r, &key, &src); err != nil {
+			return err
+		}
+		switch src {
+		case srcViewer:
+			var vr ViewerReaction
+			if err := r.Column(7, &vr.Reaction); err != nil {
+				return err
+			}
+			if err := r.Column(8, &vr.Version); err != nil {
+				return err
+			}
+			out.Reactions[key] = vr
+			return nil
+		case srcFresh:
+			out.Fresh[key] = out.Fresh[key]
+			return nil
+		}
+		v, err := readValues(r, 2)
+		if err != nil {
+			return err
+		}
+		if src == srcPending {
+			out.Pending[key] = out.Pending[key].Plus(v)
+		} else {
+			out.Fresh[key] = out.Fresh[key].Plus(v)
+		}
+		return nil
+	})
+	if err != nil {
+		return Own{}, fmt.Errorf("counterstore.Own: %w", err)
+	}
+	if out.ReadTime, err = tx.Timestamp(); err != nil {
+		return Own{}, fmt.Errorf("counterstore.Own: read timestamp: %w", err)
+	}
+	return out, nil
+}
+
+// Merge returns the viewer's counts of ids: the fresh counted values where
+// the query read them, the held public ones elsewhere, plus the viewer's
+// pending changes; clamped, every id present.
+func (o Own) Merge(ids []string, public map[string]counter.Values) map[string]counter.Values {
+	out := make(map[string]counter.Values, len(ids))
+	for _, id := range ids {
+		v, ok := o.Fresh[id]
+		if !ok {
+			v = public[id]
+		}
+		out[id] = v.Plus(o.Pending[id]).Clamped()
+	}
+	return out
+}

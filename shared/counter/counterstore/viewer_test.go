@@ -1,0 +1,139 @@
+package counterstore_test
+
+import (
+	"context"
+	"testing"
+
+	"cloud.google.com/go/spanner"
+
+	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/emulators/emulatortest"
+	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/shared/spannerdb"
+)
+
+// TestOwnExactWhileCounted holds the public counts read once, then follows a
+// viewer's like through every state it passes (pending, counted into a
+// shard, folded into the snapshot): merged with the old public values, the
+// viewer's view has the like exactly once at each step, and an id nothing
+// happened to is not read again.
+func TestOwnExactWhileCounted(t *testing.T) {
+	cfg := emulatortest.New(t)
+	ctx := context.Background()
+	db, err := spannerdb.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Client.Close)
+	cs := counterstore.New(db, counterstore.Options{})
+
+	// Five likes counted and folded; "quiet" has two, also folded.
+	seed := append(counter.Deltas("v", counter.Values{Likes: 5}), counter.Deltas("quiet", counter.Values{Likes: 2})...)
+	if _, err := cs.Apply(ctx, []events.Event{{ID: "seed", Kind: events.KindCounterDelta, Deltas: seed}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.Fold(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{"v", "quiet", "none"}
+	held, err := cs.Public(ctx, ids, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held.Values["v"].Likes != 5 || held.ReadTime.IsZero() {
+		t.Fatalf("public: %+v", held)
+	}
+
+	view := func(step string, wantFresh ...string) {
+		t.Helper()
+		own, err := cs.Own(ctx, counterstore.OwnQuery{Viewer: "alice", IDs: ids, Cached: ids, Since: held.ReadTime})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := own.Merge(ids, held.Values)
+		if got["v"].Likes != 6 || got["quiet"].Likes != 2 || !got["none"].IsZero() {
+			t.Errorf("%s: alice sees %+v, want v 6 likes, quiet 2, none 0", step, got)
+		}
+		fresh := map[string]bool{}
+		for id := range own.Fresh {
+			fresh[id] = true
+		}
+		for _, id := range wantFresh {
+			if !fresh[id] {
+				t.Errorf("%s: %s not read again (fresh %v)", step, id, fresh)
+			}
+			delete(fresh, id)
+		}
+		if len(fresh) > 0 {
+			t.Errorf("%s: read again without need: %v", step, fresh)
+		}
+	}
+
+	like := events.Event{ID: "alice-like", Kind: events.KindCounterDelta, Outbox: true, Deltas: counter.Deltas("v", counter.Values{Likes: 1})}
+	if _, err := db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		return tx.BufferWrite(counterstore.Pending(like, "alice"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	view("pending")
+	if _, err := cs.Apply(ctx, []events.Event{like}); err != nil {
+		t.Fatal(err)
+	}
+	view("counted into a shard after the public read", "v")
+	if _, err := cs.Fold(ctx); err != nil {
+		t.Fatal(err)
+	}
+	view("folded after the public read", "v")
+
+	// Bob's view is the public one plus nothing of alice's.
+	own, err := cs.Own(ctx, counterstore.OwnQuery{Viewer: "bob", IDs: ids, Cached: ids, Since: held.ReadTime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := own.Merge(ids, held.Values); got["v"].Likes != 6 || len(own.Reactions) != 0 || len(own.Pending) != 0 {
+		t.Errorf("bob sees %+v (reactions %v, pending %v), want v 6 likes and nothing of his own", got, own.Reactions, own.Pending)
+	}
+
+	// Read anew after the fold, nothing has moved since: no id is read again.
+	if held, err = cs.Public(ctx, ids, 0); err != nil {
+		t.Fatal(err)
+	}
+	view("public read after the fold")
+
+	// Nothing held: every id is read, strongly.
+	own, err = cs.Own(ctx, counterstore.OwnQuery{Viewer: "alice", IDs: ids})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := own.Merge(ids, nil); got["v"].Likes != 6 || got["quiet"].Likes != 2 || len(own.Fresh) != 3 {
+		t.Errorf("nothing held: %+v, fresh %v", got, own.Fresh)
+	}
+}
+
+// TestOwnNaiveReadsEverything: naive mode counts into the snapshot row and
+// leaves no trace of when, so no held value can be trusted.
+func TestOwnNaiveReadsEverything(t *testing.T) {
+	cfg := emulatortest.New(t)
+	ctx := context.Background()
+	db, err := spannerdb.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Client.Close)
+	cs := counterstore.New(db, counterstore.Options{Mode: counterstore.Naive})
+	held, err := cs.Public(ctx, []string{"v"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.Apply(ctx, []events.Event{{ID: "e", Kind: events.KindCounterDelta, Deltas: counter.Deltas("v", counter.Values{Likes: 1})}}); err != nil {
+		t.Fatal(err)
+	}
+	own, err := cs.Own(ctx, counterstore.OwnQuery{Viewer: "alice", IDs: []string{"v"}, Cached: []string{"v"}, Since: held.ReadTime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := own.Merge([]string{"v"}, held.Values); got["v"].Likes != 1 {
+		t.Errorf("naive: %+v, want 1 like", got)
+	}
+}
