@@ -49,3 +49,25 @@ CREATE TABLE ReconcileSlices (
   Invocations INT64 NOT NULL,
 ) PRIMARY KEY (RunId, Slice),
   INTERLEAVE IN PARENT ReconcileRuns ON DELETE CASCADE;
+
+-- CommentTallies: the comments' truth per counter (a video's comments and
+-- replies, a comment's replies), kept exactly by the transactions that post
+-- and remove comments (the same deltas as their outbox rows), so that
+-- reconciliation reads a few rows per counter instead of counting the
+-- listing indexes. Spread over shards, like the counters, so that a viral
+-- video's posts do not all write one row.
+CREATE TABLE CommentTallies (
+  CounterKey STRING(64) NOT NULL,
+  Shard INT64 NOT NULL,
+  Comments INT64 NOT NULL DEFAULT (0),
+  Replies INT64 NOT NULL DEFAULT (0),
+) PRIMARY KEY (CounterKey, Shard);
+
+-- ListBucket spreads a video's newest comments over 8 index ranges: without
+-- it, every post of a viral video inserts at one point of the index (the
+-- video, now). The listing merges the buckets back into one order.
+ALTER TABLE Comments ADD COLUMN ListBucket INT64 AS (MOD(MOD(FARM_FINGERPRINT(CommentId), 8) + 8, 8)) STORED;
+
+CREATE NULL_FILTERED INDEX CommentsByVideoBucket ON Comments (ListedVideoId, ListBucket, CreateTime DESC, CommentId DESC);
+
+DROP INDEX CommentsByVideo;
