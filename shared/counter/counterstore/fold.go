@@ -38,7 +38,8 @@ type FoldOptions struct {
 	// partitions never fold the same counter.
 	Partition, Partitions int
 	// Workers is how many fold transactions run at once (default
-	// DefaultFoldWorkers; one when the database runs one at a time).
+	// DefaultFoldWorkers; against the emulator, which runs one read-write
+	// transaction at a time, they queue).
 	Workers int
 }
 
@@ -100,9 +101,6 @@ func (s *Store) FoldPart(ctx context.Context, o FoldOptions) (FoldStats, error) 
 	workers := o.Workers
 	if workers <= 0 {
 		workers = DefaultFoldWorkers
-	}
-	if s.db.Serial() {
-		workers = 1
 	}
 	st.Listed = s.now()
 	var keys []string

@@ -129,7 +129,7 @@ type WorkOptions struct {
 	// Run restricts the work to one run ("": every open slice of any run).
 	Run string
 	// Workers is how many slices one invocation works at once (default 4;
-	// one when the database runs one transaction at a time).
+	// against the emulator their transactions queue).
 	Workers int
 	// Until is when to stop taking up batches (zero: when ctx ends). A
 	// batch under way finishes; the slice's cursor keeps the rest.
@@ -159,9 +159,6 @@ func (s *Store) WorkSlices(ctx context.Context, sources []Source, o WorkOptions)
 	workers := o.Workers
 	if workers <= 0 {
 		workers = 4
-	}
-	if s.db.Serial() {
-		workers = 1
 	}
 	holder := NewHolder()
 	tried := map[openSlice]bool{}
