@@ -26,10 +26,13 @@ vet:
 # its own project, database, tables and topics.
 # terraform/check runs in test-terraform, after fmt and the provider build.
 # An empty package list would run nothing and pass: it fails instead.
+# Test artifacts (the browser tests' screenshots) land in .artifacts/_artifacts/.
 test-go:
 	@pkgs="$$($(GO) list ./... | grep -v /terraform/check)"; \
 	test -n "$$pkgs" || { echo "test-go: no packages to test" >&2; exit 1; }; \
-	$(GO) run ./cmd/withemulators -- $(GO) test -shuffle=on -count=1 -race -timeout 20m $(TESTARGS) $$pkgs
+	rm -rf .artifacts && mkdir -p .artifacts && \
+	$(GO) run ./cmd/withemulators -- $(GO) test -shuffle=on -count=1 -race -timeout 20m \
+		-artifacts -outputdir $(CURDIR)/.artifacts $(TESTARGS) $$pkgs
 
 ## test-terraform: fmt, validate and plan per environment offline, cross-checks with the code
 test-terraform:

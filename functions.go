@@ -1,11 +1,23 @@
 // Package engagement is the module root that Cloud Functions deploys: it
 // imports every function package, each of which registers itself with
 // functions-framework-go, and the deployment picks one with --entry-point.
+//
+// The Go buildpack of Cloud Functions reads this package's own imports (not
+// its dependencies') to choose the main it generates: only when this package
+// imports functions-framework-go's functions package does it generate the
+// main that starts the framework and serves the function registered under
+// the entry point's name; otherwise it generates one that calls
+// engagement.<EntryPoint>, which does not exist here, and every build fails.
+// tools/gcfbuild checks this in make test.
 package engagement
 
 import (
 	"log/slog"
 	"os"
+
+	// Imported for the buildpack's choice of main (see above); the function
+	// packages register through it.
+	_ "github.com/GoogleCloudPlatform/functions-framework-go/functions"
 
 	_ "github.com/videngage/engagement/functions/applycounters"
 	_ "github.com/videngage/engagement/functions/applyhistory"

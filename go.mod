@@ -1,6 +1,11 @@
 module github.com/videngage/engagement
 
-go 1.26.8
+// Cloud Functions' go126 runtime builds with its own Go 1.26 patch release
+// (1.26.7 at the buildpack commit tools/gcfbuild follows), and the go command
+// refuses a module whose go line is newer than itself, or fetches another
+// toolchain when GOTOOLCHAIN allows. 1.26.0 is the highest any dependency
+// asks for; tools/gcfbuild fails if this line outgrows the runtime.
+go 1.26.0
 
 require (
 	cloud.google.com/go/bigtable v1.58.0
@@ -11,6 +16,8 @@ require (
 	github.com/GoogleCloudPlatform/opentelemetry-operations-go/exporter/metric v0.62.0
 	github.com/GoogleCloudPlatform/opentelemetry-operations-go/exporter/trace v1.38.0
 	github.com/MicahParks/jwkset v0.11.4
+	github.com/chromedp/cdproto v0.160.1
+	github.com/chromedp/chromedp v0.23.1
 	github.com/cloudevents/sdk-go/v2 v2.16.2
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/google/go-cmp v0.7.0
@@ -56,6 +63,7 @@ require (
 	github.com/fatih/color v1.15.0 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
 	github.com/go-jose/go-jose/v4 v4.1.4 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect

@@ -193,6 +193,24 @@ func TestLocalStackPlumbing(t *testing.T) {
 		!strings.Contains(hdr.Get("Access-Control-Allow-Headers"), "Idempotency-Key") {
 		t.Errorf("preflight: %d %v", code, hdr)
 	}
+	// A page on another origin gets its token from the local issuer as it
+	// calls the API: with CORS.
+	code, hdr, body = anon.do("GET", "/dev/token?uid=alice", "", "Origin", "http://127.0.0.1:1")
+	if code != 200 || hdr.Get("Access-Control-Allow-Origin") != "*" || !strings.Contains(body, `"idToken"`) {
+		t.Errorf("/dev/token from another origin: %d %v %s", code, hdr, body)
+	}
+	code, hdr, _ = anon.do("OPTIONS", "/dev/token", "", "Origin", "http://127.0.0.1:1", "Access-Control-Request-Method", "GET")
+	if code != 204 || hdr.Get("Access-Control-Allow-Origin") != "*" || !strings.Contains(hdr.Get("Access-Control-Allow-Methods"), "GET") {
+		t.Errorf("preflight of /dev/token: %d %v", code, hdr)
+	}
+	// The playground page, at / only.
+	code, hdr, body = anon.do("GET", "/", "")
+	if code != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "text/html") || !strings.Contains(body, "<title>Engagement API playground</title>") {
+		t.Errorf("GET /: %d %v", code, hdr)
+	}
+	if code, _, _ := anon.do("GET", "/nothing-here", ""); code != 404 {
+		t.Errorf("GET /nothing-here: %d, want 404", code)
+	}
 	code, _, body = anon.do("GET", "/dev/token?uid=", "")
 	if code != 400 || !strings.Contains(body, `"status":"INVALID_ARGUMENT"`) {
 		t.Errorf("/dev/token without uid: %d %s", code, body)

@@ -119,7 +119,9 @@ func realMain(ctx context.Context) error {
 		return err
 	}
 
-	mux.Handle("GET /dev/token", issuer.TokenHandler())
+	// A page on another origin gets its token as it calls the API: with CORS.
+	mux.Handle("/dev/token", httpx.CORS(cfg.HTTP.AllowedOrigins)(issuer.TokenHandler()))
+	mux.Handle("GET /{$}", playgroundHandler())
 	mux.Handle("GET /dev/jwks", issuer.JWKSHandler())
 	mux.Handle("POST /events/{function}", events)
 	functions, err := mountFunctions(ctx, mux, top, clients)
@@ -138,7 +140,7 @@ func realMain(ctx context.Context) error {
 		return err
 	}
 	ready.set(clients)
-	slog.Info("serving", "api", base+"/v1/", "health", base+"/healthz", "tokens", base+"/dev/token?uid=alice")
+	slog.Info("serving", "playground", base+"/", "api", base+"/v1/", "health", base+"/healthz", "tokens", base+"/dev/token?uid=alice")
 	<-ctx.Done()
 	slog.Info("stopping")
 	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)

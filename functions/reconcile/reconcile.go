@@ -45,6 +45,7 @@ func Sources() []counterstore.Source {
 type Store interface {
 	ReconcileUntil(ctx context.Context, scope counterstore.Scope, sources []counterstore.Source, until time.Time) (counterstore.ReconcileReport, error)
 	WorkSlices(ctx context.Context, sources []counterstore.Source, o counterstore.WorkOptions) (counterstore.WorkReport, error)
+	CloseRun(ctx context.Context, run string) (counterstore.RunStatus, bool, error)
 }
 
 // scopeSlices works the open slices of every run.
@@ -109,6 +110,11 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
 			slog.InfoContext(ctx, "reconcile: slices worked", "slices", rep.Slices, "finished", rep.Finished, "held", rep.Held,
 				"checked", rep.Checked, "corrected", rep.Corrected, "skipped", rep.Skipped, "duration", time.Since(started).String())
 		}
+		for _, run := range rep.Runs {
+			if err := h.close(ctx, run); err != nil {
+				return err
+			}
+		}
 		httpx.WriteJSON(w, http.StatusOK, rep)
 		return nil
 	}
@@ -117,9 +123,33 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	h.record(ctx, rep)
-	slog.InfoContext(ctx, "reconcile: done", "scope", scope, "run", rep.Run, "complete", rep.Done, "checked", rep.Checked, "corrected", rep.Corrected,
-		"skipped", rep.Skipped, "duration", time.Since(started).String())
+	switch {
+	case scope == counterstore.Recent:
+		// One line per run: Terraform's log-based metric counts the runs
+		// that corrected many counters (monitoring.tf).
+		slog.InfoContext(ctx, "reconcile: done", "scope", scope, "checked", rep.Checked, "corrected", rep.Corrected,
+			"skipped", rep.Skipped, "duration", time.Since(started).String())
+	case rep.Done:
+		if err := h.close(ctx, rep.Run); err != nil {
+			return err
+		}
+	default:
+		slog.InfoContext(ctx, "reconcile: run continues in the per-minute invocations", "run", rep.Run,
+			"checked", rep.Checked, "corrected", rep.Corrected, "duration", time.Since(started).String())
+	}
 	httpx.WriteJSON(w, http.StatusOK, rep)
+	return nil
+}
+
+// close reports a finished run of every counter once, whichever invocation
+// finished its last slice: "reconcile: done" with the run's stored figures.
+func (h *handler) close(ctx context.Context, run string) error {
+	st, closed, err := h.Store.CloseRun(ctx, run)
+	if err != nil || !closed {
+		return err
+	}
+	slog.InfoContext(ctx, "reconcile: done", "scope", counterstore.All, "run", run, "slices", st.Slices,
+		"invocations", st.Invocations, "checked", st.Checked, "corrected", st.Corrected, "skipped", st.Skipped)
 	return nil
 }
 

@@ -20,6 +20,10 @@ func (f *fakeStore) ReconcileUntil(_ context.Context, scope counterstore.Scope, 
 	return counterstore.ReconcileReport{}, nil
 }
 
+func (f *fakeStore) CloseRun(context.Context, string) (counterstore.RunStatus, bool, error) {
+	return counterstore.RunStatus{}, false, nil
+}
+
 func (f *fakeStore) WorkSlices(_ context.Context, _ []counterstore.Source, o counterstore.WorkOptions) (counterstore.WorkReport, error) {
 	if o.Until.IsZero() || o.Run != "" {
 		panic("slices are worked for every run, bounded by the invocation's time")

@@ -178,15 +178,19 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
 	// finds it; while passes fail, at least the time since the last pass
 	// that succeeded, so that the alert fires when folding stops.
 	lastListed := start
+	var maxLag time.Duration
 	h.tick(ctx, until, opts, func(st counterstore.FoldStats, err error) {
 		rep.Ticks++
 		if err != nil {
 			rep.Errors++
-			h.Metrics.RollupLag(ctx, max(time.Since(lastListed), st.Lag()))
+			lag := max(time.Since(lastListed), st.Lag())
+			maxLag = max(maxLag, lag)
+			h.Metrics.RollupLag(ctx, lag)
 			slog.ErrorContext(ctx, "rollup: fold failed; the next tick retries", "error", err.Error())
 			return
 		}
 		h.Metrics.RollupLag(ctx, st.Lag())
+		maxLag = max(maxLag, st.Lag())
 		lastListed = st.Listed
 		rep.Counters += st.Counters
 		rep.Shards += st.Shards
@@ -196,6 +200,14 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
 			slog.InfoContext(ctx, "rollup: shard count changed", "counterKey", k, "shards", n)
 		}
 	})
+	// One line per run (per partition): Terraform's log-based metric
+	// rollup_lag reads lagSeconds from it (monitoring.tf), so the alert
+	// exists on a fresh project before any metric was written, and its
+	// absence means the rollup stopped. A failed tick's lag counts from the
+	// last pass that succeeded, so a run whose folds all failed reports the
+	// whole run as lag.
+	slog.InfoContext(ctx, "rollup: done", "partition", b.Partition, "partitions", b.Partitions,
+		"ticks", rep.Ticks, "errors", rep.Errors, "lagSeconds", maxLag.Seconds())
 	httpx.WriteJSON(w, http.StatusOK, rep)
 	return nil
 }

@@ -264,7 +264,7 @@ func TestBrokenConfigurationsFail(t *testing.T) {
 		},
 		{
 			name: "wrong type",
-			edit: edit("spanner.tf", "processing_units = var.spanner_processing_units", "processing_units = [var.spanner_processing_units]"),
+			edit: edit("spanner.tf", "processing_units = var.spanner_autoscaling == null ? var.spanner_processing_units : null", "processing_units = [var.spanner_processing_units]"),
 			want: "Incorrect attribute value type",
 		},
 		{
@@ -345,5 +345,113 @@ func TestCrossCheckDetectsDrift(t *testing.T) {
 		if !containsErr(errsFound, want) {
 			t.Errorf("missing %q in %v", want, errors.Join(errsFound...))
 		}
+	}
+}
+
+// The fresh-project rules hold for every environment.
+func TestGraphRules(t *testing.T) {
+	res, errs := envResults(t)
+	code := loadCode(t)
+	for _, env := range Environments {
+		t.Run(env, func(t *testing.T) {
+			if err := errs[env]; err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range GraphRules(res[env].PlanJSON, res[env].Graph, code.Topology) {
+				t.Error(e)
+			}
+		})
+	}
+}
+
+// replaceIn returns an edit of a copy: the first old in the module's file
+// becomes new (the test fails if old is not there).
+func replaceIn(t *testing.T, file, old, new string) func(root string) {
+	return func(root string) {
+		p := filepath.Join(root, ModuleDir, file)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), old) {
+			t.Fatalf("%s does not contain %q", file, old)
+		}
+		if err := os.WriteFile(p, []byte(strings.Replace(string(b), old, new, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Each fresh-project rule fails on a copy of the tree broken on purpose: the
+// copy still validates and plans, only the rule sees what a fresh project
+// would meet.
+func TestGraphRulesFailWhenBroken(t *testing.T) {
+	needToolchain(t)
+	cases := []struct {
+		name string
+		edit func(root string)
+		want string
+	}{
+		{
+			name: "API: service account without the IAM API enablement",
+			edit: replaceIn(t, "iam.tf", "  display_name = \"Cloud Scheduler identity calling the scheduled functions\"\n\n  depends_on = [google_project_service.api]\n", "  display_name = \"Cloud Scheduler identity calling the scheduled functions\"\n"),
+			want: "API rule: google_service_account.scheduler needs iam.googleapis.com but does not depend on its enablement",
+		},
+		{
+			name: "API: HTTP redirect URL map without the Compute enablement",
+			edit: replaceIn(t, "api.tf", "  # Nothing else it references enables Compute first.\n  depends_on = [google_project_service.api]\n", ""),
+			want: "API rule: google_compute_url_map.http_redirect needs compute.googleapis.com but does not depend on its enablement",
+		},
+		{
+			name: "API: an API left out of the enabled list",
+			edit: replaceIn(t, "project.tf", "    \"cloudscheduler.googleapis.com\",\n", ""),
+			want: "API rule: google_cloud_scheduler_job.job needs cloudscheduler.googleapis.com, which no google_project_service enables",
+		},
+		{
+			name: "metric: alert on an application metric nothing creates",
+			edit: replaceIn(t, "monitoring.tf", `metric.type = \"logging.googleapis.com/user/${google_logging_metric.reconcile_corrections.name}\"`, `metric.type = \"workload.googleapis.com/engagement/reconcile_corrections\"`),
+			want: "metric rule: module.engagement.google_monitoring_alert_policy.reconcile_corrections names metric workload.googleapis.com/engagement/reconcile_corrections, which is not built in and which nothing in this apply creates",
+		},
+		{
+			name: "metric: alert that does not wait for the log metric it reads",
+			edit: replaceIn(t, "monitoring.tf", `metric.type = \"logging.googleapis.com/user/${google_logging_metric.reconcile_corrections.name}\"`, `metric.type = \"logging.googleapis.com/user/engagement/reconcile_runs_over_threshold\"`),
+			want: "metric rule: module.engagement.google_monitoring_alert_policy.reconcile_corrections names metric logging.googleapis.com/user/engagement/reconcile_runs_over_threshold but does not depend on google_logging_metric.reconcile_corrections",
+		},
+		{
+			name: "grant: push subscription before its invoker grant",
+			edit: replaceIn(t, "pubsub.tf", "    google_cloud_run_v2_service_iam_member.push_invoker,\n", ""),
+			want: `grant rule: push subscription module.engagement.google_pubsub_subscription.push["counter-apply"] is created before its push identity may invoke function "apply-counters"`,
+		},
+		{
+			name: "grant: push subscription before the token creator grant",
+			edit: replaceIn(t, "pubsub.tf", "    google_service_account_iam_member.push_token_creator,\n", ""),
+			want: `grant rule: push subscription module.engagement.google_pubsub_subscription.push["counter-apply"] is created before the Pub/Sub service agent may mint`,
+		},
+		{
+			name: "grant: scheduler job before its invoker grant",
+			edit: replaceIn(t, "scheduler.tf", "  depends_on = [google_cloud_run_v2_service_iam_member.scheduler_invoker]\n", ""),
+			want: "grant rule: scheduler job module.engagement.google_cloud_scheduler_job.job",
+		},
+		{
+			name: "grant: function built before the build identity reads the staging buckets",
+			edit: replaceIn(t, "functions.tf", "    google_project_iam_member.builder_staging,\n", ""),
+			want: "grant rule: google_cloudfunctions2_function.fn is built before its build identity has google_project_iam_member roles/storage.objectAdmin",
+		},
+	}
+	code := loadCode(t)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			root := copyOf(t, tc.edit)
+			r, err := toolchain.CheckEnvironment(root, "dev")
+			if err != nil {
+				t.Fatalf("the broken copy must still plan (only the rule may catch it): %v", err)
+			}
+			errs := GraphRules(r.PlanJSON, r.Graph, code.Topology)
+			if !containsErr(errs, tc.want) {
+				t.Fatalf("the graph rules did not report %q; they said: %v", tc.want, errors.Join(errs...))
+			}
+			t.Logf("fails as it must: %s", tc.want)
+		})
 	}
 }

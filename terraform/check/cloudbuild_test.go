@@ -41,9 +41,12 @@ var substRef = regexp.MustCompile(`(?:^|[^$])\$\{?([A-Z_][A-Z0-9_]*)\}?`)
 // Built-in substitutions Cloud Build provides.
 var builtins = []string{"PROJECT_ID", "PROJECT_NUMBER", "BUILD_ID", "LOCATION", "SHORT_SHA", "COMMIT_SHA", "REVISION_ID", "BRANCH_NAME", "TAG_NAME", "REPO_NAME", "TRIGGER_NAME", "SERVICE_ACCOUNT_EMAIL"}
 
-// The YAML is decoded with unknown fields rejected, so a misspelt key fails.
-func TestCloudBuild(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(repo, "cloudbuild.yaml"))
+// loadBuild decodes a Cloud Build file with unknown fields rejected, so a
+// misspelt key fails, and checks its substitutions: every one used is
+// declared (or built in), every declared one is used.
+func loadBuild(t *testing.T, file string) (cloudBuild, map[string]buildStep, []string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repo, file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,10 +54,8 @@ func TestCloudBuild(t *testing.T) {
 	dec := yaml.NewDecoder(strings.NewReader(string(b)))
 	dec.KnownFields(true)
 	if err := dec.Decode(&cb); err != nil {
-		t.Fatalf("cloudbuild.yaml: %v", err)
+		t.Fatalf("%s: %v", file, err)
 	}
-
-	// Every substitution used is declared (or built in), every declared one is used.
 	used := map[string]bool{}
 	refs := func(s string) {
 		for _, m := range substRef.FindAllStringSubmatch(s, -1) {
@@ -73,45 +74,54 @@ func TestCloudBuild(t *testing.T) {
 	}
 	for name := range used {
 		if _, ok := cb.Substitutions[name]; !ok && !slices.Contains(builtins, name) {
-			t.Errorf("substitution %s is used but not declared", name)
+			t.Errorf("%s: substitution %s is used but not declared", file, name)
 		}
 	}
 	for name := range cb.Substitutions {
 		if !strings.HasPrefix(name, "_") {
-			t.Errorf("user substitution %s must start with _", name)
+			t.Errorf("%s: user substitution %s must start with _", file, name)
 		}
 		if !used[name] {
-			t.Errorf("substitution %s is declared but not used", name)
-		}
-	}
-	for _, name := range []string{"_ENV", "_API_DOMAIN", "_SOURCE_VERSION", "_TF_STATE_BUCKET"} {
-		if _, ok := cb.Substitutions[name]; !ok {
-			t.Errorf("substitution %s is missing", name)
+			t.Errorf("%s: substitution %s is declared but not used", file, name)
 		}
 	}
 	if env := cb.Substitutions["_ENV"]; !slices.Contains(Environments, env) {
-		t.Errorf("_ENV defaults to %q, not an environment", env)
+		t.Errorf("%s: _ENV defaults to %q, not an environment", file, env)
 	}
 	if !cb.Options.DynamicSubstitutions {
-		t.Error("defaults such as ${PROJECT_ID}-tfstate need dynamicSubstitutions")
+		t.Errorf("%s: defaults such as ${PROJECT_ID}-tfstate need dynamicSubstitutions", file)
 	}
-
-	// The steps, in order, each waiting for the one before.
-	wantIDs := []string{"vet", "test", "archive", "terraform-init", "terraform-plan", "terraform-apply"}
 	var ids []string
 	steps := map[string]buildStep{}
 	for _, s := range cb.Steps {
 		ids = append(ids, s.ID)
 		steps[s.ID] = s
 	}
-	if !slices.Equal(ids, wantIDs) {
-		t.Fatalf("steps %v, want %v", ids, wantIDs)
+	return cb, steps, ids
+}
+
+// inOrder checks the steps run in order, each waiting for the one before.
+func inOrder(t *testing.T, file string, ids, want []string, steps map[string]buildStep) {
+	t.Helper()
+	if !slices.Equal(ids, want) {
+		t.Fatalf("%s: steps %v, want %v", file, ids, want)
 	}
-	for i, id := range wantIDs[1:] {
-		if w := steps[id].WaitFor; !slices.Equal(w, []string{wantIDs[i]}) {
-			t.Errorf("step %s waits for %v, want [%s]", id, w, wantIDs[i])
+	for i, id := range want[1:] {
+		if w := steps[id].WaitFor; !slices.Equal(w, []string{want[i]}) {
+			t.Errorf("%s: step %s waits for %v, want [%s]", file, id, w, want[i])
 		}
 	}
+}
+
+// cloudbuild.yaml tests, builds the archive and plans; it never applies.
+func TestCloudBuild(t *testing.T) {
+	cb, steps, ids := loadBuild(t, "cloudbuild.yaml")
+	for _, name := range []string{"_ENV", "_API_DOMAIN", "_SOURCE_VERSION", "_TF_STATE_BUCKET", "_ALERT_EMAILS"} {
+		if _, ok := cb.Substitutions[name]; !ok {
+			t.Errorf("substitution %s is missing", name)
+		}
+	}
+	inOrder(t, "cloudbuild.yaml", ids, []string{"vet", "test", "archive", "terraform-init", "terraform-plan", "store-plan"}, steps)
 
 	if c := steps["vet"].command(); !strings.Contains(c, "go vet ./...") {
 		t.Errorf("vet step runs %q", c)
@@ -120,19 +130,18 @@ func TestCloudBuild(t *testing.T) {
 	if test.Name != "${_EMULATORS_IMAGE}" || !strings.Contains(cb.Substitutions["_EMULATORS_IMAGE"], "google-cloud-cli:emulators") {
 		t.Errorf("test step runs in %q (%q), want the Google Cloud CLI emulators image", test.Name, cb.Substitutions["_EMULATORS_IMAGE"])
 	}
-	for _, want := range []string{"go.mod", "go test", "go list ./..."} {
+	for _, want := range []string{"${_GO_VERSION}", "go test", "go list ./..."} {
 		if !strings.Contains(test.command(), want) {
 			t.Errorf("test step does not mention %q: %s", want, test.command())
 		}
 	}
-	archive := steps["archive"].command()
-	for _, want := range []string{"/workspace/source.zip", "go.mod", "go.sum", "*.go", "functions", "shared"} {
-		if !strings.Contains(archive, want) {
-			t.Errorf("archive step does not put %q in the zip: %s", want, archive)
-		}
+	// The archive's file list is tools/gcfbuild's, which make test builds as
+	// Cloud Functions would.
+	if a := steps["archive"]; a.Entrypoint != "go" || !slices.Equal(a.Args, []string{"run", "./tools/gcfbuild", "-zip", "/workspace/source.zip"}) {
+		t.Errorf("archive step runs %q, want go run ./tools/gcfbuild -zip /workspace/source.zip", a.command())
 	}
 
-	for _, id := range []string{"terraform-init", "terraform-plan", "terraform-apply"} {
+	for _, id := range []string{"terraform-init", "terraform-plan"} {
 		s := steps[id]
 		if s.Dir != "terraform/envs/${_ENV}" {
 			t.Errorf("step %s runs in %q, want terraform/envs/${_ENV}", id, s.Dir)
@@ -146,14 +155,15 @@ func TestCloudBuild(t *testing.T) {
 			t.Errorf("_ENV=%s has no root: %v", env, err)
 		}
 	}
-	if c := steps["terraform-init"].command(); !strings.Contains(c, "init") || !strings.Contains(c, "-backend-config=bucket=${_TF_STATE_BUCKET}") {
-		t.Errorf("terraform-init runs %q", c)
-	}
+	checkInit(t, "cloudbuild.yaml", steps["terraform-init"])
 	plan := steps["terraform-plan"].command()
 	for _, want := range []string{"plan", "-out=tfplan", "-var=project_id=${PROJECT_ID}", "-var=api_domain=${_API_DOMAIN}", "-var=source_archive=/workspace/source.zip", "-var=source_version=${_SOURCE_VERSION}"} {
 		if !strings.Contains(plan, want) {
 			t.Errorf("terraform-plan does not pass %q: %s", want, plan)
 		}
+	}
+	if strings.Contains(plan, "-lock=false") {
+		t.Errorf("terraform-plan must hold the state lock: %s", plan)
 	}
 	// Every variable an environment requires is passed by the plan step.
 	for _, env := range Environments {
@@ -163,7 +173,61 @@ func TestCloudBuild(t *testing.T) {
 			}
 		}
 	}
-	if a := steps["terraform-apply"].Args; !slices.Equal(a, []string{"apply", "-input=false", "tfplan"}) {
-		t.Errorf("terraform-apply runs %v, want the saved plan", a)
+	store := steps["store-plan"].command()
+	for _, want := range []string{"tfplan", "/workspace/source.zip", "gs://${_TF_STATE_BUCKET}/plans/${_ENV}/${BUILD_ID}/"} {
+		if !strings.Contains(store, want) {
+			t.Errorf("store-plan does not store %q: %s", want, store)
+		}
+	}
+	for _, s := range cb.Steps {
+		if slices.Contains(s.Args, "apply") || strings.Contains(s.command(), "terraform apply") {
+			t.Errorf("step %s applies: the plan build must only plan (cloudbuild-apply.yaml applies)", s.ID)
+		}
+	}
+}
+
+// cloudbuild-apply.yaml applies the stored plan of one plan build, nothing else.
+func TestCloudBuildApply(t *testing.T) {
+	const file = "cloudbuild-apply.yaml"
+	cb, steps, ids := loadBuild(t, file)
+	plan, _, _ := loadBuild(t, "cloudbuild.yaml")
+	for _, name := range []string{"_ENV", "_PLAN_BUILD_ID", "_TF_STATE_BUCKET", "_TERRAFORM_IMAGE"} {
+		if _, ok := cb.Substitutions[name]; !ok {
+			t.Errorf("%s: substitution %s is missing", file, name)
+		}
+	}
+	for _, name := range []string{"_TF_STATE_BUCKET", "_TERRAFORM_IMAGE"} {
+		if cb.Substitutions[name] != plan.Substitutions[name] {
+			t.Errorf("%s: %s=%q, but the plan build uses %q", file, name, cb.Substitutions[name], plan.Substitutions[name])
+		}
+	}
+	inOrder(t, file, ids, []string{"fetch-plan", "terraform-init", "terraform-apply"}, steps)
+	fetch := steps["fetch-plan"].command()
+	for _, want := range []string{"gs://${_TF_STATE_BUCKET}/plans/${_ENV}/${_PLAN_BUILD_ID}/tfplan", "terraform/envs/${_ENV}/tfplan", "/workspace/source.zip"} {
+		if !strings.Contains(fetch, want) {
+			t.Errorf("fetch-plan does not fetch %q: %s", want, fetch)
+		}
+	}
+	checkInit(t, file, steps["terraform-init"])
+	apply := steps["terraform-apply"]
+	if apply.Dir != "terraform/envs/${_ENV}" || apply.Name != "${_TERRAFORM_IMAGE}" {
+		t.Errorf("terraform-apply runs in %q with %q", apply.Dir, apply.Name)
+	}
+	if !slices.Equal(apply.Args, []string{"apply", "-input=false", "tfplan"}) {
+		t.Errorf("terraform-apply runs %v, want the stored plan", apply.Args)
+	}
+}
+
+// checkInit: the GCS backend, and the committed lock file as it is.
+func checkInit(t *testing.T, file string, s buildStep) {
+	t.Helper()
+	c := s.command()
+	for _, want := range []string{"init", "-backend-config=bucket=${_TF_STATE_BUCKET}", "-lockfile=readonly"} {
+		if !strings.Contains(c, want) {
+			t.Errorf("%s: terraform-init does not pass %q: %s", file, want, c)
+		}
+	}
+	if s.Dir != "terraform/envs/${_ENV}" {
+		t.Errorf("%s: terraform-init runs in %q", file, s.Dir)
 	}
 }

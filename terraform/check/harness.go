@@ -138,7 +138,10 @@ func (tc *Toolchain) run(dir string, combined bool, args ...string) (string, err
 
 // CopyTree copies what terraform/ reads (terraform/ itself and
 // shared/topology/) from repo into dst, keeping their relative layout and
-// leaving out local Terraform state.
+// leaving out local Terraform state and the committed provider lock files:
+// those pin the real providers' checksums, which the stand-in cannot match,
+// so the copy is initialised against the stand-in mirror without them
+// (TestLockFiles checks the committed ones on their own).
 func CopyTree(repo, dst string) error {
 	for _, sub := range []string{"terraform", filepath.Join("shared", "topology")} {
 		src := filepath.Join(repo, sub)
@@ -178,6 +181,7 @@ func PlanVars(env string) []string {
 		"-var", "api_domain=api." + env + ".example.test",
 		"-var", "source_archive=/nonexistent/source.zip",
 		"-var", "source_version=0000000",
+		"-var", `alert_emails=["oncall@example.test"]`,
 	}
 }
 
@@ -186,6 +190,7 @@ type Result struct {
 	Validate string // terraform validate output
 	Plan     string // terraform plan output
 	PlanJSON *Plan  // terraform show -json of the plan
+	Graph    *Graph // terraform graph: dependencies between blocks
 }
 
 // CheckEnvironment runs init (local backend, stand-in providers), validate and
@@ -217,6 +222,14 @@ func (tc *Toolchain) CheckEnvironment(root, env string) (*Result, error) {
 	res.PlanJSON = &Plan{}
 	if err := json.Unmarshal([]byte(js), res.PlanJSON); err != nil {
 		return res, fmt.Errorf("decoding the plan of %s: %w", env, err)
+	}
+	dot, err := tc.runStdout(dir, "graph")
+	if err != nil {
+		return res, err
+	}
+	res.Graph = ParseGraph(dot)
+	if len(res.Graph.Edges) == 0 {
+		return res, fmt.Errorf("terraform graph of %s has no resources", env)
 	}
 	return res, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -142,6 +143,8 @@ type WorkReport struct {
 	// Slices counts the slices this invocation took up, Finished those it
 	// finished; Held those another invocation was working.
 	Slices, Finished, Held int
+	// Runs are the runs of the slices it finished (CloseRun reports them).
+	Runs []string
 }
 
 type openSlice struct {
@@ -205,6 +208,9 @@ func (s *Store) WorkSlices(ctx context.Context, sources []Source, o WorkOptions)
 				case finished:
 					rep.Slices++
 					rep.Finished++
+					if !slices.Contains(rep.Runs, sl.run) {
+						rep.Runs = append(rep.Runs, sl.run)
+					}
 				default:
 					rep.Slices++
 				}
@@ -427,4 +433,34 @@ func (s *Store) finishRun(ctx context.Context, run string, sources []Source, unt
 		}
 		wait = min(2*wait, 2*time.Second)
 	}
+}
+
+// CloseRun marks a finished run reported and returns its figures; closed is
+// true for exactly one caller, the one to report it, and false while the
+// run is not done or once it was closed.
+func (s *Store) CloseRun(ctx context.Context, run string) (st RunStatus, closed bool, err error) {
+	st, err = s.Run(ctx, run)
+	if err != nil || !st.Done() {
+		return st, false, err
+	}
+	_, err = s.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		closed = false
+		row, err := tx.ReadRow(ctx, tableRuns, spanner.Key{run}, []string{"CloseTime"})
+		if err != nil {
+			return err
+		}
+		var t spanner.NullTime
+		if err := row.Columns(&t); err != nil {
+			return err
+		}
+		if t.Valid {
+			return nil
+		}
+		closed = true
+		return tx.BufferWrite([]*spanner.Mutation{spanner.Update(tableRuns, []string{"RunId", "CloseTime"}, []any{run, spanner.CommitTimestamp})})
+	})
+	if err != nil {
+		return st, false, fmt.Errorf("counterstore.CloseRun(%s): %w", run, err)
+	}
+	return st, closed, nil
 }

@@ -119,6 +119,11 @@ func TestReconcileKilledAndResumed(t *testing.T) {
 	if st.Invocations <= st.Slices {
 		t.Errorf("%d slices taken up %d times: the kills did not interrupt any slice", st.Slices, st.Invocations)
 	}
+	for i, want := range []bool{true, false} {
+		if _, closed, err := cs.CloseRun(ctx, run); err != nil || closed != want {
+			t.Errorf("close #%d of the finished run: %v, %v; want %v (reported once)", i+1, closed, err, want)
+		}
+	}
 	counted, pending, err := cs.Totals(ctx, keys)
 	if err != nil {
 		t.Fatal(err)

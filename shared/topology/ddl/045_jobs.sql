@@ -31,6 +31,8 @@ CREATE TABLE ReconcileRuns (
   RunId STRING(64) NOT NULL,
   Slices INT64 NOT NULL,
   CreateTime TIMESTAMP NOT NULL OPTIONS (allow_commit_timestamp = true),
+  -- CloseTime is set by the one invocation that reports the finished run.
+  CloseTime TIMESTAMP OPTIONS (allow_commit_timestamp = true),
 ) PRIMARY KEY (RunId),
   ROW DELETION POLICY (OLDER_THAN(CreateTime, INTERVAL 7 DAY));
 

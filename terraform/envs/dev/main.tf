@@ -1,7 +1,7 @@
 # The dev environment. State lives in a GCS bucket given at init time:
 #   terraform init -backend-config="bucket=<state bucket>"
 terraform {
-  required_version = ">= 1.5.0"
+  required_version = ">= 1.11.0"
 
   backend "gcs" {
     prefix = "engagement/dev"

@@ -1,7 +1,7 @@
 # The prod environment. State lives in a GCS bucket given at init time:
 #   terraform init -backend-config="bucket=<state bucket>"
 terraform {
-  required_version = ">= 1.5.0"
+  required_version = ">= 1.11.0"
 
   backend "gcs" {
     prefix = "engagement/prod"
@@ -45,6 +45,7 @@ module "engagement" {
   spanner_config            = var.spanner_config
   spanner_edition           = var.spanner_edition
   spanner_processing_units  = var.spanner_processing_units
+  spanner_autoscaling       = var.spanner_autoscaling
   spanner_version_retention = var.spanner_version_retention
 
   bigtable_clusters    = var.bigtable_clusters

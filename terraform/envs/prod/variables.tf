@@ -44,9 +44,15 @@ variable "rate_limits" {
   default = "on"
 }
 
+# No default: prod does not plan without someone to notify.
 variable "alert_emails" {
-  type    = list(string)
-  default = []
+  description = "E-mail addresses notified by the alert policies (at least one)."
+  type        = list(string)
+
+  validation {
+    condition     = length(var.alert_emails) > 0
+    error_message = "prod needs at least one alert e-mail."
+  }
 }
 
 variable "function_defaults" {
@@ -92,6 +98,22 @@ variable "spanner_edition" {
 variable "spanner_processing_units" {
   type    = number
   default = 1000
+}
+
+# nam6 is multi-region: Google recommends at most 45% high-priority CPU.
+variable "spanner_autoscaling" {
+  type = object({
+    min_processing_units      = number
+    max_processing_units      = number
+    high_priority_cpu_percent = number
+    storage_percent           = number
+  })
+  default = {
+    min_processing_units      = 1000
+    max_processing_units      = 10000
+    high_priority_cpu_percent = 45
+    storage_percent           = 80
+  }
 }
 
 variable "spanner_version_retention" {

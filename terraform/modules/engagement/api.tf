@@ -3,13 +3,22 @@
 # routes in topology.json ("/v1/history" matches exactly, "/v1/history/"
 # matches everything below it). The functions see the request unchanged,
 # Authorization header included, and answer CORS preflights themselves.
+#
+# A function's cdnRoutes (topology.json) go to a backend of their own with
+# Cloud CDN on; every other route goes to a backend that never caches. Cloud
+# Armor rate-limits each client IP on both.
 
 locals {
-  api_paths = {
-    for k, f in local.public_functions : k => flatten([
-      for r in f.routes : endswith(r, "/") ? ["${r}*"] : [r]
-    ])
-  }
+  path_patterns = { for k, f in local.public_functions : k => {
+    for r in f.routes : r => endswith(r, "/") ? "${r}*" : r
+  } }
+  # Routes without caching, and the cached ones, by function.
+  api_paths = { for k, f in local.public_functions : k => [
+    for r, p in local.path_patterns[k] : p if !contains(f.cdn_routes, r)
+  ] }
+  cdn_paths = { for k, f in local.public_functions : k => [
+    for r, p in local.path_patterns[k] : p if contains(f.cdn_routes, r)
+  ] if length(f.cdn_routes) > 0 }
   # Requests that match no route go to this function, which answers 404.
   api_fallback = "Counts"
 }
@@ -53,6 +62,11 @@ resource "google_compute_backend_service" "fn" {
   protocol              = "HTTPS"
   load_balancing_scheme = "EXTERNAL_MANAGED"
 
+  # Answers here may depend on who asks (the Authorization header): never
+  # cached.
+  enable_cdn      = false
+  security_policy = google_compute_security_policy.api.id
+
   backend {
     group = google_compute_region_network_endpoint_group.fn[each.key].id
   }
@@ -61,6 +75,104 @@ resource "google_compute_backend_service" "fn" {
     enable      = true
     sample_rate = 1
   }
+}
+
+# The cdnRoutes of a function: answers that are the same for every caller
+# (anonymous counts). Cloud CDN's documented rules
+# (https://cloud.google.com/cdn/docs/caching):
+# - only a response with Cache-Control "public" and a max-age/s-maxage (or
+#   Expires) is stored, and "private", "no-store" or "no-cache" prevents it;
+#   the function answers "public, max-age=<COUNTS_MAX_AGE>" (2 s), so
+#   USE_ORIGIN_HEADERS caches exactly what the origin allows, for as long as
+#   it allows, and a signed-in or error answer that says otherwise is never
+#   kept;
+# - a response with a Vary header other than Accept, Accept-Encoding or
+#   Origin is not cached (so "Vary: Authorization" would disable caching);
+#   the cache key holds no request header by default, so the Authorization
+#   header is not in it: these routes must answer the same whoever asks, and
+#   the personal part of counts has a route of its own (/v1/me/counts) on
+#   the uncached backend;
+# - the cache key is by default protocol + host + path + query string; here
+#   path + the "ids" parameter only (one host, HTTPS only, and other
+#   parameters must not split the cache);
+# - negative caching (errors cached for default TTLs) is off: a 4xx/5xx is
+#   never served from the cache.
+resource "google_compute_backend_service" "cdn" {
+  for_each = local.cdn_paths
+
+  project               = var.project_id
+  name                  = "engagement-${local.public_functions[each.key].id}-cdn"
+  protocol              = "HTTPS"
+  load_balancing_scheme = "EXTERNAL_MANAGED"
+  # Cloud Armor on a CDN backend sees the cache misses; hits are served at
+  # the edge without reaching the function.
+  security_policy = google_compute_security_policy.api.id
+
+  enable_cdn = true
+  cdn_policy {
+    cache_mode       = "USE_ORIGIN_HEADERS"
+    negative_caching = false
+
+    cache_key_policy {
+      include_host           = false
+      include_protocol       = false
+      include_query_string   = true
+      query_string_whitelist = ["ids"]
+    }
+  }
+
+  backend {
+    group = google_compute_region_network_endpoint_group.fn[each.key].id
+  }
+
+  log_config {
+    enable      = true
+    sample_rate = var.cdn_log_sample_rate
+  }
+}
+
+# Per-client-IP rate limit on every public backend: past the threshold an IP
+# gets 429 until its rate falls back under it.
+resource "google_compute_security_policy" "api" {
+  project     = var.project_id
+  name        = "engagement-api"
+  description = "Per-IP rate limit on the public API."
+  type        = "CLOUD_ARMOR"
+
+  rule {
+    action   = "throttle"
+    priority = 1000
+    match {
+      versioned_expr = "SRC_IPS_V1"
+      config {
+        src_ip_ranges = ["*"]
+      }
+    }
+    rate_limit_options {
+      conform_action = "allow"
+      exceed_action  = "deny(429)"
+      enforce_on_key = "IP"
+      rate_limit_threshold {
+        count        = var.api_rate_limit_per_ip.count
+        interval_sec = var.api_rate_limit_per_ip.interval_sec
+      }
+    }
+    description = "At most ${var.api_rate_limit_per_ip.count} requests per ${var.api_rate_limit_per_ip.interval_sec}s per client IP."
+  }
+
+  rule {
+    action   = "allow"
+    priority = 2147483647
+    match {
+      versioned_expr = "SRC_IPS_V1"
+      config {
+        src_ip_ranges = ["*"]
+      }
+    }
+    description = "Default: allow."
+  }
+
+  depends_on = [google_project_service.api]
 }
 
 resource "google_compute_url_map" "api" {
@@ -78,10 +190,18 @@ resource "google_compute_url_map" "api" {
     default_service = google_compute_backend_service.fn[local.api_fallback].id
 
     dynamic "path_rule" {
-      for_each = local.api_paths
+      for_each = { for k, p in local.api_paths : k => p if length(p) > 0 }
       content {
         paths   = path_rule.value
         service = google_compute_backend_service.fn[path_rule.key].id
+      }
+    }
+
+    dynamic "path_rule" {
+      for_each = local.cdn_paths
+      content {
+        paths   = path_rule.value
+        service = google_compute_backend_service.cdn[path_rule.key].id
       }
     }
   }
@@ -114,6 +234,9 @@ resource "google_compute_url_map" "http_redirect" {
     strip_query            = false
     redirect_response_code = "MOVED_PERMANENTLY_DEFAULT"
   }
+
+  # Nothing else it references enables Compute first.
+  depends_on = [google_project_service.api]
 }
 
 resource "google_compute_target_http_proxy" "http_redirect" {

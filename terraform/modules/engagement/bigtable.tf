@@ -63,6 +63,12 @@ resource "google_bigtable_table" "table" {
   name                = each.key
   deletion_protection = var.deletion_protection ? "PROTECTED" : "UNPROTECTED"
 
+  # Bigtable's automated backups: one a day, kept bigtable_backup_retention.
+  automated_backup_policy {
+    frequency        = "86400s"
+    retention_period = var.bigtable_backup_retention
+  }
+
   dynamic "column_family" {
     for_each = toset(each.value)
     content {

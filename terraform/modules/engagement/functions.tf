@@ -43,6 +43,8 @@ locals {
     AUTH_JWKS_URL                   = "https://www.googleapis.com/service_accounts/v1/jwk/securetoken@system.gserviceaccount.com"
     CORS_ALLOWED_ORIGINS            = join(",", var.cors_allowed_origins)
     COUNTS_MAX_AGE                  = var.counts_max_age
+    COUNTS_CACHE_TTL                = var.counts_cache_ttl
+    COUNTS_CACHE_ENTRIES            = tostring(var.counts_cache_entries)
     REQUEST_TIMEOUT                 = var.request_timeout
     RATE_LIMITS                     = var.rate_limits
     RATE_LIMIT_REACTIONS            = tostring(var.rate_limit_per_minute.reactions)
@@ -118,6 +120,7 @@ resource "google_cloudfunctions2_function" "fn" {
     google_secret_manager_secret_version.page_token,
     google_secret_manager_secret_iam_member.page_token,
     google_project_iam_member.builder,
+    google_project_iam_member.builder_staging,
     google_storage_bucket_iam_member.builder_source,
   ]
 }

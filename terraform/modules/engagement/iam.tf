@@ -25,8 +25,18 @@ locals {
     for k, a in local.function_access : { for t in a.publish : "${k}/${t}" => { function = k, topic = t } }
   ]...)
 
-  # Every function writes logs, metrics and traces.
-  telemetry_roles = ["roles/logging.logWriter", "roles/monitoring.metricWriter", "roles/cloudtrace.agent"]
+  # Every function writes logs, metrics and traces: traces and metrics over
+  # OTLP to telemetry.googleapis.com (roles/telemetry.tracesWriter,
+  # roles/telemetry.metricsWriter), the Spanner and Bigtable clients' own
+  # metrics to the Cloud Monitoring API (roles/monitoring.metricWriter), and
+  # spans through the Cloud Trace API (roles/cloudtrace.agent).
+  telemetry_roles = [
+    "roles/logging.logWriter",
+    "roles/monitoring.metricWriter",
+    "roles/cloudtrace.agent",
+    "roles/telemetry.tracesWriter",
+    "roles/telemetry.metricsWriter",
+  ]
   telemetry = merge([
     for k in keys(local.functions) : { for r in local.telemetry_roles : "${k}/${r}" => { function = k, role = r } }
   ]...)
@@ -38,6 +48,8 @@ resource "google_service_account" "fn" {
   project      = var.project_id
   account_id   = "fn-${each.value.id}"
   display_name = "engagement function ${each.key}"
+
+  depends_on = [google_project_service.api]
 
   lifecycle {
     precondition {
@@ -90,6 +102,8 @@ resource "google_service_account" "push" {
   project      = var.project_id
   account_id   = "push-${each.value.id}"
   display_name = "Pub/Sub push identity for ${each.key}"
+
+  depends_on = [google_project_service.api]
 }
 
 resource "google_cloud_run_v2_service_iam_member" "push_invoker" {
@@ -115,6 +129,8 @@ resource "google_service_account" "scheduler" {
   project      = var.project_id
   account_id   = "scheduler-invoker"
   display_name = "Cloud Scheduler identity calling the scheduled functions"
+
+  depends_on = [google_project_service.api]
 }
 
 resource "google_cloud_run_v2_service_iam_member" "scheduler_invoker" {
@@ -133,6 +149,8 @@ resource "google_service_account" "builder" {
   project      = var.project_id
   account_id   = "fn-builder"
   display_name = "Builds the function images from the source archive"
+
+  depends_on = [google_project_service.api]
 }
 
 resource "google_project_iam_member" "builder" {
@@ -141,6 +159,24 @@ resource "google_project_iam_member" "builder" {
   project = var.project_id
   role    = each.value
   member  = google_service_account.builder.member
+}
+
+# Cloud Functions copies the source into its own staging buckets
+# (gcf-v2-sources-<project number>-<region>, gcf-v2-uploads-...) and the build
+# reads it from there as the build identity; the provider's example for a
+# custom build service account grants roles/storage.objectAdmin on the
+# project. Those buckets do not exist before the first function, so the grant
+# is on the project, limited by a condition to the gcf-v2- buckets.
+resource "google_project_iam_member" "builder_staging" {
+  project = var.project_id
+  role    = "roles/storage.objectAdmin"
+  member  = google_service_account.builder.member
+
+  condition {
+    title       = "gcf-v2-staging-buckets"
+    description = "Only the Cloud Functions staging buckets."
+    expression  = "resource.name.startsWith(\"projects/_/buckets/gcf-v2-\")"
+  }
 }
 
 resource "google_storage_bucket_iam_member" "builder_source" {

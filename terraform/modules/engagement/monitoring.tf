@@ -1,13 +1,67 @@
-# Alert policies. The application metrics are written by the functions through
-# OpenTelemetry to Cloud Monitoring under workload.googleapis.com/:
-#   engagement/rollup_lag_seconds     gauge, seconds: age of the oldest counter
-#                                     delta not yet folded into its snapshot
-#   engagement/reconcile_corrections  counter: counters repaired by reconciliation
+# Alert policies. Every metric an alert reads either is a Google Cloud
+# built-in metric (pubsub.googleapis.com/..., run.googleapis.com/...,
+# spanner.googleapis.com/...) or is created by this same apply: Cloud
+# Monitoring refuses an alert policy whose filter names a metric type that
+# does not exist yet, and metrics the code writes (OpenTelemetry, whatever the
+# exporter) only exist after their first point, which on a fresh project means
+# never before the first apply (reconcile_corrections may never be written on
+# a healthy system). So the two application signals are log-based metrics,
+# defined here and counted from the one-line summary each run logs:
+#   "rollup: done"     lagSeconds: the longest a counter delta waited to be
+#                      folded during that run (functions/rollup)
+#   "reconcile: done"  corrected: counters repaired by that run
+#                      (functions/reconcile)
+# terraform/check verifies that no alert, dashboard or SLO names a metric that
+# is neither built in nor created here.
 
 locals {
-  metric_rollup_lag            = "workload.googleapis.com/engagement/rollup_lag_seconds"
-  metric_reconcile_corrections = "workload.googleapis.com/engagement/reconcile_corrections"
-  notification_channels        = [for c in google_monitoring_notification_channel.email : c.id]
+  notification_channels = [for c in google_monitoring_notification_channel.email : c.id]
+
+  # The structured log lines of the functions (shared/httpx's JSON handler:
+  # "message" and "severity" keys) as Cloud Run stores them.
+  function_log = "resource.type=\"cloud_run_revision\" AND logName=\"projects/${var.project_id}/logs/run.googleapis.com%2Fstdout\""
+}
+
+resource "google_logging_metric" "rollup_lag" {
+  project     = var.project_id
+  name        = "engagement/rollup_lag_seconds"
+  description = "Per rollup run: the longest a counter delta waited to be folded into its snapshot (seconds)."
+  filter      = "${local.function_log} AND resource.labels.service_name=\"${local.functions["Rollup"].id}\" AND jsonPayload.message=\"rollup: done\""
+
+  metric_descriptor {
+    metric_kind = "DELTA"
+    value_type  = "DISTRIBUTION"
+    unit        = "s"
+  }
+  value_extractor = "EXTRACT(jsonPayload.lagSeconds)"
+
+  bucket_options {
+    exponential_buckets {
+      num_finite_buckets = 32
+      growth_factor      = 1.5
+      scale              = 0.5
+    }
+  }
+
+  depends_on = [google_project_service.api]
+}
+
+# Counts reconciliation runs that repaired more counters than the threshold:
+# a log-based counter cannot sum a field, and one run of the "recent" scope
+# covers the last hour's writes.
+resource "google_logging_metric" "reconcile_corrections" {
+  project     = var.project_id
+  name        = "engagement/reconcile_runs_over_threshold"
+  description = "Reconciliation runs that repaired more than ${var.alert_thresholds.reconcile_corrections_run} counters."
+  filter      = "${local.function_log} AND resource.labels.service_name=\"${local.functions["Reconcile"].id}\" AND jsonPayload.message=\"reconcile: done\" AND jsonPayload.corrected>${var.alert_thresholds.reconcile_corrections_run}"
+
+  metric_descriptor {
+    metric_kind = "DELTA"
+    value_type  = "INT64"
+    unit        = "1"
+  }
+
+  depends_on = [google_project_service.api]
 }
 
 resource "google_monitoring_notification_channel" "email" {
@@ -87,14 +141,14 @@ resource "google_monitoring_alert_policy" "rollup_lag" {
   conditions {
     display_name = "rollup lag above ${var.alert_thresholds.rollup_lag_seconds}s"
     condition_threshold {
-      filter          = "metric.type = \"${local.metric_rollup_lag}\""
+      filter          = "resource.type = \"cloud_run_revision\" AND metric.type = \"logging.googleapis.com/user/${google_logging_metric.rollup_lag.name}\""
       comparison      = "COMPARISON_GT"
       threshold_value = var.alert_thresholds.rollup_lag_seconds
       duration        = "120s"
 
       aggregations {
         alignment_period     = "60s"
-        per_series_aligner   = "ALIGN_MAX"
+        per_series_aligner   = "ALIGN_PERCENTILE_99"
         cross_series_reducer = "REDUCE_MAX"
       }
     }
@@ -103,12 +157,12 @@ resource "google_monitoring_alert_policy" "rollup_lag" {
   conditions {
     display_name = "rollup lag not reported (rollup not running)"
     condition_absent {
-      filter   = "metric.type = \"${local.metric_rollup_lag}\""
+      filter   = "resource.type = \"cloud_run_revision\" AND metric.type = \"logging.googleapis.com/user/${google_logging_metric.rollup_lag.name}\""
       duration = "600s"
 
       aggregations {
         alignment_period     = "300s"
-        per_series_aligner   = "ALIGN_MAX"
+        per_series_aligner   = "ALIGN_PERCENTILE_99"
         cross_series_reducer = "REDUCE_MAX"
       }
     }
@@ -127,11 +181,11 @@ resource "google_monitoring_alert_policy" "reconcile_corrections" {
   notification_channels = local.notification_channels
 
   conditions {
-    display_name = "more than ${var.alert_thresholds.reconcile_corrections_hour} corrections in an hour"
+    display_name = "a run repaired more than ${var.alert_thresholds.reconcile_corrections_run} counters"
     condition_threshold {
-      filter          = "metric.type = \"${local.metric_reconcile_corrections}\""
+      filter          = "resource.type = \"cloud_run_revision\" AND metric.type = \"logging.googleapis.com/user/${google_logging_metric.reconcile_corrections.name}\""
       comparison      = "COMPARISON_GT"
-      threshold_value = var.alert_thresholds.reconcile_corrections_hour
+      threshold_value = 0
       duration        = "0s"
 
       aggregations {
@@ -177,5 +231,52 @@ resource "google_monitoring_alert_policy" "server_errors" {
         group_by_fields      = ["resource.labels.service_name"]
       }
     }
+  }
+}
+
+# Spanner capacity: with the autoscaler these fire when it is at its maximum
+# and still short; without it, they are the capacity plan's trigger to add
+# processing units (docs/deploy.md).
+resource "google_monitoring_alert_policy" "spanner_capacity" {
+  project               = var.project_id
+  display_name          = "engagement ${var.environment}: Spanner capacity"
+  combiner              = "OR"
+  notification_channels = local.notification_channels
+
+  conditions {
+    display_name = "high-priority CPU above ${var.alert_thresholds.spanner_cpu_ratio * 100}%"
+    condition_threshold {
+      filter          = "resource.type = \"spanner_instance\" AND resource.labels.instance_id = \"${google_spanner_instance.main.name}\" AND metric.type = \"spanner.googleapis.com/instance/cpu/utilization_by_priority\" AND metric.labels.priority = \"high\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = var.alert_thresholds.spanner_cpu_ratio
+      duration        = "600s"
+
+      aggregations {
+        alignment_period     = "60s"
+        per_series_aligner   = "ALIGN_MEAN"
+        cross_series_reducer = "REDUCE_SUM"
+        group_by_fields      = ["resource.labels.instance_id"]
+      }
+    }
+  }
+
+  conditions {
+    display_name = "storage above ${var.alert_thresholds.spanner_storage_ratio * 100}% of the limit"
+    condition_threshold {
+      filter          = "resource.type = \"spanner_instance\" AND resource.labels.instance_id = \"${google_spanner_instance.main.name}\" AND metric.type = \"spanner.googleapis.com/instance/storage/utilization\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = var.alert_thresholds.spanner_storage_ratio
+      duration        = "600s"
+
+      aggregations {
+        alignment_period   = "300s"
+        per_series_aligner = "ALIGN_MAX"
+      }
+    }
+  }
+
+  documentation {
+    content   = "The Spanner instance is short of compute or storage. With the managed autoscaler, raise spanner_autoscaling.max_processing_units; without it, raise spanner_processing_units (docs/deploy.md)."
+    mime_type = "text/markdown"
   }
 }

@@ -2,6 +2,12 @@ data "google_project" "this" {
   project_id = var.project_id
 }
 
+# Every API the resources below call is enabled here, and every resource
+# depends on this (directly or through a reference), so a fresh project
+# works in one apply: a new project has only a few APIs on (not IAM, not
+# Compute). terraform/check verifies the dependency for every resource type.
+# Enabling APIs itself needs serviceusage and cloudresourcemanager, which are
+# enabled once by hand before the first apply (docs/deploy.md).
 locals {
   apis = [
     "artifactregistry.googleapis.com",
@@ -19,6 +25,9 @@ locals {
     "secretmanager.googleapis.com",
     "spanner.googleapis.com",
     "cloudtrace.googleapis.com",
+    "storage.googleapis.com",
+    # OTLP endpoint of Cloud Trace and Cloud Monitoring (telemetry.googleapis.com).
+    "telemetry.googleapis.com",
   ]
 
   # Google-managed service agents that act on the project's behalf.

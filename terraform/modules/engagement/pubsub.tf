@@ -62,7 +62,11 @@ resource "google_pubsub_subscription" "push" {
   labels                     = merge(local.labels, { function = local.functions[each.value.function].id })
 
   push_config {
-    push_endpoint = google_cloudfunctions2_function.fn[each.value.function].service_config[0].uri
+    # functions-framework-go turns a push body into a CloudEvent and takes the
+    # topic from the request path (projects/<p>/topics/<t>); without it, it
+    # prints a non-JSON warning on every delivery. Cloud Run serves the
+    # function on every path, and the token's audience stays the service URL.
+    push_endpoint = "${google_cloudfunctions2_function.fn[each.value.function].service_config[0].uri}/projects/${var.project_id}/topics/${google_pubsub_topic.topic[each.value.topic].name}"
 
     oidc_token {
       service_account_email = google_service_account.push[each.value.function].email
@@ -84,9 +88,13 @@ resource "google_pubsub_subscription" "push" {
     ttl = "" # never expires
   }
 
+  # Deliveries start as soon as the subscription exists: the push identity
+  # must already be an invoker and the Pub/Sub service agent able to mint
+  # its tokens, or the first messages fail with 401/403 and back off.
   depends_on = [
     google_pubsub_topic_iam_member.dead_letter_publisher,
     google_cloud_run_v2_service_iam_member.push_invoker,
+    google_service_account_iam_member.push_token_creator,
   ]
 }
 

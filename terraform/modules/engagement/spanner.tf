@@ -10,8 +10,26 @@ resource "google_spanner_instance" "main" {
   config           = var.spanner_config
   edition          = var.spanner_edition
   display_name     = "engagement ${var.environment}"
-  processing_units = var.spanner_processing_units
+  processing_units = var.spanner_autoscaling == null ? var.spanner_processing_units : null
   labels           = local.labels
+
+  # The managed autoscaler (Enterprise editions) keeps high-priority CPU and
+  # storage per node under their targets between the two limits; without it
+  # capacity is fixed and the CPU/storage alerts (monitoring.tf) say when to
+  # raise spanner_processing_units.
+  dynamic "autoscaling_config" {
+    for_each = var.spanner_autoscaling == null ? [] : [var.spanner_autoscaling]
+    content {
+      autoscaling_limits {
+        min_processing_units = autoscaling_config.value.min_processing_units
+        max_processing_units = autoscaling_config.value.max_processing_units
+      }
+      autoscaling_targets {
+        high_priority_cpu_utilization_percent = autoscaling_config.value.high_priority_cpu_percent
+        storage_utilization_percent           = autoscaling_config.value.storage_percent
+      }
+    }
+  }
 
   depends_on = [google_project_service.api]
 }
@@ -25,6 +43,24 @@ resource "google_spanner_database" "main" {
   version_retention_period = var.spanner_version_retention
   deletion_protection      = var.deletion_protection
   enable_drop_protection   = var.deletion_protection
+}
+
+# Daily full backups, kept spanner_backup_retention; point-in-time recovery
+# (version_retention_period) covers the last spanner_version_retention.
+resource "google_spanner_backup_schedule" "daily" {
+  project            = var.project_id
+  instance           = google_spanner_instance.main.name
+  database           = google_spanner_database.main.name
+  name               = "daily"
+  retention_duration = var.spanner_backup_retention
+
+  spec {
+    cron_spec {
+      text = "0 3 * * *"
+    }
+  }
+
+  full_backup_spec {}
 }
 
 resource "google_spanner_database_iam_member" "fn" {

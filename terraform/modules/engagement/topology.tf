@@ -28,6 +28,9 @@ locals {
       kind   = f.kind
       public = try(f.public, false)
       routes = try(f.routes, [])
+      # Routes whose answer is the same for every caller, served through
+      # Cloud CDN (api.tf).
+      cdn_routes = try(f.cdnRoutes, [])
     }
   }
   public_functions    = { for k, f in local.functions : k => f if f.kind == "http" && f.public }

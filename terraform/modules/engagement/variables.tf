@@ -98,6 +98,18 @@ variable "counts_max_age" {
   default     = "2s"
 }
 
+variable "counts_cache_ttl" {
+  description = "How long an instance holds public counts (COUNTS_CACHE_TTL, Go duration; part of counts_max_age; 0s turns the cache off)."
+  type        = string
+  default     = "1s"
+}
+
+variable "counts_cache_entries" {
+  description = "Most ids an instance's public count cache holds (COUNTS_CACHE_ENTRIES)."
+  type        = number
+  default     = 100000
+}
+
 variable "request_timeout" {
   description = "Per-request deadline inside the functions (REQUEST_TIMEOUT, Go duration)."
   type        = string
@@ -188,6 +200,23 @@ variable "spanner_processing_units" {
   type        = number
 }
 
+variable "spanner_autoscaling" {
+  description = "Managed autoscaler of the Spanner instance (Enterprise and Enterprise Plus editions); null keeps spanner_processing_units fixed."
+  type = object({
+    min_processing_units      = number
+    max_processing_units      = number
+    high_priority_cpu_percent = number # Google's recommended maximum: 65 regional, 45 multi-region
+    storage_percent           = number
+  })
+  default = null
+}
+
+variable "spanner_backup_retention" {
+  description = "How long the daily Spanner backups are kept (seconds, e.g. 1209600s = 14 days)."
+  type        = string
+  default     = "1209600s"
+}
+
 variable "spanner_version_retention" {
   description = "Point-in-time recovery window of the database (version_retention_period)."
   type        = string
@@ -210,6 +239,12 @@ variable "bigtable_clusters" {
     condition     = length(var.bigtable_clusters) >= 1
     error_message = "At least one Bigtable cluster is needed."
   }
+}
+
+variable "bigtable_backup_retention" {
+  description = "How long Bigtable's daily automated table backups are kept (seconds; at most 90 days)."
+  type        = string
+  default     = "604800s"
 }
 
 variable "bigtable_cpu_target" {
@@ -243,28 +278,60 @@ variable "api_domain" {
   }
 }
 
+variable "api_rate_limit_per_ip" {
+  description = "Cloud Armor per-client-IP limit on the public backends: requests per interval_sec; above it, 429."
+  type = object({
+    count        = number
+    interval_sec = number
+  })
+  default = {
+    count        = 1200
+    interval_sec = 60
+  }
+
+  validation {
+    condition     = contains([10, 30, 60, 120, 180, 240, 300, 600, 900, 1200, 1800, 2700, 3600], var.api_rate_limit_per_ip.interval_sec)
+    error_message = "interval_sec must be one Cloud Armor accepts (10, 30, 60, 120, 180, 240, 300, 600, 900, 1200, 1800, 2700 or 3600)."
+  }
+}
+
+variable "cdn_log_sample_rate" {
+  description = "Share of requests logged on the Cloud CDN backends (cache hits included)."
+  type        = number
+  default     = 0.1
+}
+
 # --- monitoring -------------------------------------------------------------
 
 variable "alert_emails" {
-  description = "E-mail addresses notified by the alert policies."
+  description = "E-mail addresses notified by the alert policies; at least one in prod, where an alert nobody receives is no alert."
   type        = list(string)
   default     = []
+
+  validation {
+    condition     = var.environment != "prod" || length(var.alert_emails) > 0
+    error_message = "prod needs at least one alert e-mail (alert_emails): its alert policies would notify nobody."
+  }
 }
 
 variable "alert_thresholds" {
   description = "Alert thresholds."
   type = object({
-    dead_letter_messages       = number # undelivered messages on a dead-letter subscription
-    rollup_lag_seconds         = number # age of the oldest delta not yet folded into a snapshot
-    reconcile_corrections_hour = number # counters repaired by reconciliation in one hour
-    server_error_ratio         = number # share of 5xx answers per function
-    oldest_unacked_seconds     = number # age of the oldest undelivered event
+    dead_letter_messages      = number # undelivered messages on a dead-letter subscription
+    rollup_lag_seconds        = number # age of the oldest delta not yet folded into a snapshot
+    reconcile_corrections_run = number # counters repaired by one reconciliation run (the hourly one covers the last hour)
+    server_error_ratio        = number # share of 5xx answers per function
+    oldest_unacked_seconds    = number # age of the oldest undelivered event
+    spanner_cpu_ratio         = number # high-priority CPU utilization of the Spanner instance (0-1)
+    spanner_storage_ratio     = number # storage utilization of the Spanner instance (0-1)
   })
   default = {
-    dead_letter_messages       = 0
-    rollup_lag_seconds         = 30
-    reconcile_corrections_hour = 100
-    server_error_ratio         = 0.01
-    oldest_unacked_seconds     = 300
+    dead_letter_messages      = 0
+    rollup_lag_seconds        = 30
+    reconcile_corrections_run = 100
+    server_error_ratio        = 0.01
+    oldest_unacked_seconds    = 300
+    spanner_cpu_ratio         = 0.65
+    spanner_storage_ratio     = 0.8
   }
 }

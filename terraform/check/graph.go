@@ -1,0 +1,433 @@
+package check
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/videngage/engagement/shared/topology"
+)
+
+// Graph is the resource dependency graph of `terraform graph` (Terraform's
+// summary of the configuration: one node per resource or data block, an edge
+// from a block to every block it depends on, through depends_on or a
+// reference, locals and variables included). Nodes are addresses without the
+// module path: "google_pubsub_topic.topic", "data.google_project.this".
+type Graph struct {
+	Edges map[string][]string
+}
+
+var dotEdge = regexp.MustCompile(`^\s*"([^"]+)" -> "([^"]+)"`)
+var dotNode = regexp.MustCompile(`^\s*"([^"]+)" \[label=`)
+
+// ParseGraph reads the DOT output of `terraform graph`.
+func ParseGraph(dot string) *Graph {
+	g := &Graph{Edges: map[string][]string{}}
+	for _, line := range strings.Split(dot, "\n") {
+		if m := dotEdge.FindStringSubmatch(line); m != nil {
+			from, to := blockAddr(m[1]), blockAddr(m[2])
+			g.Edges[from] = append(g.Edges[from], to)
+		} else if m := dotNode.FindStringSubmatch(line); m != nil {
+			if _, ok := g.Edges[blockAddr(m[1])]; !ok {
+				g.Edges[blockAddr(m[1])] = nil
+			}
+		}
+	}
+	return g
+}
+
+// blockAddr drops the module path of an address.
+func blockAddr(a string) string {
+	for strings.HasPrefix(a, "module.") {
+		parts := strings.SplitN(a, ".", 3)
+		if len(parts) < 3 {
+			return a
+		}
+		a = parts[2]
+	}
+	return a
+}
+
+// Reach lists every block that from depends on, directly or transitively.
+func (g *Graph) Reach(from string) map[string]bool {
+	seen := map[string]bool{}
+	stack := []string{from}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, d := range g.Edges[n] {
+			if !seen[d] {
+				seen[d] = true
+				stack = append(stack, d)
+			}
+		}
+	}
+	return seen
+}
+
+// Nodes lists the blocks of the graph, sorted.
+func (g *Graph) Nodes() []string {
+	out := make([]string, 0, len(g.Edges))
+	for n := range g.Edges {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// blockType is the resource type of a block address ("data." kept).
+func blockType(addr string) string {
+	parts := strings.Split(addr, ".")
+	if parts[0] == "data" && len(parts) >= 3 {
+		return "data." + parts[1]
+	}
+	return parts[0]
+}
+
+// blockOf is the block address of a planned instance.
+func blockOf(rc ResourceChange) string {
+	a := blockAddr(rc.Address)
+	if i := strings.Index(a, "["); i >= 0 {
+		a = a[:i]
+	}
+	return a
+}
+
+// instancesOf groups the planned managed instances by block.
+func instancesOf(p *Plan) map[string][]ResourceChange {
+	out := map[string][]ResourceChange{}
+	for _, rc := range p.ResourceChanges {
+		if rc.Mode == "managed" {
+			out[blockOf(rc)] = append(out[blockOf(rc)], rc)
+		}
+	}
+	return out
+}
+
+// BootstrapAPIs are on before the first apply: enabling any API needs Service
+// Usage, and reading or changing the project's IAM policy needs Resource
+// Manager (docs/deploy.md enables both by hand).
+var BootstrapAPIs = []string{"serviceusage.googleapis.com", "cloudresourcemanager.googleapis.com"}
+
+// APIs lists, for every resource and data source type terraform/ uses, the
+// Google APIs its create calls need. A type missing here fails the check, so
+// a new type is classified when it is added. random_* needs none.
+var APIs = map[string][]string{
+	"data.google_project":                          {"cloudresourcemanager.googleapis.com"},
+	"google_project_service":                       {"serviceusage.googleapis.com"},
+	"google_project_iam_member":                    {"cloudresourcemanager.googleapis.com"},
+	"google_service_account":                       {"iam.googleapis.com"},
+	"google_service_account_iam_member":            {"iam.googleapis.com"},
+	"google_bigtable_instance":                     {"bigtableadmin.googleapis.com"},
+	"google_bigtable_table":                        {"bigtableadmin.googleapis.com"},
+	"google_bigtable_gc_policy":                    {"bigtableadmin.googleapis.com"},
+	"google_bigtable_app_profile":                  {"bigtableadmin.googleapis.com"},
+	"google_bigtable_instance_iam_member":          {"bigtableadmin.googleapis.com"},
+	"google_cloud_run_v2_service_iam_member":       {"run.googleapis.com"},
+	"google_cloud_scheduler_job":                   {"cloudscheduler.googleapis.com"},
+	"google_cloudfunctions2_function":              {"cloudfunctions.googleapis.com", "run.googleapis.com", "cloudbuild.googleapis.com", "artifactregistry.googleapis.com"},
+	"google_compute_backend_service":               {"compute.googleapis.com"},
+	"google_compute_global_address":                {"compute.googleapis.com"},
+	"google_compute_global_forwarding_rule":        {"compute.googleapis.com"},
+	"google_compute_managed_ssl_certificate":       {"compute.googleapis.com"},
+	"google_compute_region_network_endpoint_group": {"compute.googleapis.com"},
+	"google_compute_security_policy":               {"compute.googleapis.com"},
+	"google_compute_target_http_proxy":             {"compute.googleapis.com"},
+	"google_compute_target_https_proxy":            {"compute.googleapis.com"},
+	"google_compute_url_map":                       {"compute.googleapis.com"},
+	"google_firestore_database":                    {"firestore.googleapis.com"},
+	"google_firestore_field":                       {"firestore.googleapis.com"},
+	"google_firestore_backup_schedule":             {"firestore.googleapis.com"},
+	"google_logging_metric":                        {"logging.googleapis.com"},
+	"google_monitoring_alert_policy":               {"monitoring.googleapis.com"},
+	"google_monitoring_notification_channel":       {"monitoring.googleapis.com"},
+	"google_monitoring_metric_descriptor":          {"monitoring.googleapis.com"},
+	"google_monitoring_dashboard":                  {"monitoring.googleapis.com"},
+	"google_pubsub_topic":                          {"pubsub.googleapis.com"},
+	"google_pubsub_subscription":                   {"pubsub.googleapis.com"},
+	"google_pubsub_topic_iam_member":               {"pubsub.googleapis.com"},
+	"google_pubsub_subscription_iam_member":        {"pubsub.googleapis.com"},
+	"google_secret_manager_secret":                 {"secretmanager.googleapis.com"},
+	"google_secret_manager_secret_version":         {"secretmanager.googleapis.com"},
+	"google_secret_manager_secret_iam_member":      {"secretmanager.googleapis.com"},
+	"google_spanner_instance":                      {"spanner.googleapis.com"},
+	"google_spanner_database":                      {"spanner.googleapis.com"},
+	"google_spanner_database_iam_member":           {"spanner.googleapis.com"},
+	"google_spanner_backup_schedule":               {"spanner.googleapis.com"},
+	"google_storage_bucket":                        {"storage.googleapis.com"},
+	"google_storage_bucket_object":                 {"storage.googleapis.com"},
+	"google_storage_bucket_iam_member":             {"storage.googleapis.com"},
+}
+
+// APIRule: every block whose type needs a Google API depends, directly or
+// through references, on a google_project_service block that enables it
+// (unless it is a bootstrap API). On a fresh project most APIs are off, and
+// Terraform creates whatever does not depend on the enablement in parallel
+// with it.
+func APIRule(p *Plan, g *Graph) []error {
+	var errs []error
+	enabledBy := map[string][]string{} // api -> google_project_service blocks
+	for block, rcs := range instancesOf(p) {
+		if blockType(block) != "google_project_service" {
+			continue
+		}
+		for _, rc := range rcs {
+			enabledBy[rc.Str("service")] = append(enabledBy[rc.Str("service")], block)
+		}
+	}
+	for _, n := range g.Nodes() {
+		typ := blockType(n)
+		if strings.HasPrefix(typ, "random_") || strings.HasPrefix(typ, "data.random_") {
+			continue
+		}
+		apis, ok := APIs[typ]
+		if !ok {
+			errs = append(errs, fmt.Errorf("API rule: no API is known for %s (%s); add the type to check.APIs", typ, n))
+			continue
+		}
+		reach := g.Reach(n)
+		for _, api := range apis {
+			if contains(BootstrapAPIs, api) {
+				continue
+			}
+			blocks := enabledBy[api]
+			if len(blocks) == 0 {
+				errs = append(errs, fmt.Errorf("API rule: %s needs %s, which no google_project_service enables", n, api))
+				continue
+			}
+			found := false
+			for _, b := range blocks {
+				found = found || reach[b]
+			}
+			if !found {
+				errs = append(errs, fmt.Errorf("API rule: %s needs %s but does not depend on its enablement (%s)", n, api, strings.Join(blocks, ", ")))
+			}
+		}
+	}
+	return errs
+}
+
+// BuiltinMetricPrefixes are the metric types Google Cloud defines on every
+// project (https://cloud.google.com/monitoring/api/metrics_gcp): an alert may
+// name them before anything was written. Any other metric type — user log
+// metrics (logging.googleapis.com/user/), custom., external., workload. and
+// prometheus.googleapis.com/ — exists only once created, so it must be
+// created in the same apply.
+var BuiltinMetricPrefixes = []string{
+	"pubsub.googleapis.com/",
+	"run.googleapis.com/",
+	"cloudfunctions.googleapis.com/",
+	"spanner.googleapis.com/",
+	"bigtable.googleapis.com/",
+	"firestore.googleapis.com/",
+	"loadbalancing.googleapis.com/",
+	"networksecurity.googleapis.com/",
+	"cloudscheduler.googleapis.com/",
+	"serviceruntime.googleapis.com/",
+}
+
+var metricTypeRef = regexp.MustCompile(`metric\.type\s*=\s*"([^"]+)"`)
+
+// metricConsumers are the types whose configuration names metrics.
+var metricConsumers = []string{"google_monitoring_alert_policy", "google_monitoring_dashboard", "google_monitoring_slo"}
+
+// MetricRule: no alert policy, dashboard or SLO names a metric type that is
+// neither built in nor created by a block it depends on. Cloud Monitoring
+// refuses an alert on a metric type that does not exist yet.
+func MetricRule(p *Plan, g *Graph) []error {
+	var errs []error
+	created := map[string]string{} // metric type -> block creating it
+	for _, rc := range p.ResourceChanges {
+		if rc.Mode != "managed" {
+			continue
+		}
+		switch rc.Type {
+		case "google_logging_metric":
+			created["logging.googleapis.com/user/"+rc.Str("name")] = blockOf(rc)
+		case "google_monitoring_metric_descriptor":
+			created[rc.Str("type")] = blockOf(rc)
+		}
+	}
+	for _, rc := range p.ResourceChanges {
+		if rc.Mode != "managed" || !contains(metricConsumers, rc.Type) {
+			continue
+		}
+		for _, u := range unknownStrings(rc.Change.AfterUnknown, "") {
+			if strings.Contains(u, "filter") || strings.Contains(u, "query") || strings.Contains(u, "json") {
+				errs = append(errs, fmt.Errorf("metric rule: %s: %s is unknown at plan time, so the metrics it names cannot be checked", rc.Address, u))
+			}
+		}
+		if dig(rc.Change.After, "conditions") != nil {
+			for i, c := range rc.Get("conditions").([]any) {
+				for _, q := range []string{"condition_prometheus_query_language", "condition_monitoring_query_language", "condition_sql"} {
+					if l, _ := dig(c, q).([]any); len(l) > 0 {
+						errs = append(errs, fmt.Errorf("metric rule: %s condition %d uses %s, whose metric names this check does not read; use a filter", rc.Address, i, q))
+					}
+				}
+			}
+		}
+		reach := g.Reach(blockOf(rc))
+		for _, s := range allStrings(rc.Change.After) {
+			for _, m := range metricTypeRef.FindAllStringSubmatch(s, -1) {
+				mt := m[1]
+				if hasAnyPrefix(mt, BuiltinMetricPrefixes) {
+					continue
+				}
+				block, ok := created[mt]
+				switch {
+				case !ok:
+					errs = append(errs, fmt.Errorf("metric rule: %s names metric %s, which is not built in and which nothing in this apply creates", rc.Address, mt))
+				case !reach[block]:
+					errs = append(errs, fmt.Errorf("metric rule: %s names metric %s but does not depend on %s, which creates it", rc.Address, mt, block))
+				}
+			}
+		}
+	}
+	return errs
+}
+
+// GrantRule: every IAM grant a first request needs exists before the
+// resource that makes that request. A push subscription starts delivering
+// when created (its push identity needs run.invoker on the function, and
+// the Pub/Sub service agent needs to mint that identity's tokens); a
+// scheduler job calls on its first tick (run.invoker for its identity); a
+// function is built as soon as it is created (the build identity needs
+// logs, Artifact Registry, and the source and staging buckets).
+func GrantRule(p *Plan, g *Graph, top *topology.Topology) []error {
+	var errs []error
+	byBlock := instancesOf(p)
+	// grants lists the (block, instance) grants of role that block from
+	// depends on, with the instance's attribute attr.
+	grants := func(from, role, attr string) map[string]bool {
+		out := map[string]bool{}
+		for b := range g.Reach(from) {
+			for _, rc := range byBlock[b] {
+				if strings.HasSuffix(rc.Type, "_iam_member") && rc.Str("role") == role {
+					out[rc.Str(attr)] = true
+				}
+			}
+		}
+		return out
+	}
+	fnOfJob := map[string]string{}
+	for _, j := range top.Scheduler {
+		fnOfJob[j.Name] = FunctionID(j.Function)
+	}
+	for block, rcs := range byBlock {
+		switch blockType(block) {
+		case "google_pubsub_subscription":
+			invokers := grants(block, "roles/run.invoker", "name")
+			minters := grants(block, "roles/iam.serviceAccountTokenCreator", "role")
+			for _, rc := range rcs {
+				if l, _ := rc.Get("push_config").([]any); len(l) == 0 {
+					continue
+				}
+				fn := rc.Str("labels", "function")
+				if !invokers[fn] {
+					errs = append(errs, fmt.Errorf("grant rule: push subscription %s is created before its push identity may invoke function %q (roles/run.invoker)", rc.Address, fn))
+				}
+				if len(minters) == 0 {
+					errs = append(errs, fmt.Errorf("grant rule: push subscription %s is created before the Pub/Sub service agent may mint the push identity's tokens (roles/iam.serviceAccountTokenCreator)", rc.Address))
+				}
+			}
+		case "google_cloud_scheduler_job":
+			invokers := grants(block, "roles/run.invoker", "name")
+			for _, rc := range rcs {
+				fn, ok := fnOfJob[rc.Str("name")]
+				if !ok {
+					errs = append(errs, fmt.Errorf("grant rule: scheduler job %s is not in topology.json", rc.Address))
+				} else if !invokers[fn] {
+					errs = append(errs, fmt.Errorf("grant rule: scheduler job %s is created before its identity may invoke function %q (roles/run.invoker)", rc.Address, fn))
+				}
+			}
+		case "google_cloudfunctions2_function":
+			reach := g.Reach(block)
+			roles := map[string]bool{}
+			for b := range reach {
+				for _, rc := range byBlock[b] {
+					if strings.HasSuffix(rc.Type, "_iam_member") {
+						roles[rc.Type+" "+rc.Str("role")] = true
+					}
+				}
+			}
+			for _, want := range []string{
+				"google_project_iam_member roles/logging.logWriter",
+				"google_project_iam_member roles/artifactregistry.writer",
+				"google_project_iam_member roles/storage.objectAdmin",
+				"google_storage_bucket_iam_member roles/storage.objectViewer",
+			} {
+				if !roles[want] {
+					errs = append(errs, fmt.Errorf("grant rule: %s is built before its build identity has %s", block, want))
+				}
+			}
+		}
+	}
+	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
+	return errs
+}
+
+// GraphRules runs the three fresh-project rules.
+func GraphRules(p *Plan, g *Graph, top *topology.Topology) []error {
+	var errs []error
+	errs = append(errs, APIRule(p, g)...)
+	errs = append(errs, MetricRule(p, g)...)
+	errs = append(errs, GrantRule(p, g, top)...)
+	return errs
+}
+
+func contains(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func hasAnyPrefix(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// allStrings lists every string in v.
+func allStrings(v any) []string {
+	var out []string
+	switch x := v.(type) {
+	case string:
+		out = append(out, x)
+	case []any:
+		for _, e := range x {
+			out = append(out, allStrings(e)...)
+		}
+	case map[string]any:
+		for _, e := range x {
+			out = append(out, allStrings(e)...)
+		}
+	}
+	return out
+}
+
+// unknownStrings lists the paths of after_unknown that are true.
+func unknownStrings(v any, path string) []string {
+	var out []string
+	switch x := v.(type) {
+	case bool:
+		if x {
+			out = append(out, path)
+		}
+	case []any:
+		for i, e := range x {
+			out = append(out, unknownStrings(e, fmt.Sprintf("%s[%d]", path, i))...)
+		}
+	case map[string]any:
+		for k, e := range x {
+			out = append(out, unknownStrings(e, strings.TrimPrefix(path+"."+k, "."))...)
+		}
+	}
+	return out
+}
