@@ -42,6 +42,7 @@ test-terraform:
 bench:
 	$(GO) run ./cmd/bench
 	$(GO) run ./cmd/benchcomments
+	$(GO) run ./cmd/benchjobs
 	$(GO) run ./cmd/withemulators -- $(GO) test -run '^$$' -bench BenchmarkHistoryFirstPage -benchtime 200x ./shared/bigtabledb/
 
 ## soak: a bounded mixed load with faults on the local stack; prints drift (must be 0)
