@@ -4,16 +4,21 @@
 #
 #   1. terraform fmt -check -recursive terraform/
 #   2. go build of the stand-in provider (tools/tfprovider: the real google
-#      6.50.0 and random 3.7.2 schemas for the resource types used, served on
-#      terraform-plugin-go; it plans but never applies)
+#      6.50.0, google-beta 6.50.0 and random 3.7.2 schemas for the resource
+#      types used, served on terraform-plugin-go; it plans but never applies)
 #   3. go test ./terraform/check/ ./tools/...: for dev and prod, on a copy of
 #      the tree, terraform init (filesystem mirror, local backend), validate,
 #      plan -refresh=false, and a cross-check of the plan with topology.json,
 #      the DDL files, shared/config and the functions registered in
 #      functions/; copies broken on purpose (unknown argument, misspelt block,
 #      dangling reference, wrong type, missing argument, unregistered entry
-#      point, hand-written name) must fail; cloudbuild.yaml and
-#      docs/openapi.yaml are parsed and checked.
+#      point, hand-written name) must fail; the fresh-project rules on the
+#      plan's resource graph (every resource waits for its API's enablement,
+#      alerts only on metrics that exist or are created in the same apply,
+#      IAM grants before the first request that needs them), each with broken
+#      copies that must fail; the committed provider lock files;
+#      cloudbuild.yaml, cloudbuild-apply.yaml and docs/openapi.yaml are parsed
+#      and checked.
 #
 # The plans are SCHEMA CHECKS, NOT REAL PLANS: computed values stay unknown and
 # nothing is read from Google Cloud.

@@ -91,10 +91,10 @@ func New(store Store, m *telemetry.Metrics) func(context.Context, event.Event) e
 
 // Decode turns a message of either topic into counter events: a counter
 // message as it is, a recorded watch into one view of its video, identified
-// by the watch's deterministic event id.
+// by the watch's deterministic event id. A counter message is parsed once.
 func Decode(data []byte) ([]events.Event, error) {
-	if events.IsMessage(data) {
-		m, err := events.Decode(data)
+	m, isMessage, err := events.DecodeIfMessage(data)
+	if isMessage {
 		if err != nil {
 			return nil, err
 		}

@@ -45,7 +45,7 @@ func rateLimiter(c *platform.Clients) Limiter {
 	if c.Config.HTTP.RateLimits == "off" || c.Config.Counters.HistoryPerMin <= 0 {
 		return nil
 	}
-	return bigtabledb.NewRateLimiter(c.Bigtable, "history", c.Config.Counters.HistoryPerMin)
+	return bigtabledb.NewRateLimiter(c.BigtableTx, "history", c.Config.Counters.HistoryPerMin)
 }
 
 // Interfaces of what the handler uses, declared here where they are consumed.

@@ -8,6 +8,7 @@ package reactionsfn
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/videngage/engagement/shared/auth"
+	"github.com/videngage/engagement/shared/bigtabledb"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/httpx"
@@ -26,7 +28,7 @@ import (
 )
 
 func init() {
-	platform.RegisterHTTP("Reactions", platform.NeedSpanner|platform.NeedPubSub|platform.NeedVerifier,
+	platform.RegisterHTTP("Reactions", platform.NeedSpanner|platform.NeedBigtable|platform.NeedPubSub|platform.NeedVerifier,
 		func(ctx context.Context, c *platform.Clients) (http.Handler, error) {
 			deps, err := Build(c)
 			if err != nil {
@@ -51,8 +53,24 @@ func Build(c *platform.Clients) (Deps, error) {
 	if cfg.HTTP.RateLimits == "off" {
 		limit = 0
 	}
-	store := reactionstore.New(db, limit)
-	w := reactionstore.NewWriter(store, bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic), wo)
+	// The per-user limit is one atomic Bigtable increment per request, the
+	// limiter history uses: no Spanner row read and written per reaction.
+	var limiter reactionstore.Limiter
+	switch cfg.Counters.ReactionLimitStore {
+	case "bigtable":
+		if limit > 0 {
+			limiter = bigtabledb.NewRateLimiter(c.BigtableTx, "reactions", limit)
+		}
+		limit = 0
+	case "spanner":
+	default:
+		return Deps{}, fmt.Errorf("reactions: REACTION_RATE_LIMIT_STORE must be bigtable or spanner, not %q", cfg.Counters.ReactionLimitStore)
+	}
+	if d := cfg.Counters.OutboxDelete; d != "range" && d != "row" {
+		return Deps{}, fmt.Errorf("reactions: COUNTER_OUTBOX_DELETE must be range or row, not %q", d)
+	}
+	store := reactionstore.New(db, limit).OutboxRowByRow(cfg.Counters.OutboxDelete == "row")
+	w := reactionstore.NewWriter(store, bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic), wo).LimitWith(limiter)
 	return Deps{Verifier: c.Verifier, Writer: w, Store: store, Metrics: c.Metrics}, nil
 }
 

@@ -2,6 +2,8 @@ package auth
 
 import (
 	"context"
+	"crypto/rsa"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -33,6 +35,7 @@ type Verifier struct {
 	now      func() time.Time
 	keys     *keySet
 	parser   *jwt.Parser
+	cache    *tokenCache // nil: every token verified with RSA
 }
 
 // Option configures a Verifier.
@@ -62,6 +65,12 @@ func WithRefreshIntervals(unknownKID, afterFailure time.Duration) Option {
 	}
 }
 
+// WithTokenCache remembers up to n verified tokens until they expire (0
+// turns the cache off); the default is DefaultTokenCacheSize.
+func WithTokenCache(n int) Option {
+	return func(v *Verifier) { v.cache = newTokenCache(n) }
+}
+
 // NewVerifier builds a verifier for cfg. It does no I/O: the key set is
 // fetched on first use, so the JWKS endpoint need not be up yet.
 func NewVerifier(ctx context.Context, cfg config.Auth, opts ...Option) (*Verifier, error) {
@@ -82,6 +91,7 @@ func NewVerifier(ctx context.Context, cfg config.Auth, opts ...Option) (*Verifie
 			log:    slog.Default(),
 			policy: defaultKeySetPolicy,
 		},
+		cache: newTokenCache(DefaultTokenCacheSize),
 	}
 	for _, o := range opts {
 		o(v)
@@ -115,13 +125,30 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (User, error) {
 	if len(raw) > maxTokenLen {
 		return User{}, fmt.Errorf("%w: token of %d bytes exceeds %d", ErrInvalidToken, len(raw), maxTokenLen)
 	}
+	var hash [sha256.Size]byte
+	if v.cache != nil {
+		hash = sha256.Sum256([]byte(raw))
+		if e, ok := v.cache.get(hash, v.now()); ok {
+			// The key that verified it must still be the key set's key of
+			// that kid (a refresh may have withdrawn or replaced it).
+			if k, err := v.keys.key(ctx, e.kid); err == nil && k == e.key {
+				return e.user, nil
+			}
+			v.cache.drop(hash)
+		}
+	}
 	var c claims
+	var kid string
+	var key *rsa.PublicKey
 	_, err := v.parser.ParseWithClaims(raw, &c, func(t *jwt.Token) (any, error) {
-		kid, ok := t.Header["kid"].(string)
+		var ok bool
+		kid, ok = t.Header["kid"].(string)
 		if !ok || kid == "" {
 			return nil, fmt.Errorf("%w: no kid in the header", ErrInvalidToken)
 		}
-		return v.keys.key(ctx, kid)
+		k, err := v.keys.key(ctx, kid)
+		key = k
+		return k, err
 	})
 	if err != nil {
 		if errors.Is(err, ErrKeysUnavailable) {
@@ -132,7 +159,11 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (User, error) {
 	if err := v.checkFirebase(&c); err != nil {
 		return User{}, fmt.Errorf("auth.Verify: %w: %w", ErrInvalidToken, err)
 	}
-	return User{ID: c.Subject, Moderator: c.Moderator == true}, nil
+	u := User{ID: c.Subject, Moderator: c.Moderator == true}
+	if c.ExpiresAt != nil && key != nil {
+		v.cache.put(hash, cachedToken{user: u, kid: kid, key: key, expires: c.ExpiresAt.Time}, v.now())
+	}
+	return u, nil
 }
 
 // checkFirebase adds the checks Firebase documents beyond the parser's.

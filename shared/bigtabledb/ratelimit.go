@@ -38,7 +38,8 @@ type RateLimiter struct {
 }
 
 // NewRateLimiter limits kind to limit per minute in client c's rate_limits
-// table. The client's app profile must allow single-row transactions.
+// table. The client's app profile must allow single-row transactions
+// (platform.Clients.BigtableTx).
 func NewRateLimiter(c *bigtable.Client, kind string, limit int) *RateLimiter {
 	return &RateLimiter{t: c.Open(RateLimitTable), kind: kind, limit: int64(limit), now: time.Now}
 }

@@ -41,8 +41,14 @@ type Bigtable struct {
 	Instance string `env:"BIGTABLE_INSTANCE, default=engagement"`
 	// AppProfile routes a user's reads to the cluster that took their writes
 	// (single-cluster routing) in a replicated instance; empty is the default profile.
-	AppProfile   string `env:"BIGTABLE_APP_PROFILE"`
-	EmulatorHost string `env:"BIGTABLE_EMULATOR_HOST"`
+	AppProfile string `env:"BIGTABLE_APP_PROFILE"`
+	// TransactionalAppProfile is the profile of single-row transactions
+	// (the rate limiter's increments): they need single-cluster routing with
+	// transactional writes allowed, which a multi-cluster (failover) profile
+	// refuses. Empty: the AppProfile client serves them too (one cluster, or
+	// the emulator).
+	TransactionalAppProfile string `env:"BIGTABLE_TRANSACTIONAL_APP_PROFILE"`
+	EmulatorHost            string `env:"BIGTABLE_EMULATOR_HOST"`
 }
 
 type Firestore struct {
@@ -64,6 +70,9 @@ type Auth struct {
 	// JWKSURL is where the signing keys are published: Google's securetoken
 	// key set in the cloud, the local issuer's key set locally.
 	JWKSURL string `env:"AUTH_JWKS_URL, default=https://www.googleapis.com/service_accounts/v1/jwk/securetoken@system.gserviceaccount.com"`
+	// TokenCache is how many verified tokens an instance remembers until
+	// they expire (0: verify every token with RSA).
+	TokenCache int `env:"AUTH_TOKEN_CACHE, default=10000"`
 }
 
 // TokenIssuer is the issuer the verifier expects.
@@ -95,8 +104,13 @@ type HTTP struct {
 type Counters struct {
 	RollupInterval  time.Duration `env:"ROLLUP_INTERVAL, default=5s"`
 	ReactionsPerMin int           `env:"RATE_LIMIT_REACTIONS, default=60"`
-	CommentsPerMin  int           `env:"RATE_LIMIT_COMMENTS, default=10"`
-	HistoryPerMin   int           `env:"RATE_LIMIT_HISTORY, default=120"`
+	// ReactionLimitStore is where the reactions' per-user limit is counted:
+	// "bigtable" (one atomic increment per request, as history's) or
+	// "spanner" (a row read and written in the reaction's transaction: the
+	// benchmark's comparison).
+	ReactionLimitStore string `env:"REACTION_RATE_LIMIT_STORE, default=bigtable"`
+	CommentsPerMin     int    `env:"RATE_LIMIT_COMMENTS, default=10"`
+	HistoryPerMin      int    `env:"RATE_LIMIT_HISTORY, default=120"`
 	// Mode "naive" applies each counter event in its own transaction on one
 	// counter row with no batching (the benchmark's baseline); "sharded" is
 	// the engine.
@@ -110,6 +124,10 @@ type Counters struct {
 	// RelayAfter is the age at which the rollup republishes an outbox event
 	// whose message was lost.
 	RelayAfter time.Duration `env:"COUNTER_RELAY_AFTER, default=2m"`
+	// OutboxDelete is how the consumer deletes the reactions' outbox rows it
+	// counts: "range", one key-range delete per group-committed batch, or
+	// "row", one delete per row (the benchmark's comparison).
+	OutboxDelete string `env:"COUNTER_OUTBOX_DELETE, default=range"`
 }
 
 type History struct {
@@ -118,8 +136,8 @@ type History struct {
 }
 
 type Telemetry struct {
-	// Exporter is where traces and metrics go: "gcp" (Cloud Trace and Cloud
-	// Monitoring), "stdout" (the local stack, to read them) or "none".
+	// Exporter is where traces and metrics go: "gcp" (OTLP to Google's
+	// endpoint, telemetry.googleapis.com: Cloud Trace and Cloud Monitoring), "stdout" (the local stack, to read them) or "none".
 	Exporter string `env:"TELEMETRY_EXPORTER, default=gcp"`
 	// SampleRatio is the share of traces started here that are recorded. A
 	// request or message that arrives with a sampling decision (traceparent,

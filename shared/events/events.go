@@ -112,6 +112,36 @@ func Decode(b []byte) (Message, error) {
 	return m, nil
 }
 
+// DecodeIfMessage parses b once: when it is a Message (IsMessage), it
+// returns it validated (errors wrap ErrInvalid) and isMessage true;
+// otherwise isMessage is false and b is left to another topic's decoder.
+func DecodeIfMessage(b []byte) (m Message, isMessage bool, err error) {
+	var probe struct {
+		V      *int     `json:"v"`
+		Events *[]Event `json:"events"`
+	}
+	if err := json.Unmarshal(b, &probe); err != nil {
+		// Not JSON, or not an object of this shape: if it has "v" and
+		// "events" all the same, it is a malformed message.
+		if IsMessage(b) {
+			return Message{}, true, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		return Message{}, false, nil
+	}
+	if probe.V == nil || probe.Events == nil {
+		// "events": null is still a message (IsMessage), with no events.
+		if IsMessage(b) {
+			return Message{}, true, fmt.Errorf("%w: no events", ErrInvalid)
+		}
+		return Message{}, false, nil
+	}
+	m = Message{V: *probe.V, Events: *probe.Events}
+	if err := m.Validate(); err != nil {
+		return Message{}, true, err
+	}
+	return m, true, nil
+}
+
 // IsMessage reports whether b looks like a Message (rather than another
 // topic's event): a JSON object with "v" and "events".
 func IsMessage(b []byte) bool {
@@ -178,10 +208,14 @@ const (
 	SchemaValue = "counter-events/v1"
 )
 
-var published, publishedEvents atomic.Int64
+var published, publishedEvents, publishedBytes atomic.Int64
 
 // PublishedStats returns how many messages and events this process published.
 func PublishedStats() (messages, events int64) { return published.Load(), publishedEvents.Load() }
+
+// PublishedBytes returns the bytes of message data this process published
+// (what Pub/Sub bills, with the attributes, per publish and per delivery).
+func PublishedBytes() int64 { return publishedBytes.Load() }
 
 // Publish encodes evs as one message and publishes it, waiting for Pub/Sub's
 // acknowledgement.
@@ -198,6 +232,7 @@ func Publish(ctx context.Context, p Publisher, evs []Event) error {
 	}
 	published.Add(1)
 	publishedEvents.Add(int64(len(evs)))
+	publishedBytes.Add(int64(len(b)))
 	return nil
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/spannerdb"
 	"github.com/videngage/engagement/shared/telemetry"
 )
 
@@ -49,6 +50,11 @@ type Clients struct {
 	Firestore *firestore.Client
 	Verifier  *auth.Verifier
 	Metrics   *telemetry.Metrics
+
+	// BigtableTx is the client for single-row transactions (the rate
+	// limiter): config.Bigtable.TransactionalAppProfile, or Bigtable itself
+	// when that is empty.
+	BigtableTx *bigtable.Client
 }
 
 // New builds the clients named by needs.
@@ -66,7 +72,7 @@ func New(ctx context.Context, cfg *config.Config, needs Needs) (_ *Clients, err 
 		c.Spanner, err = spanner.NewClientWithConfig(ctx, cfg.DatabasePath(), spanner.ClientConfig{
 			// The emulator has no Cloud Monitoring to export to.
 			DisableNativeMetrics: cfg.Spanner.EmulatorHost != "",
-		})
+		}, spannerdb.ClientOptions()...)
 		if err != nil {
 			return nil, fmt.Errorf("platform.New: spanner: %w", err)
 		}
@@ -79,6 +85,14 @@ func New(ctx context.Context, cfg *config.Config, needs Needs) (_ *Clients, err 
 		c.Bigtable, err = bigtable.NewClientWithConfig(ctx, cfg.Project, cfg.Bigtable.Instance, btc)
 		if err != nil {
 			return nil, fmt.Errorf("platform.New: bigtable: %w", err)
+		}
+		c.BigtableTx = c.Bigtable
+		if p := cfg.Bigtable.TransactionalAppProfile; p != "" && p != cfg.Bigtable.AppProfile {
+			btc.AppProfile = p
+			c.BigtableTx, err = bigtable.NewClientWithConfig(ctx, cfg.Project, cfg.Bigtable.Instance, btc)
+			if err != nil {
+				return nil, fmt.Errorf("platform.New: bigtable (transactional profile): %w", err)
+			}
 		}
 	}
 	if needs&NeedPubSub != 0 {
@@ -94,7 +108,7 @@ func New(ctx context.Context, cfg *config.Config, needs Needs) (_ *Clients, err 
 		}
 	}
 	if needs&NeedVerifier != 0 {
-		c.Verifier, err = auth.NewVerifier(ctx, cfg.Auth)
+		c.Verifier, err = auth.NewVerifier(ctx, cfg.Auth, auth.WithTokenCache(cfg.Auth.TokenCache))
 		if err != nil {
 			return nil, fmt.Errorf("platform.New: verifier: %w", err)
 		}
@@ -110,6 +124,9 @@ func (c *Clients) Close() error {
 	}
 	if c.Bigtable != nil {
 		errs = append(errs, c.Bigtable.Close())
+	}
+	if c.BigtableTx != nil && c.BigtableTx != c.Bigtable {
+		errs = append(errs, c.BigtableTx.Close())
 	}
 	if c.PubSub != nil {
 		errs = append(errs, c.PubSub.Close())

@@ -46,18 +46,35 @@ var commits, reads atomic.Int64
 // Stats are process-wide totals since start.
 type Stats struct {
 	Commits int64 // read-write transactions committed
-	Reads   int64 // reads and queries issued through Read/Query
+	Reads   int64 // single-use reads and snapshots begun through DB
+	// Counted on the wire (ClientOptions), outside Uncounted contexts:
+	CommitRPCs int64 // commits
+	RowWrites  int64 // rows written or deleted, a key range deleted counting one
+	ReadRPCs   int64 // reads and queries, inside transactions or not
 }
 
 // CurrentStats returns the totals so far; the benchmark subtracts two of them.
-func CurrentStats() Stats { return Stats{Commits: commits.Load(), Reads: reads.Load()} }
+func CurrentStats() Stats {
+	return Stats{
+		Commits: commits.Load(), Reads: reads.Load(),
+		CommitRPCs: commitRPCs.Load(), RowWrites: rowWrites.Load(), ReadRPCs: readRPCs.Load(),
+	}
+}
+
+// Minus returns s − o, field by field.
+func (s Stats) Minus(o Stats) Stats {
+	return Stats{
+		Commits: s.Commits - o.Commits, Reads: s.Reads - o.Reads,
+		CommitRPCs: s.CommitRPCs - o.CommitRPCs, RowWrites: s.RowWrites - o.RowWrites, ReadRPCs: s.ReadRPCs - o.ReadRPCs,
+	}
+}
 
 // New builds the client for cfg's database. Against the emulator
 // (SPANNER_EMULATOR_HOST set) read-write transactions are serialised.
 func New(ctx context.Context, cfg *config.Config) (*DB, error) {
 	c, err := spanner.NewClientWithConfig(ctx, cfg.DatabasePath(), spanner.ClientConfig{
 		DisableNativeMetrics: cfg.Spanner.EmulatorHost != "",
-	})
+	}, ClientOptions()...)
 	if err != nil {
 		return nil, fmt.Errorf("spannerdb.New: %w", err)
 	}

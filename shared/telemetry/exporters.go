@@ -8,14 +8,19 @@ import (
 	"sync"
 	"time"
 
-	mexporter "github.com/GoogleCloudPlatform/opentelemetry-operations-go/exporter/metric"
-	texporter "github.com/GoogleCloudPlatform/opentelemetry-operations-go/exporter/trace"
+	gcpdetector "go.opentelemetry.io/contrib/detectors/gcp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/stdout/stdoutmetric"
 	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"google.golang.org/api/option"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/oauth"
 )
 
 func newStdoutExporters(w io.Writer) (sdktrace.SpanExporter, sdkmetric.Exporter, error) {
@@ -155,19 +160,49 @@ func export[T shutdowner](ctx context.Context, l *lazy[T], f func(T) error) erro
 	return f(v)
 }
 
-// lazySpanExporter exports spans to Cloud Trace.
+// Google's OTLP endpoint, the Telemetry API: it takes traces (Cloud Trace)
+// and metrics (Cloud Monitoring, as Prometheus-style time series on the
+// prometheus_target resource) over OTLP/gRPC, authorized by application
+// default credentials; the resource attribute gcp.project_id names the
+// project written to. The identity needs roles/telemetry.tracesWriter and
+// roles/telemetry.metricsWriter (or roles/cloudtrace.agent and
+// roles/monitoring.metricWriter) and the project the telemetry.googleapis.com
+// API (see README, Deploy).
+const (
+	googleOTLPEndpoint = "telemetry.googleapis.com:443"
+	googleOTLPScope    = "https://www.googleapis.com/auth/cloud-platform"
+)
+
+// googleCredentials are the per-RPC credentials of the OTLP exporters: the
+// instance's application default credentials. Finding them may wait on the
+// metadata server, which is why the exporters are built lazily.
+func googleCredentials(ctx context.Context) (credentials.PerRPCCredentials, error) {
+	creds, err := oauth.NewApplicationDefault(ctx, googleOTLPScope)
+	if err != nil {
+		return nil, fmt.Errorf("application default credentials: %w", err)
+	}
+	return creds, nil
+}
+
+// lazySpanExporter exports spans to Google's OTLP endpoint.
 type lazySpanExporter struct {
 	l lazy[sdktrace.SpanExporter]
 }
 
-func newLazySpanExporter(project string) *lazySpanExporter {
+func newLazySpanExporter(endpoint string) *lazySpanExporter {
 	return &lazySpanExporter{l: lazy[sdktrace.SpanExporter]{
-		name: "Cloud Trace exporter",
+		name: "OTLP span exporter",
 		build: func(ctx context.Context) (sdktrace.SpanExporter, error) {
-			return texporter.New(texporter.WithProjectID(project), texporter.WithContext(ctx),
-				// Unless disabled, the client traces its own calls: every
-				// export would make spans to export.
-				texporter.WithTraceClientOptions([]option.ClientOption{option.WithTelemetryDisabled()}))
+			creds, err := googleCredentials(ctx)
+			if err != nil {
+				return nil, err
+			}
+			// The exporter's own gRPC calls are not traced: the client
+			// carries no OpenTelemetry handler.
+			return otlptracegrpc.New(ctx,
+				otlptracegrpc.WithEndpoint(endpoint),
+				otlptracegrpc.WithTLSCredentials(credentials.NewClientTLSFromCert(nil, "")),
+				otlptracegrpc.WithDialOption(grpc.WithPerRPCCredentials(creds)))
 		},
 	}}
 }
@@ -178,25 +213,67 @@ func (e *lazySpanExporter) ExportSpans(ctx context.Context, spans []sdktrace.Rea
 
 func (e *lazySpanExporter) Shutdown(ctx context.Context) error { return e.l.shutdown(ctx) }
 
-// lazyMetricExporter exports metrics to Cloud Monitoring, as
-// workload.googleapis.com/<instrument name>.
+// lazyMetricExporter exports metrics to Google's OTLP endpoint. Cloud
+// Monitoring files each as prometheus.googleapis.com/<instrument name>/<kind>
+// on a prometheus_target resource, whose location (required) comes from
+// cloud.region: the build detects the platform's resource attributes (the
+// metadata server gives the region) and adds them to every export.
 type lazyMetricExporter struct {
 	l lazy[sdkmetric.Exporter]
 }
 
-func newLazyMetricExporter(project string) *lazyMetricExporter {
+func newLazyMetricExporter(endpoint string, detect func(context.Context) (*resource.Resource, error)) *lazyMetricExporter {
 	return &lazyMetricExporter{l: lazy[sdkmetric.Exporter]{
-		name: "Cloud Monitoring exporter",
+		name: "OTLP metric exporter",
 		build: func(ctx context.Context) (sdkmetric.Exporter, error) {
-			return mexporter.New(mexporter.WithProjectID(project), mexporter.WithContext(ctx),
-				mexporter.WithMonitoringClientOptions(option.WithTelemetryDisabled()))
+			res, err := detect(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("detect the platform: %w", err)
+			}
+			if v, ok := res.Set().Value(semconv.CloudRegionKey); !ok || v.AsString() == "" {
+				return nil, errors.New("detect the platform: no cloud.region, which Cloud Monitoring requires of every point")
+			}
+			creds, err := googleCredentials(ctx)
+			if err != nil {
+				return nil, err
+			}
+			x, err := otlpmetricgrpc.New(ctx,
+				otlpmetricgrpc.WithEndpoint(endpoint),
+				otlpmetricgrpc.WithTLSCredentials(credentials.NewClientTLSFromCert(nil, "")),
+				otlpmetricgrpc.WithDialOption(grpc.WithPerRPCCredentials(creds)))
+			if err != nil {
+				return nil, err
+			}
+			return &withResource{Exporter: x, res: res}, nil
 		},
 	}}
 }
 
-// Temporality and Aggregation are those of the Cloud Monitoring exporter
-// (the SDK's defaults: cumulative sums, explicit-bucket histograms), which
-// the reader needs before the exporter exists.
+// detectGCP detects where the instance runs (Cloud Run, Cloud Functions,
+// GCE…): region, platform, instance. It asks the metadata server.
+func detectGCP(ctx context.Context) (*resource.Resource, error) {
+	return resource.New(ctx, resource.WithDetectors(gcpdetector.NewDetector()))
+}
+
+// withResource adds attributes to the resource of every export.
+type withResource struct {
+	sdkmetric.Exporter
+	res *resource.Resource
+}
+
+func (w *withResource) Export(ctx context.Context, rm *metricdata.ResourceMetrics) error {
+	merged, err := resource.Merge(rm.Resource, w.res)
+	if err != nil {
+		return fmt.Errorf("metric resource: %w", err)
+	}
+	cp := *rm
+	cp.Resource = merged
+	return w.Exporter.Export(ctx, &cp)
+}
+
+// Temporality and Aggregation are those of the OTLP exporter's defaults
+// (the SDK's: cumulative sums, explicit-bucket histograms), which the reader
+// needs before the exporter exists.
 func (e *lazyMetricExporter) Temporality(k sdkmetric.InstrumentKind) metricdata.Temporality {
 	return sdkmetric.DefaultTemporalitySelector(k)
 }

@@ -9,9 +9,11 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// The service's metric names. Cloud Monitoring shows each as
-// workload.googleapis.com/<name>; the Terraform alert policies
-// (terraform/modules/engagement/monitoring.tf) use those.
+// The service's metric names. Exported over OTLP, Cloud Monitoring shows each
+// as prometheus.googleapis.com/<name>/<kind> (counter, gauge, histogram),
+// queried with PromQL as {"<name>"}. The Terraform alert policies do not read
+// them: a metric exists only after its first point (see
+// terraform/modules/engagement/monitoring.tf).
 const (
 	MetricRequests                = "engagement/requests"
 	MetricEventsApplied           = "engagement/events_applied"

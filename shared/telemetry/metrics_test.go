@@ -2,7 +2,6 @@ package telemetry
 
 import (
 	"context"
-	"os"
 	"regexp"
 	"testing"
 	"time"
@@ -171,29 +170,24 @@ func TestMetricsNilAndEmpty(t *testing.T) {
 	}
 }
 
-// TestMetricNamesOfAlertPolicies checks that every workload metric the
-// Terraform alert policies filter on is one this package records.
-func TestMetricNamesOfAlertPolicies(t *testing.T) {
-	src, err := os.ReadFile("../../terraform/modules/engagement/monitoring.tf")
-	if err != nil {
-		t.Fatalf("read the alert policies: %v", err)
-	}
-	ours := map[string]bool{}
+// TestMetricNamesGoogleAccepts: Google's OTLP endpoint rejects a metric
+// whose name, or a point whose attribute key, is outside these patterns
+// (Cloud Monitoring's OTLP metric ingestion rules).
+func TestMetricNamesGoogleAccepts(t *testing.T) {
+	name := regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_:./]*$`)
+	key := regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_.]*$`)
 	for _, n := range []string{MetricRequests, MetricEventsApplied, MetricEventsDuplicate, MetricBatchSize, MetricRollupLag,
 		MetricRollupDuration, MetricCounterShards, MetricReconcileCorrections, MetricReconcileCorrectionSize,
 		MetricDeadLetterDeliveries, MetricRateLimited} {
-		ours[n] = true
-	}
-	uses := regexp.MustCompile(`workload\.googleapis\.com/([A-Za-z0-9_./-]+)`).FindAllStringSubmatch(string(src), -1)
-	if len(uses) == 0 {
-		t.Fatal("monitoring.tf names no workload.googleapis.com metric")
-	}
-	for _, u := range uses {
-		if !ours[u[1]] {
-			t.Errorf("monitoring.tf uses %s, which telemetry.Metrics does not record", u[0])
+		if !name.MatchString(n) {
+			t.Errorf("metric name %q would be rejected", n)
 		}
 	}
-
+	for _, k := range []string{AttrRoute, AttrStatus, AttrConsumer, AttrField, AttrKind} {
+		if !key.MatchString(k) {
+			t.Errorf("attribute key %q would be rejected", k)
+		}
+	}
 	// And every name is one the SDK accepts (NewMetrics fails otherwise).
 	if _, err := NewMetrics(sdkmetric.NewMeterProvider()); err != nil {
 		t.Errorf("NewMetrics: %v", err)

@@ -1,5 +1,6 @@
 // Package telemetry is the OpenTelemetry set-up of a function instance: traces
-// to Cloud Trace and metrics to Cloud Monitoring in the cloud, to stdout or
+// and metrics over OTLP to Google's endpoint (Cloud Trace and Cloud
+// Monitoring) in the cloud, to stdout or
 // nowhere locally; the trace context carried across HTTP and Pub/Sub; and the
 // service's metrics, named in one place (Metrics).
 //
@@ -58,6 +59,8 @@ const flushTimeout = 5 * time.Second
 type options struct {
 	stdout         io.Writer     // where "stdout" writes
 	metricInterval time.Duration // how often metrics are exported
+	// detect finds the platform's resource attributes for "gcp" metrics.
+	detect func(context.Context) (*resource.Resource, error)
 }
 
 // Setup builds the tracer and meter providers that cfg.Telemetry asks for and
@@ -71,7 +74,7 @@ type options struct {
 // the process stops (cmd/local), or use StartInstance, which calls it on
 // SIGTERM.
 func Setup(ctx context.Context, cfg *config.Config) (shutdown func(context.Context) error, err error) {
-	return setup(ctx, cfg, options{stdout: os.Stdout, metricInterval: metricInterval})
+	return setup(ctx, cfg, options{stdout: os.Stdout, metricInterval: metricInterval, detect: detectGCP})
 }
 
 func setup(ctx context.Context, cfg *config.Config, o options) (func(context.Context) error, error) {
@@ -175,8 +178,8 @@ func newProviders(ctx context.Context, cfg *config.Config, o options) (*sdktrace
 		topts = append(topts, sdktrace.WithBatcher(se))
 		reader = sdkmetric.NewPeriodicReader(me, sdkmetric.WithInterval(o.metricInterval))
 	case ExporterGCP:
-		topts = append(topts, sdktrace.WithBatcher(newLazySpanExporter(cfg.Project)))
-		reader = sdkmetric.NewPeriodicReader(newLazyMetricExporter(cfg.Project), sdkmetric.WithInterval(o.metricInterval))
+		topts = append(topts, sdktrace.WithBatcher(newLazySpanExporter(googleOTLPEndpoint)))
+		reader = sdkmetric.NewPeriodicReader(newLazyMetricExporter(googleOTLPEndpoint, o.detect), sdkmetric.WithInterval(o.metricInterval))
 	default:
 		return nil, nil, fmt.Errorf("TELEMETRY_EXPORTER must be %q, %q or %q, not %q", ExporterGCP, ExporterStdout, ExporterNone, t.Exporter)
 	}
@@ -195,17 +198,16 @@ func sampler(ratio float64) sdktrace.Sampler {
 	return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))
 }
 
-// newResource describes this instance. Cloud Monitoring files the metrics of
-// a resource with a service name and instance id under generic_task
-// (job = function, task_id = instance), so instances never write the same
-// time series.
+// newResource describes this instance. Cloud Monitoring files OTLP metrics
+// on prometheus_target (job = service namespace/name, instance = service
+// instance id), so instances never write the same time series.
 func newResource(cfg *config.Config) *resource.Resource {
 	attrs := []attribute.KeyValue{
 		semconv.ServiceNameKey.String(ServiceName()),
 		semconv.ServiceNamespaceKey.String("engagement"),
 		semconv.ServiceInstanceIDKey.String(instanceID()),
-		// The Cloud Trace exporter writes to this project.
-		attribute.String("gcp.project.id", cfg.Project),
+		// Google's OTLP endpoint writes to this project.
+		attribute.String("gcp.project_id", cfg.Project),
 	}
 	if rev := os.Getenv("K_REVISION"); rev != "" {
 		attrs = append(attrs, semconv.ServiceVersionKey.String(rev))

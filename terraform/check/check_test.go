@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -192,12 +193,22 @@ func TestEnvironmentDifferences(t *testing.T) {
 	}
 	for _, env := range Environments {
 		p := res[env].PlanJSON
-		single := p.Instances("google_bigtable_app_profile", "history")[""]
-		if l, _ := single.Get("single_cluster_routing").([]any); len(l) != 1 {
-			t.Errorf("%s: the history app profile is not single-cluster", env)
-		} else if v, _ := single.Get("single_cluster_routing", 0, "allow_transactional_writes").(bool); !v {
-			// bigtabledb.RateLimiter's increments are single-row transactions.
-			t.Errorf("%s: the history app profile does not allow transactional writes", env)
+		// The rate limiter's increments are single-row transactions: their
+		// profile is single-cluster with transactional writes.
+		tx := p.Instances("google_bigtable_app_profile", "transactional")[""]
+		if l, _ := tx.Get("single_cluster_routing").([]any); len(l) != 1 {
+			t.Errorf("%s: the transactional app profile is not single-cluster", env)
+		} else if v, _ := tx.Get("single_cluster_routing", 0, "allow_transactional_writes").(bool); !v {
+			t.Errorf("%s: the transactional app profile does not allow transactional writes", env)
+		}
+		// History reads fail over, and row affinity keeps a user's rows on
+		// one cluster while it is up (read-your-writes).
+		hist := p.Instances("google_bigtable_app_profile", "history")[""]
+		if v, _ := hist.Get("multi_cluster_routing_use_any").(bool); !v {
+			t.Errorf("%s: the history app profile is not multi-cluster", env)
+		}
+		if v, _ := hist.Get("row_affinity").(bool); !v {
+			t.Errorf("%s: the history app profile has no row affinity", env)
 		}
 		multi := p.Instances("google_bigtable_app_profile", "failover")[""]
 		if v, _ := multi.Get("multi_cluster_routing_use_any").(bool); !v {
@@ -206,8 +217,11 @@ func TestEnvironmentDifferences(t *testing.T) {
 		for _, rc := range p.Instances("google_cloudfunctions2_function", "fn") {
 			ep := rc.Str("build_config", 0, "entry_point")
 			prof, _ := rc.Get("service_config", 0, "environment_variables", "BIGTABLE_APP_PROFILE").(string)
-			if (ep == "History" || ep == "ApplyHistory") != (prof == single.Str("app_profile_id")) {
+			if (ep == "History" || ep == "ApplyHistory") != (prof == hist.Str("app_profile_id")) {
 				t.Errorf("%s: %s uses app profile %q", env, ep, prof)
+			}
+			if got, _ := rc.Get("service_config", 0, "environment_variables", "BIGTABLE_TRANSACTIONAL_APP_PROFILE").(string); got != tx.Str("app_profile_id") {
+				t.Errorf("%s: %s's transactional app profile is %q", env, ep, got)
 			}
 		}
 		alerts := map[string]bool{}
@@ -453,5 +467,138 @@ func TestGraphRulesFailWhenBroken(t *testing.T) {
 			}
 			t.Logf("fails as it must: %s", tc.want)
 		})
+	}
+}
+
+// The page-token secret is never in a plan or in state: nothing but an
+// ephemeral resource generates it, and the secret version gets it through
+// the write-only argument (null in the plan).
+func TestPageTokenSecretNotInState(t *testing.T) {
+	res, errs := envResults(t)
+	for _, env := range Environments {
+		if errs[env] != nil {
+			t.Fatalf("%s: %v", env, errs[env])
+		}
+		p := res[env].PlanJSON
+		for _, rc := range p.ResourceChanges {
+			if rc.Type == "random_password" || rc.Type == "random_string" {
+				t.Errorf("%s: %s keeps a generated secret in state", env, rc.Address)
+			}
+		}
+		versions := p.Instances("google_secret_manager_secret_version", "page_token")
+		if len(versions) != 1 {
+			t.Fatalf("%s: %d page-token secret versions planned", env, len(versions))
+		}
+		for _, rc := range versions {
+			for _, attr := range []string{"secret_data", "secret_data_wo"} {
+				if v := rc.Get(attr); v != nil {
+					t.Errorf("%s: %s.%s is %v in the plan, want null", env, rc.Address, attr, v)
+				}
+			}
+			if rc.Num("secret_data_wo_version") < 1 {
+				t.Errorf("%s: secret_data_wo_version is not set, so the write-only value is never sent", env)
+			}
+		}
+	}
+}
+
+// The front door: the cdnRoutes of topology.json, and only those, go through
+// a Cloud CDN backend with the documented cache rules; every other public
+// backend never caches; Cloud Armor throttles per IP on all of them.
+func TestFrontDoor(t *testing.T) {
+	res, errs := envResults(t)
+	code := loadCode(t)
+	for _, env := range Environments {
+		if errs[env] != nil {
+			t.Fatalf("%s: %v", env, errs[env])
+		}
+		p := res[env].PlanJSON
+		cdnPaths, otherPaths := map[string]bool{}, map[string]bool{}
+		for _, f := range code.Topology.Functions {
+			if !f.Public {
+				continue
+			}
+			for _, r := range f.Routes {
+				if strings.HasSuffix(r, "/") {
+					r += "*"
+				}
+				if slices.Contains(f.CDNRoutes, strings.TrimSuffix(r, "*")) {
+					cdnPaths[r] = true
+				} else {
+					otherPaths[r] = true
+				}
+			}
+			cdn, ok := p.Instances("google_compute_backend_service", "cdn")[f.Name]
+			if len(f.CDNRoutes) == 0 {
+				if ok {
+					t.Errorf("%s: %s has a CDN backend but no cdnRoutes", env, f.Name)
+				}
+			} else if !ok {
+				t.Errorf("%s: %s has cdnRoutes %v but no CDN backend", env, f.Name, f.CDNRoutes)
+			} else {
+				if v, _ := cdn.Get("enable_cdn").(bool); !v {
+					t.Errorf("%s: the CDN backend of %s has Cloud CDN off", env, f.Name)
+				}
+				for _, c := range []struct {
+					path []any
+					want any
+				}{
+					{[]any{"cdn_policy", 0, "cache_mode"}, "USE_ORIGIN_HEADERS"},
+					{[]any{"cdn_policy", 0, "negative_caching"}, false},
+					{[]any{"cdn_policy", 0, "cache_key_policy", 0, "include_host"}, false},
+					{[]any{"cdn_policy", 0, "cache_key_policy", 0, "include_protocol"}, false},
+					{[]any{"cdn_policy", 0, "cache_key_policy", 0, "include_query_string"}, true},
+				} {
+					if got := cdn.Get(c.path...); got != c.want {
+						t.Errorf("%s: CDN backend of %s: %v = %v, want %v", env, f.Name, c.path, got, c.want)
+					}
+				}
+				if got := fmt.Sprint(cdn.Get("cdn_policy", 0, "cache_key_policy", 0, "query_string_whitelist")); got != "[ids]" {
+					t.Errorf("%s: CDN cache key query parameters %s, want [ids]", env, got)
+				}
+			}
+			fn := p.Instances("google_compute_backend_service", "fn")[f.Name]
+			if v, _ := fn.Get("enable_cdn").(bool); v {
+				t.Errorf("%s: the uncached backend of %s has Cloud CDN on", env, f.Name)
+			}
+		}
+		// The URL map routes exactly those paths (services are unknown at
+		// plan time; which backend a path goes to is in api.tf's two
+		// path_rule blocks, one per backend kind).
+		got := map[string]bool{}
+		for _, rc := range p.Instances("google_compute_url_map", "api") {
+			rules, _ := rc.Get("path_matcher", 0, "path_rule").([]any)
+			for _, r := range rules {
+				paths, _ := dig(r, "paths").([]any)
+				for _, x := range paths {
+					got[x.(string)] = true
+				}
+			}
+		}
+		for path := range cdnPaths {
+			otherPaths[path] = true
+		}
+		if fmt.Sprint(sortedSet(got)) != fmt.Sprint(sortedSet(otherPaths)) {
+			t.Errorf("%s: URL map paths %v, topology routes %v", env, sortedSet(got), sortedSet(otherPaths))
+		}
+		// Cloud Armor: a per-IP throttle before the default rule.
+		armor := p.Instances("google_compute_security_policy", "api")[""]
+		throttle := false
+		rules, _ := armor.Get("rule").([]any)
+		for _, r := range rules {
+			if dig(r, "action") == "throttle" && dig(r, "rate_limit_options", 0, "enforce_on_key") == "IP" && dig(r, "rate_limit_options", 0, "exceed_action") == "deny(429)" {
+				throttle = true
+			}
+		}
+		if !throttle {
+			t.Errorf("%s: no per-IP throttle rule in the Cloud Armor policy", env)
+		}
+		for _, name := range []string{"fn", "cdn"} {
+			for k, rc := range p.Instances("google_compute_backend_service", name) {
+				if u, _ := dig(rc.Change.AfterUnknown, "security_policy").(bool); !u && rc.Str("security_policy") == "" {
+					t.Errorf("%s: backend %s[%s] has no Cloud Armor policy", env, name, k)
+				}
+			}
+		}
 	}
 }

@@ -76,11 +76,12 @@ func (g *Graph) Nodes() []string {
 	return out
 }
 
-// blockType is the resource type of a block address ("data." kept).
+// blockType is the resource type of a block address ("data." and
+// "ephemeral." kept).
 func blockType(addr string) string {
 	parts := strings.Split(addr, ".")
-	if parts[0] == "data" && len(parts) >= 3 {
-		return "data." + parts[1]
+	if (parts[0] == "data" || parts[0] == "ephemeral") && len(parts) >= 3 {
+		return parts[0] + "." + parts[1]
 	}
 	return parts[0]
 }
@@ -114,8 +115,10 @@ var BootstrapAPIs = []string{"serviceusage.googleapis.com", "cloudresourcemanage
 // Google APIs its create calls need. A type missing here fails the check, so
 // a new type is classified when it is added. random_* needs none.
 var APIs = map[string][]string{
-	"data.google_project":                          {"cloudresourcemanager.googleapis.com"},
-	"google_project_service":                       {"serviceusage.googleapis.com"},
+	"data.google_project":    {"cloudresourcemanager.googleapis.com"},
+	"google_project_service": {"serviceusage.googleapis.com"},
+	// And the API of the service it names (APIRule adds it).
+	"google_project_service_identity":              {"serviceusage.googleapis.com"},
 	"google_project_iam_member":                    {"cloudresourcemanager.googleapis.com"},
 	"google_service_account":                       {"iam.googleapis.com"},
 	"google_service_account_iam_member":            {"iam.googleapis.com"},
@@ -178,7 +181,7 @@ func APIRule(p *Plan, g *Graph) []error {
 	}
 	for _, n := range g.Nodes() {
 		typ := blockType(n)
-		if strings.HasPrefix(typ, "random_") || strings.HasPrefix(typ, "data.random_") {
+		if strings.HasPrefix(strings.TrimPrefix(strings.TrimPrefix(typ, "data."), "ephemeral."), "random_") {
 			continue
 		}
 		apis, ok := APIs[typ]
@@ -187,6 +190,12 @@ func APIRule(p *Plan, g *Graph) []error {
 			continue
 		}
 		reach := g.Reach(n)
+		if typ == "google_project_service_identity" {
+			apis = append([]string(nil), apis...)
+			for _, rc := range instancesOf(p)[n] {
+				apis = append(apis, rc.Str("service"))
+			}
+		}
 		for _, api := range apis {
 			if contains(BootstrapAPIs, api) {
 				continue

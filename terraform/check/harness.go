@@ -23,7 +23,7 @@ import (
 
 // Banner is printed before the checks so that nobody mistakes their output for
 // a real plan.
-const Banner = "SCHEMA CHECK against a stand-in provider serving the real google 6.50.0 / random 3.7.2 schemas: " +
+const Banner = "SCHEMA CHECK against a stand-in provider serving the real google 6.50.0 / google-beta 6.50.0 / random 3.7.2 schemas: " +
 	"validate and plan -refresh=false, NOT a real plan (computed values unknown, nothing read from Google Cloud)"
 
 // Environments are the roots under terraform/envs.
@@ -33,6 +33,7 @@ var Environments = []string{"dev", "prod"}
 // version constraints of terraform/.
 var standIns = []struct{ name, version string }{
 	{"google", "6.50.0"},
+	{"google-beta", "6.50.0"},
 	{"random", "3.7.2"},
 }
 
@@ -94,7 +95,7 @@ func NewToolchain(repo, dir string) (*Toolchain, error) {
 	rc := fmt.Sprintf(`provider_installation {
   filesystem_mirror {
     path    = %q
-    include = ["registry.terraform.io/hashicorp/google", "registry.terraform.io/hashicorp/random"]
+    include = ["registry.terraform.io/hashicorp/google", "registry.terraform.io/hashicorp/google-beta", "registry.terraform.io/hashicorp/random"]
   }
 }
 `, mirror)

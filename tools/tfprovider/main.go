@@ -26,7 +26,10 @@ import (
 
 func main() {
 	address := "registry.terraform.io/hashicorp/google"
-	if strings.HasPrefix(filepath.Base(os.Args[0]), "terraform-provider-random") {
+	switch base := filepath.Base(os.Args[0]); {
+	case strings.HasPrefix(base, "terraform-provider-google-beta"):
+		address = "registry.terraform.io/hashicorp/google-beta"
+	case strings.HasPrefix(base, "terraform-provider-random"):
 		address = "registry.terraform.io/hashicorp/random"
 	}
 	ps, err := loadProviderSchema(address)
@@ -64,15 +67,19 @@ func (s *server) GetMetadata(context.Context, *tfprotov5.GetMetadataRequest) (*t
 	for _, name := range sortedKeys(s.schema.dataSources) {
 		resp.DataSources = append(resp.DataSources, tfprotov5.DataSourceMetadata{TypeName: name})
 	}
+	for _, name := range sortedKeys(s.schema.ephemerals) {
+		resp.EphemeralResources = append(resp.EphemeralResources, tfprotov5.EphemeralResourceMetadata{TypeName: name})
+	}
 	return resp, nil
 }
 
 func (s *server) GetProviderSchema(context.Context, *tfprotov5.GetProviderSchemaRequest) (*tfprotov5.GetProviderSchemaResponse, error) {
 	return &tfprotov5.GetProviderSchemaResponse{
-		ServerCapabilities: &tfprotov5.ServerCapabilities{},
-		Provider:           s.schema.provider,
-		ResourceSchemas:    s.schema.resources,
-		DataSourceSchemas:  s.schema.dataSources,
+		ServerCapabilities:       &tfprotov5.ServerCapabilities{},
+		Provider:                 s.schema.provider,
+		ResourceSchemas:          s.schema.resources,
+		DataSourceSchemas:        s.schema.dataSources,
+		EphemeralResourceSchemas: s.schema.ephemerals,
 	}, nil
 }
 
@@ -150,6 +157,15 @@ func (s *server) PlanResourceChange(_ context.Context, req *tfprotov5.PlanResour
 			return &tfprotov5.PlanResourceChangeResponse{Diagnostics: errorDiag("cannot plan", err.Error())}, nil
 		}
 	}
+	// A write-only value reaches the provider but never the plan or state.
+	if planned, err = walk(sch.Block, planned, func(a *tfprotov5.SchemaAttribute, cur tftypes.Value) tftypes.Value {
+		if a.WriteOnly {
+			return tftypes.NewValue(a.Type, nil)
+		}
+		return cur
+	}); err != nil {
+		return &tfprotov5.PlanResourceChangeResponse{Diagnostics: errorDiag("cannot plan", err.Error())}, nil
+	}
 	dv, err := tfprotov5.NewDynamicValue(typ, planned)
 	if err != nil {
 		return nil, err
@@ -209,12 +225,35 @@ func (s *server) GetFunctions(context.Context, *tfprotov5.GetFunctionsRequest) (
 	return &tfprotov5.GetFunctionsResponse{}, nil
 }
 
-func (s *server) ValidateEphemeralResourceConfig(context.Context, *tfprotov5.ValidateEphemeralResourceConfigRequest) (*tfprotov5.ValidateEphemeralResourceConfigResponse, error) {
-	return &tfprotov5.ValidateEphemeralResourceConfigResponse{Diagnostics: errorDiag(notice, "no ephemeral resources")}, nil
+func (s *server) ValidateEphemeralResourceConfig(_ context.Context, req *tfprotov5.ValidateEphemeralResourceConfigRequest) (*tfprotov5.ValidateEphemeralResourceConfigResponse, error) {
+	if _, ok := s.schema.ephemerals[req.TypeName]; !ok {
+		return &tfprotov5.ValidateEphemeralResourceConfigResponse{Diagnostics: errorDiag("unknown ephemeral resource", req.TypeName)}, nil
+	}
+	return &tfprotov5.ValidateEphemeralResourceConfigResponse{}, nil
 }
 
-func (s *server) OpenEphemeralResource(context.Context, *tfprotov5.OpenEphemeralResourceRequest) (*tfprotov5.OpenEphemeralResourceResponse, error) {
-	return &tfprotov5.OpenEphemeralResourceResponse{Diagnostics: errorDiag(notice, "no ephemeral resources")}, nil
+// OpenEphemeralResource answers, like ReadDataSource, with the configuration
+// and a placeholder for every computed attribute (a random_password's
+// result is "stand-in").
+func (s *server) OpenEphemeralResource(_ context.Context, req *tfprotov5.OpenEphemeralResourceRequest) (*tfprotov5.OpenEphemeralResourceResponse, error) {
+	sch, ok := s.schema.ephemerals[req.TypeName]
+	if !ok {
+		return &tfprotov5.OpenEphemeralResourceResponse{Diagnostics: errorDiag("unknown ephemeral resource", req.TypeName)}, nil
+	}
+	typ := sch.ValueType()
+	cfg, err := req.Config.Unmarshal(typ)
+	if err != nil {
+		return nil, err
+	}
+	result, err := placeholderComputed(sch.Block, cfg)
+	if err != nil {
+		return &tfprotov5.OpenEphemeralResourceResponse{Diagnostics: errorDiag("cannot open", err.Error())}, nil
+	}
+	dv, err := tfprotov5.NewDynamicValue(typ, result)
+	if err != nil {
+		return nil, err
+	}
+	return &tfprotov5.OpenEphemeralResourceResponse{Result: &dv}, nil
 }
 
 func (s *server) RenewEphemeralResource(context.Context, *tfprotov5.RenewEphemeralResourceRequest) (*tfprotov5.RenewEphemeralResourceResponse, error) {
@@ -228,6 +267,17 @@ func (s *server) CloseEphemeralResource(context.Context, *tfprotov5.CloseEphemer
 // walkComputed rebuilds the object v of block b, replacing each null
 // computed attribute with fill(its type).
 func walkComputed(b *tfprotov5.SchemaBlock, v tftypes.Value, fill func(tftypes.Type) tftypes.Value) (tftypes.Value, error) {
+	return walk(b, v, func(a *tfprotov5.SchemaAttribute, cur tftypes.Value) tftypes.Value {
+		if a.Computed && cur.IsNull() {
+			return fill(a.Type)
+		}
+		return cur
+	})
+}
+
+// walk rebuilds the object v of block b, nested blocks included, with each
+// attribute's value replaced by f(attribute, value).
+func walk(b *tfprotov5.SchemaBlock, v tftypes.Value, f func(*tfprotov5.SchemaAttribute, tftypes.Value) tftypes.Value) (tftypes.Value, error) {
 	if v.IsNull() || !v.IsKnown() {
 		return v, nil
 	}
@@ -236,8 +286,8 @@ func walkComputed(b *tfprotov5.SchemaBlock, v tftypes.Value, fill func(tftypes.T
 		return v, err
 	}
 	for _, a := range b.Attributes {
-		if cur, ok := attrs[a.Name]; ok && a.Computed && cur.IsNull() {
-			attrs[a.Name] = fill(a.Type)
+		if cur, ok := attrs[a.Name]; ok {
+			attrs[a.Name] = f(a, cur)
 		}
 	}
 	for _, nb := range b.BlockTypes {
@@ -247,7 +297,7 @@ func walkComputed(b *tfprotov5.SchemaBlock, v tftypes.Value, fill func(tftypes.T
 		}
 		switch nb.Nesting {
 		case tfprotov5.SchemaNestedBlockNestingModeSingle, tfprotov5.SchemaNestedBlockNestingModeGroup:
-			nv, err := walkComputed(nb.Block, cur, fill)
+			nv, err := walk(nb.Block, cur, f)
 			if err != nil {
 				return v, err
 			}
@@ -258,7 +308,7 @@ func walkComputed(b *tfprotov5.SchemaBlock, v tftypes.Value, fill func(tftypes.T
 				return v, err
 			}
 			for i := range elems {
-				nv, err := walkComputed(nb.Block, elems[i], fill)
+				nv, err := walk(nb.Block, elems[i], f)
 				if err != nil {
 					return v, err
 				}
@@ -271,7 +321,7 @@ func walkComputed(b *tfprotov5.SchemaBlock, v tftypes.Value, fill func(tftypes.T
 				return v, err
 			}
 			for k := range elems {
-				nv, err := walkComputed(nb.Block, elems[k], fill)
+				nv, err := walk(nb.Block, elems[k], f)
 				if err != nil {
 					return v, err
 				}

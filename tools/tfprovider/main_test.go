@@ -26,7 +26,8 @@ func mustSchema(t *testing.T, address string) *providerSchema {
 func TestSchemaCoversTerraform(t *testing.T) {
 	google := mustSchema(t, "registry.terraform.io/hashicorp/google")
 	random := mustSchema(t, "registry.terraform.io/hashicorp/random")
-	decl := regexp.MustCompile(`(?m)^\s*(resource|data)\s+"([a-z0-9_]+)"`)
+	beta := mustSchema(t, "registry.terraform.io/hashicorp/google-beta")
+	decl := regexp.MustCompile(`(?m)^\s*(resource|data|ephemeral)\s+"([a-z0-9_]+)"`)
 	files, err := filepath.Glob("../../terraform/modules/*/*.tf")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no Terraform files found (%v)", err)
@@ -40,10 +41,15 @@ func TestSchemaCoversTerraform(t *testing.T) {
 			ps := google
 			if strings.HasPrefix(m[2], "random_") {
 				ps = random
+			} else if _, ok := google.resources[m[2]]; !ok && m[1] == "resource" {
+				ps = beta // a google-beta-only resource
 			}
 			schemas := ps.resources
-			if m[1] == "data" {
+			switch m[1] {
+			case "data":
 				schemas = ps.dataSources
+			case "ephemeral":
+				schemas = ps.ephemerals
 			}
 			if _, ok := schemas[m[2]]; !ok {
 				t.Errorf("%s: %s %s is not in schema.json; regenerate it with tools/tfschema/generate.sh", f, m[1], m[2])
@@ -131,24 +137,79 @@ func TestApplyAndImportRefuse(t *testing.T) {
 	}
 }
 
-func TestReadDataSourceIsWhollyKnown(t *testing.T) {
-	s := &server{schema: mustSchema(t, "registry.terraform.io/hashicorp/google")}
-	typ := s.schema.dataSources["google_project"].ValueType()
-	cfg := objectWith(typ, map[string]tftypes.Value{"project_id": tftypes.NewValue(tftypes.String, "p")})
-	resp, err := s.ReadDataSource(context.Background(), &tfprotov5.ReadDataSourceRequest{TypeName: "google_project", Config: dynamic(t, typ, cfg)})
-	if err != nil || len(resp.Diagnostics) > 0 {
-		t.Fatalf("read: %v %v", err, resp.Diagnostics)
+// An ephemeral resource (like a data source) answers wholly known values:
+// Terraform requires it.
+func TestOpenEphemeralIsWhollyKnown(t *testing.T) {
+	s := &server{schema: mustSchema(t, "registry.terraform.io/hashicorp/random")}
+	sch, ok := s.schema.ephemerals["random_password"]
+	if !ok {
+		t.Fatal("schema.json has no ephemeral random_password")
 	}
-	state, err := resp.State.Unmarshal(typ)
+	typ := sch.ValueType()
+	cfg := objectWith(typ, map[string]tftypes.Value{"length": tftypes.NewValue(tftypes.Number, 64)})
+	resp, err := s.OpenEphemeralResource(context.Background(), &tfprotov5.OpenEphemeralResourceRequest{TypeName: "random_password", Config: dynamic(t, typ, cfg)})
+	if err != nil || len(resp.Diagnostics) > 0 {
+		t.Fatalf("open: %v %v", err, resp.Diagnostics)
+	}
+	result, err := resp.Result.Unmarshal(typ)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !state.IsFullyKnown() {
-		t.Error("data source state has unknown values")
+	if !result.IsFullyKnown() {
+		t.Error("ephemeral result has unknown values")
 	}
 	var attrs map[string]tftypes.Value
-	_ = state.As(&attrs)
-	if attrs["number"].IsNull() {
-		t.Error("computed number is null")
+	_ = result.As(&attrs)
+	if attrs["result"].IsNull() {
+		t.Error("computed result is null")
+	}
+	if _, ok := attrs["keepers"]; ok {
+		t.Error("the ephemeral random_password has keepers, which only the resource has")
+	}
+}
+
+// A write-only argument reaches the provider but is null in the planned
+// state, as Terraform requires of a provider.
+func TestPlanNullsWriteOnly(t *testing.T) {
+	ps := mustSchema(t, "registry.terraform.io/hashicorp/google")
+	const typeName = "google_secret_manager_secret_version"
+	sch := ps.resources[typeName]
+	var wo *tfprotov5.SchemaAttribute
+	for _, a := range sch.Block.Attributes {
+		if a.Name == "secret_data_wo" {
+			wo = a
+		}
+	}
+	if wo == nil || !wo.WriteOnly {
+		t.Fatalf("secret_data_wo is not write-only in schema.json: %+v", wo)
+	}
+	typ := sch.ValueType()
+	cfg := objectWith(typ, map[string]tftypes.Value{
+		"secret":         tftypes.NewValue(tftypes.String, "projects/p/secrets/s"),
+		"secret_data_wo": tftypes.NewValue(tftypes.String, "do not keep"),
+	})
+	s := &server{schema: ps}
+	resp, err := s.PlanResourceChange(context.Background(), &tfprotov5.PlanResourceChangeRequest{
+		TypeName:         typeName,
+		ProposedNewState: dynamic(t, typ, cfg),
+		PriorState:       dynamic(t, typ, tftypes.NewValue(typ, nil)),
+		Config:           dynamic(t, typ, cfg),
+	})
+	if err != nil || len(resp.Diagnostics) > 0 {
+		t.Fatalf("plan: %v %v", err, resp.Diagnostics)
+	}
+	planned, err := resp.PlannedState.Unmarshal(typ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var attrs map[string]tftypes.Value
+	if err := planned.As(&attrs); err != nil {
+		t.Fatal(err)
+	}
+	if !attrs["secret_data_wo"].IsNull() {
+		t.Errorf("secret_data_wo is %v in the planned state, want null", attrs["secret_data_wo"])
+	}
+	if attrs["secret"].Equal(tftypes.NewValue(tftypes.String, nil)) {
+		t.Error("secret was dropped from the planned state")
 	}
 }

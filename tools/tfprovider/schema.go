@@ -27,6 +27,7 @@ type providerJSON struct {
 	Provider        *schemaJSONEntry            `json:"provider"`
 	Resources       map[string]*schemaJSONEntry `json:"resource_schemas"`
 	DataSources     map[string]*schemaJSONEntry `json:"data_source_schemas"`
+	Ephemerals      map[string]*schemaJSONEntry `json:"ephemeral_resource_schemas"`
 }
 
 type schemaJSONEntry struct {
@@ -45,6 +46,7 @@ type attributeJSON struct {
 	Optional  bool            `json:"optional"`
 	Computed  bool            `json:"computed"`
 	Sensitive bool            `json:"sensitive"`
+	WriteOnly bool            `json:"write_only"`
 }
 
 type nestedJSON struct {
@@ -61,6 +63,7 @@ type providerSchema struct {
 	provider    *tfprotov5.Schema
 	resources   map[string]*tfprotov5.Schema
 	dataSources map[string]*tfprotov5.Schema
+	ephemerals  map[string]*tfprotov5.Schema
 }
 
 func loadProviderSchema(address string) (*providerSchema, error) {
@@ -77,6 +80,7 @@ func loadProviderSchema(address string) (*providerSchema, error) {
 		version:     p.ProviderVersion,
 		resources:   map[string]*tfprotov5.Schema{},
 		dataSources: map[string]*tfprotov5.Schema{},
+		ephemerals:  map[string]*tfprotov5.Schema{},
 	}
 	var err error
 	if ps.provider, err = convertSchema(p.Provider); err != nil {
@@ -90,6 +94,11 @@ func loadProviderSchema(address string) (*providerSchema, error) {
 	for name, s := range p.DataSources {
 		if ps.dataSources[name], err = convertSchema(s); err != nil {
 			return nil, fmt.Errorf("data %s: %w", name, err)
+		}
+	}
+	for name, s := range p.Ephemerals {
+		if ps.ephemerals[name], err = convertSchema(s); err != nil {
+			return nil, fmt.Errorf("ephemeral %s: %w", name, err)
 		}
 	}
 	return ps, nil
@@ -132,6 +141,7 @@ func convertBlock(b *blockJSON) (*tfprotov5.SchemaBlock, error) {
 			Optional:  a.Optional,
 			Computed:  a.Computed,
 			Sensitive: a.Sensitive,
+			WriteOnly: a.WriteOnly,
 		})
 	}
 	for _, name := range sortedKeys(b.BlockTypes) {

@@ -35,19 +35,25 @@ func main() {
 
 // packages maps a provider's local name to its registry address.
 var providers = map[string]string{
-	"google": "registry.terraform.io/hashicorp/google",
-	"random": "registry.terraform.io/hashicorp/random",
+	"google":      "registry.terraform.io/hashicorp/google",
+	"google-beta": "registry.terraform.io/hashicorp/google-beta",
+	"random":      "registry.terraform.io/hashicorp/random",
 }
 
 func realMain() error {
 	tfDir := flag.String("terraform", "terraform", "directory whose *.tf files name the types to keep")
 	google := flag.String("google", "", "unpacked @cdktf/provider-google package directory")
+	googleBeta := flag.String("google-beta", "", "unpacked @cdktf/provider-google-beta package directory")
 	random := flag.String("random", "", "unpacked @cdktf/provider-random package directory")
 	out := flag.String("out", "tools/tfprovider/schema.json", "output file")
 	flag.Parse()
-	pkgDirs := map[string]string{"google": *google, "random": *random}
+	pkgDirs := map[string]string{"google": *google, "google-beta": *googleBeta, "random": *random}
 
-	resources, dataSources, err := usedTypes(*tfDir)
+	resources, dataSources, ephemerals, err := usedTypes(*tfDir)
+	if err != nil {
+		return err
+	}
+	beta, err := betaTypes(*tfDir)
 	if err != nil {
 		return err
 	}
@@ -70,7 +76,7 @@ func realMain() error {
 			return fmt.Errorf("%s provider: %w", local, err)
 		}
 		for _, t := range resources {
-			if !strings.HasPrefix(t, local+"_") {
+			if !servedBy(local, t, beta) {
 				continue
 			}
 			s, err := loadSchema(filepath.Join(dir, "lib", libDir(local, t, false), "index.js"), t)
@@ -80,7 +86,7 @@ func realMain() error {
 			ps.ResourceSchemas[t] = s
 		}
 		for _, t := range dataSources {
-			if !strings.HasPrefix(t, local+"_") {
+			if !servedBy(local, t, beta) {
 				continue
 			}
 			s, err := loadSchema(filepath.Join(dir, "lib", libDir(local, t, true), "index.js"), t)
@@ -88,6 +94,22 @@ func realMain() error {
 				return fmt.Errorf("data source %s: %w", t, err)
 			}
 			ps.DataSchemas[t] = s
+		}
+		for _, t := range ephemerals {
+			if !servedBy(local, t, beta) {
+				continue
+			}
+			s, err := ephemeralSchema(dir, local, t)
+			if err != nil {
+				return fmt.Errorf("ephemeral resource %s: %w", t, err)
+			}
+			if ps.EphemeralSchemas == nil {
+				ps.EphemeralSchemas = map[string]*schema{}
+			}
+			ps.EphemeralSchemas[t] = s
+		}
+		if local == "google" {
+			markWriteOnly(ps)
 		}
 		doc.ProviderSchemas[addr] = ps
 	}
@@ -110,6 +132,9 @@ type providerSchema struct {
 	Provider        *schema            `json:"provider"`
 	ResourceSchemas map[string]*schema `json:"resource_schemas"`
 	DataSchemas     map[string]*schema `json:"data_source_schemas"`
+	// Ephemeral resources (Terraform 1.10+): opened during plan and apply,
+	// never stored in state.
+	EphemeralSchemas map[string]*schema `json:"ephemeral_resource_schemas,omitempty"`
 }
 
 type schema struct {
@@ -127,6 +152,9 @@ type attribute struct {
 	Required bool `json:"required,omitempty"`
 	Optional bool `json:"optional,omitempty"`
 	Computed bool `json:"computed,omitempty"`
+	// WriteOnly: the value is sent to the provider but never kept in the
+	// plan or the state (Terraform 1.11+).
+	WriteOnly bool `json:"write_only,omitempty"`
 }
 
 type nestedBlock struct {
@@ -136,10 +164,11 @@ type nestedBlock struct {
 	MaxItems    int    `json:"max_items,omitempty"`
 }
 
-var typeDecl = regexp.MustCompile(`(?m)^\s*(resource|data)\s+"([a-z0-9_]+)"`)
+var typeDecl = regexp.MustCompile(`(?m)^\s*(resource|data|ephemeral)\s+"([a-z0-9_]+)"`)
 
-// usedTypes lists the resource and data source types declared in dir.
-func usedTypes(dir string) (resources, dataSources []string, err error) {
+// usedTypes lists the resource, data source and ephemeral resource types
+// declared in dir.
+func usedTypes(dir string) (resources, dataSources, ephemerals []string, err error) {
 	seen := map[string]bool{}
 	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -161,24 +190,125 @@ func usedTypes(dir string) (resources, dataSources []string, err error) {
 				continue
 			}
 			seen[key] = true
-			if m[1] == "resource" {
+			switch m[1] {
+			case "resource":
 				resources = append(resources, m[2])
-			} else {
+			case "data":
 				dataSources = append(dataSources, m[2])
+			default:
+				ephemerals = append(ephemerals, m[2])
 			}
 		}
 		return nil
 	})
 	sort.Strings(resources)
 	sort.Strings(dataSources)
-	return resources, dataSources, err
+	sort.Strings(ephemerals)
+	return resources, dataSources, ephemerals, err
+}
+
+// markWriteOnly flags the google provider's write-only arguments, which the
+// cdktf packages do not record: the provider names every one of them with
+// the suffix "_wo" (secret_data_wo, password_wo, ...), next to an ordinary
+// "<name>_wo_version" that triggers sending it again.
+func markWriteOnly(ps *providerSchema) {
+	var walk func(b *block)
+	walk = func(b *block) {
+		for name, a := range b.Attributes {
+			if strings.HasSuffix(name, "_wo") && !a.Computed {
+				a.WriteOnly = true
+			}
+		}
+		for _, nb := range b.BlockTypes {
+			walk(nb.Block)
+		}
+	}
+	for _, s := range ps.ResourceSchemas {
+		walk(s.Block)
+	}
+}
+
+// ephemeralSchema is the schema of an ephemeral resource. The cdktf packages
+// have none, so it is derived from the resource of the same name where the
+// provider documents the two as the same arguments: random 3.7's ephemeral
+// random_password takes random_password's arguments but keepers (there is
+// no state to keep), and answers result and bcrypt_hash.
+func ephemeralSchema(dir, local, t string) (*schema, error) {
+	if local != "random" || t != "random_password" {
+		return nil, fmt.Errorf("no known way to derive the schema of ephemeral %s", t)
+	}
+	s, err := loadSchema(filepath.Join(dir, "lib", libDir(local, t, false), "index.js"), t)
+	if err != nil {
+		return nil, err
+	}
+	for _, drop := range []string{"keepers", "id", "number"} {
+		delete(s.Block.Attributes, drop)
+	}
+	return s, nil
+}
+
+// servedBy says whether provider local serves type t: random_* by random,
+// google_* by google-beta when a block of that type names provider =
+// google-beta (beta), by google otherwise.
+func servedBy(local, t string, beta map[string]bool) bool {
+	switch local {
+	case "google":
+		return strings.HasPrefix(t, "google_") && !beta[t]
+	case "google-beta":
+		return beta[t]
+	}
+	return strings.HasPrefix(t, local+"_")
+}
+
+var (
+	blockStart   = regexp.MustCompile(`^(resource|data|ephemeral)\s+"([a-z0-9_]+)"`)
+	betaProvider = regexp.MustCompile(`^\s*provider\s*=\s*google-beta\s*$`)
+)
+
+// betaTypes lists the types of the blocks in dir that name provider =
+// google-beta (blocks start at column 0 and end with "}" at column 0, as
+// terraform fmt writes them).
+func betaTypes(dir string) (map[string]bool, error) {
+	out := map[string]bool{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && strings.HasPrefix(d.Name(), ".") && p != dir {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".tf") {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		typ := ""
+		for _, line := range strings.Split(string(b), "\n") {
+			switch {
+			case blockStart.MatchString(line):
+				typ = blockStart.FindStringSubmatch(line)[2]
+			case line == "}":
+				typ = ""
+			case typ != "" && betaProvider.MatchString(line):
+				out[typ] = true
+			}
+		}
+		return nil
+	})
+	return out, err
 }
 
 // libDir is the package folder of a type: google_pubsub_topic is
-// lib/pubsub-topic, data google_project is lib/data-google-project.
+// lib/pubsub-topic, data google_project is lib/data-google-project; the
+// google-beta package keeps the prefix (lib/google-project-service-identity).
 func libDir(local, t string, data bool) string {
 	if data {
 		return "data-" + strings.ReplaceAll(t, "_", "-")
+	}
+	if local == "google-beta" {
+		return strings.ReplaceAll(t, "_", "-")
 	}
 	d := strings.ReplaceAll(strings.TrimPrefix(t, local+"_"), "_", "-")
 	if local == "random" && d == "string" {

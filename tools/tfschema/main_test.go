@@ -202,6 +202,7 @@ func TestLibDir(t *testing.T) {
 	}{
 		{"google", "google_cloudfunctions2_function", false, "cloudfunctions2-function"},
 		{"google", "google_project", true, "data-google-project"},
+		{"google-beta", "google_project_service_identity", false, "google-project-service-identity"},
 		{"random", "random_password", false, "password"},
 		{"random", "random_string", false, "string-resource"},
 	} {

@@ -19,7 +19,8 @@ type ApplyStats struct {
 }
 
 // Apply counts events idempotently. An outbox event counts iff its
-// PendingDeltas rows still exist, and counting deletes them; any other event
+// PendingDeltas rows still exist, and counting deletes them (a whole outbox
+// batch in one range delete, see takeOutbox); any other event
 // counts iff its id is not in AppliedEvents, and counting records it there.
 // Either way the check and the count commit in one transaction, so a duplicate
 // delivery, a crash between commit and acknowledgement, or a replay changes
@@ -70,39 +71,25 @@ func (s *Store) applyTx(ctx context.Context, evs []events.Event, sharded bool) (
 		var ms []*spanner.Mutation
 		sums := map[string]counter.Values{}
 
-		var outboxKeys []spanner.KeySet
+		var outbox []events.Event
 		var plainKeys []spanner.Key
 		plain := map[string]events.Event{}
 		for _, e := range evs {
 			if e.Outbox {
-				outboxKeys = append(outboxKeys, spanner.Key{e.ID}.AsPrefix())
+				outbox = append(outbox, e)
 			} else {
 				plainKeys = append(plainKeys, spanner.Key{e.ID})
 				plain[e.ID] = e
 			}
 		}
-		if len(outboxKeys) > 0 {
-			found := map[string]bool{}
-			cols := append([]string{"EventId", "CounterKey"}, valueColumns...)
-			err := tx.Read(ctx, tablePending, spanner.KeySets(outboxKeys...), cols).Do(func(r *spanner.Row) error {
-				var id, key string
-				if err := columns(r, &id, &key); err != nil {
-					return err
-				}
-				v, err := readValues(r, 2)
-				if err != nil {
-					return err
-				}
-				sums[key] = sums[key].Plus(v)
-				found[id] = true
-				ms = append(ms, spanner.Delete(tablePending, spanner.Key{id, key}))
-				return nil
-			})
+		if len(outbox) > 0 {
+			oms, applied, dups, err := takeOutbox(ctx, tx, outbox, sums)
 			if err != nil {
-				return fmt.Errorf("read outbox: %w", err)
+				return err
 			}
-			st.Applied += len(found)
-			st.Duplicates += len(outboxKeys) - len(found)
+			ms = append(ms, oms...)
+			st.Applied += applied
+			st.Duplicates += dups
 		}
 		if len(plainKeys) > 0 {
 			done := map[string]bool{}

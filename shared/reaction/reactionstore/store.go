@@ -35,11 +35,24 @@ type Store struct {
 	db    *spannerdb.DB
 	limit reaction.RateLimit // PerMinute 0: no limit
 	now   func() time.Time
+	// rowByRow: each outbox event its own id, deleted on its own by the
+	// consumer (the benchmark's comparison), instead of one batch per
+	// transaction.
+	rowByRow bool
 }
 
-// New returns the store. perMinute ≤ 0 switches the rate limit off.
+// New returns the store. perMinute ≤ 0 switches the rate limit off (in
+// Spanner: a Writer may limit elsewhere, see Writer.LimitWith).
 func New(db *spannerdb.DB, perMinute int) *Store {
 	return &Store{db: db, limit: reaction.RateLimit{PerMinute: max(perMinute, 0)}, now: time.Now}
+}
+
+// OutboxRowByRow makes each outbox event its own, deleted row by row when
+// counted, instead of one batch per transaction deleted as one key range
+// (COUNTER_OUTBOX_DELETE=row, the benchmark's comparison); it returns s.
+func (s *Store) OutboxRowByRow(on bool) *Store {
+	s.rowByRow = on
+	return s
 }
 
 // SetRequest is one PUT of a reaction.
@@ -84,6 +97,9 @@ func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 	commitTS, err := s.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		results = make([]SetResult, len(reqs))
 		now := s.now()
+		// The outbox events of this transaction form one batch: one key
+		// range the consumer deletes at once.
+		batch := counterstore.NewOutboxBatch()
 		var pairKeys, userKeys []spanner.Key
 		seenUser := map[string]bool{}
 		for _, r := range reqs {
@@ -166,6 +182,9 @@ func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 			}
 			if !flagged[r.UserID] && len(tr.Deltas) > 0 {
 				ev := tr.Event(r.UserID, r.ContentID, now)
+				if !s.rowByRow {
+					ev.ID = counterstore.BatchedID(batch, ev.ID)
+				}
 				res.Event = &ev
 				ms = append(ms, counterstore.Pending(ev, r.UserID)...)
 			}

@@ -3,6 +3,7 @@ package reactionstore
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/events"
@@ -15,9 +16,23 @@ import (
 // (the benchmark's naive baseline) each change is its own transaction and its
 // own message.
 type Writer struct {
-	store *Store
-	pub   events.Publisher
-	sets  *counter.GroupCommit[SetRequest, SetResult]
+	store   *Store
+	pub     events.Publisher
+	sets    *counter.GroupCommit[SetRequest, SetResult]
+	limiter Limiter
+}
+
+// Limiter admits one request of a user or says how long to wait;
+// *bigtabledb.RateLimiter is one.
+type Limiter interface {
+	Allow(ctx context.Context, userID string) (retryAfter time.Duration, err error)
+}
+
+// LimitWith checks every request against l before its transaction (instead
+// of, or besides, the store's own limit) and returns w.
+func (w *Writer) LimitWith(l Limiter) *Writer {
+	w.limiter = l
+	return w
 }
 
 // WriterOptions tune a Writer: Batched turns group commit on.
@@ -34,6 +49,15 @@ func NewWriter(store *Store, pub events.Publisher, o WriterOptions) *Writer {
 // publish failure is ErrPublish (wrapping the cause): the change is recorded
 // and its deltas are pending, and the client's retry re-publishes them.
 func (w *Writer) Set(ctx context.Context, r SetRequest) (SetResult, error) {
+	if w.limiter != nil {
+		wait, err := w.limiter.Allow(ctx, r.UserID)
+		if err != nil {
+			return SetResult{}, fmt.Errorf("reactionstore: rate limit: %w", err)
+		}
+		if wait > 0 {
+			return SetResult{Err: &RateLimitedError{RetryAfter: wait}}, nil
+		}
+	}
 	return w.sets.Do(ctx, r)
 }
 

@@ -12,6 +12,10 @@ terraform {
       source  = "hashicorp/google"
       version = "~> 6.50"
     }
+    google-beta = {
+      source  = "hashicorp/google-beta"
+      version = "~> 6.50"
+    }
     random = {
       source  = "hashicorp/random"
       version = "~> 3.7"
@@ -20,6 +24,11 @@ terraform {
 }
 
 provider "google" {
+  project = var.project_id
+  region  = var.region
+}
+
+provider "google-beta" {
   project = var.project_id
   region  = var.region
 }

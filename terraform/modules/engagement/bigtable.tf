@@ -1,10 +1,18 @@
 # Bigtable: watch history and the per-user rate-limit windows. Tables, column
 # families and their GC max age come from topology.json; a family either names
 # the variable that holds its maximum age in days or fixes it (maxAge). In
-# prod the instance has two clusters: the "history" app profile pins a user's
-# writes and reads to one cluster (read-your-writes) and allows the single-row
-# transactions the rate limiter's increments are; the "failover" profile
-# routes to any cluster.
+# prod the instance has two clusters, and three app profiles route to them:
+# - "history" (BIGTABLE_APP_PROFILE of History and ApplyHistory): multi-cluster
+#   routing with row affinity. A row key always goes to the same cluster while
+#   it is up, so a user reads the history rows written through this profile
+#   (read-your-writes); when that cluster is down, reads and writes fail over
+#   to the other one (eventually consistent until it is back).
+# - "transactional" (BIGTABLE_TRANSACTIONAL_APP_PROFILE of every function):
+#   single-cluster routing with transactional writes allowed, for the rate
+#   limiter's increments (ReadModifyWrite, a single-row transaction), which a
+#   multi-cluster profile refuses. These do not fail over: a lost cluster
+#   stops the limiter, which fails closed with 503 (shared/bigtabledb).
+# - "failover" (BIGTABLE_APP_PROFILE of the others): multi-cluster, any.
 
 locals {
   # Values of the GC variables named by topology.json (maxAgeDaysVar); a
@@ -25,8 +33,8 @@ locals {
     }
   ]...)
 
-  # Functions that write or read a user's own history use the single-cluster
-  # profile; everything else may fail over.
+  # Functions that write or read a user's own history use the row-affinity
+  # profile; everything else the plain multi-cluster one.
   history_functions = ["History", "ApplyHistory"]
 }
 
@@ -92,10 +100,20 @@ resource "google_bigtable_gc_policy" "family" {
 }
 
 resource "google_bigtable_app_profile" "history" {
+  project                       = var.project_id
+  instance                      = google_bigtable_instance.main.name
+  app_profile_id                = "history"
+  description                   = "Multi-cluster routing with row affinity: a user reads their own history writes, with failover."
+  multi_cluster_routing_use_any = true
+  row_affinity                  = true
+  ignore_warnings               = true
+}
+
+resource "google_bigtable_app_profile" "transactional" {
   project         = var.project_id
   instance        = google_bigtable_instance.main.name
-  app_profile_id  = "history"
-  description     = "Single-cluster routing: a user reads their own history writes; rate-limit increments."
+  app_profile_id  = "transactional"
+  description     = "Single-cluster routing with transactional writes: the rate limiter's increments."
   ignore_warnings = true
 
   single_cluster_routing {

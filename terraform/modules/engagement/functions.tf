@@ -41,6 +41,7 @@ locals {
     AUTH_AUDIENCE                   = local.auth_audience
     AUTH_ISSUER                     = "https://securetoken.google.com/${local.auth_audience}"
     AUTH_JWKS_URL                   = "https://www.googleapis.com/service_accounts/v1/jwk/securetoken@system.gserviceaccount.com"
+    AUTH_TOKEN_CACHE                = "10000"
     CORS_ALLOWED_ORIGINS            = join(",", var.cors_allowed_origins)
     COUNTS_MAX_AGE                  = var.counts_max_age
     COUNTS_CACHE_TTL                = var.counts_cache_ttl
@@ -50,11 +51,13 @@ locals {
     RATE_LIMIT_REACTIONS            = tostring(var.rate_limit_per_minute.reactions)
     RATE_LIMIT_COMMENTS             = tostring(var.rate_limit_per_minute.comments)
     RATE_LIMIT_HISTORY              = tostring(var.rate_limit_per_minute.history)
+    REACTION_RATE_LIMIT_STORE       = "bigtable"
     ROLLUP_INTERVAL                 = var.rollup_interval
     COUNTER_MODE                    = var.counter_mode
     COUNTER_SHARD_WRITES_PER_SECOND = tostring(var.counter_shard_writes_per_second)
     COUNTS_MAX_STALENESS            = var.counts_max_staleness
     COUNTER_RELAY_AFTER             = var.counter_relay_after
+    COUNTER_OUTBOX_DELETE           = "range"
     HISTORY_MAX_AGE_DAYS            = tostring(local.bigtable_gc_days.history_max_age_days)
     TELEMETRY_EXPORTER              = "gcp"
     TELEMETRY_SAMPLE_RATIO          = "0.1"
@@ -100,7 +103,8 @@ resource "google_cloudfunctions2_function" "fn" {
     ingress_settings = each.value.public ? "ALLOW_INTERNAL_AND_GCLB" : "ALLOW_INTERNAL_ONLY"
 
     environment_variables = merge(local.function_env, {
-      BIGTABLE_APP_PROFILE = contains(local.history_functions, each.key) ? google_bigtable_app_profile.history.app_profile_id : google_bigtable_app_profile.failover.app_profile_id
+      BIGTABLE_APP_PROFILE               = contains(local.history_functions, each.key) ? google_bigtable_app_profile.history.app_profile_id : google_bigtable_app_profile.failover.app_profile_id
+      BIGTABLE_TRANSACTIONAL_APP_PROFILE = google_bigtable_app_profile.transactional.app_profile_id
     })
 
     # Page tokens are signed with a generated secret, never the local default.

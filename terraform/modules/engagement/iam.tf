@@ -12,7 +12,7 @@ locals {
   # "user", "viewer" or ""; publish: the topics it publishes to.
   function_access = {
     History       = { spanner = "", bigtable = "user", firestore = "user", publish = [local.history_topic] }
-    Reactions     = { spanner = "user", bigtable = "", firestore = "", publish = [local.counter_topic] }
+    Reactions     = { spanner = "user", bigtable = "user", firestore = "", publish = [local.counter_topic] }
     Counts        = { spanner = "reader", bigtable = "", firestore = "", publish = [] }
     Comments      = { spanner = "user", bigtable = "", firestore = "", publish = [local.counter_topic] }
     Rollup        = { spanner = "user", bigtable = "", firestore = "", publish = [local.counter_topic] }
@@ -187,7 +187,13 @@ resource "google_storage_bucket_iam_member" "builder_source" {
 
 # --- page token secret ----------------------------------------------------------
 
-resource "random_password" "page_token" {
+# The signing secret never enters Terraform state or plans: it is generated
+# by an ephemeral resource (a new value on every run, never stored) and
+# written through the write-only secret_data_wo (Terraform 1.11+), which the
+# provider sends only when secret_data_wo_version changes. So the first apply
+# creates version 1 and later applies leave it alone; to rotate, raise
+# page_token_secret_version: the new version is what "latest" serves next.
+ephemeral "random_password" "page_token" {
   length  = 64
   special = false
 }
@@ -205,8 +211,9 @@ resource "google_secret_manager_secret" "page_token" {
 }
 
 resource "google_secret_manager_secret_version" "page_token" {
-  secret      = google_secret_manager_secret.page_token.id
-  secret_data = random_password.page_token.result
+  secret                 = google_secret_manager_secret.page_token.id
+  secret_data_wo         = ephemeral.random_password.page_token.result
+  secret_data_wo_version = var.page_token_secret_version
 }
 
 resource "google_secret_manager_secret_iam_member" "page_token" {

@@ -1,7 +1,3 @@
-data "google_project" "this" {
-  project_id = var.project_id
-}
-
 # Every API the resources below call is enabled here, and every resource
 # depends on this (directly or through a reference), so a fresh project
 # works in one apply: a new project has only a few APIs on (not IAM, not
@@ -30,8 +26,22 @@ locals {
     "telemetry.googleapis.com",
   ]
 
-  # Google-managed service agents that act on the project's behalf.
-  pubsub_agent = "serviceAccount:service-${data.google_project.this.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
+  # The Pub/Sub service agent: it mints the push identities' tokens and
+  # dead-letters messages. It is created asynchronously after the API is
+  # enabled, so a binding made right after the enablement can fail with
+  # "service account does not exist"; google_project_service_identity
+  # creates it (and waits) first. Its member is taken from that resource,
+  # so every binding depends on it.
+  pubsub_agent = google_project_service_identity.pubsub.member
+}
+
+resource "google_project_service_identity" "pubsub" {
+  provider = google-beta
+
+  project = var.project_id
+  service = "pubsub.googleapis.com"
+
+  depends_on = [google_project_service.api]
 }
 
 resource "google_project_service" "api" {

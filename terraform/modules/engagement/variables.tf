@@ -182,6 +182,12 @@ variable "history_max_age_days" {
   default     = null
 }
 
+variable "page_token_secret_version" {
+  description = "Generation of the page-token signing secret; raising it writes a newly generated secret (rotation). Page tokens signed with the old one stop verifying."
+  type        = number
+  default     = 1
+}
+
 # --- Spanner ----------------------------------------------------------------
 
 variable "spanner_config" {

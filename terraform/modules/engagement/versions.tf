@@ -6,6 +6,11 @@ terraform {
       source  = "hashicorp/google"
       version = "~> 6.50"
     }
+    # Only for google_project_service_identity, which google does not have.
+    google-beta = {
+      source  = "hashicorp/google-beta"
+      version = "~> 6.50"
+    }
     random = {
       source  = "hashicorp/random"
       version = "~> 3.7"

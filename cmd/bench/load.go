@@ -1,0 +1,160 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The hot-item load runs in a child process (this binary again, with
+// loadChildEnv set), so that the benchmark's CPU time (getrusage of the
+// process that serves the functions) holds the functions' work only, not
+// the clients'.
+const loadChildEnv = "ENGAGEMENT_BENCH_LOAD_CHILD"
+
+// loadJob is what the parent sends the child on stdin.
+type loadJob struct {
+	URL         string   `json:"url"`
+	Body        string   `json:"body"`
+	Tokens      []string `json:"tokens"`
+	Concurrency int      `json:"concurrency"`
+}
+
+// loadResult is what the child answers on stdout.
+type loadResult struct {
+	Elapsed  time.Duration `json:"elapsed"`
+	Failures int64         `json:"failures"`
+	FirstErr string        `json:"firstErr,omitempty"`
+}
+
+// runLoadChild is the child's main: it reads one job, sends one PUT per
+// token from job.Concurrency clients (each retried up to five times), and
+// writes the result.
+func runLoadChild() {
+	var job loadJob
+	if err := json.NewDecoder(bufio.NewReader(os.Stdin)).Decode(&job); err != nil {
+		fmt.Fprintln(os.Stderr, "bench load child:", err)
+		os.Exit(2)
+	}
+	client := newClient(job.Concurrency)
+	var next, failures atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	start := time.Now()
+	for c := 0; c < job.Concurrency; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(job.Tokens) {
+					return
+				}
+				for attempt := 0; ; attempt++ {
+					code, b, err := do(client, "PUT", job.URL, job.Tokens[i], job.Body)
+					if err == nil && code == 200 {
+						break
+					}
+					if attempt == 5 {
+						failures.Add(1)
+						firstErr.CompareAndSwap(nil, fmt.Sprintf("%d %s %v", code, b, err))
+						break
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	res := loadResult{Elapsed: time.Since(start), Failures: failures.Load()}
+	if s, ok := firstErr.Load().(string); ok {
+		res.FirstErr = s
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
+		os.Exit(2)
+	}
+	os.Exit(0)
+}
+
+// loadChild is a started child waiting for its job.
+type loadChild struct {
+	cmd *exec.Cmd
+	in  *os.File
+	out *json.Decoder
+}
+
+// startLoadChild starts the child before the measured window, so that
+// starting it costs the window nothing.
+func startLoadChild() (*loadChild, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), loadChildEnv+"=1")
+	cmd.Stderr = os.Stderr
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdin = inR
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start the load child: %w", err)
+	}
+	inR.Close()
+	return &loadChild{cmd: cmd, in: inW, out: json.NewDecoder(out)}, nil
+}
+
+// run sends the job and waits for the result.
+func (c *loadChild) run(job loadJob) (loadResult, error) {
+	var res loadResult
+	err := json.NewEncoder(c.in).Encode(job)
+	c.in.Close()
+	if err == nil {
+		err = c.out.Decode(&res)
+	}
+	if werr := c.cmd.Wait(); err == nil && werr != nil {
+		err = werr
+	}
+	if err != nil {
+		return res, fmt.Errorf("load child: %w", err)
+	}
+	return res, nil
+}
+
+// forEach runs f(0..n-1) on conc goroutines and returns the first error.
+func forEach(conc, n int, f func(i int) error) error {
+	var next atomic.Int64
+	var first atomic.Value
+	var wg sync.WaitGroup
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				if err := f(i); err != nil {
+					first.CompareAndSwap(nil, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err, ok := first.Load().(error); ok {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,134 @@
+package counterstore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"cloud.google.com/go/spanner"
+
+	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/emulators/emulatortest"
+	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/shared/spannerdb"
+)
+
+// outboxWorld records outbox events the way a group-committing writer does.
+type outboxWorld struct {
+	db *spannerdb.DB
+	cs *counterstore.Store
+}
+
+func newOutboxWorld(t *testing.T) outboxWorld {
+	t.Helper()
+	cfg := emulatortest.New(t)
+	db, err := spannerdb.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Client.Close)
+	return outboxWorld{db: db, cs: counterstore.New(db, counterstore.Options{})}
+}
+
+// record writes n like events on key in one transaction, as one batch when
+// batch is set, and returns them.
+func (w outboxWorld) record(t *testing.T, key string, n int, batched bool) []events.Event {
+	t.Helper()
+	b := counterstore.NewOutboxBatch()
+	var evs []events.Event
+	var ms []*spanner.Mutation
+	for i := range n {
+		id := events.ID("t", key, fmt.Sprint(i), b)
+		if batched {
+			id = counterstore.BatchedID(b, id)
+		}
+		ev := events.Event{ID: id, Kind: events.KindCounterDelta, Outbox: true,
+			Deltas: []counter.Delta{{Key: key, Field: counter.Likes, N: 1}}}
+		evs = append(evs, ev)
+		ms = append(ms, counterstore.Pending(ev, fmt.Sprintf("user-%d", i))...)
+	}
+	if _, err := w.db.InTx(context.Background(), func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		return tx.BufferWrite(ms)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+// apply applies evs and returns the stats and the row writes of PendingDeltas.
+func (w outboxWorld) apply(t *testing.T, evs []events.Event) (counterstore.ApplyStats, int64) {
+	t.Helper()
+	before := spannerdb.WritesByTable()["PendingDeltas"]
+	st, err := w.cs.Apply(context.Background(), evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, spannerdb.WritesByTable()["PendingDeltas"] - before
+}
+
+func (w outboxWorld) totals(t *testing.T, key string) (counted, pending int64) {
+	t.Helper()
+	c, p, err := w.cs.Totals(context.Background(), []string{key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c[key].Likes, p[key].Likes
+}
+
+// A batch counted whole is deleted in one mutation; a second delivery
+// counts nothing.
+func TestOutboxBatchDeletedAsOneRange(t *testing.T) {
+	w := newOutboxWorld(t)
+	evs := w.record(t, "hot", 20, true)
+	st, deletes := w.apply(t, evs)
+	if st.Applied != 20 || st.Duplicates != 0 || deletes != 1 {
+		t.Fatalf("applied %d, duplicates %d, outbox row writes %d; want 20, 0, 1", st.Applied, st.Duplicates, deletes)
+	}
+	if c, p := w.totals(t, "hot"); c != 20 || p != 0 {
+		t.Fatalf("counted %d, pending %d; want 20, 0", c, p)
+	}
+	st, deletes = w.apply(t, evs)
+	if st.Applied != 0 || st.Duplicates != 20 || deletes != 0 {
+		t.Fatalf("redelivery: applied %d, duplicates %d, outbox row writes %d; want 0, 20, 0", st.Applied, st.Duplicates, deletes)
+	}
+	if c, _ := w.totals(t, "hot"); c != 20 {
+		t.Fatalf("counted %d after a redelivery, want 20", c)
+	}
+}
+
+// A batch whose events arrive in several messages (split, or relayed in
+// part) is counted exactly: each message deletes only its own rows.
+func TestOutboxBatchSplitOverMessages(t *testing.T) {
+	w := newOutboxWorld(t)
+	evs := w.record(t, "hot", 10, true)
+	plain := w.record(t, "hot", 3, false)
+	first := append(append([]events.Event{}, evs[:4]...), plain...)
+	st, deletes := w.apply(t, first)
+	if st.Applied != 7 || deletes != 7 {
+		t.Fatalf("first part: applied %d, outbox row writes %d; want 7, 7 (row by row)", st.Applied, deletes)
+	}
+	if c, p := w.totals(t, "hot"); c != 7 || p != 6 {
+		t.Fatalf("counted %d, pending %d; want 7, 6", c, p)
+	}
+	// The rest, with duplicates of the first part: every row left of the
+	// batch is in this message, so they go in one range delete.
+	st, deletes = w.apply(t, append(evs[3:], plain[0]))
+	if st.Applied != 6 || st.Duplicates != 2 || deletes != 1 {
+		t.Fatalf("second part: applied %d, duplicates %d, outbox row writes %d; want 6, 2, 1", st.Applied, st.Duplicates, deletes)
+	}
+	if c, p := w.totals(t, "hot"); c != 13 || p != 0 {
+		t.Fatalf("counted %d, pending %d; want 13, 0", c, p)
+	}
+}
+
+func TestOutboxBatchIDs(t *testing.T) {
+	a, b := counterstore.NewOutboxBatch(), counterstore.NewOutboxBatch()
+	if a == b || len(a) != 16 {
+		t.Fatalf("batch ids %q, %q", a, b)
+	}
+	id := counterstore.BatchedID(a, events.ID("r", "u", "c"))
+	if len(id) > events.MaxEventIDLen {
+		t.Fatalf("batched id %q longer than %d", id, events.MaxEventIDLen)
+	}
+}
