@@ -110,6 +110,8 @@ func TestReconcileKilledAndResumed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("run of %d counters in %d slices, killed %d times: %d slice take-ups, %d batches, %d checked, %d corrected (%d drifted)",
+		len(keys), st.Slices, kills, st.Invocations, st.Batches, st.Checked, st.Corrected, len(drift))
 	if kills < 5 {
 		t.Errorf("killed %d times; the test means to kill the run at many points", kills)
 	}
