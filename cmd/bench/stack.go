@@ -22,8 +22,9 @@ type stack struct {
 }
 
 // newStack builds the functions over cfg (whose Auth is pointed at a local
-// issuer served by srv) and serves them on srv.
-func newStack(ctx context.Context, cfg *config.Config, srv *benchstack.Server) (*stack, error) {
+// issuer served by srv) and serves them on srv, with whatever more mount
+// adds.
+func newStack(ctx context.Context, cfg *config.Config, srv *benchstack.Server, mount ...func(*benchstack.Stack, *http.ServeMux) error) (*stack, error) {
 	bs, err := benchstack.New(ctx, "bench", cfg, srv, func(st *benchstack.Stack, mux *http.ServeMux) error {
 		rdeps, err := reactionsfn.Build(st.Clients)
 		if err != nil {
@@ -37,6 +38,11 @@ func newStack(ctx context.Context, cfg *config.Config, srv *benchstack.Server) (
 			Store: st.Counters, Publisher: bus.NewPublisher(st.Clients.PubSub, cfg.PubSub.CounterTopic),
 			Interval: cfg.Counters.RollupInterval, RelayAfter: cfg.Counters.RelayAfter,
 		}))
+		for _, m := range mount {
+			if err := m(st, mux); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 	if err != nil {

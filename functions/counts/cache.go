@@ -28,10 +28,10 @@ const fetchTimeout = 10 * time.Second
 //
 //   - concurrent requests missing the same ids share one Spanner query
 //     (singleflight);
-//   - while ids are being asked for, one background pass every ttl/2
-//     re-reads them all, 500 ids a query, so a hot video costs a query per
-//     ttl/2 per instance however many read it, and requests do not wait for
-//     expiries; an id not asked for in a ttl is dropped;
+//   - one background pass every ttl/2 re-reads, 500 ids a query, the ids
+//     asked for since they were last read, so a hot video costs a read per
+//     ttl/2 per instance however many ask for it, and requests do not wait
+//     for expiries; an id not asked for in a ttl is dropped;
 //   - at most max ids are held; beyond that, ids are read per request.
 //
 // A ttl of zero turns it off: every request reads Spanner itself (the
@@ -168,7 +168,8 @@ func (c *publicCache) refresh() {
 			switch {
 			case now.Sub(e.used) > c.ttl:
 				delete(c.entries, id)
-			case now.Sub(e.fetched) >= c.ttl/2:
+			case now.Sub(e.fetched) >= c.ttl/2 && e.used.After(e.fetched):
+				// Asked for since it was read: worth reading again.
 				ids = append(ids, id)
 			}
 		}

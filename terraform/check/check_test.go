@@ -447,6 +447,11 @@ func TestGraphRulesFailWhenBroken(t *testing.T) {
 			want: "grant rule: scheduler job module.engagement.google_cloud_scheduler_job.job",
 		},
 		{
+			name: "grant: Pub/Sub service agent bound before it is created",
+			edit: replaceIn(t, "project.tf", "  pubsub_agent = google_project_service_identity.pubsub.member\n", "  pubsub_agent = \"serviceAccount:service-123@gcp-sa-pubsub.iam.gserviceaccount.com\"\n"),
+			want: "grants to the service agent serviceAccount:service-123@gcp-sa-pubsub.iam.gserviceaccount.com written out by hand",
+		},
+		{
 			name: "grant: function built before the build identity reads the staging buckets",
 			edit: replaceIn(t, "functions.tf", "    google_project_iam_member.builder_staging,\n", ""),
 			want: "grant rule: google_cloudfunctions2_function.fn is built before its build identity has google_project_iam_member roles/storage.objectAdmin",
@@ -601,4 +606,42 @@ func TestFrontDoor(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Prod: alerts must reach someone, and Spanner scales itself.
+func TestProdRequirements(t *testing.T) {
+	res, errs := envResults(t)
+	if errs["prod"] != nil {
+		t.Fatal(errs["prod"])
+	}
+	p := res["prod"].PlanJSON
+	for _, rc := range p.Instances("google_spanner_instance", "main") {
+		if l, _ := rc.Get("autoscaling_config").([]any); len(l) != 1 {
+			t.Error("prod Spanner has no managed autoscaler")
+		}
+		if rc.Get("processing_units") != nil {
+			t.Error("prod Spanner sets fixed processing units beside the autoscaler")
+		}
+	}
+	if n := len(p.Instances("google_monitoring_notification_channel", "email")); n == 0 {
+		t.Error("prod has no notification channel")
+	}
+	for _, rc := range p.ResourceChanges {
+		if rc.Type != "google_monitoring_alert_policy" {
+			continue
+		}
+		if u, _ := dig(rc.Change.AfterUnknown, "notification_channels").([]any); len(u) == 0 {
+			t.Errorf("prod alert %s notifies nobody", rc.Address)
+		}
+	}
+
+	// Without an alert e-mail, prod does not plan.
+	t.Run("no alert e-mail", func(t *testing.T) {
+		t.Parallel()
+		root := copyOf(t, nil)
+		_, err := toolchain.CheckEnvironment(root, "prod", "-var", "alert_emails=[]")
+		if err == nil || !strings.Contains(err.Error(), "prod needs at least one alert e-mail") {
+			t.Fatalf("prod planned without an alert e-mail: %v", err)
+		}
+	})
 }

@@ -372,6 +372,16 @@ func GrantRule(p *Plan, g *Graph, top *topology.Topology) []error {
 			}
 		}
 	}
+	// A Google service agent (service-<n>@gcp-sa-*.iam.gserviceaccount.com)
+	// appears some time after its API is enabled; a grant to it written out
+	// by hand can run before it exists. Taken from the
+	// google_project_service_identity that creates it, the member is
+	// unknown at plan time and the grant waits for it.
+	for _, rc := range p.ResourceChanges {
+		if rc.Mode == "managed" && strings.HasSuffix(rc.Type, "_iam_member") && strings.Contains(rc.Str("member"), "@gcp-sa-") {
+			errs = append(errs, fmt.Errorf("grant rule: %s grants to the service agent %s written out by hand; take it from google_project_service_identity so that it exists first", rc.Address, rc.Str("member")))
+		}
+	}
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return errs
 }

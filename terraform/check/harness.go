@@ -197,7 +197,9 @@ type Result struct {
 // CheckEnvironment runs init (local backend, stand-in providers), validate and
 // plan -refresh=false for terraform/envs/<env> of the tree at root (a copy made
 // by CopyTree), and decodes the plan.
-func (tc *Toolchain) CheckEnvironment(root, env string) (*Result, error) {
+//
+// extraVars (-var name=value pairs) come after PlanVars, so they override them.
+func (tc *Toolchain) CheckEnvironment(root, env string, extraVars ...string) (*Result, error) {
 	dir := filepath.Join(root, "terraform", "envs", env)
 	// The GCS backend needs credentials; the check keeps state locally.
 	override := "terraform {\n  backend \"local\" {}\n}\n"
@@ -213,6 +215,7 @@ func (tc *Toolchain) CheckEnvironment(root, env string) (*Result, error) {
 		return res, err
 	}
 	args := append([]string{"plan", "-refresh=false", "-input=false", "-no-color", "-lock=false", "-out=check.tfplan"}, PlanVars(env)...)
+	args = append(args, extraVars...)
 	if res.Plan, err = tc.Run(dir, args...); err != nil {
 		return res, err
 	}

@@ -1,0 +1,366 @@
+package main
+
+// The counts read benchmark: GET /v1/counts (public) and GET /v1/me/counts
+// (signed in), 50 ids a request, concurrent readers, with the instance cache
+// and shared reads off ("before": every request reads Spanner itself, and a
+// signed-in read is one strong query of every counter) and on ("after"), in
+// one world, side by side. Hot ids are being liked all through the run (so
+// their counters keep moving), cold ones are not.
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/videngage/engagement/cmd/internal/benchstack"
+	countsfn "github.com/videngage/engagement/functions/counts"
+	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/emulators"
+	"github.com/videngage/engagement/shared/events"
+)
+
+var (
+	countsReaders  = flag.Int("counts-readers", 16, "counts benchmark: concurrent readers")
+	countsRequests = flag.Int("counts-requests", 800, "counts benchmark: measured requests per phase")
+	countsHot      = flag.Int("counts-hot", 20, "counts benchmark: hot ids (being liked; 10 in every request)")
+	countsCold     = flag.Int("counts-cold", 1000, "counts benchmark: cold ids (40 in every request)")
+	countsWrites   = flag.Int("counts-writes", 50, "counts benchmark: likes per second on the hot ids during the reads")
+	countsOnly     = flag.Bool("counts-only", false, "run only the counts read benchmark")
+)
+
+// countingStore counts the Spanner queries of one Counts handler: each
+// Public or Own call is one query.
+type countingStore struct {
+	countsfn.Store
+	queries atomic.Int64
+}
+
+func (c *countingStore) Public(ctx context.Context, ids []string, maxStaleness time.Duration) (counterstore.Snapshot, error) {
+	c.queries.Add(1)
+	return c.Store.Public(ctx, ids, maxStaleness)
+}
+
+func (c *countingStore) Own(ctx context.Context, q counterstore.OwnQuery) (counterstore.Own, error) {
+	c.queries.Add(1)
+	return c.Store.Own(ctx, q)
+}
+
+type readResult struct {
+	p50, p99 time.Duration
+	per1000  float64
+	perSec   float64
+	failed   int // answers other than 200 (503 when Spanner is too slow)
+}
+
+var countsSettings = []string{"before", "after"}
+
+func countsReadBench(ctx context.Context, es *emulators.Stack) error {
+	fmt.Fprintln(os.Stderr, "bench: counts reads…")
+	srv, err := benchstack.StartServer()
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	cfg, teardown, err := benchstack.Provision(ctx, es, srv, fmt.Sprintf("bench-counts-%d", os.Getpid()), map[string]string{"RATE_LIMITS": "off"})
+	if err != nil {
+		return err
+	}
+	defer teardown()
+	stores := map[string]*countingStore{}
+	s, err := newStack(ctx, cfg, srv, func(st *benchstack.Stack, mux *http.ServeMux) error {
+		// One code path, two settings: the cache TTL 0 turns the instance
+		// cache and the shared reads off.
+		for _, name := range countsSettings {
+			ttl := cfg.HTTP.CountsCacheTTL
+			if name == "before" {
+				ttl = 0
+			}
+			cs := &countingStore{Store: st.Counters}
+			stores[name] = cs
+			h := countsfn.New(countsfn.Deps{
+				Verifier: st.Clients.Verifier, Store: cs,
+				MaxAge: cfg.HTTP.CountsMaxAge, MaxStaleness: cfg.Counters.CountsMaxStaleness,
+				CacheTTL: ttl, CacheEntries: cfg.HTTP.CountsCacheEntries,
+			})
+			mux.Handle("/"+name+"/", http.StripPrefix("/"+name, h))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+
+	hot := make([]string, *countsHot)
+	for i := range hot {
+		hot[i] = fmt.Sprintf("hot-%d", i)
+	}
+	cold := make([]string, *countsCold)
+	for i := range cold {
+		cold[i] = fmt.Sprintf("cold-%04d", i)
+	}
+	if err := seedCounts(ctx, s, append(append([]string{}, hot...), cold...)); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "bench: counts reads: %d counters seeded\n", len(hot)+len(cold))
+
+	client := newClient(*countsReaders + 4)
+	// Each reader likes a few hot and cold ids first: its own rows.
+	tokens := make([]string, *countsReaders)
+	for i := range tokens {
+		if tokens[i], err = s.token(fmt.Sprintf("reader-%d", i), false); err != nil {
+			return err
+		}
+		for _, id := range []string{hot[i%len(hot)], cold[i*7%len(cold)]} {
+			if code, b, err := do(client, "PUT", srv.URL+"/v1/reactions/"+id, tokens[i], `{"reaction":"like"}`); err != nil || code != 200 {
+				return fmt.Errorf("reader like: %d %s %v", code, b, err)
+			}
+		}
+	}
+
+	// The hot ids are liked all through the reads.
+	wctx, stopWriting := context.WithCancel(ctx)
+	var written, writeErrs atomic.Int64
+	var writers sync.WaitGroup
+	writers.Add(1)
+	go func() {
+		defer writers.Done()
+		t := time.NewTicker(time.Second / time.Duration(max(*countsWrites, 1)))
+		defer t.Stop()
+		for n := 0; ; n++ {
+			select {
+			case <-wctx.Done():
+				return
+			case <-t.C:
+			}
+			tok, err := s.token(fmt.Sprintf("fan-%d", n), false)
+			if err == nil {
+				var code int
+				code, _, err = do(client, "PUT", srv.URL+"/v1/reactions/"+hot[n%len(hot)], tok, `{"reaction":"like"}`)
+				if err == nil && code != 200 {
+					err = fmt.Errorf("status %d", code)
+				}
+			}
+			if err != nil {
+				writeErrs.Add(1)
+				continue
+			}
+			written.Add(1)
+		}
+	}()
+
+	results := map[string]readResult{}
+	var firstErr error
+	for _, signed := range []bool{false, true} {
+		for _, name := range countsSettings {
+			path := srv.URL + "/" + name + "/v1/counts?ids="
+			if signed {
+				path = srv.URL + "/" + name + "/v1/me/counts?ids="
+			}
+			fmt.Fprintf(os.Stderr, "bench: counts reads, %s, signed in %v…\n", name, signed)
+			// Warm-up (connections, and for "after" the instance cache).
+			if _, err := readPhase(client, path, tokens, signed, hot, cold, *countsRequests/5, nil); err != nil {
+				firstErr = err
+				break
+			}
+			r, err := readPhase(client, path, tokens, signed, hot, cold, *countsRequests, stores[name])
+			if err != nil {
+				firstErr = err
+				break
+			}
+			results[fmt.Sprint(signed, name)] = r
+		}
+	}
+	stopWriting()
+	writers.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	fresh := map[string][2]time.Duration{}
+	for _, name := range countsSettings {
+		fmt.Fprintf(os.Stderr, "bench: counts freshness, %s…\n", name)
+		p50, p99, err := publicFreshness(client, srv.URL+"/"+name, srv.URL, s, name)
+		if err != nil {
+			return err
+		}
+		fresh[name] = [2]time.Duration{p50, p99}
+	}
+
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+	row := func(label string, f func(readResult) string, signed bool) {
+		fmt.Printf("%-44s", label)
+		for _, name := range countsSettings {
+			fmt.Printf(" %24s", f(results[fmt.Sprint(signed, name)]))
+		}
+		fmt.Println()
+	}
+	fmt.Printf("\nCounts reads on the local stack: 50 ids a request (10 of %d hot ids, liked %d/s during the reads; 40 of %d cold),\n%d concurrent readers, %d measured requests per phase, 2 cores\n\n",
+		len(hot), *countsWrites, len(cold), *countsReaders, *countsRequests)
+	fmt.Printf("%-44s %24s %24s\n", "", "before (no instance cache)", fmt.Sprintf("after (cache %v, shared)", cfg.HTTP.CountsCacheTTL))
+	for _, signed := range []bool{false, true} {
+		label := "GET /v1/counts (anonymous)"
+		if signed {
+			label = "GET /v1/me/counts (signed in)"
+		}
+		row(label+": p50 / p99", func(r readResult) string { return ms(r.p50) + " / " + ms(r.p99) }, signed)
+		row("   Spanner queries per 1,000 reads", func(r readResult) string { return fmt.Sprintf("%.0f", r.per1000) }, signed)
+		row("   reads/s", func(r readResult) string { return fmt.Sprintf("%.0f", r.perSec) }, signed)
+		row("   failed reads (503)", func(r readResult) string { return fmt.Sprint(r.failed) }, signed)
+	}
+	fmt.Printf("%-44s", "freshness (like → public count): p50 / p99")
+	for _, name := range countsSettings {
+		fmt.Printf(" %24s", ms(fresh[name][0])+" / "+ms(fresh[name][1]))
+	}
+	fmt.Println()
+	b, a := results["false before"], results["false after"]
+	if a.per1000 > 0 {
+		fmt.Printf("\nanonymous: %.0f× fewer Spanner queries per read with the instance cache\n", b.per1000/a.per1000)
+	}
+	fmt.Printf("hot-id likes accepted during the reads: %d (errors %d)\n", written.Load(), writeErrs.Load())
+	return nil
+}
+
+// seedCounts gives every id some counts, counted and folded, as an
+// established video has.
+func seedCounts(ctx context.Context, s *stack, ids []string) error {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < len(ids); i += 500 {
+		var deltas []counter.Delta
+		for _, id := range ids[i:min(i+500, len(ids))] {
+			deltas = append(deltas, counter.Deltas(id, counter.Values{Likes: rnd.Int64N(1000) + 1, Comments: rnd.Int64N(50), Views: rnd.Int64N(100000) + 1})...)
+		}
+		if _, err := s.Counters.Apply(ctx, []events.Event{{ID: fmt.Sprintf("seed-%d", i), Kind: events.KindCounterDelta, Deltas: deltas}}); err != nil {
+			return fmt.Errorf("seed: %w", err)
+		}
+	}
+	for {
+		st, err := s.Counters.Fold(ctx)
+		if err != nil {
+			return fmt.Errorf("seed fold: %w", err)
+		}
+		if st.Shards == 0 {
+			return nil
+		}
+	}
+}
+
+// readPhase runs n requests of 50 ids (10 hot, 40 cold, drawn at random) on
+// path from len(tokens) concurrent readers, signed in as reader i or
+// anonymous; with store it measures, else it only warms up.
+func readPhase(client *http.Client, path string, tokens []string, signed bool, hot, cold []string, n int, store *countingStore) (readResult, error) {
+	var next, fails atomic.Int64
+	lats := make([][]time.Duration, len(tokens))
+	errs := make([]error, len(tokens))
+	var q0 int64
+	if store != nil {
+		q0 = store.queries.Load()
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range tokens {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rnd := rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano())))
+			tok := ""
+			if signed {
+				tok = tokens[i]
+			}
+			ids := make([]string, 0, 50)
+			for next.Add(1) <= int64(n) {
+				ids = append(ids[:0], pick(rnd, hot, 10)...)
+				ids = append(ids, pick(rnd, cold, 40)...)
+				t0 := time.Now()
+				code, b, err := do(client, "GET", path+strings.Join(ids, ","), tok, "")
+				if err == nil && code != 200 {
+					err = fmt.Errorf("status %d: %s", code, b)
+				}
+				if err != nil {
+					// A 503 under overload is a figure, not the end of the run.
+					fails.Add(1)
+					if errs[i] == nil {
+						errs[i] = err
+					}
+					continue
+				}
+				lats[i] = append(lats[i], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil && fails.Load() > int64(n/10) {
+		return readResult{}, fmt.Errorf("counts reads: %d of %d failed: %w", fails.Load(), n, err)
+	}
+	elapsed := time.Since(start)
+	var all []time.Duration
+	for _, l := range lats {
+		all = append(all, l...)
+	}
+	r := readResult{perSec: float64(len(all)) / elapsed.Seconds(), failed: int(fails.Load())}
+	r.p50, r.p99 = benchstack.Percentiles(all)
+	if store != nil {
+		r.per1000 = float64(store.queries.Load()-q0) * 1000 / float64(len(all))
+	}
+	return r, nil
+}
+
+// pick returns k distinct elements of from.
+func pick(rnd *rand.Rand, from []string, k int) []string {
+	k = min(k, len(from))
+	seen := make(map[int]bool, k)
+	out := make([]string, 0, k)
+	for len(out) < k {
+		i := rnd.IntN(len(from))
+		if !seen[i] {
+			seen[i] = true
+			out = append(out, from[i])
+		}
+	}
+	return out
+}
+
+// publicFreshness: an id already read (so held by the instance, when it
+// holds any) is liked; the time until the public counts show it.
+func publicFreshness(client *http.Client, counts, api string, s *stack, name string) (p50, p99 time.Duration, err error) {
+	const samples = 20
+	var lat []time.Duration
+	for i := range samples {
+		id := fmt.Sprintf("fresh-%s-%d", name, i)
+		if code, b, err := do(client, "GET", counts+"/v1/counts?ids="+id, "", ""); err != nil || code != 200 {
+			return 0, 0, fmt.Errorf("freshness read: %d %s %v", code, b, err)
+		}
+		tok, err := s.token("fresh-"+name, false)
+		if err != nil {
+			return 0, 0, err
+		}
+		if code, b, err := do(client, "PUT", api+"/v1/reactions/"+id, tok, `{"reaction":"like"}`); err != nil || code != 200 {
+			return 0, 0, fmt.Errorf("freshness write: %d %s %v", code, b, err)
+		}
+		accepted := time.Now()
+		for {
+			_, b, err := do(client, "GET", counts+"/v1/counts?ids="+id, "", "")
+			if err != nil {
+				return 0, 0, err
+			}
+			if strings.Contains(string(b), `"likes":1`) {
+				lat = append(lat, time.Since(accepted))
+				break
+			}
+			if time.Since(accepted) > 30*time.Second {
+				return 0, 0, errors.New("freshness: a like not visible after 30 s")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	p50, p99 = benchstack.Percentiles(lat)
+	return p50, p99, nil
+}
