@@ -169,9 +169,10 @@ func (s *Store) foldTx(ctx context.Context, keys []string) (int, map[string]int,
 			v        counter.Values
 			shards   int64
 			foldTime spanner.NullTime
+			viewers  []byte
 		}
 		snaps := map[string]snap{}
-		cols := append([]string{"CounterKey", "Shards", "FoldTime"}, valueColumns...)
+		cols := append(append([]string{"CounterKey", "Shards", "FoldTime"}, valueColumns...), colViewers)
 		err := tx.Read(ctx, tableCounters, spanner.KeySetFromKeys(ks...), cols).Do(func(r *spanner.Row) error {
 			var k string
 			var sn snap
@@ -180,6 +181,9 @@ func (s *Store) foldTx(ctx context.Context, keys []string) (int, map[string]int,
 			}
 			v, err := readValues(r, 3)
 			if err != nil {
+				return err
+			}
+			if err := r.Column(3+len(valueColumns), &sn.viewers); err != nil {
 				return err
 			}
 			sn.v = v
@@ -191,8 +195,10 @@ func (s *Store) foldTx(ctx context.Context, keys []string) (int, map[string]int,
 		}
 		sums := map[string]counter.Values{}
 		writes := map[string]int64{}
+		// The shards' viewers, merged into each snapshot's sketch.
+		viewers := map[string]*counter.Viewers{}
 		var ms []*spanner.Mutation
-		cols = append([]string{"CounterKey", "Shard", "Writes"}, valueColumns...)
+		cols = append(append([]string{"CounterKey", "Shard", "Writes"}, valueColumns...), colViewers)
 		err = tx.Read(ctx, tableShards, spanner.KeySets(prefixes...), cols).Do(func(r *spanner.Row) error {
 			var k string
 			var shard, w int64
@@ -202,6 +208,18 @@ func (s *Store) foldTx(ctx context.Context, keys []string) (int, map[string]int,
 			v, err := readValues(r, 3)
 			if err != nil {
 				return err
+			}
+			var vb []byte
+			if err := r.Column(3+len(valueColumns), &vb); err != nil {
+				return err
+			}
+			if len(vb) > 0 {
+				if viewers[k] == nil {
+					viewers[k] = counter.NewViewers()
+				}
+				if err := viewers[k].MergeBytes(vb); err != nil {
+					return fmt.Errorf("viewers of %s: %w", k, err)
+				}
 			}
 			sums[k] = sums[k].Plus(v)
 			writes[k] += w
@@ -230,6 +248,12 @@ func (s *Store) foldTx(ctx context.Context, keys []string) (int, map[string]int,
 				resized[k] = next
 			}
 			c, vals := withValues([]string{"CounterKey", "Shards", "FoldTime"}, []any{k, int64(next), spanner.CommitTimestamp}, sn.v.Plus(sums[k]))
+			if vs := viewers[k]; vs != nil {
+				if err := vs.MergeBytes(sn.viewers); err != nil {
+					return fmt.Errorf("viewers of %s: %w", k, err)
+				}
+				c, vals = append(c, colViewers), append(vals, vs.Bytes())
+			}
 			ms = append(ms, spanner.Update(tableCounters, c, vals))
 			if next > counter.MinShards {
 				// Come back next tick, moved or not, to lower the count once

@@ -61,6 +61,9 @@ const (
 	tableMoved    = "MovedCounters"
 	tablePending  = "PendingDeltas"
 	tableApplied  = "AppliedEvents"
+	// colViewers is the unique-viewers sketch of a snapshot or shard row
+	// (NULL: none).
+	colViewers = "Viewers"
 )
 
 // revisitShard marks a MovedCounters row asking the rollup to come back to a
