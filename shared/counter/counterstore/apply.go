@@ -222,7 +222,7 @@ func (s *Store) addToShards(ctx context.Context, tx *spanner.ReadWriteTransactio
 		return nil, fmt.Errorf("read shards: %w", err)
 	}
 	for _, k := range keys {
-		c := cur[k]
+		c, existed := cur[k]
 		cols, vals := withValues([]string{"CounterKey", "Shard", "Writes"}, []any{k, pick[k], c.writes + 1}, c.v.Plus(sums[k]))
 		if hs := viewers[k]; len(hs) > 0 {
 			b, err := addViewers(c.viewers, hs)
@@ -231,9 +231,14 @@ func (s *Store) addToShards(ctx context.Context, tx *spanner.ReadWriteTransactio
 			}
 			cols, vals = append(cols, colViewers), append(vals, b)
 		}
-		ms = append(ms,
-			spanner.InsertOrUpdate(tableShards, cols, vals),
-			spanner.InsertOrUpdate(tableMoved, []string{"CounterKey", "Shard"}, []any{k, pick[k]}))
+		ms = append(ms, spanner.InsertOrUpdate(tableShards, cols, vals))
+		if !existed {
+			// The shard's first delta since its last fold marks it moved,
+			// at this commit's time (the rollup lag is the oldest marker's
+			// age). A shard row and its marker are written and folded
+			// together, so a shard that exists is already marked.
+			ms = append(ms, spanner.InsertOrUpdate(tableMoved, []string{"CounterKey", "Shard", "MovedTime"}, []any{k, pick[k], spanner.CommitTimestamp}))
+		}
 	}
 	return ms, nil
 }
