@@ -42,6 +42,7 @@ test-terraform:
 bench:
 	$(GO) run ./cmd/bench
 	$(GO) run ./cmd/benchcomments
+	$(GO) run ./cmd/benchjobs
 	$(GO) test -run '^$$' -bench BenchmarkVerify ./shared/auth/
 	$(GO) run ./cmd/withemulators -- $(GO) test -run '^$$' -bench BenchmarkHistoryFirstPage -benchtime 200x ./shared/bigtabledb/
 

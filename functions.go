@@ -21,6 +21,7 @@ import (
 
 	_ "github.com/videngage/engagement/functions/applycounters"
 	_ "github.com/videngage/engagement/functions/applyhistory"
+	_ "github.com/videngage/engagement/functions/applyviews"
 	_ "github.com/videngage/engagement/functions/comments"
 	_ "github.com/videngage/engagement/functions/counts"
 	_ "github.com/videngage/engagement/functions/history"

@@ -13,7 +13,11 @@
 //  5. counts reads (counts.go): GET /v1/counts and /v1/me/counts, the
 //     instance cache off and on.
 //
-// Usage: go run ./cmd/bench [-reactions 1000] [-concurrency 64]
+// Then the views benchmark (views.go): watches of one hot video counted end
+// to end with each watch its own message and transaction, and batched; and
+// the precision of uniqueViewers.
+//
+// Usage: go run ./cmd/bench [-only <configurations>,views] [-reactions 1000] [-concurrency 64] [-watches 20000] [-watchers 64]
 package main
 
 import (
@@ -60,7 +64,15 @@ func realMain(ctx context.Context) error {
 	flag.IntVar(&o.freshness, "freshness", 40, "freshness samples")
 	flag.DurationVar(&o.timeout, "timeout", 3*time.Minute, "give up applying after this long")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of each configuration's hot-item run to this file, suffixed with the configuration")
-	flag.StringVar(&o.only, "only", "", "run only these configurations (comma-separated names)")
+	flag.StringVar(&o.only, "only", "", `run only these configurations (comma-separated names; "views" is the views benchmark)`)
+	var vo viewsOptions
+	flag.IntVar(&vo.watches, "watches", 20000, "views benchmark: distinct watches of the hot video per mode")
+	flag.IntVar(&vo.watchers, "watchers", 64, "views benchmark: concurrent clients")
+	flag.IntVar(&vo.viewers, "viewers", 1000, "views benchmark: distinct users among the watches")
+	flag.IntVar(&vo.retryOne, "retry-one", 10, "views benchmark: one watch in this many is sent twice (a client's retry)")
+	flag.IntVar(&vo.store, "store-viewers", 100000, "distinct viewers through the counter store")
+	flag.IntVar(&vo.sketch, "sketch-viewers", 1000000, "distinct viewers through the sketch alone")
+	flag.DurationVar(&vo.timeout, "views-timeout", 15*time.Minute, "views benchmark: give up counting after this long")
 	flag.Parse()
 
 	st, err := benchstack.Emulators(ctx, "bench")
@@ -83,8 +95,18 @@ func realMain(ctx context.Context) error {
 		}
 		results = append(results, r)
 	}
-	printTable(os.Stdout, o, results)
-	return countsReadBench(ctx, st)
+	if len(results) > 0 {
+		printTable(os.Stdout, o, results)
+	}
+	if o.only == "" {
+		if err := countsReadBench(ctx, st); err != nil {
+			return err
+		}
+	}
+	if o.only == "" || slices.Contains(strings.Split(o.only, ","), "views") {
+		return runViewsBench(ctx, st, vo)
+	}
+	return nil
 }
 
 type result struct {

@@ -288,31 +288,47 @@ func TestModerationReconcileAndRollupOverHTTP(t *testing.T) {
 	waitAnonymous(t, base, "vid", "likes", 2, time.Second)
 }
 
-// Each recorded watch published on the history topic adds one view, once.
+// TestViewsFromHistoryEvents: watches published on the history topic, in
+// batches and in the single-watch form of before, are counted once each by
+// ApplyViews (the same watch in several messages too), with their unique
+// viewers; a message of neither form is refused, not retried forever.
 func TestViewsFromHistoryEvents(t *testing.T) {
-	st, srv := newTestStack(t)
+	srv, err := benchstack.StartServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	cfg := emulatortest.New(t, emulatortest.WithPushEndpoint(srv.PushEndpoint))
 	ctx := context.Background()
+	st, closeStack, err := newViewsStack(ctx, cfg, srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(closeStack)
 	pub := st.Clients.PubSub.Publisher(st.Config.PubSub.HistoryTopic)
 	defer pub.Stop()
 	at := time.Now().Add(-time.Minute)
-	for _, w := range []history.Watch{
-		history.NewWatch("u1", "vidv", at, 10),
-		history.NewWatch("u1", "vidv", at, 10), // the same watch again
-		history.NewWatch("u2", "vidv", at, 0),
-	} {
+	w1, w2, w3 := history.NewWatch("u1", "vidv", at, 10), history.NewWatch("u2", "vidv", at, 0), history.NewWatch("u3", "vidv", at, 0)
+	var msgs [][]byte
+	for _, w := range []history.Watch{w1, w1, w2} { // the same watch twice
 		b, err := w.Encode()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := pub.Publish(ctx, &pubsub.Message{Data: b}).Get(ctx); err != nil {
+		msgs = append(msgs, b)
+	}
+	b, err := history.NewBatch([]history.Watch{w1, w3}).Encode() // w1 a third time
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs = append(msgs, b, []byte(`{"nonsense":true}`))
+	for _, m := range msgs {
+		if _, err := pub.Publish(ctx, &pubsub.Message{Data: m}).Get(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// A message that is neither kind is acknowledged, not retried forever.
-	if _, err := pub.Publish(ctx, &pubsub.Message{Data: []byte(`{"nonsense":true}`)}).Get(ctx); err != nil {
-		t.Fatal(err)
-	}
-	waitAnonymous(t, srv.URL, "vidv", "views", 2, 5*time.Second)
+	waitAnonymous(t, srv.URL, "vidv", "views", 3, 10*time.Second)
+	waitAnonymous(t, srv.URL, "vidv", "uniqueViewers", 3, time.Second)
 	time.Sleep(500 * time.Millisecond)
-	waitAnonymous(t, srv.URL, "vidv", "views", 2, time.Second)
+	waitAnonymous(t, srv.URL, "vidv", "views", 3, time.Second)
 }

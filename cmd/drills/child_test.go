@@ -23,6 +23,7 @@ import (
 
 	"github.com/videngage/engagement/functions/applycounters"
 	"github.com/videngage/engagement/functions/applyhistory"
+	"github.com/videngage/engagement/functions/applyviews"
 	"github.com/videngage/engagement/shared/bigtabledb"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter/counterstore"
@@ -213,7 +214,7 @@ func (p *historyProbe) Apply(ctx context.Context, w history.Watch) error {
 	return err
 }
 
-// registerProbes registers ApplyCounters and ApplyHistory over probed stores
+// registerProbes registers ApplyCounters, ApplyHistory and ApplyViews over probed stores
 // under names of their own and points targets at them.
 func registerProbes(targets map[string]string) error {
 	plan, err := parseCrash(os.Getenv(envCrash))
@@ -241,10 +242,15 @@ func registerProbes(targets map[string]string) error {
 	}
 	cp := &counterProbe{probe: probe{function: "ApplyCounters", plan: plan, out: out}, inner: store}
 	hp := &historyProbe{probe: probe{function: "ApplyHistory", plan: plan, out: out}, inner: bigtabledb.NewHistory(c.Bigtable)}
+	// ApplyViews' count: "before-commit" is after the batch's claims in
+	// Bigtable and before its Spanner transaction.
+	vp := &counterProbe{probe: probe{function: "ApplyViews", plan: plan, out: out}, inner: store}
 	functions.CloudEvent("ApplyCountersProbed", applycounters.New(cp, c.Metrics))
 	functions.CloudEvent("ApplyHistoryProbed", applyhistory.New(hp, c.Metrics))
+	functions.CloudEvent("ApplyViewsProbed", applyviews.New(bigtabledb.NewClaims(c.BigtableTx), vp, c.Metrics))
 	targets["ApplyCounters"] = "ApplyCountersProbed"
 	targets["ApplyHistory"] = "ApplyHistoryProbed"
+	targets["ApplyViews"] = "ApplyViewsProbed"
 	return nil
 }
 

@@ -164,14 +164,14 @@ func TestAuthorizationMatrix(t *testing.T) {
 		for _, who := range []string{noToken, wrongKey, user} {
 			c := client{t: t, base: base, token: tokens[who]}
 			code, hdr, body := c.do("GET", "/v1/counts?ids="+content, "")
-			if code != 200 || strings.Contains(body, `"viewer"`) || !strings.HasPrefix(hdr.Get("Cache-Control"), "public") ||
+			if code != 200 || strings.Contains(body, `"viewer"`) || !strings.Contains(body, `"uniqueViewers":`) || !strings.HasPrefix(hdr.Get("Cache-Control"), "public") ||
 				strings.Contains(hdr.Get("Vary"), "Authorization") {
 				t.Errorf("public counts as %q: %d Cache-Control %q Vary %q %s", who, code, hdr.Get("Cache-Control"), hdr.Get("Vary"), body)
 			}
 		}
 		signedIn := client{t: t, base: base, token: tokens[user]}
 		code, hdr, body := signedIn.do("GET", "/v1/me/counts?ids="+content, "")
-		if code != 200 || !strings.Contains(body, `"viewer":{"reactions":{"authz-video":{"reaction":"like"`) ||
+		if code != 200 || !strings.Contains(body, `"viewer":{"reactions":{"authz-video":{"reaction":"like"`) || !strings.Contains(body, `"uniqueViewers":`) ||
 			hdr.Get("Cache-Control") != "private, no-store" {
 			t.Errorf("the user's counts: %d Cache-Control %q %s", code, hdr.Get("Cache-Control"), body)
 		}

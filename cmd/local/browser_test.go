@@ -307,10 +307,11 @@ func drivePlayground(t *testing.T, browser context.Context, apiBase, pageURL, na
 	p.waitFor("a new watch in the history", inHistory, asyncWait)
 	// Two recorded watches: two views, through Pub/Sub into the counters.
 	p.waitFor("two views counted (live counts)", textIs("#count-views", "2"), asyncWait)
-	// uniqueViewers is shown whenever the counts carry it.
-	p.waitFor("unique viewers shown when the API sends them",
+	// uniqueViewers is shown whenever the counts carry it: one viewer here.
+	p.waitFor("one unique viewer shown when the API sends uniqueViewers",
 		`(() => { const e = [...document.querySelectorAll("#log .entry")].find(e => e.dataset.path.includes("counts?ids=")); `+
-			`return !e.querySelector("pre.res").textContent.includes("uniqueViewers") || !document.querySelector("#stat-unique").hidden; })()`, stepWait)
+			`return !e.querySelector("pre.res").textContent.includes("uniqueViewers") || `+
+			`(!document.querySelector("#stat-unique").hidden && `+textIs("#count-unique", "1")+`); })()`, asyncWait)
 	p.eval("dismiss the 412's error", `document.querySelector("#error").classList.remove("shown")`)
 
 	shot, cancelShot := context.WithTimeout(ctx, stepWait)

@@ -1,5 +1,6 @@
 // Package applyhistory is the ApplyHistory event function: it writes the
-// Bigtable rows of each recorded watch published on the history topic.
+// Bigtable rows of each recorded watch published on the history topic (a
+// batch of watches a message).
 package applyhistory
 
 import (
@@ -7,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 
@@ -42,16 +44,41 @@ func New(store Store, m *telemetry.Metrics) func(context.Context, event.Event) e
 		}
 		ctx, end := telemetry.StartConsumerSpan(ctx, name, msg.ID, msg.Attributes)
 		defer func() { end(err) }()
-		w, err := history.DecodeWatch(msg.Data)
+		b, err := history.DecodeBatch(msg.Data)
 		if err != nil {
 			return poison(ctx, m, msg.ID, fmt.Errorf("%w: %v", bus.ErrPoison, err))
 		}
-		if err := store.Apply(ctx, w); err != nil {
-			return fmt.Errorf("applyhistory: %s: %w", w.EventID, err)
+		if err := applyAll(ctx, store, b.Watches); err != nil {
+			return fmt.Errorf("applyhistory: batch %s: %w", b.ID, err)
 		}
-		m.EventsApplied(ctx, name, 1)
+		m.EventsApplied(ctx, name, len(b.Watches))
 		return nil
 	}
+}
+
+// applyConcurrency bounds the watches of a batch applied at once. Applying
+// watches concurrently, even two of one video, is safe: Apply converges
+// whatever the order (see bigtabledb.History).
+const applyConcurrency = 8
+
+// applyAll applies every watch of a batch; a failure fails the batch, whose
+// redelivery applies every watch again (each idempotently).
+func applyAll(ctx context.Context, store Store, ws []history.Watch) error {
+	errs := make([]error, len(ws))
+	sem := make(chan struct{}, applyConcurrency)
+	var wg sync.WaitGroup
+	for i, w := range ws {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := store.Apply(ctx, w); err != nil {
+				errs[i] = fmt.Errorf("%s: %w", w.EventID, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 const name = "ApplyHistory"

@@ -71,12 +71,12 @@ func (p *loopback) Publish(ctx context.Context, data []byte, attrs map[string]st
 	if p.fail != nil {
 		return "", p.fail
 	}
-	w, err := history.DecodeWatch(data)
+	b, err := history.DecodeBatch(data)
 	if err != nil {
-		p.t.Errorf("published an invalid watch %s: %v", data, err)
+		p.t.Errorf("published an invalid batch of watches %s: %v", data, err)
 	}
 	id := fmt.Sprint(len(p.published) + 1)
-	p.published = append(p.published, w)
+	p.published = append(p.published, b.Watches...)
 	p.attrs = append(p.attrs, attrs)
 	e := pushEvent(p.t, id, data, attrs)
 	for range max(1, p.deliveries) {

@@ -10,12 +10,15 @@ package historyfn
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/bigtabledb"
 	"github.com/videngage/engagement/shared/bus"
+	"github.com/videngage/engagement/shared/config"
+	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/firestoredb"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/httpx"
@@ -26,16 +29,36 @@ import (
 func init() {
 	platform.RegisterHTTP("History", platform.NeedBigtable|platform.NeedPubSub|platform.NeedFirestore|platform.NeedVerifier,
 		func(ctx context.Context, c *platform.Clients) (http.Handler, error) {
+			batch, err := Batching(c.Config)
+			if err != nil {
+				return nil, err
+			}
 			return New(Deps{
 				Verifier:  c.Verifier,
 				Store:     bigtabledb.NewHistory(c.Bigtable),
 				Settings:  firestoredb.NewSettings(c.Firestore),
 				Publisher: bus.NewPublisher(c.PubSub, c.Config.PubSub.HistoryTopic),
+				Batch:     batch,
 				Tokens:    history.NewPageTokens(c.Config.HTTP.PageTokenSecret),
 				Limiter:   rateLimiter(c),
 				Metrics:   c.Metrics,
 			}), nil
 		})
+}
+
+// Batching reads HISTORY_BATCHING and HISTORY_BATCH_LINGER: the watches
+// that arrive while a publish is under way (and within the linger) leave
+// together as one message of at most history.MaxBatch watches. One publish
+// is in flight at a time, so that the next batch gathers everything that
+// arrives meanwhile: each message is one transaction downstream.
+func Batching(cfg *config.Config) (counter.GroupCommitOptions, error) {
+	switch cfg.History.Batching {
+	case "on":
+		return counter.GroupCommitOptions{Batched: true, MaxBatch: history.MaxBatch, MaxInFlight: 1, Linger: cfg.History.BatchLinger}, nil
+	case "off":
+		return counter.GroupCommitOptions{}, nil
+	}
+	return counter.GroupCommitOptions{}, fmt.Errorf("historyfn: HISTORY_BATCHING must be on or off, not %q", cfg.History.Batching)
 }
 
 // rateLimiter is the per-user limit of history writes, in Bigtable beside the
@@ -77,20 +100,27 @@ type Deps struct {
 	Store     Store
 	Settings  SettingsStore
 	Publisher Publisher
-	Tokens    history.PageTokens
-	Limiter   Limiter            // nil: no limit
-	Metrics   *telemetry.Metrics // may be nil
-	Now       func() time.Time
+	// Batch groups the publishes of accepted watches (zero: one message
+	// per watch).
+	Batch   counter.GroupCommitOptions
+	Tokens  history.PageTokens
+	Limiter Limiter            // nil: no limit
+	Metrics *telemetry.Metrics // may be nil
+	Now     func() time.Time
 }
 
-type handler struct{ Deps }
+type handler struct {
+	Deps
+	publish *counter.GroupCommit[history.Watch, struct{}]
+}
 
 // New builds the History handler.
 func New(d Deps) http.Handler {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	h := &handler{d}
+	h := &handler{Deps: d}
+	h.publish = counter.NewGroupCommit(d.Batch, h.publishBatch)
 	rt := httpx.NewRouter()
 	rt.Handle("POST /v1/history", h.record)
 	rt.Handle("GET /v1/history", h.list)
@@ -157,15 +187,25 @@ func (h *handler) record(w http.ResponseWriter, r *http.Request) error {
 	}
 	watch := history.NewWatch(user.ID, req.VideoID, at, pos)
 	watch.RecordedAt = now
-	data, err := watch.Encode()
-	if err != nil {
-		return err
-	}
-	if _, err := h.Publisher.Publish(r.Context(), data, map[string]string{"kind": "watch", "eventId": watch.EventID}); err != nil {
+	if _, err := h.publish.Do(r.Context(), watch); err != nil {
 		return err
 	}
 	httpx.WriteJSON(w, http.StatusAccepted, map[string]bool{"recorded": true})
 	return nil
+}
+
+// publishBatch publishes watches as one message, waiting for Pub/Sub's
+// acknowledgement: every request of the batch is answered only then.
+func (h *handler) publishBatch(ctx context.Context, ws []history.Watch) ([]struct{}, error) {
+	b := history.NewBatch(ws)
+	data, err := b.Encode()
+	if err != nil {
+		return nil, fmt.Errorf("historyfn: encode batch: %w", err)
+	}
+	if _, err := h.Publisher.Publish(ctx, data, map[string]string{"kind": "watches", "batchId": b.ID}); err != nil {
+		return nil, err
+	}
+	return make([]struct{}, len(ws)), nil
 }
 
 func (h *handler) admit(ctx context.Context, userID string) error {

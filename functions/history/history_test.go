@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	historyfn "github.com/videngage/engagement/functions/history"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/bus"
+	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/emulators"
 	"github.com/videngage/engagement/shared/history"
 )
@@ -51,7 +53,8 @@ func TestEveryRoute(t *testing.T) {
 		t.Errorf("watchedAt defaulted to %v, want about now (%v)", pub[2].WatchedAt, now)
 	}
 	for i, a := range e.bus.attrs {
-		if a["eventId"] != pub[i].EventID || pub[i].UserID != "alice" {
+		// Unbatched, a message is a batch of one named by its watch.
+		if a["kind"] != "watches" || a["batchId"] != pub[i].EventID || pub[i].UserID != "alice" {
 			t.Errorf("message %d: attributes %v for watch %+v", i, a, pub[i])
 		}
 	}
@@ -529,7 +532,7 @@ func TestThroughPubSub(t *testing.T) {
 		var acks []string
 		for _, m := range resp.ReceivedMessages {
 			msg := m.GetMessage()
-			if msg.GetAttributes()["kind"] != "watch" || msg.GetAttributes()["eventId"] == "" {
+			if msg.GetAttributes()["kind"] != "watches" || msg.GetAttributes()["batchId"] == "" {
 				t.Errorf("message attributes %v", msg.GetAttributes())
 			}
 			// Delivered twice: at-least-once.
@@ -550,5 +553,47 @@ func TestThroughPubSub(t *testing.T) {
 	want := []string{"v1@" + ts(at.Add(2*time.Minute)), "v2@" + ts(at.Add(time.Minute))}
 	if diff := cmp.Diff(want, e.listAll("liam", 10)); diff != "" {
 		t.Errorf("history through Pub/Sub (-want +got):\n%s", diff)
+	}
+}
+
+// TestBatchedPublishes: with batching on (as deployed), watches accepted
+// together leave as one message; each request is answered 202 only once
+// its batch is published, and every watch is in exactly one message.
+func TestBatchedPublishes(t *testing.T) {
+	t.Parallel()
+	cfg := &config.Config{History: config.History{Batching: "on", BatchLinger: 50 * time.Millisecond}}
+	batch, err := historyfn.Batching(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, func(_ *env, d *historyfn.Deps) { d.Batch = batch })
+	at := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Hour)
+	const n = 40
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body := map[string]any{"videoId": fmt.Sprintf("b%02d", i), "watchedAt": ts(at.Add(time.Duration(i) * time.Second))}
+			e.do("POST", "/v1/history", e.token(fmt.Sprintf("batcher-%d", i)), body).want(t, http.StatusAccepted, "POST")
+		}()
+	}
+	wg.Wait()
+	pub := e.bus.watches()
+	if len(pub) != n {
+		t.Fatalf("published %d watches, want %d", len(pub), n)
+	}
+	if len(e.bus.attrs) >= n/2 {
+		t.Errorf("%d messages for %d concurrent watches, want them batched", len(e.bus.attrs), n)
+	}
+	seen := map[string]bool{}
+	for _, w := range pub {
+		seen[w.EventID] = true
+	}
+	if len(seen) != n {
+		t.Errorf("%d distinct watches published, want %d", len(seen), n)
+	}
+	if _, err := historyfn.Batching(&config.Config{History: config.History{Batching: "maybe"}}); err == nil {
+		t.Error(`HISTORY_BATCHING "maybe" accepted`)
 	}
 }

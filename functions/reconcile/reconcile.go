@@ -1,7 +1,11 @@
 // Package reconcile is the Reconcile function (POST /internal/reconcile,
 // called by Cloud Scheduler with OIDC): body {"scope":"recent"} hourly checks
-// the counters that moved in the last hour, {"scope":"all"} daily checks all;
-// a bare POST checks all.
+// the counters that moved in the last hour; {"scope":"all"} daily starts a
+// run of every counter cut into key-range slices with stored cursors and
+// works it until done or out of time; {"scope":"slices"} each minute works
+// the open slices of any run (each under its lease, from its cursor), so that
+// a run of any size finishes over many invocations, in parallel when they
+// overlap. A bare POST is "all".
 // Each source of truth registered in Sources recounts its fields; a counter
 // that differs gets a correction delta (see counterstore.Reconcile).
 package reconcile
@@ -39,8 +43,16 @@ func Sources() []counterstore.Source {
 
 // Store reconciles counters.
 type Store interface {
-	Reconcile(ctx context.Context, scope counterstore.Scope, sources []counterstore.Source) (counterstore.ReconcileReport, error)
+	ReconcileUntil(ctx context.Context, scope counterstore.Scope, sources []counterstore.Source, until time.Time) (counterstore.ReconcileReport, error)
+	WorkSlices(ctx context.Context, sources []counterstore.Source, o counterstore.WorkOptions) (counterstore.WorkReport, error)
+	CloseRun(ctx context.Context, run string) (counterstore.RunStatus, bool, error)
 }
+
+// scopeSlices works the open slices of every run.
+const scopeSlices = "slices"
+
+// margin is left of Timeout to finish the batch under way and answer.
+const margin = 30 * time.Second
 
 // Deps are the handler's collaborators.
 type Deps struct {
@@ -77,17 +89,72 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	scope := counterstore.Scope(b.Scope)
-	if scope != counterstore.Recent && scope != counterstore.All {
-		return httpx.InvalidArgument(`scope must be "recent" or "all"`)
+	if scope != counterstore.Recent && scope != counterstore.All && scope != scopeSlices {
+		return httpx.InvalidArgument(`scope must be "recent", "all" or "slices"`)
 	}
-	// A daily run outlives the public functions' request deadline.
+	// A daily run outlives the public functions' request deadline; batches
+	// stop being taken up a margin before the end, the rest waits in the
+	// slices' cursors.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.Timeout)
 	defer cancel()
+	until := time.Now().Add(h.Timeout - min(margin, h.Timeout/4))
 	started := time.Now()
-	rep, err := h.Store.Reconcile(ctx, scope, h.Sources)
+	w.Header().Set("Cache-Control", "no-store")
+	if scope == scopeSlices {
+		rep, err := h.Store.WorkSlices(ctx, h.Sources, counterstore.WorkOptions{Until: until})
+		if err != nil {
+			return err
+		}
+		h.record(ctx, rep.ReconcileReport)
+		if rep.Slices > 0 {
+			slog.InfoContext(ctx, "reconcile: slices worked", "slices", rep.Slices, "finished", rep.Finished, "held", rep.Held,
+				"checked", rep.Checked, "corrected", rep.Corrected, "skipped", rep.Skipped, "duration", time.Since(started).String())
+		}
+		for _, run := range rep.Runs {
+			if err := h.close(ctx, run); err != nil {
+				return err
+			}
+		}
+		httpx.WriteJSON(w, http.StatusOK, rep)
+		return nil
+	}
+	rep, err := h.Store.ReconcileUntil(ctx, scope, h.Sources, until)
 	if err != nil {
 		return err
 	}
+	h.record(ctx, rep)
+	switch {
+	case scope == counterstore.Recent:
+		// One line per run: Terraform's log-based metric counts the runs
+		// that corrected many counters (monitoring.tf).
+		slog.InfoContext(ctx, "reconcile: done", "scope", scope, "checked", rep.Checked, "corrected", rep.Corrected,
+			"skipped", rep.Skipped, "duration", time.Since(started).String())
+	case rep.Done:
+		if err := h.close(ctx, rep.Run); err != nil {
+			return err
+		}
+	default:
+		slog.InfoContext(ctx, "reconcile: run continues in the per-minute invocations", "run", rep.Run,
+			"checked", rep.Checked, "corrected", rep.Corrected, "duration", time.Since(started).String())
+	}
+	httpx.WriteJSON(w, http.StatusOK, rep)
+	return nil
+}
+
+// close reports a finished run of every counter once, whichever invocation
+// finished its last slice: "reconcile: done" with the run's stored figures.
+func (h *handler) close(ctx context.Context, run string) error {
+	st, closed, err := h.Store.CloseRun(ctx, run)
+	if err != nil || !closed {
+		return err
+	}
+	slog.InfoContext(ctx, "reconcile: done", "scope", counterstore.All, "run", run, "slices", st.Slices,
+		"invocations", st.Invocations, "checked", st.Checked, "corrected", st.Corrected, "skipped", st.Skipped)
+	return nil
+}
+
+// record counts this invocation's corrections in the metrics.
+func (h *handler) record(ctx context.Context, rep counterstore.ReconcileReport) {
 	for _, c := range rep.Corrections {
 		for _, f := range counter.Fields {
 			if d := c.Delta.Get(f); d != 0 {
@@ -95,9 +162,4 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	}
-	slog.InfoContext(ctx, "reconcile: done", "scope", scope, "checked", rep.Checked, "corrected", rep.Corrected,
-		"skipped", rep.Skipped, "duration", time.Since(started).String())
-	w.Header().Set("Cache-Control", "no-store")
-	httpx.WriteJSON(w, http.StatusOK, rep)
-	return nil
 }

@@ -5,15 +5,31 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/videngage/engagement/shared/counter/counterstore"
 )
 
 type fakeStore struct{ scopes []counterstore.Scope }
 
-func (f *fakeStore) Reconcile(_ context.Context, scope counterstore.Scope, _ []counterstore.Source) (counterstore.ReconcileReport, error) {
+func (f *fakeStore) ReconcileUntil(_ context.Context, scope counterstore.Scope, _ []counterstore.Source, until time.Time) (counterstore.ReconcileReport, error) {
+	if until.IsZero() || until.After(time.Now().Add(9*time.Minute)) {
+		panic("the run is not bounded by the invocation's time")
+	}
 	f.scopes = append(f.scopes, scope)
 	return counterstore.ReconcileReport{}, nil
+}
+
+func (f *fakeStore) CloseRun(context.Context, string) (counterstore.RunStatus, bool, error) {
+	return counterstore.RunStatus{}, false, nil
+}
+
+func (f *fakeStore) WorkSlices(_ context.Context, _ []counterstore.Source, o counterstore.WorkOptions) (counterstore.WorkReport, error) {
+	if o.Until.IsZero() || o.Run != "" {
+		panic("slices are worked for every run, bounded by the invocation's time")
+	}
+	f.scopes = append(f.scopes, "slices")
+	return counterstore.WorkReport{}, nil
 }
 
 func TestScopes(t *testing.T) {
@@ -25,6 +41,7 @@ func TestScopes(t *testing.T) {
 		{"bare POST checks all", ``, 200, counterstore.All},
 		{"hourly", `{"scope":"recent"}`, 200, counterstore.Recent},
 		{"daily", `{"scope":"all"}`, 200, counterstore.All},
+		{"open slices", `{"scope":"slices"}`, 200, "slices"},
 		{"unknown scope", `{"scope":"some"}`, 400, ""},
 		{"unknown field", `{"scope":"all","x":1}`, 400, ""},
 	}

@@ -4,12 +4,19 @@
 // their snapshots and sets their shard counts. The first tick also
 // republishes outbox events whose message was lost.
 //
-// Body: {"once":false} (Cloud Scheduler's) runs the minute; {"once":true} or
-// no body at all (an operator's "roll up now") runs one tick and answers at once.
+// Body: {"once":false,"partition":i,"partitions":n} (Cloud Scheduler's, one
+// job per partition) runs the minute over partition i of n of the moved
+// counters (counterstore.FoldOptions: disjoint hash ranges), holding the
+// partition's lease (JobLeases) for the minute: a late invocation of the
+// same job finds it held and leaves, so two instances never fold the same
+// counter at once. {"once":true} or no body at all (an operator's "roll up
+// now") runs one tick without the lease and answers at once (a fold is one
+// transaction per batch, so it stays exact beside a scheduled one).
 package rollup
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -47,10 +54,12 @@ func init() {
 		})
 }
 
-// Store folds counters and lists lost outbox events.
+// Store folds counters, lists lost outbox events and holds leases.
 type Store interface {
-	Fold(ctx context.Context) (counterstore.FoldStats, error)
+	FoldPart(ctx context.Context, o counterstore.FoldOptions) (counterstore.FoldStats, error)
 	Stale(ctx context.Context, age time.Duration) ([]events.Event, error)
+	Lease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
+	Release(ctx context.Context, name, holder string) error
 }
 
 // Deps are the handler's collaborators.
@@ -60,7 +69,10 @@ type Deps struct {
 	Interval   time.Duration
 	RelayAfter time.Duration
 	// Period is the time one invocation covers (Cloud Scheduler's minute).
-	Period  time.Duration
+	Period time.Duration
+	// Workers is how many fold transactions a tick runs at once (default
+	// counterstore.DefaultFoldWorkers).
+	Workers int
 	Metrics *telemetry.Metrics // may be nil
 }
 
@@ -84,7 +96,9 @@ func New(d Deps) http.Handler {
 }
 
 type body struct {
-	Once bool `json:"once"`
+	Once       bool `json:"once"`
+	Partition  int  `json:"partition"`
+	Partitions int  `json:"partitions"`
 }
 
 // Report is the answer: what the invocation did.
@@ -95,6 +109,8 @@ type Report struct {
 	Resized  map[string]int `json:"resized"`
 	Relayed  int            `json:"relayed"`
 	Errors   int            `json:"errors"`
+	// Held says another invocation holds the partition: this one did nothing.
+	Held bool `json:"held,omitempty"`
 }
 
 func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
@@ -104,44 +120,78 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
+	if b.Partitions == 0 {
+		b.Partitions = 1
+	}
+	if _, _, err := counterstore.PartRange(b.Partition, b.Partitions); err != nil {
+		return httpx.InvalidArgument("%s", err.Error())
+	}
 	start := time.Now()
 	// The minute outlives the request deadline of the public functions; it
 	// ends by itself before the next invocation starts.
-	ctx, cancel := context.WithDeadline(context.WithoutCancel(r.Context()), start.Add(h.Period+10*time.Second))
+	end := start.Add(h.Period + 10*time.Second)
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(r.Context()), end)
 	defer cancel()
 	rep := Report{Resized: map[string]int{}}
+	w.Header().Set("Cache-Control", "no-store")
 
-	evs, err := h.Store.Stale(ctx, h.RelayAfter)
-	if err == nil && len(evs) > 0 {
-		err = events.PublishAll(ctx, h.Publisher, evs)
+	if !b.Once {
+		lease, holder := fmt.Sprintf("rollup/%d/%d", b.Partitions, b.Partition), counterstore.NewHolder()
+		got, err := h.Store.Lease(ctx, lease, holder, time.Until(end))
+		if err != nil {
+			return err
+		}
+		if !got {
+			slog.WarnContext(ctx, "rollup: partition held by another invocation; leaving it", "lease", lease)
+			rep.Held = true
+			httpx.WriteJSON(w, http.StatusOK, rep)
+			return nil
+		}
+		defer func() {
+			if err := h.Store.Release(context.WithoutCancel(ctx), lease, holder); err != nil {
+				slog.WarnContext(ctx, "rollup: lease not released; it expires by itself", "error", err.Error())
+			}
+		}()
 	}
-	if err != nil {
-		rep.Errors++
-		slog.ErrorContext(ctx, "rollup: outbox relay failed; the next minute retries", "error", err.Error())
-	} else if len(evs) > 0 {
-		rep.Relayed = len(evs)
-		slog.WarnContext(ctx, "rollup: republished outbox events whose message was lost", "events", len(evs))
+
+	if b.Partition == 0 {
+		// One relay per minute, not one per partition.
+		evs, err := h.Store.Stale(ctx, h.RelayAfter)
+		if err == nil && len(evs) > 0 {
+			err = events.PublishAll(ctx, h.Publisher, evs)
+		}
+		if err != nil {
+			rep.Errors++
+			slog.ErrorContext(ctx, "rollup: outbox relay failed; the next minute retries", "error", err.Error())
+		} else if len(evs) > 0 {
+			rep.Relayed = len(evs)
+			slog.WarnContext(ctx, "rollup: republished outbox events whose message was lost", "events", len(evs))
+		}
 	}
 
 	until := start.Add(h.Period - h.Interval/2)
 	if b.Once {
 		until = start
 	}
-	// Rollup lag: the time since the previous successful fold, the longest
-	// any shard waited to be folded (the alert also fires when it stops).
-	lastFold := start
+	opts := counterstore.FoldOptions{Partition: b.Partition, Partitions: b.Partitions, Workers: h.Workers}
+	// Rollup lag: the age of the oldest delta not yet folded, as each pass
+	// finds it; while passes fail, at least the time since the last pass
+	// that succeeded, so that the alert fires when folding stops.
+	lastListed := start
 	var maxLag time.Duration
-	h.tick(ctx, until, func(st counterstore.FoldStats, err error) {
+	h.tick(ctx, until, opts, func(st counterstore.FoldStats, err error) {
 		rep.Ticks++
-		now := time.Now()
 		if err != nil {
 			rep.Errors++
+			lag := max(time.Since(lastListed), st.Lag())
+			maxLag = max(maxLag, lag)
+			h.Metrics.RollupLag(ctx, lag)
 			slog.ErrorContext(ctx, "rollup: fold failed; the next tick retries", "error", err.Error())
 			return
 		}
-		h.Metrics.RollupLag(ctx, now.Sub(lastFold))
-		maxLag = max(maxLag, now.Sub(lastFold))
-		lastFold = now
+		h.Metrics.RollupLag(ctx, st.Lag())
+		maxLag = max(maxLag, st.Lag())
+		lastListed = st.Listed
 		rep.Counters += st.Counters
 		rep.Shards += st.Shards
 		for k, n := range st.Resized {
@@ -150,24 +200,24 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
 			slog.InfoContext(ctx, "rollup: shard count changed", "counterKey", k, "shards", n)
 		}
 	})
-	// One line per run: Terraform's log-based metric rollup_lag reads
-	// lagSeconds from it (monitoring.tf), so the alert exists on a fresh
-	// project before any metric was written, and its absence means the rollup
-	// stopped.
-	// A run whose folds all failed reports the whole run as lag.
-	maxLag = max(maxLag, time.Since(lastFold))
-	slog.InfoContext(ctx, "rollup: done", "ticks", rep.Ticks, "errors", rep.Errors, "lagSeconds", maxLag.Seconds())
-	w.Header().Set("Cache-Control", "no-store")
+	// One line per run (per partition): Terraform's log-based metric
+	// rollup_lag reads lagSeconds from it (monitoring.tf), so the alert
+	// exists on a fresh project before any metric was written, and its
+	// absence means the rollup stopped. A failed tick's lag counts from the
+	// last pass that succeeded, so a run whose folds all failed reports the
+	// whole run as lag.
+	slog.InfoContext(ctx, "rollup: done", "partition", b.Partition, "partitions", b.Partitions,
+		"ticks", rep.Ticks, "errors", rep.Errors, "lagSeconds", maxLag.Seconds())
 	httpx.WriteJSON(w, http.StatusOK, rep)
 	return nil
 }
 
 // tick folds every interval until until (at least once).
-func (h *handler) tick(ctx context.Context, until time.Time, report func(counterstore.FoldStats, error)) {
+func (h *handler) tick(ctx context.Context, until time.Time, opts counterstore.FoldOptions, report func(counterstore.FoldStats, error)) {
 	s, interval := h.Store, h.Interval
 	for {
 		started := time.Now()
-		st, err := s.Fold(ctx)
+		st, err := s.FoldPart(ctx, opts)
 		h.Metrics.RollupDuration(ctx, time.Since(started))
 		report(st, err)
 		next := started.Add(interval)

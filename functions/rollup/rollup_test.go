@@ -17,16 +17,20 @@ import (
 )
 
 type fakeStore struct {
-	mu    sync.Mutex
-	folds []time.Time
-	fail  bool
-	stale []events.Event
+	mu     sync.Mutex
+	folds  []time.Time
+	opts   []counterstore.FoldOptions
+	fail   bool
+	stale  []events.Event
+	held   bool     // another holder has every lease
+	leases []string // taken
 }
 
-func (f *fakeStore) Fold(context.Context) (counterstore.FoldStats, error) {
+func (f *fakeStore) FoldPart(_ context.Context, o counterstore.FoldOptions) (counterstore.FoldStats, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.folds = append(f.folds, time.Now())
+	f.opts = append(f.opts, o)
 	if f.fail && len(f.folds) == 1 {
 		return counterstore.FoldStats{}, errors.New("spanner down")
 	}
@@ -36,6 +40,18 @@ func (f *fakeStore) Fold(context.Context) (counterstore.FoldStats, error) {
 func (f *fakeStore) Stale(context.Context, time.Duration) ([]events.Event, error) {
 	return f.stale, nil
 }
+
+func (f *fakeStore) Lease(_ context.Context, name, _ string, _ time.Duration) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.held {
+		return false, nil
+	}
+	f.leases = append(f.leases, name)
+	return true, nil
+}
+
+func (f *fakeStore) Release(context.Context, string, string) error { return nil }
 
 type fakePub struct{ n int }
 
@@ -100,5 +116,35 @@ func TestOnce(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/internal/rollup", nil))
 	if rec.Code != 405 {
 		t.Fatalf("GET: %d", rec.Code)
+	}
+}
+
+// TestPartitionLease: a scheduled run folds its partition under the
+// partition's lease; one that finds the lease held folds nothing.
+func TestPartitionLease(t *testing.T) {
+	s := &fakeStore{}
+	pub := &fakePub{}
+	s.stale = []events.Event{{ID: "e", Kind: events.KindCounterDelta, Outbox: true, Deltas: []counter.Delta{{Key: "k", Field: counter.Likes, N: 1}}}}
+	h := New(Deps{Store: s, Publisher: pub, Interval: 50 * time.Millisecond, Period: 60 * time.Millisecond})
+	rep := post(t, h, `{"once":false,"partition":1,"partitions":4}`)
+	if rep.Ticks != 1 || len(s.leases) != 1 || s.leases[0] != "rollup/4/1" || s.opts[0].Partition != 1 || s.opts[0].Partitions != 4 {
+		t.Fatalf("report %+v, leases %v, folds %+v", rep, s.leases, s.opts)
+	}
+	if rep.Relayed != 0 || pub.n != 0 {
+		t.Errorf("partition 1 relayed %d events: the relay is partition 0's", pub.n)
+	}
+
+	s = &fakeStore{held: true}
+	rep = post(t, New(Deps{Store: s, Publisher: pub, Interval: 50 * time.Millisecond, Period: 60 * time.Millisecond}), `{"partition":0,"partitions":2}`)
+	if !rep.Held || rep.Ticks != 0 || len(s.folds) != 0 {
+		t.Errorf("held partition: report %+v, %d folds", rep, len(s.folds))
+	}
+
+	for _, b := range []string{`{"partition":2,"partitions":2}`, `{"partition":-1}`, `{"partitions":5000}`} {
+		rec := httptest.NewRecorder()
+		New(Deps{Store: &fakeStore{}, Publisher: pub}).ServeHTTP(rec, httptest.NewRequest("POST", "/internal/rollup", strings.NewReader(b)))
+		if rec.Code != 400 {
+			t.Errorf("%s: %d", b, rec.Code)
+		}
 	}
 }

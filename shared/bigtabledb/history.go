@@ -151,7 +151,7 @@ func (h *History) watchTimes(ctx context.Context, userID, videoID string) (times
 			}
 		}
 		return true
-	})
+	}, bigtable.RowFilter(bigtable.ColumnFilter("^("+colLatestTimes+"|"+colDeletedBefore+")$"))) // not the claims
 	if err != nil {
 		return nil, nil, unavailable("read latest watch", err)
 	}

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -43,7 +45,21 @@ func (p *Publisher) Publish(ctx context.Context, data []byte, attrs map[string]s
 	if err != nil {
 		return "", fmt.Errorf("%w: publish: %v", httpx.ErrBackendUnavailable, err)
 	}
+	n, _ := published.LoadOrStore(p.topic, new(atomic.Int64))
+	n.(*atomic.Int64).Add(1)
 	return id, nil
+}
+
+// published counts the messages this process published, per topic.
+var published sync.Map
+
+// Published returns how many messages this process published on topic: the
+// benchmarks' messages per operation.
+func Published(topic string) int64 {
+	if n, ok := published.Load(topic); ok {
+		return n.(*atomic.Int64).Load()
+	}
+	return 0
 }
 
 // Stop flushes and stops the publisher.

@@ -133,6 +133,14 @@ type Counters struct {
 type History struct {
 	// MaxAgeDays is the table-level retention (Bigtable GC max age).
 	MaxAgeDays int `env:"HISTORY_MAX_AGE_DAYS, default=1096"`
+	// Batching "on" publishes the watches an instance accepts together as
+	// one message (group commit), counted by one transaction; "off"
+	// publishes each watch alone and counts it in its own transaction (the
+	// benchmark's baseline).
+	Batching string `env:"HISTORY_BATCHING, default=on"`
+	// BatchLinger is how long a batch of watches waits for company before
+	// it is published; the request waits that much longer for its 202.
+	BatchLinger time.Duration `env:"HISTORY_BATCH_LINGER, default=50ms"`
 }
 
 type Telemetry struct {

@@ -82,6 +82,10 @@ type Values struct {
 	Comments int64 `json:"comments"`
 	Replies  int64 `json:"replies"`
 	Views    int64 `json:"views"`
+	// UniqueViewers is not a counted field: no delta carries it. A read
+	// sets it from the counter's merged unique-viewers sketches (see
+	// Viewers); sums and differences carry it along.
+	UniqueViewers int64 `json:"uniqueViewers"`
 }
 
 func (v *Values) ptr(f Field) *int64 {
@@ -111,12 +115,12 @@ func (v *Values) Add(f Field, n int64) { *v.ptr(f) += n }
 
 // Plus returns v + o, field by field.
 func (v Values) Plus(o Values) Values {
-	return Values{v.Likes + o.Likes, v.Dislikes + o.Dislikes, v.Comments + o.Comments, v.Replies + o.Replies, v.Views + o.Views}
+	return Values{v.Likes + o.Likes, v.Dislikes + o.Dislikes, v.Comments + o.Comments, v.Replies + o.Replies, v.Views + o.Views, v.UniqueViewers + o.UniqueViewers}
 }
 
 // Minus returns v − o, field by field.
 func (v Values) Minus(o Values) Values {
-	return Values{v.Likes - o.Likes, v.Dislikes - o.Dislikes, v.Comments - o.Comments, v.Replies - o.Replies, v.Views - o.Views}
+	return Values{v.Likes - o.Likes, v.Dislikes - o.Dislikes, v.Comments - o.Comments, v.Replies - o.Replies, v.Views - o.Views, v.UniqueViewers - o.UniqueViewers}
 }
 
 // IsZero reports whether every field is zero.

@@ -29,6 +29,7 @@ const (
 	MaxDeltas      = 16   // deltas per event
 	MaxEventIDLen  = 64
 	MaxUserIDBytes = 512
+	MaxViewers     = 1000 // viewer hashes per event
 )
 
 // Kind says what happened.
@@ -63,6 +64,10 @@ type Event struct {
 	// Time is when the change was accepted (freshness is measured from it).
 	Time     time.Time       `json:"time"`
 	Reaction *ReactionChange `json:"reaction,omitempty"`
+	// Viewers adds users (64-bit hashes of their ids) to the unique-viewers
+	// sketch of each counter key: recorded watches. Adding one twice
+	// changes nothing.
+	Viewers map[string][]uint64 `json:"viewers,omitempty"`
 }
 
 // ReactionChange is the transition of one user's reaction on one item.
@@ -184,6 +189,16 @@ func (e Event) Validate() error {
 		if err := d.Validate(); err != nil {
 			return err
 		}
+	}
+	n := 0
+	for k, hs := range e.Viewers {
+		if !counter.ValidKey(k) || len(hs) == 0 {
+			return fmt.Errorf("bad viewers of %q", k)
+		}
+		n += len(hs)
+	}
+	if n > MaxViewers {
+		return fmt.Errorf("%d viewers, at most %d", n, MaxViewers)
 	}
 	if e.Kind == KindReactionChanged {
 		r := e.Reaction

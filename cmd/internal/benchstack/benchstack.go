@@ -184,7 +184,7 @@ func New(ctx context.Context, name string, cfg *config.Config, srv *Server, moun
 	mux.Handle("/v1/counts", counts)
 	mux.Handle("/v1/me/counts", counts)
 	mux.Handle("/internal/reconcile", st.Reconcile)
-	mux.Handle("/push/ApplyCounters", st.pushHandler(applycounters.New(countingStore{st.Counters, &st.applied}, nil)))
+	mux.Handle("/push/ApplyCounters", st.PushHandler(applycounters.New(countingStore{st.Counters, &st.applied}, nil)))
 	mux.Handle("/push/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent) // other event functions: not part of this stack
 	}))
@@ -201,9 +201,9 @@ func New(ctx context.Context, name string, cfg *config.Config, srv *Server, moun
 	return st, nil
 }
 
-// pushHandler turns a Pub/Sub push into the messagePublished CloudEvent the
+// PushHandler turns a Pub/Sub push into the messagePublished CloudEvent the
 // event function receives (what functions-framework does), one at a time.
-func (st *Stack) pushHandler(fn func(context.Context, event.Event) error) http.Handler {
+func (st *Stack) PushHandler(fn func(context.Context, event.Event) error) http.Handler {
 	var mu sync.Mutex
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)

@@ -249,6 +249,24 @@ func (m *Model) Counts() map[string]counter.Values {
 	return out
 }
 
+// UniqueViewers is, per key, how many distinct users recorded a watch of it.
+func (m *Model) UniqueViewers() map[string]int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	users := map[string]map[string]bool{}
+	for w := range m.watches {
+		if users[w.Video] == nil {
+			users[w.Video] = map[string]bool{}
+		}
+		users[w.Video][w.User] = true
+	}
+	out := map[string]int64{}
+	for k := range m.keys {
+		out[k] = int64(len(users[k]))
+	}
+	return out
+}
+
 // HistoryEntry is one entry of a user's history.
 type HistoryEntry struct {
 	Video    string

@@ -124,26 +124,31 @@ func CheckHistories(c *Client, m *Model) map[string]HistoryDiff {
 }
 
 // Counts reads the counts of ids anonymously, 50 at a time.
-func (c *Client) Counts(ids []string) (map[string]counter.Values, error) {
-	out := map[string]counter.Values{}
+func (c *Client) Counts(ids []string) (map[string]counter.Values, map[string]int64, error) {
+	out, unique := map[string]counter.Values{}, map[string]int64{}
 	for chunk := range slices.Chunk(ids, 50) {
 		code, _, b := c.Do(nil, "", "GET", "/v1/counts?ids="+strings.Join(chunk, ","), "", "")
 		var resp struct {
 			Counts map[string]counter.Values `json:"counts"`
 		}
 		if code != 200 || json.Unmarshal(b, &resp) != nil {
-			return nil, fmt.Errorf("GET /v1/counts: %d %s", code, b)
+			return nil, nil, fmt.Errorf("GET /v1/counts: %d %s", code, b)
 		}
-		maps.Copy(out, resp.Counts)
+		for k, v := range resp.Counts {
+			unique[k] = v.UniqueViewers
+			v.UniqueViewers = 0
+			out[k] = v
+		}
 	}
-	return out, nil
+	return out, unique, nil
 }
 
 // CheckCounts compares the anonymous counts with the model: the keys that
-// differ, described.
+// differ, described. Unique viewers are few here, so their estimate must be
+// exact.
 func CheckCounts(c *Client, m *Model) ([]string, error) {
-	want := m.Counts()
-	got, err := c.Counts(slices.Sorted(maps.Keys(want)))
+	want, wantUnique := m.Counts(), m.UniqueViewers()
+	got, unique, err := c.Counts(slices.Sorted(maps.Keys(want)))
 	if err != nil {
 		return nil, err
 	}
@@ -151,6 +156,9 @@ func CheckCounts(c *Client, m *Model) ([]string, error) {
 	for _, k := range slices.Sorted(maps.Keys(want)) {
 		if got[k] != want[k] {
 			diffs = append(diffs, fmt.Sprintf("%s: GET /v1/counts says %+v, want %+v", k, got[k], want[k]))
+		}
+		if unique[k] != wantUnique[k] {
+			diffs = append(diffs, fmt.Sprintf("%s: GET /v1/counts says %d unique viewers, want %d", k, unique[k], wantUnique[k]))
 		}
 	}
 	return diffs, nil

@@ -154,6 +154,11 @@ func (s *Store) remove(ctx context.Context, actor Actor, ids []string, to commen
 			// sees the removal in their next counts read.
 			ms = append(ms, counterstore.Pending(ev, actor.UserID)...)
 		}
+		tally, err := tallyMutations(ctx, tx, res.Events)
+		if err != nil {
+			return err
+		}
+		ms = append(ms, tally...)
 		if len(ms) == 0 {
 			return nil
 		}

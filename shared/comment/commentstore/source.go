@@ -33,16 +33,14 @@ func (Source) Changed(context.Context, *spanner.ReadOnlyTransaction, time.Time) 
 
 // KeysAfter lists, in order, up to limit keys after the given one whose
 // truth is not zero: videos with a visible comment and comments with a
-// visible reply, ranges of the listing indexes. A key whose truth fell to
-// zero is left out; it has a counter, which the Counters listing covers.
+// visible reply, from their tallies. A key whose truth fell to zero is left
+// out; it has a counter, which the Counters listing covers.
 func (Source) KeysAfter(ctx context.Context, tx *spanner.ReadOnlyTransaction, after string, limit int) ([]string, error) {
 	var out []string
 	stmt := spanner.Statement{
-		SQL: `SELECT K FROM (
-  (SELECT DISTINCT ListedVideoId AS K FROM ` + fromCommentsByVideo + ` WHERE ListedVideoId > @after ORDER BY K LIMIT @limit)
-  UNION DISTINCT
-  (SELECT DISTINCT ListedParentId AS K FROM ` + fromRepliesByParent + ` WHERE ListedParentId > @after ORDER BY K LIMIT @limit)
-) ORDER BY K LIMIT @limit`,
+		SQL: `SELECT CounterKey FROM CommentTallies WHERE CounterKey > @after
+GROUP BY CounterKey HAVING SUM(Comments) != 0 OR SUM(Replies) != 0
+ORDER BY CounterKey LIMIT @limit`,
 		Params: map[string]any{"after": after, "limit": int64(limit)},
 	}
 	err := tx.Query(ctx, stmt).Do(func(r *spanner.Row) error {
@@ -59,6 +57,31 @@ func (Source) KeysAfter(ctx context.Context, tx *spanner.ReadOnlyTransaction, af
 	return out, nil
 }
 
+// Truth reads the comments and replies of keys (each may be a video or a
+// comment id) from their tallies: the few rows each, not a count of the
+// listing indexes.
+func (Source) Truth(ctx context.Context, tx *spanner.ReadOnlyTransaction, keys []string) (map[string]counter.Values, error) {
+	out := map[string]counter.Values{}
+	stmt := spanner.Statement{
+		SQL: `SELECT CounterKey, SUM(Comments), SUM(Replies) FROM CommentTallies
+WHERE CounterKey IN UNNEST(@ids) GROUP BY CounterKey`,
+		Params: map[string]any{"ids": keys},
+	}
+	err := tx.Query(ctx, stmt).Do(func(r *spanner.Row) error {
+		var k string
+		var v counter.Values
+		if err := r.Columns(&k, &v.Comments, &v.Replies); err != nil {
+			return err
+		}
+		out[k] = v
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read comment tallies: %w", err)
+	}
+	return out, nil
+}
+
 // Truth sources of one row of the recount.
 const (
 	truthTopLevel = 0 // visible top-level comments of a video
@@ -66,9 +89,19 @@ const (
 	truthDirect   = 2 // visible replies of a visible comment
 )
 
-// Truth recounts comments and replies of keys (each may be a video or a
-// comment id) from the listing indexes, which hold visible comments only.
-func (Source) Truth(ctx context.Context, tx *spanner.ReadOnlyTransaction, keys []string) (map[string]counter.Values, error) {
+// querier is a transaction of either kind.
+type querier interface {
+	Query(ctx context.Context, stmt spanner.Statement) *spanner.RowIterator
+}
+
+// Recount counts the comments and replies of keys from the listing indexes,
+// which hold visible comments only: the audit of the tallies (tests, the
+// backfill), too costly for every reconciliation of a viral video.
+func Recount(ctx context.Context, tx *spanner.ReadOnlyTransaction, keys []string) (map[string]counter.Values, error) {
+	return recount(ctx, tx, keys)
+}
+
+func recount(ctx context.Context, tx querier, keys []string) (map[string]counter.Values, error) {
 	out := map[string]counter.Values{}
 	stmt := spanner.Statement{
 		SQL: fmt.Sprintf(`SELECT %d AS Src, ListedVideoId AS CounterKey, COUNT(*) AS N

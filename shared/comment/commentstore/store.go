@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"cloud.google.com/go/spanner"
@@ -37,7 +38,7 @@ var commentColumns = []string{"CommentId", "VideoId", "ParentId", "AuthorId", "T
 // for IN UNNEST or GROUP BY) or the hint says so; Cloud Spanner ignores the
 // hint.
 const (
-	fromCommentsByVideo = "Comments@{FORCE_INDEX=CommentsByVideo, spanner_emulator.disable_query_null_filtered_index_check=true}"
+	fromCommentsByVideo = "Comments@{FORCE_INDEX=CommentsByVideoBucket, spanner_emulator.disable_query_null_filtered_index_check=true}"
 	fromRepliesByParent = "Comments@{FORCE_INDEX=RepliesByParent, spanner_emulator.disable_query_null_filtered_index_check=true}"
 )
 
@@ -162,6 +163,7 @@ func (s *Store) CreateMany(ctx context.Context, reqs []CreateRequest) ([]CreateR
 			return err
 		}
 		var ms []*spanner.Mutation
+		var posted []events.Event
 		for i, r := range reqs {
 			res := &results[i]
 			hash := comment.RequestHash(r.VideoID, r.ParentID, r.Text)
@@ -214,7 +216,13 @@ func (s *Store) CreateMany(ctx context.Context, reqs []CreateRequest) ([]CreateR
 				known[k] = request{commentID: c.ID, hash: hash, index: i}
 			}
 			ms = append(ms, counterstore.Pending(ev, r.UserID)...)
+			posted = append(posted, ev)
 		}
+		tally, err := tallyMutations(ctx, tx, posted)
+		if err != nil {
+			return err
+		}
+		ms = append(ms, tally...)
 		ms = append(ms, limits.Mutations()...)
 		if len(ms) == 0 {
 			return nil
@@ -253,17 +261,29 @@ type Page struct {
 	Next *comment.Cursor
 }
 
+// listBuckets is how many ranges of the video listing index a video's
+// comments are spread over (Comments.ListBucket, 045_jobs.sql).
+const listBuckets = 8
+
 // ListVideo returns a page of the video's visible top-level comments, newest
-// first, after the cursor.
+// first, after the cursor. Each bucket of the index gives its first page
+// after the cursor (a bounded range read), and the merge of the buckets
+// keeps the first size: the order, (CreateTime, CommentId) descending, and
+// so the cursors are those of one index.
 func (s *Store) ListVideo(ctx context.Context, videoID string, after *comment.Cursor, size int) (Page, error) {
-	sql := `SELECT ` + commentSelect + ` FROM ` + fromCommentsByVideo + `
-WHERE ListedVideoId = @scope`
 	params := map[string]any{"scope": videoID, "limit": int64(size + 1)}
+	cond := ""
 	if after != nil {
-		sql += ` AND (CreateTime < @t OR (CreateTime = @t AND CommentId < @id))`
+		cond = ` AND (CreateTime < @t OR (CreateTime = @t AND CommentId < @id))`
 		params["t"], params["id"] = after.CreateTime, after.CommentID
 	}
-	sql += ` ORDER BY CreateTime DESC, CommentId DESC LIMIT @limit`
+	parts := make([]string, listBuckets)
+	for b := range listBuckets {
+		parts[b] = fmt.Sprintf(`(SELECT %s FROM %s WHERE ListedVideoId = @scope AND ListBucket = %d%s
+ORDER BY CreateTime DESC, CommentId DESC LIMIT @limit)`, commentSelect, fromCommentsByVideo, b, cond)
+	}
+	sql := `SELECT ` + commentSelect + ` FROM (` + strings.Join(parts, "\nUNION ALL\n") + `)
+ORDER BY CreateTime DESC, CommentId DESC LIMIT @limit`
 	tx := s.db.Single()
 	page, err := queryPage(ctx, tx, spanner.Statement{SQL: sql, Params: params}, size)
 	if err != nil {

@@ -151,6 +151,20 @@ func (w *world) exact(t *testing.T, ids ...string) {
 			t.Errorf("%s: counted %+v + pending %+v != truth %+v", id, counted[id].Only(fields), pending[id].Only(fields), truth[id])
 		}
 	}
+	// The tallies reconciliation reads are the recount of the comments.
+	var recount map[string]counter.Values
+	err = w.db.InSnapshot(context.Background(), func(ctx context.Context, tx *spanner.ReadOnlyTransaction) (err error) {
+		recount, err = commentstore.Recount(ctx, tx, ids)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if recount[id] != truth[id] {
+			t.Errorf("%s: tallies %+v, recount of the comments %+v", id, truth[id], recount[id])
+		}
+	}
 }
 
 func commentsOf(v counter.Values) counter.Values {
@@ -987,5 +1001,138 @@ func TestSourceKeysAfter(t *testing.T) {
 	sort.Strings(wantKeys)
 	if diff := cmp.Diff(wantKeys, got); diff != "" {
 		t.Errorf("keys (-want +got):\n%s", diff)
+	}
+}
+
+// TestVideoListingAcrossBuckets pages through a video's comments, posted in
+// group-committed batches (many share a commit timestamp) and so spread over
+// the index's buckets, with page tokens, while more are posted between
+// pages: the pages are the comments newest first in (CreateTime, CommentId)
+// order, none twice, none missed, and a post after the first page appears in
+// no later page.
+func TestVideoListingAcrossBuckets(t *testing.T) {
+	w := newWorld(t, 0)
+	ctx := context.Background()
+	var all []comment.Comment
+	for b := range 6 {
+		var reqs []commentstore.CreateRequest
+		for i := range 10 {
+			reqs = append(reqs, commentstore.CreateRequest{UserID: fmt.Sprintf("u%d", i), VideoID: "viral", Text: fmt.Sprintf("c%d-%d", b, i)})
+		}
+		res, err := w.store.CreateMany(ctx, reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+			all = append(all, r.Comment)
+		}
+	}
+	w.post(t, "x", "other", "", "elsewhere")
+	var buckets int64
+	err := w.db.Single().Query(ctx, spanner.Statement{SQL: `SELECT COUNT(DISTINCT ListBucket) FROM Comments WHERE VideoId = "viral"`}).Do(func(r *spanner.Row) error {
+		return r.Columns(&buckets)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if buckets < 4 {
+		t.Fatalf("60 comments in %d buckets; the test needs them spread", buckets)
+	}
+	sort.Slice(all, func(i, j int) bool {
+		a, b := all[i], all[j]
+		if !a.CreateTime.Equal(b.CreateTime) {
+			return a.CreateTime.After(b.CreateTime)
+		}
+		return a.ID > b.ID
+	})
+	tokens := comment.NewPageTokens("secret")
+	listing := comment.VideoListing("viral")
+	var got []string
+	token := ""
+	for pages := 0; ; pages++ {
+		if pages > 20 {
+			t.Fatal("no last page")
+		}
+		var after *comment.Cursor
+		if token != "" {
+			c, err := tokens.Decode(listing, token)
+			if err != nil {
+				t.Fatal(err)
+			}
+			after = &c
+		}
+		page, err := w.store.ListVideo(ctx, "viral", after, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Comments) > 7 {
+			t.Fatalf("page of %d", len(page.Comments))
+		}
+		for _, c := range page.Comments {
+			got = append(got, c.ID)
+		}
+		if pages == 0 {
+			// Newer than every cursor from here on: on no later page.
+			w.post(t, "late", "viral", "", "posted while paging")
+		}
+		if page.Next == nil {
+			break
+		}
+		token = tokens.Encode(listing, *page.Next)
+	}
+	var want []string
+	for _, c := range all {
+		want = append(want, c.ID)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("listing across buckets (-want +got):\n%s", diff)
+	}
+}
+
+// TestTallySpreadAndBackfill: a hot video's tally is spread over shards
+// written by the posts; the backfill of a key sets its tally to the recount.
+func TestTallySpreadAndBackfill(t *testing.T) {
+	w := newWorld(t, 0)
+	ctx := context.Background()
+	var top comment.Comment
+	for i := range 40 {
+		c := w.post(t, "a", "hot", "", fmt.Sprint(i))
+		if i == 0 {
+			top = c
+		}
+	}
+	w.post(t, "b", "hot", top.ID, "reply")
+	var shards int64
+	err := w.db.Single().Query(ctx, spanner.Statement{SQL: `SELECT COUNT(*) FROM CommentTallies WHERE CounterKey = "hot"`}).Do(func(r *spanner.Row) error {
+		return r.Columns(&shards)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shards < 2 {
+		t.Errorf("40 posts wrote %d tally shards of the hot video", shards)
+	}
+	w.exact(t, "hot", top.ID) // counted + pending = tallies = recount
+	if got := w.truth(t, "hot", top.ID); got["hot"] != (counter.Values{Comments: 41}) || got[top.ID] != (counter.Values{Replies: 1}) {
+		t.Errorf("tallies %+v", got)
+	}
+	// A tally lost (a database whose comments predate the tallies) is
+	// rebuilt from the comments.
+	if _, err := w.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		return tx.BufferWrite([]*spanner.Mutation{spanner.Delete("CommentTallies", spanner.Key{"hot"}.AsPrefix())})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.truth(t, "hot"); !got["hot"].IsZero() {
+		t.Fatalf("tally not removed: %+v", got)
+	}
+	if err := w.store.BackfillTallies(ctx, []string{"hot", top.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.truth(t, "hot", top.ID); got["hot"] != (counter.Values{Comments: 41}) || got[top.ID] != (counter.Values{Replies: 1}) {
+		t.Errorf("tallies after the backfill %+v", got)
 	}
 }

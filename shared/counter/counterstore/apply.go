@@ -70,6 +70,7 @@ func (s *Store) applyTx(ctx context.Context, evs []events.Event, sharded bool) (
 		st = ApplyStats{}
 		var ms []*spanner.Mutation
 		sums := map[string]counter.Values{}
+		viewers := map[string][]uint64{}
 
 		var outbox []events.Event
 		var plainKeys []spanner.Key
@@ -115,21 +116,29 @@ func (s *Store) applyTx(ctx context.Context, evs []events.Event, sharded bool) (
 					v.Add(d.Field, d.N)
 					sums[d.Key] = v
 				}
+				for k, hs := range e.Viewers {
+					viewers[k] = append(viewers[k], hs...)
+				}
 				ms = append(ms, spanner.Insert(tableApplied, []string{"EventId", "AppliedAt"}, []any{id, spanner.CommitTimestamp}))
 			}
 		}
 		for k, v := range sums {
-			if v.IsZero() {
+			if v.IsZero() && len(viewers[k]) == 0 {
 				delete(sums, k)
+			}
+		}
+		for k := range viewers {
+			if _, ok := sums[k]; !ok {
+				sums[k] = counter.Values{}
 			}
 		}
 		if len(sums) > 0 {
 			var cms []*spanner.Mutation
 			var err error
 			if sharded {
-				cms, err = s.addToShards(ctx, tx, sums)
+				cms, err = s.addToShards(ctx, tx, sums, viewers)
 			} else {
-				cms, err = addToSnapshots(ctx, tx, sums)
+				cms, err = addToSnapshots(ctx, tx, sums, viewers)
 			}
 			if err != nil {
 				return err
@@ -149,10 +158,11 @@ func (s *Store) applyTx(ctx context.Context, evs []events.Event, sharded bool) (
 }
 
 // addToShards adds each counter's sum to one random shard of its current
-// shard count. The snapshot row is read (a shared lock, which concurrent
-// consumers do not contend on) for the shard count, and created when absent
-// because shard rows are interleaved under it.
-func (s *Store) addToShards(ctx context.Context, tx *spanner.ReadWriteTransaction, sums map[string]counter.Values) ([]*spanner.Mutation, error) {
+// shard count, and its viewers to that shard's sketch. The snapshot row is
+// read (a shared lock, which concurrent consumers do not contend on) for the
+// shard count, and created when absent because shard rows are interleaved
+// under it.
+func (s *Store) addToShards(ctx context.Context, tx *spanner.ReadWriteTransaction, sums map[string]counter.Values, viewers map[string][]uint64) ([]*spanner.Mutation, error) {
 	keys := sortedKeys(sums)
 	shards := map[string]int64{}
 	var ms []*spanner.Mutation
@@ -185,11 +195,12 @@ func (s *Store) addToShards(ctx context.Context, tx *spanner.ReadWriteTransactio
 		shardKeys = append(shardKeys, spanner.Key{k, pick[k]})
 	}
 	type shardRow struct {
-		v      counter.Values
-		writes int64
+		v       counter.Values
+		writes  int64
+		viewers []byte
 	}
 	cur := map[string]shardRow{}
-	cols := append([]string{"CounterKey", "Writes"}, valueColumns...)
+	cols := append(append([]string{"CounterKey", "Writes"}, valueColumns...), colViewers)
 	err = tx.Read(ctx, tableShards, spanner.KeySetFromKeys(shardKeys...), cols).Do(func(r *spanner.Row) error {
 		var k string
 		var w int64
@@ -200,32 +211,49 @@ func (s *Store) addToShards(ctx context.Context, tx *spanner.ReadWriteTransactio
 		if err != nil {
 			return err
 		}
-		cur[k] = shardRow{v, w}
+		var vb []byte
+		if err := r.Column(2+len(valueColumns), &vb); err != nil {
+			return err
+		}
+		cur[k] = shardRow{v, w, vb}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read shards: %w", err)
 	}
 	for _, k := range keys {
-		c := cur[k]
+		c, existed := cur[k]
 		cols, vals := withValues([]string{"CounterKey", "Shard", "Writes"}, []any{k, pick[k], c.writes + 1}, c.v.Plus(sums[k]))
-		ms = append(ms,
-			spanner.InsertOrUpdate(tableShards, cols, vals),
-			spanner.InsertOrUpdate(tableMoved, []string{"CounterKey", "Shard"}, []any{k, pick[k]}))
+		if hs := viewers[k]; len(hs) > 0 {
+			b, err := addViewers(c.viewers, hs)
+			if err != nil {
+				return nil, fmt.Errorf("viewers of %s: %w", k, err)
+			}
+			cols, vals = append(cols, colViewers), append(vals, b)
+		}
+		ms = append(ms, spanner.InsertOrUpdate(tableShards, cols, vals))
+		if !existed {
+			// The shard's first delta since its last fold marks it moved,
+			// at this commit's time (the rollup lag is the oldest marker's
+			// age). A shard row and its marker are written and folded
+			// together, so a shard that exists is already marked.
+			ms = append(ms, spanner.InsertOrUpdate(tableMoved, []string{"CounterKey", "Shard", "MovedTime"}, []any{k, pick[k], spanner.CommitTimestamp}))
+		}
 	}
 	return ms, nil
 }
 
 // addToSnapshots is the naive baseline: read-modify-write of the one
 // snapshot row per counter.
-func addToSnapshots(ctx context.Context, tx *spanner.ReadWriteTransaction, sums map[string]counter.Values) ([]*spanner.Mutation, error) {
+func addToSnapshots(ctx context.Context, tx *spanner.ReadWriteTransaction, sums map[string]counter.Values, viewers map[string][]uint64) ([]*spanner.Mutation, error) {
 	keys := sortedKeys(sums)
 	var ks []spanner.Key
 	for _, k := range keys {
 		ks = append(ks, spanner.Key{k})
 	}
 	cur := map[string]counter.Values{}
-	cols := append([]string{"CounterKey"}, valueColumns...)
+	curViewers := map[string][]byte{}
+	cols := append(append([]string{"CounterKey"}, valueColumns...), colViewers)
 	err := tx.Read(ctx, tableCounters, spanner.KeySetFromKeys(ks...), cols).Do(func(r *spanner.Row) error {
 		var k string
 		if err := columns(r, &k); err != nil {
@@ -235,7 +263,11 @@ func addToSnapshots(ctx context.Context, tx *spanner.ReadWriteTransaction, sums 
 		if err != nil {
 			return err
 		}
-		cur[k] = v
+		var vb []byte
+		if err := r.Column(1+len(valueColumns), &vb); err != nil {
+			return err
+		}
+		cur[k], curViewers[k] = v, vb
 		return nil
 	})
 	if err != nil {
@@ -244,7 +276,24 @@ func addToSnapshots(ctx context.Context, tx *spanner.ReadWriteTransaction, sums 
 	var ms []*spanner.Mutation
 	for _, k := range keys {
 		c, vals := withValues([]string{"CounterKey"}, []any{k}, cur[k].Plus(sums[k]))
+		if hs := viewers[k]; len(hs) > 0 {
+			b, err := addViewers(curViewers[k], hs)
+			if err != nil {
+				return nil, fmt.Errorf("viewers of %s: %w", k, err)
+			}
+			c, vals = append(c, colViewers), append(vals, b)
+		}
 		ms = append(ms, spanner.InsertOrUpdate(tableCounters, c, vals))
 	}
 	return ms, nil
+}
+
+// addViewers returns the stored sketch with the viewer hashes added.
+func addViewers(stored []byte, hashes []uint64) ([]byte, error) {
+	v, err := counter.ParseViewers(stored)
+	if err != nil {
+		return nil, err
+	}
+	v.Add(hashes...)
+	return v.Bytes(), nil
 }

@@ -3,8 +3,12 @@ package counterstore
 import (
 	"context"
 	"fmt"
+	"maps"
+	"sync"
+	"time"
 
 	"cloud.google.com/go/spanner"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/videngage/engagement/shared/counter"
 )
@@ -14,8 +18,38 @@ import (
 // of moved counters is not thousands of commits.
 const foldBatch = 32
 
-// maxFoldPerPass bounds one pass; what is left waits for the next tick.
+// maxFoldPerPass bounds one pass of one partition; what is left waits for
+// the next tick.
 const maxFoldPerPass = 20000
+
+// Parts is how many hash partitions MovedCounters.Part spreads the counters
+// over (shared/topology/ddl/045_jobs.sql): a rollup partition is a range of
+// them.
+const Parts = 4096
+
+// DefaultFoldWorkers is how many fold transactions one pass runs at once.
+const DefaultFoldWorkers = 8
+
+// FoldOptions select the part of the moved set a pass folds and how.
+type FoldOptions struct {
+	// Partition of Partitions (default 0 of 1: every counter). Partition i
+	// folds the counters whose Part is in [i·Parts/n, (i+1)·Parts/n): the
+	// ranges of one n are disjoint, so instances folding different
+	// partitions never fold the same counter.
+	Partition, Partitions int
+	// Workers is how many fold transactions run at once (default
+	// DefaultFoldWorkers; against the emulator, which runs one read-write
+	// transaction at a time, they queue).
+	Workers int
+}
+
+// PartRange is the [lo, hi) range of Parts of partition i of n.
+func PartRange(i, n int) (lo, hi int, err error) {
+	if n <= 0 || n > Parts || i < 0 || i >= n {
+		return 0, 0, fmt.Errorf("partition %d of %d: want 0 ≤ partition < partitions ≤ %d", i, n, Parts)
+	}
+	return i * Parts / n, (i + 1) * Parts / n, nil
+}
 
 // FoldStats says what one fold pass did.
 type FoldStats struct {
@@ -24,45 +58,98 @@ type FoldStats struct {
 	Commits  int
 	// Resized lists the counters whose shard count changed: key → new count.
 	Resized map[string]int
+	// Oldest is the commit time of the oldest unfolded delta the pass found
+	// (zero when none): the rollup lag is its age.
+	Oldest time.Time
+	// Listed is when the pass listed the moved set.
+	Listed time.Time
 }
 
-// Fold visits the counters that moved since their last fold (and only those,
-// from MovedCounters) and, per counter in one read-write transaction, adds
-// its shards to its snapshot and deletes them, and sets its shard count from
-// the write rate the shards measured.
+// Lag is the age, when the pass listed the moved set, of the oldest delta
+// not yet folded (0 when there was none).
+func (st FoldStats) Lag() time.Duration {
+	if st.Oldest.IsZero() {
+		return 0
+	}
+	return max(st.Listed.Sub(st.Oldest), 0)
+}
+
+// Fold folds every moved counter (FoldPart of the whole set).
 func (s *Store) Fold(ctx context.Context) (FoldStats, error) {
+	return s.FoldPart(ctx, FoldOptions{})
+}
+
+// FoldPart visits the counters of one partition that moved since their last
+// fold (and only those, from MovedCounters) and, per batch of counters in one
+// read-write transaction, adds their shards to their snapshots and deletes
+// them, and sets their shard counts from the write rate the shards measured.
+// Batches run on o.Workers workers. Two folds of the same counter at once
+// (an operator's run beside a scheduled one) stay exact: each is one
+// transaction, and the second finds the shards gone.
+func (s *Store) FoldPart(ctx context.Context, o FoldOptions) (FoldStats, error) {
 	st := FoldStats{Resized: map[string]int{}}
 	if s.mode == Naive {
 		return st, nil
 	}
+	if o.Partitions == 0 {
+		o.Partitions = 1
+	}
+	lo, hi, err := PartRange(o.Partition, o.Partitions)
+	if err != nil {
+		return st, fmt.Errorf("counterstore.FoldPart: %w", err)
+	}
+	workers := o.Workers
+	if workers <= 0 {
+		workers = DefaultFoldWorkers
+	}
+	st.Listed = s.now()
 	var keys []string
-	last := ""
-	stmt := spanner.Statement{SQL: fmt.Sprintf(`SELECT DISTINCT CounterKey FROM %s LIMIT %d`, tableMoved, maxFoldPerPass)}
-	err := s.db.Single().Query(ctx, stmt).Do(func(r *spanner.Row) error {
+	seen := map[string]bool{}
+	// Every marker of the partition is read (not only the first
+	// maxFoldPerPass keys) so that the oldest delta is the true oldest.
+	stmt := spanner.Statement{
+		SQL: `SELECT CounterKey, MovedTime FROM MovedCounters@{FORCE_INDEX=MovedCountersByPart}
+WHERE Part >= @lo AND Part < @hi`,
+		Params: map[string]any{"lo": int64(lo), "hi": int64(hi)},
+	}
+	err = s.db.Single().Query(ctx, stmt).Do(func(r *spanner.Row) error {
 		var k string
-		if err := columns(r, &k); err != nil {
+		var t spanner.NullTime
+		if err := columns(r, &k, &t); err != nil {
 			return err
 		}
-		if k != last {
+		if t.Valid && (st.Oldest.IsZero() || t.Time.Before(st.Oldest)) {
+			st.Oldest = t.Time
+		}
+		if !seen[k] && len(keys) < maxFoldPerPass {
+			seen[k] = true
 			keys = append(keys, k)
-			last = k
 		}
 		return nil
 	})
 	if err != nil {
-		return st, fmt.Errorf("counterstore.Fold: list moved counters: %w", err)
+		return st, fmt.Errorf("counterstore.FoldPart: list moved counters: %w", err)
 	}
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
 	for _, batch := range chunks(keys, foldBatch) {
-		n, resized, err := s.foldTx(ctx, batch)
-		if err != nil {
-			return st, fmt.Errorf("counterstore.Fold: %w", err)
-		}
-		st.Counters += len(batch)
-		st.Shards += n
-		st.Commits++
-		for k, v := range resized {
-			st.Resized[k] = v
-		}
+		g.Go(func() error {
+			n, resized, err := s.foldTx(gctx, batch)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			st.Counters += len(batch)
+			st.Shards += n
+			st.Commits++
+			maps.Copy(st.Resized, resized)
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return st, fmt.Errorf("counterstore.FoldPart: %w", err)
 	}
 	return st, nil
 }
@@ -82,9 +169,10 @@ func (s *Store) foldTx(ctx context.Context, keys []string) (int, map[string]int,
 			v        counter.Values
 			shards   int64
 			foldTime spanner.NullTime
+			viewers  []byte
 		}
 		snaps := map[string]snap{}
-		cols := append([]string{"CounterKey", "Shards", "FoldTime"}, valueColumns...)
+		cols := append(append([]string{"CounterKey", "Shards", "FoldTime"}, valueColumns...), colViewers)
 		err := tx.Read(ctx, tableCounters, spanner.KeySetFromKeys(ks...), cols).Do(func(r *spanner.Row) error {
 			var k string
 			var sn snap
@@ -93,6 +181,9 @@ func (s *Store) foldTx(ctx context.Context, keys []string) (int, map[string]int,
 			}
 			v, err := readValues(r, 3)
 			if err != nil {
+				return err
+			}
+			if err := r.Column(3+len(valueColumns), &sn.viewers); err != nil {
 				return err
 			}
 			sn.v = v
@@ -104,8 +195,10 @@ func (s *Store) foldTx(ctx context.Context, keys []string) (int, map[string]int,
 		}
 		sums := map[string]counter.Values{}
 		writes := map[string]int64{}
+		// The shards' viewers, merged into each snapshot's sketch.
+		viewers := map[string]*counter.Viewers{}
 		var ms []*spanner.Mutation
-		cols = append([]string{"CounterKey", "Shard", "Writes"}, valueColumns...)
+		cols = append(append([]string{"CounterKey", "Shard", "Writes"}, valueColumns...), colViewers)
 		err = tx.Read(ctx, tableShards, spanner.KeySets(prefixes...), cols).Do(func(r *spanner.Row) error {
 			var k string
 			var shard, w int64
@@ -115,6 +208,18 @@ func (s *Store) foldTx(ctx context.Context, keys []string) (int, map[string]int,
 			v, err := readValues(r, 3)
 			if err != nil {
 				return err
+			}
+			var vb []byte
+			if err := r.Column(3+len(valueColumns), &vb); err != nil {
+				return err
+			}
+			if len(vb) > 0 {
+				if viewers[k] == nil {
+					viewers[k] = counter.NewViewers()
+				}
+				if err := viewers[k].MergeBytes(vb); err != nil {
+					return fmt.Errorf("viewers of %s: %w", k, err)
+				}
 			}
 			sums[k] = sums[k].Plus(v)
 			writes[k] += w
@@ -143,6 +248,12 @@ func (s *Store) foldTx(ctx context.Context, keys []string) (int, map[string]int,
 				resized[k] = next
 			}
 			c, vals := withValues([]string{"CounterKey", "Shards", "FoldTime"}, []any{k, int64(next), spanner.CommitTimestamp}, sn.v.Plus(sums[k]))
+			if vs := viewers[k]; vs != nil {
+				if err := vs.MergeBytes(sn.viewers); err != nil {
+					return fmt.Errorf("viewers of %s: %w", k, err)
+				}
+				c, vals = append(c, colViewers), append(vals, vs.Bytes())
+			}
 			ms = append(ms, spanner.Update(tableCounters, c, vals))
 			if next > counter.MinShards {
 				// Come back next tick, moved or not, to lower the count once

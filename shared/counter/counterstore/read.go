@@ -56,19 +56,20 @@ func (s *Store) Counts(ctx context.Context, ids []string, viewer *Viewer, maxSta
 		return out, nil
 	}
 	cols := "Likes, Dislikes, Comments, Replies, Views"
-	sql := fmt.Sprintf(`SELECT CounterKey, %[1]d AS Src, %[2]s, '' AS Reaction, 0 AS Version FROM Counters WHERE CounterKey IN UNNEST(@ids)
-UNION ALL SELECT CounterKey, %[1]d, %[2]s, '', 0 FROM CounterShards WHERE CounterKey IN UNNEST(@ids)`, srcCounted, cols)
+	sql := fmt.Sprintf(`SELECT CounterKey, %[1]d AS Src, %[2]s, '' AS Reaction, 0 AS Version, Viewers FROM Counters WHERE CounterKey IN UNNEST(@ids)
+UNION ALL SELECT CounterKey, %[1]d, %[2]s, '', 0, Viewers FROM CounterShards WHERE CounterKey IN UNNEST(@ids)`, srcCounted, cols)
 	params := map[string]any{"ids": ids}
 	tx := s.db.Stale(maxStaleness)
 	if viewer != nil {
 		sql += fmt.Sprintf(`
-UNION ALL SELECT CounterKey, %[1]d, %[3]s, '', 0 FROM PendingDeltas@{FORCE_INDEX=PendingDeltasByUser} WHERE UserId = @viewer AND CounterKey IN UNNEST(@ids)
-UNION ALL SELECT ContentId, %[2]d, 0, 0, 0, 0, 0, Reaction, Version FROM Reactions WHERE UserId = @viewer AND ContentId IN UNNEST(@ids)`,
+UNION ALL SELECT CounterKey, %[1]d, %[3]s, '', 0, CAST(NULL AS BYTES) FROM PendingDeltas@{FORCE_INDEX=PendingDeltasByUser} WHERE UserId = @viewer AND CounterKey IN UNNEST(@ids)
+UNION ALL SELECT ContentId, %[2]d, 0, 0, 0, 0, 0, Reaction, Version, CAST(NULL AS BYTES) FROM Reactions WHERE UserId = @viewer AND ContentId IN UNNEST(@ids)`,
 			srcPending, srcViewer, cols)
 		params["viewer"] = viewer.UserID
 		tx = s.db.Stale(0)
 	}
 	raw := map[string]counter.Values{}
+	viewers := sketches{}
 	err := tx.Query(ctx, spanner.Statement{SQL: sql, Params: params}).Do(func(r *spanner.Row) error {
 		var key, reaction string
 		var src, version int64
@@ -90,15 +91,46 @@ UNION ALL SELECT ContentId, %[2]d, 0, 0, 0, 0, 0, Reaction, Version FROM Reactio
 			return err
 		}
 		raw[key] = raw[key].Plus(v)
-		return nil
+		var vb []byte
+		if err := r.Column(9, &vb); err != nil {
+			return err
+		}
+		return viewers.add(key, vb)
 	})
 	if err != nil {
 		return Counts{}, fmt.Errorf("counterstore.Counts: %w", err)
 	}
+	viewers.estimate(raw)
 	for k, v := range raw {
 		out.Values[k] = v.Clamped()
 	}
 	return out, nil
+}
+
+// sketches merges the unique-viewers sketches of a read's rows, per key.
+type sketches map[string]*counter.Viewers
+
+// add merges a row's stored sketch (empty: none) into key's.
+func (s sketches) add(key string, stored []byte) error {
+	if len(stored) == 0 {
+		return nil
+	}
+	if s[key] == nil {
+		s[key] = counter.NewViewers()
+	}
+	if err := s[key].MergeBytes(stored); err != nil {
+		return fmt.Errorf("viewers of %s: %w", key, err)
+	}
+	return nil
+}
+
+// estimate sets each key's UniqueViewers in vals from its merged sketch.
+func (s sketches) estimate(vals map[string]counter.Values) {
+	for k, sk := range s {
+		v := vals[k]
+		v.UniqueViewers = sk.Estimate()
+		vals[k] = v
+	}
 }
 
 // Totals returns the exact count of each id now: snapshot plus shards plus

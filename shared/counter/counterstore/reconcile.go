@@ -62,7 +62,11 @@ type Correction struct {
 
 // ReconcileReport says what a run checked and corrected.
 type ReconcileReport struct {
-	Scope       Scope        `json:"scope"`
+	Scope Scope `json:"scope"`
+	// Run is the run of every counter the figures are of (scope all), and
+	// Done says it is complete (recent: always).
+	Run         string       `json:"run,omitempty"`
+	Done        bool         `json:"done"`
 	Checked     int          `json:"checked"`
 	Corrected   int          `json:"corrected"`
 	Skipped     int          `json:"skipped"` // corrected meanwhile by another run
@@ -89,7 +93,17 @@ const maxReported = 100
 // read-write transaction that first checks the counter's ReconcileTime is
 // still what it was at T, so that two runs never both apply a correction for
 // the same drift.
+//
+// All starts a run of every counter in slices (StartRun) and works it here
+// until it is done or until (zero: no limit) passes; Recent checks its keys
+// at once.
 func (s *Store) Reconcile(ctx context.Context, scope Scope, sources []Source) (ReconcileReport, error) {
+	return s.ReconcileUntil(ctx, scope, sources, time.Time{})
+}
+
+// ReconcileUntil is Reconcile that stops working a run of every counter at
+// until, leaving the rest to WorkSlices.
+func (s *Store) ReconcileUntil(ctx context.Context, scope Scope, sources []Source, until time.Time) (ReconcileReport, error) {
 	rep := ReconcileReport{Scope: scope, Corrections: []Correction{}}
 	var fields []counter.Field
 	for _, src := range sources {
@@ -97,7 +111,7 @@ func (s *Store) Reconcile(ctx context.Context, scope Scope, sources []Source) (R
 	}
 	check := func(keys []string) error {
 		for _, batch := range chunks(keys, reconcileBatch) {
-			if err := s.reconcileBatch(ctx, batch, sources, fields, &rep); err != nil {
+			if err := s.reconcileBatch(ctx, batch, sources, fields, &rep, nil); err != nil {
 				return err
 			}
 		}
@@ -114,17 +128,13 @@ func (s *Store) Reconcile(ctx context.Context, scope Scope, sources []Source) (R
 		if err == nil {
 			err = check(keys)
 		}
+		rep.Done = err == nil
 	case All:
-		after, done := "", false
-		for !done && err == nil {
-			var keys []string
-			err = s.db.InSnapshot(ctx, func(ctx context.Context, tx *spanner.ReadOnlyTransaction) error {
-				keys, after, done, err = s.keyPage(ctx, tx, sources, after)
-				return err
-			})
-			if err == nil {
-				err = check(keys)
-			}
+		// One run of every slice, worked here to the end.
+		var run string
+		run, err = s.StartRun(ctx, 0)
+		if err == nil {
+			rep, err = s.finishRun(ctx, run, sources, until)
 		}
 	default:
 		err = fmt.Errorf("unknown scope %q", scope)
@@ -166,13 +176,12 @@ func (s *Store) recentKeys(ctx context.Context, tx *spanner.ReadOnlyTransaction,
 	return sortedKeys(set), nil
 }
 
-// keyPage lists the next keys after `after` of the counters and of every
+// keyPageLimit lists the next keys after `after` of the counters and of every
 // source, merged: up to a page from each list, and of their union only the
 // keys up to the smallest last key of a list that filled its page (beyond
 // it, that list may hold keys not yet seen). The next page starts after the
 // last key returned; done says no list had more.
-func (s *Store) keyPage(ctx context.Context, tx *spanner.ReadOnlyTransaction, sources []Source, after string) (keys []string, last string, done bool, err error) {
-	limit := s.reconcilePage
+func (s *Store) keyPageLimit(ctx context.Context, tx *spanner.ReadOnlyTransaction, sources []Source, after string, limit int) (keys []string, last string, done bool, err error) {
 	counters, err := s.counterKeysAfter(ctx, tx, after, limit)
 	if err != nil {
 		return nil, "", false, err
@@ -232,7 +241,7 @@ type view struct {
 	guards                  map[string]spanner.NullTime
 }
 
-func (s *Store) reconcileBatch(ctx context.Context, keys []string, sources []Source, fields []counter.Field, rep *ReconcileReport) error {
+func (s *Store) reconcileBatch(ctx context.Context, keys []string, sources []Source, fields []counter.Field, rep *ReconcileReport, step *sliceStep) error {
 	var v view
 	err := s.db.InSnapshot(ctx, func(ctx context.Context, tx *spanner.ReadOnlyTransaction) error {
 		var err error
@@ -242,18 +251,23 @@ func (s *Store) reconcileBatch(ctx context.Context, keys []string, sources []Sou
 	if err != nil {
 		return err
 	}
-	readAt, counted, pending, truth, guards := v.readAt, v.counted, v.pending, v.truth, v.guards
+	fixes := map[string]counter.Values{}
+	for _, k := range keys {
+		if c := counter.Correction(v.truth[k], v.counted[k], v.pending[k], fields); !c.IsZero() {
+			fixes[k] = c
+		}
+	}
+	applied, err := s.correct(ctx, fixes, v.guards, v.readAt, len(keys), step)
+	if err != nil {
+		return err
+	}
 	rep.Checked += len(keys)
 	for _, k := range keys {
-		c := counter.Correction(truth[k], counted[k], pending[k], fields)
-		if c.IsZero() {
+		c, ok := fixes[k]
+		if !ok {
 			continue
 		}
-		applied, err := s.correct(ctx, k, c, guards[k], readAt)
-		if err != nil {
-			return err
-		}
-		if !applied {
+		if !applied[k] {
 			rep.Skipped++
 			slog.InfoContext(ctx, "reconcile: counter corrected by another run meanwhile; left for the next run", "counterKey", k)
 			continue
@@ -263,8 +277,8 @@ func (s *Store) reconcileBatch(ctx context.Context, keys []string, sources []Sou
 			rep.Corrections = append(rep.Corrections, Correction{Key: k, Delta: c})
 		}
 		slog.InfoContext(ctx, "reconcile: counter corrected", "counterKey", k, "delta", c,
-			"truth", truth[k].Only(fields), "counted", counted[k].Only(fields), "pending", pending[k].Only(fields),
-			"readTime", readAt)
+			"truth", v.truth[k].Only(fields), "counted", v.counted[k].Only(fields), "pending", v.pending[k].Only(fields),
+			"readTime", v.readAt)
 	}
 	return nil
 }
@@ -314,43 +328,85 @@ func readView(ctx context.Context, tx *spanner.ReadOnlyTransaction, keys []strin
 	return v, nil
 }
 
-// correct adds c to the snapshot of key if no correction was written since
-// the read (ReconcileTime unchanged), and records readAt as ReconcileTime.
-func (s *Store) correct(ctx context.Context, key string, c counter.Values, guard spanner.NullTime, readAt time.Time) (bool, error) {
-	applied := false
+// correct adds each fix to its counter's snapshot if no correction was
+// written since the read (ReconcileTime unchanged), recording readAt as
+// ReconcileTime, all in one read-write transaction; with a slice step, the
+// same transaction advances the slice's cursor over the batch and adds the
+// batch's figures to the slice's, so that a run stopped at any point and
+// resumed neither corrects nor counts a batch twice. applied says which
+// fixes were written.
+func (s *Store) correct(ctx context.Context, fixes map[string]counter.Values, guards map[string]spanner.NullTime, readAt time.Time, checked int, step *sliceStep) (map[string]bool, error) {
+	if len(fixes) == 0 && step == nil {
+		return nil, nil
+	}
+	var applied map[string]bool
 	_, err := s.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
-		applied = false
-		cols := append([]string{"ReconcileTime"}, valueColumns...)
-		row, err := tx.ReadRow(ctx, tableCounters, spanner.Key{key}, cols)
-		var cur counter.Values
-		var now spanner.NullTime
-		switch {
-		case spanner.ErrCode(err) == 5: // NotFound: no snapshot yet
-			cols, vals := withValues([]string{"CounterKey", "Shards", "ReconcileTime"}, []any{key, int64(counter.MinShards), readAt}, c)
-			applied = !guard.Valid
-			if !applied {
-				return nil
+		applied = map[string]bool{}
+		var ms []*spanner.Mutation
+		if step != nil {
+			m, err := step.advance(ctx, tx, s.now())
+			if err != nil {
+				return err
 			}
-			return tx.BufferWrite([]*spanner.Mutation{spanner.Insert(tableCounters, cols, vals)})
-		case err != nil:
-			return err
+			ms = append(ms, m...)
 		}
-		if err := row.Column(0, &now); err != nil {
-			return err
+		keys := sortedKeys(fixes)
+		var ks []spanner.Key
+		for _, k := range keys {
+			ks = append(ks, spanner.Key{k})
 		}
-		if now.Valid != guard.Valid || now.Valid && !now.Time.Equal(guard.Time) {
+		type row struct {
+			t spanner.NullTime
+			v counter.Values
+		}
+		rows := map[string]row{}
+		if len(ks) > 0 {
+			cols := append([]string{"CounterKey", "ReconcileTime"}, valueColumns...)
+			err := tx.Read(ctx, tableCounters, spanner.KeySetFromKeys(ks...), cols).Do(func(r *spanner.Row) error {
+				var k string
+				var rw row
+				if err := columns(r, &k, &rw.t); err != nil {
+					return err
+				}
+				v, err := readValues(r, 2)
+				rw.v = v
+				rows[k] = rw
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("read counters: %w", err)
+			}
+		}
+		for _, k := range keys {
+			c, guard := fixes[k], guards[k]
+			cur, ok := rows[k]
+			if !ok {
+				// No snapshot yet.
+				if guard.Valid {
+					continue
+				}
+				cols, vals := withValues([]string{"CounterKey", "Shards", "ReconcileTime"}, []any{k, int64(counter.MinShards), readAt}, c)
+				ms = append(ms, spanner.Insert(tableCounters, cols, vals))
+				applied[k] = true
+				continue
+			}
+			if cur.t.Valid != guard.Valid || cur.t.Valid && !cur.t.Time.Equal(guard.Time) {
+				continue
+			}
+			cols, vals := withValues([]string{"CounterKey", "ReconcileTime"}, []any{k, readAt}, cur.v.Plus(c))
+			ms = append(ms, spanner.Update(tableCounters, cols, vals))
+			applied[k] = true
+		}
+		if step != nil {
+			ms = append(ms, step.figures(checked, len(applied), len(fixes)-len(applied)))
+		}
+		if len(ms) == 0 {
 			return nil
 		}
-		cur, err = readValues(row, 1)
-		if err != nil {
-			return err
-		}
-		applied = true
-		c2, vals := withValues([]string{"CounterKey", "ReconcileTime"}, []any{key, readAt}, cur.Plus(c))
-		return tx.BufferWrite([]*spanner.Mutation{spanner.Update(tableCounters, c2, vals)})
+		return tx.BufferWrite(ms)
 	})
 	if err != nil {
-		return false, fmt.Errorf("write correction of %s: %w", key, err)
+		return nil, fmt.Errorf("write corrections: %w", err)
 	}
 	return applied, nil
 }

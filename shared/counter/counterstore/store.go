@@ -61,6 +61,9 @@ const (
 	tableMoved    = "MovedCounters"
 	tablePending  = "PendingDeltas"
 	tableApplied  = "AppliedEvents"
+	// colViewers is the unique-viewers sketch of a snapshot or shard row
+	// (NULL: none).
+	colViewers = "Viewers"
 )
 
 // revisitShard marks a MovedCounters row asking the rollup to come back to a
@@ -76,6 +79,7 @@ type Store struct {
 	// before a fold, so the span over which Writes were measured.
 	window        time.Duration
 	reconcilePage int
+	sliceLease    time.Duration
 	now           func() time.Time
 }
 
@@ -87,6 +91,10 @@ type Options struct {
 	// ReconcilePage is how many keys a reconciliation of every counter lists
 	// from each of the counters and the sources at a time (default 10,000).
 	ReconcilePage int
+	// SliceLease is how long a reconciliation worker holds a slice past its
+	// last batch (default 2 minutes): how long a killed worker's slice
+	// waits before another worker resumes it.
+	SliceLease time.Duration
 }
 
 // New returns the store over db.
@@ -103,7 +111,10 @@ func New(db *spannerdb.DB, o Options) *Store {
 	if o.ReconcilePage <= 0 {
 		o.ReconcilePage = defaultReconcilePage
 	}
-	return &Store{db: db, mode: o.Mode, policy: o.Policy, window: o.RollupInterval, reconcilePage: o.ReconcilePage, now: time.Now}
+	if o.SliceLease <= 0 {
+		o.SliceLease = defaultSliceLease
+	}
+	return &Store{db: db, mode: o.Mode, policy: o.Policy, window: o.RollupInterval, reconcilePage: o.ReconcilePage, sliceLease: o.SliceLease, now: time.Now}
 }
 
 // Mode is the store's mode.

@@ -10,6 +10,9 @@ import (
 	"github.com/videngage/engagement/shared/counter"
 )
 
+// viewersColumn is the index of the sketch in the rows of countedSQL.
+const viewersColumn = 9
+
 // Snapshot is the public counts of some ids at one read timestamp.
 type Snapshot struct {
 	// Values are the counted sums (snapshot plus shards), unclamped: a
@@ -21,10 +24,11 @@ type Snapshot struct {
 }
 
 // countedSQL reads the counted rows of the counters whose keys the
-// subquery or array keys names.
+// subquery or array keys names, with their unique-viewers sketches (column
+// viewersColumn).
 func countedSQL(src int, keys string) string {
-	return fmt.Sprintf(`SELECT CounterKey, %[1]d AS Src, %[2]s, '' AS Reaction, 0 AS Version FROM Counters WHERE CounterKey IN %[3]s
-UNION ALL SELECT CounterKey, %[1]d, %[2]s, '', 0 FROM CounterShards WHERE CounterKey IN %[3]s`, src, "Likes, Dislikes, Comments, Replies, Views", keys)
+	return fmt.Sprintf(`SELECT CounterKey, %[1]d AS Src, %[2]s, '' AS Reaction, 0 AS Version, Viewers FROM Counters WHERE CounterKey IN %[3]s
+UNION ALL SELECT CounterKey, %[1]d, %[2]s, '', 0, Viewers FROM CounterShards WHERE CounterKey IN %[3]s`, src, "Likes, Dislikes, Comments, Replies, Views", keys)
 }
 
 // Public reads the counted values of ids, at most maxStaleness old (served
@@ -37,8 +41,10 @@ func (s *Store) Public(ctx context.Context, ids []string, maxStaleness time.Dura
 		return out, nil
 	}
 	tx := s.db.Stale(maxStaleness)
+	viewers := sketches{}
 	err := tx.Query(ctx, spanner.Statement{SQL: countedSQL(srcCounted, "UNNEST(@ids)"), Params: map[string]any{"ids": ids}}).Do(func(r *spanner.Row) error {
 		var key string
+		var vb []byte
 		if err := columns(r, &key); err != nil {
 			return err
 		}
@@ -46,12 +52,16 @@ func (s *Store) Public(ctx context.Context, ids []string, maxStaleness time.Dura
 		if err != nil {
 			return err
 		}
+		if err := r.Column(viewersColumn, &vb); err != nil {
+			return err
+		}
 		out.Values[key] = out.Values[key].Plus(v)
-		return nil
+		return viewers.add(key, vb)
 	})
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("counterstore.Public: %w", err)
 	}
+	viewers.estimate(out.Values)
 	if out.ReadTime, err = tx.Timestamp(); err != nil {
 		return Snapshot{}, fmt.Errorf("counterstore.Public: read timestamp: %w", err)
 	}
@@ -128,12 +138,13 @@ func (s *Store) Own(ctx context.Context, q OwnQuery) (Own, error) {
   UNION DISTINCT SELECT CounterKey FROM Counters WHERE CounterKey IN UNNEST(@cached) AND FoldTime > @since
 )
 %[1]s
-UNION ALL SELECT CounterKey, %[2]d, 0, 0, 0, 0, 0, '', 0 FROM Fresh
-UNION ALL SELECT CounterKey, %[3]d, %[5]s, '', 0 FROM PendingDeltas@{FORCE_INDEX=PendingDeltasByUser} WHERE UserId = @viewer AND CounterKey IN UNNEST(@ids)
-UNION ALL SELECT ContentId, %[4]d, 0, 0, 0, 0, 0, Reaction, Version FROM Reactions WHERE UserId = @viewer AND ContentId IN UNNEST(@ids)`,
+UNION ALL SELECT CounterKey, %[2]d, 0, 0, 0, 0, 0, '', 0, CAST(NULL AS BYTES) FROM Fresh
+UNION ALL SELECT CounterKey, %[3]d, %[5]s, '', 0, CAST(NULL AS BYTES) FROM PendingDeltas@{FORCE_INDEX=PendingDeltasByUser} WHERE UserId = @viewer AND CounterKey IN UNNEST(@ids)
+UNION ALL SELECT ContentId, %[4]d, 0, 0, 0, 0, 0, Reaction, Version, CAST(NULL AS BYTES) FROM Reactions WHERE UserId = @viewer AND ContentId IN UNNEST(@ids)`,
 		countedSQL(srcCounted, "(SELECT CounterKey FROM Fresh)"), srcFresh, srcPending, srcViewer, cols)
 	params := map[string]any{"ids": q.IDs, "cached": cached, "uncached": uncached, "since": since, "viewer": q.Viewer}
 	tx := s.db.Single()
+	viewers := sketches{}
 	err := tx.Query(ctx, spanner.Statement{SQL: sql, Params: params}).Do(func(r *spanner.Row) error {
 		var key string
 		var src int64
@@ -161,14 +172,19 @@ UNION ALL SELECT ContentId, %[4]d, 0, 0, 0, 0, 0, Reaction, Version FROM Reactio
 		}
 		if src == srcPending {
 			out.Pending[key] = out.Pending[key].Plus(v)
-		} else {
-			out.Fresh[key] = out.Fresh[key].Plus(v)
+			return nil
 		}
-		return nil
+		out.Fresh[key] = out.Fresh[key].Plus(v)
+		var vb []byte
+		if err := r.Column(viewersColumn, &vb); err != nil {
+			return err
+		}
+		return viewers.add(key, vb)
 	})
 	if err != nil {
 		return Own{}, fmt.Errorf("counterstore.Own: %w", err)
 	}
+	viewers.estimate(out.Fresh)
 	if out.ReadTime, err = tx.Timestamp(); err != nil {
 		return Own{}, fmt.Errorf("counterstore.Own: read timestamp: %w", err)
 	}

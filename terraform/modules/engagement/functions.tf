@@ -59,6 +59,8 @@ locals {
     COUNTER_RELAY_AFTER             = var.counter_relay_after
     COUNTER_OUTBOX_DELETE           = "range"
     HISTORY_MAX_AGE_DAYS            = tostring(local.bigtable_gc_days.history_max_age_days)
+    HISTORY_BATCHING                = "on" # "off" only for the benchmark's baseline
+    HISTORY_BATCH_LINGER            = var.history_batch_linger
     TELEMETRY_EXPORTER              = "gcp"
     TELEMETRY_SAMPLE_RATIO          = "0.1"
   }

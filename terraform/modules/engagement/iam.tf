@@ -19,6 +19,7 @@ locals {
     Reconcile     = { spanner = "user", bigtable = "", firestore = "", publish = [] }
     ApplyHistory  = { spanner = "", bigtable = "user", firestore = "", publish = [] }
     ApplyCounters = { spanner = "user", bigtable = "", firestore = "", publish = [] }
+    ApplyViews    = { spanner = "user", bigtable = "user", firestore = "", publish = [] }
   }
 
   publishers = merge([

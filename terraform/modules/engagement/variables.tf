@@ -176,6 +176,12 @@ variable "counter_relay_after" {
   default     = "2m"
 }
 
+variable "history_batch_linger" {
+  description = "How long History lets a batch of watches wait for company before publishing it as one message (HISTORY_BATCH_LINGER, Go duration)."
+  type        = string
+  default     = "50ms"
+}
+
 variable "history_max_age_days" {
   description = "Watch history retention: Bigtable GC max age of the history families (HISTORY_MAX_AGE_DAYS). Null takes topology.json's default."
   type        = number

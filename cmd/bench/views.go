@@ -1,0 +1,386 @@
+package main
+
+// The views benchmark: watches recorded through the public API on one hot
+// video, counted end to end (POST /v1/history → Pub/Sub → ApplyViews →
+// Spanner), once with each watch its own message and its own transaction
+// (HISTORY_BATCHING=off, the path before batching) and once batched; then
+// the precision of uniqueViewers at 1,000 viewers (the same run, through the
+// API), 100,000 (through the counter store: shards, fold, read) and
+// 1,000,000 (the sketch code alone), with the bytes a sketch takes.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"cloud.google.com/go/spanner"
+
+	"github.com/videngage/engagement/cmd/internal/benchstack"
+	"github.com/videngage/engagement/functions/applyhistory"
+	"github.com/videngage/engagement/functions/applyviews"
+	historyfn "github.com/videngage/engagement/functions/history"
+	"github.com/videngage/engagement/shared/bigtabledb"
+	"github.com/videngage/engagement/shared/bus"
+	"github.com/videngage/engagement/shared/config"
+	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/emulators"
+	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/shared/firestoredb"
+	"github.com/videngage/engagement/shared/history"
+	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/platform"
+	"github.com/videngage/engagement/shared/spannerdb"
+)
+
+type viewsOptions struct {
+	watches  int // distinct watches of the hot video
+	watchers int // concurrent clients
+	viewers  int // distinct users among them
+	retryOne int // one watch in retryOne is sent twice (a client's retry)
+	store    int // distinct viewers through the counter store
+	sketch   int // distinct viewers through the sketch alone
+	timeout  time.Duration
+}
+
+type viewsResult struct {
+	mode              string
+	requests          int
+	accepted, applied float64 // views/s
+	exact             bool
+	final             int64
+	commitsPer1000    float64
+	rowsPer1000       float64
+	messagesPer1000   float64
+	watchesPerMessage float64
+	unique            int64
+	sketchBytes       int64
+}
+
+func runViewsBench(ctx context.Context, es *emulators.Stack, o viewsOptions) error {
+	var rs []viewsResult
+	for i, mode := range []string{"off", "on"} {
+		fmt.Fprintf(os.Stderr, "bench: views, HISTORY_BATCHING=%s…\n", mode)
+		r, err := viewsMode(ctx, es, mode, 10+i, o)
+		if err != nil {
+			return fmt.Errorf("views, batching %s: %w", mode, err)
+		}
+		rs = append(rs, r)
+	}
+	fmt.Fprintf(os.Stderr, "bench: unique viewers through the counter store…\n")
+	store, err := storeViewers(ctx, es, o.store)
+	if err != nil {
+		return err
+	}
+	sk := sketchViewers(o.sketch)
+	printViews(os.Stdout, o, rs, []precision{rs[1].precision(int64(o.viewers), "API, the batched run"), store, sk})
+	return nil
+}
+
+// viewsStack provisions a world and serves the views path on it.
+func viewsStack(ctx context.Context, es *emulators.Stack, srv *benchstack.Server, project string, env map[string]string) (*benchstack.Stack, func(), error) {
+	cfg, teardown, err := benchstack.Provision(ctx, es, srv, project, env)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, closeStack, err := newViewsStack(ctx, cfg, srv)
+	if err != nil {
+		teardown()
+		return nil, nil, err
+	}
+	return st, func() { closeStack(); teardown() }, nil
+}
+
+// newViewsStack serves History, ApplyHistory and ApplyViews over a
+// benchstack, on a provisioned world whose subscriptions push to srv.
+func newViewsStack(ctx context.Context, cfg *config.Config, srv *benchstack.Server) (*benchstack.Stack, func(), error) {
+	var more *platform.Clients
+	st, err := benchstack.New(ctx, "bench", cfg, srv, func(st *benchstack.Stack, mux *http.ServeMux) error {
+		var err error
+		more, err = platform.New(ctx, cfg, platform.NeedBigtable|platform.NeedFirestore)
+		if err != nil {
+			return err
+		}
+		batch, err := historyfn.Batching(cfg)
+		if err != nil {
+			return err
+		}
+		store := bigtabledb.NewHistory(more.Bigtable)
+		h := historyfn.New(historyfn.Deps{
+			Verifier:  st.Clients.Verifier,
+			Store:     store,
+			Settings:  firestoredb.NewSettings(more.Firestore),
+			Publisher: bus.NewPublisher(st.Clients.PubSub, cfg.PubSub.HistoryTopic),
+			Batch:     batch,
+			Tokens:    history.NewPageTokens(cfg.HTTP.PageTokenSecret),
+		})
+		mux.Handle("/v1/history", httpx.Standard("History", cfg.Project, nil, cfg.HTTP.RequestTimeout)(h))
+		mux.Handle("/push/ApplyHistory", st.PushHandler(applyhistory.New(store, nil)))
+		mux.Handle("/push/ApplyViews", st.PushHandler(applyviews.New(bigtabledb.NewClaims(more.BigtableTx), st.Counters, nil)))
+		return nil
+	})
+	if err != nil {
+		if more != nil {
+			more.Close()
+		}
+		return nil, nil, err
+	}
+	return st, func() { st.Close(); more.Close() }, nil
+}
+
+func viewsMode(ctx context.Context, es *emulators.Stack, mode string, n int, o viewsOptions) (viewsResult, error) {
+	r := viewsResult{mode: map[string]string{"off": "a message and a tx a watch", "on": "batched"}[mode]}
+	srv, err := benchstack.StartServer()
+	if err != nil {
+		return r, err
+	}
+	defer srv.Close()
+	st, closeAll, err := viewsStack(ctx, es, srv, fmt.Sprintf("bench-%d-%d", os.Getpid(), n), map[string]string{
+		"HISTORY_BATCHING": mode,
+		"RATE_LIMITS":      "off",
+	})
+	if err != nil {
+		return r, err
+	}
+	defer closeAll()
+
+	tokens := make([]string, o.viewers)
+	for i := range tokens {
+		if tokens[i], err = st.Issuer.Mint(fmt.Sprintf("viewer-%d", i)); err != nil {
+			return r, err
+		}
+	}
+	client := newClient(o.watchers)
+	// Warm up: connections, the key set, Firestore, one counted view.
+	if code, b, err := do(client, "POST", srv.URL+"/v1/history", tokens[0], `{"videoId":"warmup"}`); err != nil || code != 202 {
+		return r, fmt.Errorf("warm-up: %d %s %v", code, b, err)
+	}
+	if err := waitViews(ctx, st, "warmup", 1, 30*time.Second); err != nil {
+		return r, err
+	}
+
+	// Watch i is viewer i%viewers's watch at a time of its own; one in
+	// retryOne is sent a second time right after (a client's retry).
+	base := time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
+	var jobs []int
+	for i := range o.watches {
+		jobs = append(jobs, i)
+		if o.retryOne > 0 && i%o.retryOne == 0 {
+			jobs = append(jobs, i)
+		}
+	}
+	r.requests = len(jobs)
+	topic := st.Config.PubSub.HistoryTopic
+	before := spannerdb.CurrentStats()
+	m0 := bus.Published(topic) + bus.Published(st.Config.PubSub.CounterTopic)
+	start := time.Now()
+	var next atomic.Int64
+	var failures atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	for range o.watchers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				j := int(next.Add(1)) - 1
+				if j >= len(jobs) {
+					return
+				}
+				i := jobs[j]
+				body := fmt.Sprintf(`{"videoId":"hot","watchedAt":%q}`, base.Add(time.Duration(i)*time.Millisecond).Format(time.RFC3339Nano))
+				for attempt := 0; ; attempt++ {
+					code, b, err := do(client, "POST", srv.URL+"/v1/history", tokens[i%o.viewers], body)
+					if err == nil && code == 202 {
+						break
+					}
+					if attempt == 5 {
+						failures.Add(1)
+						firstErr.CompareAndSwap(nil, fmt.Sprintf("%d %s %v", code, b, err))
+						break
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	acceptedIn := time.Since(start)
+	if f := failures.Load(); f > 0 {
+		return r, fmt.Errorf("%d watches failed, first: %v", f, firstErr.Load())
+	}
+	if err := waitViews(ctx, st, "hot", int64(o.watches), o.timeout); err != nil {
+		return r, err
+	}
+	appliedIn := time.Since(start)
+	after := spannerdb.CurrentStats()
+	m1 := bus.Published(topic) + bus.Published(st.Config.PubSub.CounterTopic)
+	// Exact once folded, and nothing more arrives.
+	time.Sleep(st.Config.Counters.RollupInterval + time.Second)
+	c, err := st.Counters.Counts(ctx, []string{"hot"}, nil, 0)
+	if err != nil {
+		return r, err
+	}
+	r.final = c.Values["hot"].Views
+	r.exact = r.final == int64(o.watches)
+	r.unique = c.Values["hot"].UniqueViewers
+	if r.sketchBytes, err = sketchBytes(ctx, st.DB, "hot"); err != nil {
+		return r, err
+	}
+	views := float64(o.watches)
+	r.accepted = float64(len(jobs)) / acceptedIn.Seconds()
+	r.applied = views / appliedIn.Seconds()
+	r.commitsPer1000 = float64(after.Commits-before.Commits) * 1000 / views
+	r.rowsPer1000 = float64(after.RowWrites-before.RowWrites) * 1000 / views
+	r.messagesPer1000 = float64(m1-m0) * 1000 / views
+	if m1 > m0 {
+		r.watchesPerMessage = float64(len(jobs)) / float64(m1-m0)
+	}
+	if !r.exact {
+		return r, fmt.Errorf("views not exact: %d, want %d", r.final, o.watches)
+	}
+	return r, nil
+}
+
+// waitViews waits until key has want views counted (snapshot and shards).
+func waitViews(ctx context.Context, st *benchstack.Stack, key string, want int64, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		c, _, err := st.Counters.Totals(ctx, []string{key})
+		if err != nil {
+			return err
+		}
+		got := c[key].Views
+		if got == want {
+			return nil
+		}
+		if got > want {
+			return fmt.Errorf("%s: %d views counted, more than the %d watches", key, got, want)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: %d of %d views counted after %v", key, got, want, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// sketchBytes is the size of key's stored sketches: snapshot plus shards.
+func sketchBytes(ctx context.Context, db *spannerdb.DB, key string) (int64, error) {
+	var n int64
+	err := db.Single().Query(ctx, spanner.Statement{
+		SQL: `SELECT COALESCE(LENGTH(Viewers), 0) FROM Counters WHERE CounterKey = @k
+UNION ALL SELECT COALESCE(LENGTH(Viewers), 0) FROM CounterShards WHERE CounterKey = @k`,
+		Params: map[string]any{"k": key},
+	}).Do(func(r *spanner.Row) error {
+		var b int64
+		if err := r.Columns(&b); err != nil {
+			return err
+		}
+		n += b
+		return nil
+	})
+	return n, err
+}
+
+type precision struct {
+	viewers, estimate, bytes int64
+	path                     string
+}
+
+func (r viewsResult) precision(viewers int64, path string) precision {
+	return precision{viewers: viewers, estimate: r.unique, bytes: r.sketchBytes, path: path}
+}
+
+// storeViewers sends n distinct viewers through the counter store as the
+// batches ApplyViews makes (500 a transaction, spread over the shards),
+// folds, and reads the estimate the counts API would answer.
+func storeViewers(ctx context.Context, es *emulators.Stack, n int) (precision, error) {
+	p := precision{viewers: int64(n), path: "counter store: 500-viewer batches, shards, fold, read"}
+	srv, err := benchstack.StartServer()
+	if err != nil {
+		return p, err
+	}
+	defer srv.Close()
+	cfg, teardown, err := benchstack.Provision(ctx, es, srv, fmt.Sprintf("bench-%d-store", os.Getpid()), nil)
+	if err != nil {
+		return p, err
+	}
+	defer teardown()
+	db, err := spannerdb.New(ctx, cfg)
+	if err != nil {
+		return p, err
+	}
+	defer db.Client.Close()
+	cs := counterstore.New(db, counterstore.Options{})
+	for i := 0; i < n; {
+		var hs []uint64
+		for ; i < n && len(hs) < 500; i++ {
+			hs = append(hs, history.ViewerHash(fmt.Sprintf("store-viewer-%d", i)))
+		}
+		e := events.Event{ID: fmt.Sprintf("views-store-%d", i), Kind: events.KindCounterDelta,
+			Deltas:  []counter.Delta{{Key: "hot", Field: counter.Views, N: int64(len(hs))}},
+			Viewers: map[string][]uint64{"hot": hs}}
+		if _, err := cs.Apply(ctx, []events.Event{e}); err != nil {
+			return p, err
+		}
+		if i%20000 == 0 { // fold now and then, as the rollup does
+			if _, err := cs.Fold(ctx); err != nil {
+				return p, err
+			}
+		}
+	}
+	if _, err := cs.Fold(ctx); err != nil {
+		return p, err
+	}
+	c, err := cs.Counts(ctx, []string{"hot"}, nil, 0)
+	if err != nil {
+		return p, err
+	}
+	p.estimate = c.Values["hot"].UniqueViewers
+	p.bytes, err = sketchBytes(ctx, db, "hot")
+	return p, err
+}
+
+// sketchViewers adds n distinct viewers to a sketch directly.
+func sketchViewers(n int) precision {
+	v := counter.NewViewers()
+	for i := range n {
+		v.Add(history.ViewerHash(fmt.Sprintf("sketch-viewer-%d", i)))
+	}
+	return precision{viewers: int64(n), estimate: v.Estimate(), bytes: int64(len(v.Bytes())), path: "the sketch code alone"}
+}
+
+func printViews(w io.Writer, o viewsOptions, rs []viewsResult, ps []precision) {
+	row := func(name string, f func(r viewsResult) string) {
+		fmt.Fprintf(w, "%-52s", name)
+		for _, r := range rs {
+			fmt.Fprintf(w, " %26s", f(r))
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "\nViews on the local stack: %d watches of one video by %d users (%d requests with retries), %d clients, 2 cores\n\n",
+		o.watches, o.viewers, rs[0].requests, o.watchers)
+	row("HISTORY_BATCHING", func(r viewsResult) string { return r.mode })
+	row("1. views/s accepted (HTTP 202)", func(r viewsResult) string { return fmt.Sprintf("%.0f", r.accepted) })
+	row("   views/s applied end to end", func(r viewsResult) string { return fmt.Sprintf("%.0f", r.applied) })
+	row("   final count exact", func(r viewsResult) string { return fmt.Sprintf("%v (%d)", r.exact, r.final) })
+	row("2. Spanner rw commits per 1,000 views", func(r viewsResult) string { return fmt.Sprintf("%.1f", r.commitsPer1000) })
+	row("   Spanner rows written per 1,000 views", func(r viewsResult) string { return fmt.Sprintf("%.1f", r.rowsPer1000) })
+	row("3. Pub/Sub messages per 1,000 views", func(r viewsResult) string { return fmt.Sprintf("%.1f", r.messagesPer1000) })
+	row("   requests per message", func(r viewsResult) string { return fmt.Sprintf("%.1f", r.watchesPerMessage) })
+	if rs[0].applied > 0 {
+		fmt.Fprintf(w, "\nend-to-end gain: %.1f× the per-watch path\n", rs[1].applied/rs[0].applied)
+	}
+	fmt.Fprintf(w, "\n4. uniqueViewers (HyperLogLog++, precision %d)\n", counter.ViewersPrecision)
+	fmt.Fprintf(w, "%12s %12s %10s %12s  %s\n", "viewers", "estimate", "error", "sketch", "through")
+	for _, p := range ps {
+		rel := 100 * math.Abs(float64(p.estimate-p.viewers)) / float64(p.viewers)
+		fmt.Fprintf(w, "%12d %12d %9.3f%% %10d B  %s\n", p.viewers, p.estimate, rel, p.bytes, p.path)
+	}
+}

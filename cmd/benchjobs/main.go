@@ -1,0 +1,322 @@
+// Command benchjobs measures the background jobs on the Spanner emulator:
+//
+//  1. Rollup: moved counters folded per second with 1 worker, N workers,
+//     and P partitions of N workers each (as P instances would), at each
+//     size of the moved set;
+//  2. Reconciliation of every counter over generated counters (some with a
+//     known drift), in slices worked by invocations bounded in time: total
+//     time, invocations, batches; then the same with every invocation
+//     killed at a random moment and resumed by the next, corrections
+//     counted exactly once.
+//
+// The counters are generated with batched mutations (thousands of rows per
+// commit), not through the pipeline.
+//
+// Usage: go run ./cmd/benchjobs [-moved 10000,100000] [-workers 8] [-partitions 4]
+// [-counters 1000000] [-drift 1000] [-slices 64] [-budget 20s]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/spanner"
+
+	"github.com/videngage/engagement/cmd/internal/benchstack"
+	"github.com/videngage/engagement/functions/reconcile"
+	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/spannerdb"
+)
+
+type options struct {
+	moved      []int
+	workers    int
+	partitions int
+	counters   int
+	drift      int
+	slices     int
+	budget     time.Duration
+}
+
+func main() { benchstack.Main("benchjobs", realMain) }
+
+func realMain(ctx context.Context) error {
+	var o options
+	var moved string
+	flag.StringVar(&moved, "moved", "10000,100000", "sizes of the moved set folded by the rollup")
+	flag.IntVar(&o.workers, "workers", 8, "fold workers of the parallel rollup")
+	flag.IntVar(&o.partitions, "partitions", 4, "rollup partitions folded at once")
+	flag.IntVar(&o.counters, "counters", 1_000_000, "counters reconciled (0: skip)")
+	flag.IntVar(&o.drift, "drift", 1000, "of which drifted, to be corrected")
+	flag.IntVar(&o.slices, "slices", counterstore.DefaultSlices, "slices of a reconciliation run")
+	flag.DurationVar(&o.budget, "budget", 20*time.Second, "time of one reconciliation invocation")
+	flag.Parse()
+	for _, f := range strings.Split(moved, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return fmt.Errorf("-moved: %q is not a size", f)
+		}
+		o.moved = append(o.moved, n)
+	}
+	if o.workers < 1 || o.partitions < 1 || o.drift < 1 || 2*o.drift > o.counters && o.counters > 0 || o.budget < time.Second {
+		return errors.New("want -workers ≥ 1, -partitions ≥ 1, 1 ≤ -drift ≤ -counters/2, -budget ≥ 1s")
+	}
+
+	es, err := benchstack.Emulators(ctx, "benchjobs")
+	if err != nil {
+		return err
+	}
+	defer es.Stop()
+	srv, err := benchstack.StartServer()
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	cfg, teardown, err := benchstack.Provision(ctx, es, srv, fmt.Sprintf("bench-jobs-%d", os.Getpid()), nil)
+	if err != nil {
+		return err
+	}
+	defer teardown()
+	db, err := spannerdb.New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer db.Client.Close()
+	cs := counterstore.New(db, counterstore.Options{})
+
+	fmt.Printf("\nBackground jobs on the Spanner emulator (one read-write transaction at a time), 2 cores\n\n")
+	if err := benchRollup(ctx, db, cs, o); err != nil {
+		return err
+	}
+	if o.counters > 0 {
+		if err := benchReconcile(ctx, db, cs, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// keyOf spreads generated keys over the whole key space, as random ids are.
+func keyOf(prefix string, i int) string {
+	const alphabet = "-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz"
+	h := uint64(i) * 0x9E3779B97F4A7C15
+	return fmt.Sprintf("%c%c%s%08d", alphabet[h>>58], alphabet[(h>>52)&63], prefix, i)
+}
+
+// genBatch is how many rows one generating commit writes: the emulator's
+// commit time grows faster than linearly with its mutations (600 rows take
+// about 0.25 s, 3,000 about 12 s).
+const genBatch = 600
+
+// write commits rows(i) for i in [0, n) in batches of batch counters, and
+// returns the commits.
+func write(ctx context.Context, db *spannerdb.DB, n, batch int, rows func(i int) []*spanner.Mutation) (int, error) {
+	commits := 0
+	for lo := 0; lo < n; lo += batch {
+		var ms []*spanner.Mutation
+		for i := lo; i < min(lo+batch, n); i++ {
+			ms = append(ms, rows(i)...)
+		}
+		if _, err := db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+			return tx.BufferWrite(ms)
+		}); err != nil {
+			return commits, fmt.Errorf("generate: %w", err)
+		}
+		commits++
+	}
+	return commits, nil
+}
+
+// moveCounters writes n counters with one unfolded shard each (one like),
+// marked moved: what n counters written since the last fold leave.
+func moveCounters(ctx context.Context, db *spannerdb.DB, prefix string, n int) error {
+	_, err := write(ctx, db, n, genBatch/3, func(i int) []*spanner.Mutation {
+		k := keyOf(prefix, i)
+		return []*spanner.Mutation{
+			spanner.InsertOrUpdate("Counters", []string{"CounterKey", "Shards"}, []any{k, int64(counter.MinShards)}),
+			spanner.InsertOrUpdate("CounterShards", []string{"CounterKey", "Shard", "Likes", "Writes"}, []any{k, int64(0), int64(1), int64(1)}),
+			spanner.InsertOrUpdate("MovedCounters", []string{"CounterKey", "Shard", "MovedTime"}, []any{k, int64(0), spanner.CommitTimestamp}),
+		}
+	})
+	return err
+}
+
+type foldRun struct {
+	counters, commits int
+	took              time.Duration
+	maxLag            time.Duration
+}
+
+// foldAll folds until the moved set is empty: parts partitions at once,
+// each with workers workers, each pass at most maxFoldPerPass counters.
+func foldAll(ctx context.Context, cs *counterstore.Store, parts, workers int) (foldRun, error) {
+	var r foldRun
+	start := time.Now()
+	for {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		var errs []error
+		passCounters := 0
+		for p := range parts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				st, err := cs.FoldPart(ctx, counterstore.FoldOptions{Partition: p, Partitions: parts, Workers: workers})
+				mu.Lock()
+				defer mu.Unlock()
+				errs = append(errs, err)
+				passCounters += st.Counters
+				r.commits += st.Commits
+				r.maxLag = max(r.maxLag, st.Lag())
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return r, err
+		}
+		r.counters += passCounters
+		if passCounters == 0 {
+			r.took = time.Since(start)
+			return r, nil
+		}
+	}
+}
+
+func benchRollup(ctx context.Context, db *spannerdb.DB, cs *counterstore.Store, o options) error {
+	type config struct {
+		name           string
+		parts, workers int
+	}
+	configs := []config{
+		{"1 worker", 1, 1},
+		{fmt.Sprintf("%d workers", o.workers), 1, o.workers},
+		{fmt.Sprintf("%d partitions × %d workers", o.partitions, o.workers), o.partitions, o.workers},
+	}
+	fmt.Printf("1. Rollup: moved counters folded per second (each counter one unfolded shard; batches of 32 counters per transaction)\n\n")
+	fmt.Printf("   %-9s", "moved")
+	for _, c := range configs {
+		fmt.Printf("  %-34s", c.name)
+	}
+	fmt.Println()
+	for _, n := range o.moved {
+		fmt.Printf("   %-9d", n)
+		for ci, c := range configs {
+			if err := moveCounters(ctx, db, fmt.Sprintf("r%d-%d-", n, ci), n); err != nil {
+				return err
+			}
+			r, err := foldAll(ctx, cs, c.parts, c.workers)
+			if err != nil {
+				return err
+			}
+			if r.counters != n {
+				return fmt.Errorf("rollup %s: folded %d counters, %d moved", c.name, r.counters, n)
+			}
+			fmt.Printf("  %-34s", fmt.Sprintf("%7.0f/s (%5.1f s, %d commits)", float64(n)/r.took.Seconds(), r.took.Seconds(), r.commits))
+		}
+		fmt.Println()
+	}
+	fmt.Println()
+	return nil
+}
+
+func benchReconcile(ctx context.Context, db *spannerdb.DB, cs *counterstore.Store, o options) error {
+	sources := reconcile.Sources()
+	fmt.Printf("2. Reconciliation of %d counters (%d drifted by one like each) in %d slices; invocations of ≤ %v, 4 workers each\n\n",
+		o.counters, o.drift, o.slices, o.budget)
+	start := time.Now()
+	// Every counter's truth is zero (no reactions, no comments): the
+	// drifted ones count a like too many.
+	step := o.counters / o.drift
+	drifted := func(i int) bool { return i%step == 0 && i/step < o.drift }
+	commits, err := write(ctx, db, o.counters, genBatch, func(i int) []*spanner.Mutation {
+		likes := int64(0)
+		if drifted(i) {
+			likes = 1
+		}
+		return []*spanner.Mutation{spanner.InsertOrUpdate("Counters", []string{"CounterKey", "Shards", "Likes"}, []any{keyOf("c", i), int64(counter.MinShards), likes})}
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("   generated %d counters in %.1f s (%d commits of %d rows)\n", o.counters, time.Since(start).Seconds(), commits, genBatch)
+
+	run := func(kill bool) (counterstore.RunStatus, int, int, time.Duration, error) {
+		started := time.Now()
+		id, err := cs.StartRun(ctx, o.slices)
+		if err != nil {
+			return counterstore.RunStatus{}, 0, 0, 0, err
+		}
+		invocations, kills := 0, 0
+		for {
+			st, err := cs.Run(ctx, id)
+			if err != nil {
+				return st, 0, 0, 0, err
+			}
+			if st.Done() {
+				return st, invocations, kills, time.Since(started), nil
+			}
+			invocations++
+			ictx, cancel := context.WithCancel(ctx)
+			if kill {
+				// Killed at a random moment of its budget, mid-batch or not.
+				time.AfterFunc(time.Duration(rand.Int64N(int64(o.budget))), cancel)
+			}
+			_, err = cs.WorkSlices(ictx, sources, counterstore.WorkOptions{Run: id, Until: time.Now().Add(o.budget)})
+			if ictx.Err() != nil {
+				kills++
+			} else if err != nil {
+				cancel()
+				return st, 0, 0, 0, err
+			}
+			cancel()
+		}
+	}
+	report := func(name string, st counterstore.RunStatus, invocations, kills int, took time.Duration) {
+		fmt.Printf("   %-22s %6.1f s  %4d invocations (%d killed)  %5d batches  %8d checked (%.0f/s)  %5d corrected  %d skipped\n",
+			name, took.Seconds(), invocations, kills, st.Batches, st.Checked, float64(st.Checked)/took.Seconds(), st.Corrected, st.Skipped)
+	}
+	st, inv, kills, took, err := run(false)
+	if err != nil {
+		return err
+	}
+	report("run", st, inv, kills, took)
+	if st.Checked != o.counters || st.Corrected != o.drift {
+		return fmt.Errorf("run checked %d counters and corrected %d; want %d and %d", st.Checked, st.Corrected, o.counters, o.drift)
+	}
+
+	// Another drift of as many counters, and a run killed again and again.
+	if _, err := write(ctx, db, o.drift, genBatch, func(j int) []*spanner.Mutation {
+		return []*spanner.Mutation{spanner.Update("Counters", []string{"CounterKey", "Dislikes"}, []any{keyOf("c", j*step+1), int64(1)})}
+	}); err != nil {
+		return err
+	}
+	st, inv, kills, took, err = run(true)
+	if err != nil {
+		return err
+	}
+	report("killed and resumed", st, inv, kills, took)
+	if st.Checked != o.counters || st.Corrected != o.drift {
+		return fmt.Errorf("killed run checked %d counters and corrected %d; want each exactly once: %d and %d", st.Checked, st.Corrected, o.counters, o.drift)
+	}
+	var likes, dislikes int64
+	err = db.Single().Query(ctx, spanner.Statement{SQL: `SELECT SUM(Likes), SUM(Dislikes) FROM Counters`}).Do(func(r *spanner.Row) error {
+		return r.Columns(&likes, &dislikes)
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("   after both runs: likes %d, dislikes %d over every counter (truth 0: each drift corrected exactly once)\n\n", likes, dislikes)
+	if likes != 0 || dislikes != 0 {
+		return errors.New("reconciliation left counters wrong")
+	}
+	return nil
+}

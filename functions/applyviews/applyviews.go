@@ -1,0 +1,160 @@
+// Package applyviews is the ApplyViews event function: it counts the views
+// and unique viewers of the watches published on the history topic, a batch
+// (one message) at a time.
+//
+// Each watch of the batch is claimed for the batch in Bigtable (the watch's
+// watch_latest row records the first batch that carried it), then the
+// watches the batch owns are counted in one Spanner transaction, under
+// event ids derived from the batch id and recorded once per batch. So:
+//   - a redelivery, re-publish or replay of the batch owns the same watches
+//     and counts them under the same event ids, which the counter store
+//     refuses a second time (idempotence per batch, not per view);
+//   - a crash after the claims and before the count leaves the claims to
+//     the batch's redelivery, which counts them;
+//   - a client's retry of the same watch (user, video, watchedAt), in
+//     another batch, finds the watch claimed and does not count it.
+package applyviews
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+
+	"github.com/videngage/engagement/functions/applycounters"
+	"github.com/videngage/engagement/shared/bigtabledb"
+	"github.com/videngage/engagement/shared/bus"
+	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/shared/history"
+	"github.com/videngage/engagement/shared/platform"
+	"github.com/videngage/engagement/shared/telemetry"
+)
+
+func init() {
+	platform.RegisterCloudEvent("ApplyViews", platform.NeedSpanner|platform.NeedBigtable,
+		func(ctx context.Context, c *platform.Clients) (func(context.Context, event.Event) error, error) {
+			store, err := applycounters.Build(c)
+			if err != nil {
+				return nil, err
+			}
+			return New(bigtabledb.NewClaims(c.BigtableTx), store, c.Metrics), nil
+		})
+}
+
+// Interfaces of what the function uses.
+type (
+	// Claims records which batch counts each watch.
+	Claims interface {
+		Claim(ctx context.Context, batchID string, ws []history.Watch) ([]history.Watch, error)
+	}
+	// Counters applies counter events idempotently.
+	Counters interface {
+		Apply(ctx context.Context, evs []events.Event) (counterstore.ApplyStats, error)
+	}
+)
+
+const name = "ApplyViews"
+
+// New returns the event function. It returns an error when a retry is
+// wanted (Bigtable or Spanner failed): Pub/Sub redelivers the batch, which
+// owns the same watches. A message that can never be applied is refused as
+// poison, so that Pub/Sub dead-letters it. m may be nil.
+func New(claims Claims, counters Counters, m *telemetry.Metrics) func(context.Context, event.Event) error {
+	// One message at a time per instance (functions-framework's CloudEvent
+	// path mis-pairs concurrent requests); the batching is upstream.
+	var mu sync.Mutex
+	return func(ctx context.Context, e event.Event) (err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		msg, err := bus.FromCloudEvent(e)
+		if err != nil {
+			return poison(ctx, m, e.ID(), err)
+		}
+		ctx, end := telemetry.StartConsumerSpan(ctx, name, msg.ID, msg.Attributes)
+		defer func() { end(err) }()
+		b, err := history.DecodeBatch(msg.Data)
+		if err != nil {
+			return poison(ctx, m, msg.ID, err)
+		}
+		m.BatchSize(ctx, name, len(b.Watches))
+		owned, err := claims.Claim(ctx, b.ID, b.Watches)
+		if err != nil {
+			return fmt.Errorf("applyviews: batch %s: %w", b.ID, err)
+		}
+		evs := ViewEvents(b.ID, owned)
+		if len(evs) == 0 {
+			return nil
+		}
+		st, err := counters.Apply(ctx, evs)
+		if err != nil {
+			slog.WarnContext(ctx, "applyviews: count failed; Pub/Sub will redeliver", "messageId", msg.ID, "batchId", b.ID, "error", err.Error())
+			return fmt.Errorf("applyviews: batch %s: %w", b.ID, err)
+		}
+		m.EventsApplied(ctx, name, st.Applied)
+		m.EventsDuplicate(ctx, name, st.Duplicates)
+		slog.DebugContext(ctx, "applyviews: counted", "messageId", msg.ID, "batchId", b.ID,
+			"watches", len(b.Watches), "owned", len(owned), "applied", st.Applied, "duplicates", st.Duplicates)
+		return nil
+	}
+}
+
+// ViewEvents are the counter events of the watches a batch owns: per video,
+// one view a watch and its viewers' hashes, in events of at most
+// events.MaxDeltas videos, whose ids derive from the batch id and the
+// event's place among the batch's videos (sorted): the same on every
+// delivery of the batch.
+func ViewEvents(batchID string, owned []history.Watch) []events.Event {
+	views := map[string]int64{}
+	viewers := map[string][]uint64{}
+	seen := map[string]bool{}
+	var first time.Time
+	for _, w := range owned {
+		views[w.VideoID]++
+		if k := w.VideoID + "\x00" + w.UserID; !seen[k] {
+			seen[k] = true
+			viewers[w.VideoID] = append(viewers[w.VideoID], history.ViewerHash(w.UserID))
+		}
+		if at := w.AcceptedAt(); first.IsZero() || at.Before(first) {
+			first = at
+		}
+	}
+	videos := make([]string, 0, len(views))
+	for v := range views {
+		videos = append(videos, v)
+	}
+	slices.Sort(videos)
+	var out []events.Event
+	for i := 0; len(videos) > 0; i++ {
+		n := min(len(videos), events.MaxDeltas)
+		e := events.Event{
+			ID:      events.ID("views", batchID, strconv.Itoa(i)),
+			Kind:    events.KindCounterDelta,
+			Time:    first,
+			Viewers: map[string][]uint64{},
+		}
+		for _, v := range videos[:n] {
+			e.Deltas = append(e.Deltas, counter.Delta{Key: v, Field: counter.Views, N: views[v]})
+			e.Viewers[v] = viewers[v]
+		}
+		out = append(out, e)
+		videos = videos[n:]
+	}
+	return out
+}
+
+func poison(ctx context.Context, m *telemetry.Metrics, id string, err error) error {
+	if !errors.Is(err, bus.ErrPoison) {
+		err = fmt.Errorf("%w: %w", bus.ErrPoison, err)
+	}
+	m.DeadLetterDelivery(ctx, name)
+	slog.ErrorContext(ctx, "applyviews: message can never be applied; refused, so that it is dead-lettered", "messageId", id, "error", err.Error())
+	return err
+}

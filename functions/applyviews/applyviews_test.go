@@ -1,0 +1,204 @@
+package applyviews_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+
+	"github.com/videngage/engagement/functions/applycounters"
+	"github.com/videngage/engagement/functions/applyviews"
+	"github.com/videngage/engagement/shared/bigtabledb"
+	"github.com/videngage/engagement/shared/bus"
+	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/emulators/emulatortest"
+	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/shared/history"
+	"github.com/videngage/engagement/shared/platform"
+)
+
+func TestMain(m *testing.M) { emulatortest.Main(m) }
+
+func push(t *testing.T, id string, data []byte) event.Event {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{
+		"message":      map[string]any{"data": data, "messageId": id, "publishTime": time.Now()},
+		"subscription": "projects/p/subscriptions/history-views",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := event.New()
+	e.SetID(id)
+	e.SetType("google.cloud.pubsub.topic.v1.messagePublished")
+	e.SetSource("//pubsub.googleapis.com/")
+	if err := e.SetData("application/json", body); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// crashing fails the count of the first n calls after the claims are
+// written: an instance that dies between its Bigtable claims and its Spanner
+// commit, or that commits and dies before the ack (after = true).
+type crashing struct {
+	inner applyviews.Counters
+	n     int
+	after bool
+}
+
+func (c *crashing) Apply(ctx context.Context, evs []events.Event) (counterstore.ApplyStats, error) {
+	if c.n > 0 {
+		c.n--
+		if c.after {
+			if _, err := c.inner.Apply(ctx, evs); err != nil {
+				return counterstore.ApplyStats{}, err
+			}
+		}
+		return counterstore.ApplyStats{}, errors.New("instance gone")
+	}
+	return c.inner.Apply(ctx, evs)
+}
+
+// Views are exact through redelivery, replay, re-publish, a crash before or
+// after the commit and a client's retry of a watch in another batch; unique
+// viewers count users, not watches.
+func TestViewsCountOncePerWatch(t *testing.T) {
+	cfg := emulatortest.New(t)
+	c, err := platform.New(context.Background(), cfg, platform.NeedSpanner|platform.NeedBigtable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	store, err := applycounters.Build(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counters := &crashing{inner: store}
+	fn := applyviews.New(bigtabledb.NewClaims(c.BigtableTx), counters, nil)
+	at := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Hour)
+	watch := func(user, video string, min int) history.Watch {
+		return history.NewWatch(user, video, at.Add(time.Duration(min)*time.Minute), 0)
+	}
+	deliver := func(b history.Batch) error {
+		data, err := b.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fn(context.Background(), push(t, b.ID, data))
+	}
+	mustDeliver := func(b history.Batch) {
+		t.Helper()
+		if err := deliver(b); err != nil {
+			t.Fatalf("batch %s: %v", b.ID, err)
+		}
+	}
+	check := func(when string, want map[string][2]int64) {
+		t.Helper()
+		var ids []string
+		for id := range want {
+			ids = append(ids, id)
+		}
+		got, err := store.Counts(context.Background(), ids, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for id, w := range want {
+			if got.Values[id].Views != w[0] || got.Values[id].UniqueViewers != w[1] {
+				t.Errorf("%s: %s has %d views, %d unique viewers; want %d and %d", when, id, got.Values[id].Views, got.Values[id].UniqueViewers, w[0], w[1])
+			}
+		}
+	}
+
+	// Batch 1: ann twice on v1 (two watch times), bob on v1 and v2.
+	b1 := history.NewBatch([]history.Watch{watch("ann", "v1", 0), watch("ann", "v1", 1), watch("bob", "v1", 0), watch("bob", "v2", 0)})
+	mustDeliver(b1)
+	mustDeliver(b1) // redelivered
+	check("batch 1 delivered twice", map[string][2]int64{"v1": {3, 2}, "v2": {1, 1}})
+
+	// Batch 2 carries a client's retry of ann's first watch, and a new one:
+	// its count crashes after the claims, then it is redelivered.
+	b2 := history.NewBatch([]history.Watch{watch("ann", "v1", 0), watch("cat", "v1", 0)})
+	counters.n = 1
+	if err := deliver(b2); err == nil || errors.Is(err, bus.ErrPoison) {
+		t.Fatalf("a failed count: %v, want a retryable error", err)
+	}
+	check("batch 2 crashed before its commit", map[string][2]int64{"v1": {3, 2}})
+	// Meanwhile cat retries alone (a batch of one): b2 claimed it first.
+	mustDeliver(history.NewBatch([]history.Watch{watch("cat", "v1", 0)}))
+	check("cat's retry before batch 2's redelivery", map[string][2]int64{"v1": {3, 2}})
+	mustDeliver(b2)
+	check("batch 2 redelivered", map[string][2]int64{"v1": {4, 3}})
+
+	// Batch 3 commits, then its instance dies before the ack.
+	b3 := history.NewBatch([]history.Watch{watch("dan", "v2", 5), watch("dan", "v2", 6)})
+	counters.n, counters.after = 1, true
+	if err := deliver(b3); err == nil {
+		t.Fatal("the crash after the commit was not reported")
+	}
+	counters.after = false
+	mustDeliver(b3)
+	check("batch 3 committed, then redelivered", map[string][2]int64{"v2": {3, 2}})
+
+	// A batch naming more videos than one event holds.
+	var many []history.Watch
+	for i := range 40 {
+		many = append(many, watch(fmt.Sprintf("m%d", i), fmt.Sprintf("many-%02d", i%20), i))
+	}
+	big := history.NewBatch(many)
+	mustDeliver(big)
+	mustDeliver(big)
+	check("40 watches of 20 videos", map[string][2]int64{"many-00": {2, 2}, "many-19": {2, 2}})
+
+	// The form published before batches: one watch, counted once.
+	old, _ := watch("eve", "v2", 9).Encode()
+	for range 2 {
+		if err := fn(context.Background(), push(t, "old", old)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("a single-watch message delivered twice", map[string][2]int64{"v2": {4, 3}})
+
+	for _, bad := range []string{`not json`, `{"batchId":"x","watches":[]}`, `{"batchId":"","watches":[{}]}`} {
+		if err := fn(context.Background(), push(t, "bad", []byte(bad))); !errors.Is(err, bus.ErrPoison) {
+			t.Errorf("poison %q: %v, want bus.ErrPoison", bad, err)
+		}
+	}
+}
+
+// ViewEvents are the same on every delivery and valid counter events.
+func TestViewEventsDeterministic(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var ws []history.Watch
+	for i := range 50 {
+		ws = append(ws, history.NewWatch(fmt.Sprintf("u%d", i%9), fmt.Sprintf("v%02d", i%18), at.Add(time.Duration(i)*time.Second), 0))
+	}
+	a := applyviews.ViewEvents("b", ws)
+	rev := append([]history.Watch(nil), ws...)
+	for i, j := 0, len(rev)-1; i < j; i, j = i+1, j-1 {
+		rev[i], rev[j] = rev[j], rev[i]
+	}
+	b := applyviews.ViewEvents("b", rev)
+	if len(a) != 2 || len(b) != 2 {
+		t.Fatalf("%d and %d events for 18 videos, want 2", len(a), len(b))
+	}
+	var views int64
+	for i := range a {
+		if a[i].ID != b[i].ID || len(a[i].Deltas) != len(b[i].Deltas) {
+			t.Fatalf("event %d differs with the order of the watches: %+v vs %+v", i, a[i], b[i])
+		}
+		if err := (events.Message{V: events.Version, Events: a}).Validate(); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range a[i].Deltas {
+			views += d.N
+		}
+	}
+	if views != 50 {
+		t.Errorf("%d views for 50 watches", views)
+	}
+}

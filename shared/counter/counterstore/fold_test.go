@@ -1,0 +1,125 @@
+package counterstore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/emulators/emulatortest"
+	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/shared/spannerdb"
+)
+
+// TestFoldPartitions folds the moved set in three partitions with several
+// workers: every counter is folded by exactly one partition, the snapshots
+// are exact, and each pass reports the age of the oldest unfolded delta.
+func TestFoldPartitions(t *testing.T) {
+	cfg := emulatortest.New(t)
+	ctx := context.Background()
+	db, err := spannerdb.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Client.Close)
+	cs := counterstore.New(db, counterstore.Options{})
+
+	const n = 150
+	var keys []string
+	var deltas []counter.Delta
+	for i := range n {
+		k := fmt.Sprintf("v%03d", i)
+		keys = append(keys, k)
+		deltas = append(deltas, counter.Delta{Key: k, Field: counter.Likes, N: int64(i + 1)})
+	}
+	before := time.Now()
+	if _, err := cs.Apply(ctx, []events.Event{{ID: "a", Kind: events.KindCounterDelta, Deltas: deltas}}); err != nil {
+		t.Fatal(err)
+	}
+	// A second delta to the same counters: their markers keep the first
+	// delta's time.
+	if _, err := cs.Apply(ctx, []events.Event{{ID: "b", Kind: events.KindCounterDelta, Deltas: deltas}}); err != nil {
+		t.Fatal(err)
+	}
+	afterFirst := time.Now()
+
+	const parts = 3
+	folded := 0
+	for i := range parts {
+		st, err := cs.FoldPart(ctx, counterstore.FoldOptions{Partition: i, Partitions: parts, Workers: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Counters == 0 || st.Counters == n {
+			t.Errorf("partition %d folded %d of %d counters: not a spread", i, st.Counters, n)
+		}
+		folded += st.Counters
+		if st.Oldest.IsZero() || st.Oldest.Before(before.Add(-time.Second)) || st.Oldest.After(afterFirst) || st.Lag() <= 0 {
+			t.Errorf("partition %d: oldest unfolded delta %v, lag %v; the deltas were written from %v", i, st.Oldest, st.Lag(), before)
+		}
+	}
+	if folded != n {
+		t.Errorf("partitions folded %d counters in all, want %d (each exactly once)", folded, n)
+	}
+	st, err := cs.Fold(ctx)
+	if err != nil || st.Counters != 0 || !st.Oldest.IsZero() || st.Lag() != 0 {
+		t.Errorf("after every partition: %+v, %v; want nothing left to fold and no lag", st, err)
+	}
+	counted, pending, err := cs.Totals(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range keys {
+		if got, want := counted[k].Likes+pending[k].Likes, int64(2*(i+1)); got != want {
+			t.Errorf("%s: %d likes, want %d", k, got, want)
+		}
+	}
+
+	for _, o := range []counterstore.FoldOptions{{Partition: 3, Partitions: 3}, {Partition: -1, Partitions: 2}, {Partitions: counterstore.Parts + 1}} {
+		if _, err := cs.FoldPart(ctx, o); err == nil {
+			t.Errorf("FoldPart(%+v) accepted", o)
+		}
+	}
+}
+
+// TestLease: one holder at a time until the lease expires or is released.
+func TestLease(t *testing.T) {
+	cfg := emulatortest.New(t)
+	ctx := context.Background()
+	db, err := spannerdb.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Client.Close)
+	cs := counterstore.New(db, counterstore.Options{})
+	a, b := counterstore.NewHolder(), counterstore.NewHolder()
+	lease := func(h string, ttl time.Duration) bool {
+		t.Helper()
+		ok, err := cs.Lease(ctx, "job/1", h, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if !lease(a, time.Minute) || lease(b, time.Minute) || !lease(a, time.Minute) {
+		t.Fatal("a free lease went to the first holder only, and it renews")
+	}
+	if err := cs.Release(ctx, "job/1", b); err != nil {
+		t.Fatal(err)
+	}
+	if lease(b, time.Minute) {
+		t.Fatal("another holder released a's lease")
+	}
+	if err := cs.Release(ctx, "job/1", a); err != nil {
+		t.Fatal(err)
+	}
+	if !lease(b, -time.Second) {
+		t.Fatal("a released lease is free")
+	}
+	// b's lease has expired already: a takes it.
+	if !lease(a, time.Minute) {
+		t.Fatal("an expired lease is free")
+	}
+}

@@ -1,0 +1,81 @@
+package counterstore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/emulators/emulatortest"
+	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/shared/history"
+	"github.com/videngage/engagement/shared/spannerdb"
+)
+
+// viewsEvent is a batch's view event: n views of key by the given users.
+func viewsEvent(id, key string, n int64, users ...string) events.Event {
+	e := events.Event{ID: id, Kind: events.KindCounterDelta,
+		Deltas: []counter.Delta{{Key: key, Field: counter.Views, N: n}}, Viewers: map[string][]uint64{}}
+	for _, u := range users {
+		e.Viewers[key] = append(e.Viewers[key], history.ViewerHash(u))
+	}
+	return e
+}
+
+// Unique viewers go to the shard the batch's views go to, are folded into
+// the snapshot with them, and are read back (snapshot merged with the live
+// shards) exactly while small; a redelivered batch adds nothing, and a
+// reconciliation of the other fields leaves views and viewers alone.
+func TestUniqueViewersShardedFoldedAndRead(t *testing.T) {
+	cfg := emulatortest.New(t)
+	ctx := context.Background()
+	db, err := spannerdb.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Client.Close()
+	for _, mode := range []counterstore.Mode{counterstore.Sharded, counterstore.Naive} {
+		cs := counterstore.New(db, counterstore.Options{Mode: mode})
+		key := "vid-" + string(mode)
+		read := func(when string, wantViews, wantUnique int64) {
+			t.Helper()
+			c, err := cs.Counts(ctx, []string{key}, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Values[key].Views != wantViews || c.Values[key].UniqueViewers != wantUnique {
+				t.Fatalf("%s, %s: views %d, unique viewers %d; want %d and %d", mode, when, c.Values[key].Views, c.Values[key].UniqueViewers, wantViews, wantUnique)
+			}
+		}
+		read("before any view", 0, 0)
+		// 30 batches: users u0..u29 twice each (their second watch in the
+		// next batch), so 60 views by 30 users, spread over the shards.
+		for i := range 30 {
+			users := []string{fmt.Sprintf("u%d", i), fmt.Sprintf("u%d", max(i-1, 0))}
+			e := viewsEvent(fmt.Sprintf("views-%s-%d", mode, i), key, 2, users...)
+			for range 2 { // delivered twice
+				if _, err := cs.Apply(ctx, []events.Event{e}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		read("in shards", 60, 30)
+		if _, err := cs.Fold(ctx); err != nil {
+			t.Fatal(err)
+		}
+		read("folded", 60, 30)
+		if _, err := cs.Apply(ctx, []events.Event{viewsEvent("views-"+string(mode)+"-late", key, 1, "u0", "late")}); err != nil {
+			t.Fatal(err)
+		}
+		read("snapshot and a live shard", 61, 31)
+		rep, err := cs.Reconcile(ctx, counterstore.All, []counterstore.Source{&source{name: "likes", field: counter.Likes, truth: map[string]int64{key: 0}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Corrected != 0 {
+			t.Fatalf("reconciliation corrected %+v", rep.Corrections)
+		}
+		read("after reconciliation", 61, 31)
+	}
+}
