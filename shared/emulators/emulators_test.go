@@ -223,10 +223,25 @@ func testProvisionAgain(t *testing.T, hosts Hosts) {
 		if k, ok := ddlObject(st); ok {
 			have[k] = true
 		}
+		for _, c := range tableColumns(st) {
+			have[c] = true
+		}
 	}
+	// What the files add up to, in order: created objects and added columns
+	// are there, dropped objects are not.
+	want := map[string]bool{}
 	for _, st := range ddl {
-		if k, ok := ddlObject(st); ok && !have[k] {
-			t.Errorf("database lacks %s after Provision", k)
+		if k, ok := ddlObject(st); ok {
+			want[k] = true
+		} else if c, ok := addedColumn(st); ok {
+			want[c] = true
+		} else if k, ok := droppedObject(st); ok {
+			want[k] = false
+		}
+	}
+	for k, present := range want {
+		if have[k] != present {
+			t.Errorf("after Provision the database has %s: %v, want %v", k, have[k], present)
 		}
 	}
 

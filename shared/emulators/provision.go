@@ -186,10 +186,13 @@ func provisionSpanner(ctx context.Context, host string, t Target) (err error) {
 	}
 }
 
-// addMissingDDL brings an existing database up to the topology: it applies
-// the CREATE statements whose object does not exist yet. Other statements
-// (ALTER ...) cannot be told apart from ones already applied; against a
-// running stack they need a restart of the stack, which starts empty.
+// addMissingDDL brings an existing database up to the topology. The DDL files
+// only ever append statements (google_spanner_database.ddl applies the new
+// ones to a deployed database), so walking them in order against what the
+// database has tells which are still to apply: a CREATE whose object is
+// absent, an ALTER TABLE … ADD COLUMN whose column is absent, a DROP whose
+// object is present. Other statements cannot be told apart from ones already
+// applied; against a running stack they need a restart, which starts empty.
 func addMissingDDL(ctx context.Context, da *database.DatabaseAdminClient, dbName string, ddl []string) error {
 	resp, err := da.GetDatabaseDdl(ctx, &databasepb.GetDatabaseDdlRequest{Database: dbName})
 	if err != nil {
@@ -200,11 +203,21 @@ func addMissingDDL(ctx context.Context, da *database.DatabaseAdminClient, dbName
 		if k, ok := ddlObject(s); ok {
 			have[k] = true
 		}
+		for _, c := range tableColumns(s) {
+			have[c] = true
+		}
 	}
 	var missing []string
 	for _, s := range ddl {
 		if k, ok := ddlObject(s); ok && !have[k] {
 			missing = append(missing, s)
+			have[k] = true
+		} else if c, ok := addedColumn(s); ok && !have[c] {
+			missing = append(missing, s)
+			have[c] = true
+		} else if k, ok := droppedObject(s); ok && have[k] {
+			missing = append(missing, s)
+			delete(have, k)
 		}
 	}
 	if len(missing) == 0 {
@@ -221,6 +234,52 @@ func addMissingDDL(ctx context.Context, da *database.DatabaseAdminClient, dbName
 		return fmt.Errorf("update DDL of %s: %w", dbName, err)
 	}
 	return nil
+}
+
+var (
+	addColumnRE = regexp.MustCompile(`(?is)^\s*ALTER\s+TABLE\s+([^\s]+)\s+ADD\s+COLUMN\s+(?:IF\s+NOT\s+EXISTS\s+)?([^\s]+)`)
+	dropRE      = regexp.MustCompile(`(?is)^\s*DROP\s+(TABLE|INDEX|VIEW|CHANGE\s+STREAM|SEQUENCE)\s+(?:IF\s+EXISTS\s+)?([^\s;]+)`)
+	columnRE    = regexp.MustCompile(`^\s*([A-Za-z_][A-Za-z0-9_]*)\s+[A-Z]`)
+)
+
+// addedColumn returns "COLUMN table.column" for ALTER TABLE … ADD COLUMN.
+func addedColumn(stmt string) (string, bool) {
+	m := addColumnRE.FindStringSubmatch(stmt)
+	if m == nil {
+		return "", false
+	}
+	return "COLUMN " + strings.Trim(m[1], "`") + "." + strings.Trim(m[2], "`"), true
+}
+
+// droppedObject returns "KIND name" for a DROP statement, as ddlObject names
+// the object that a CREATE makes.
+func droppedObject(stmt string) (string, bool) {
+	m := dropRE.FindStringSubmatch(stmt)
+	if m == nil {
+		return "", false
+	}
+	return strings.ToUpper(strings.Join(strings.Fields(m[1]), " ")) + " " + strings.Trim(m[2], "`"), true
+}
+
+// tableColumns returns "COLUMN table.column" for every column of a CREATE
+// TABLE statement as the database lists it (one column a line, indented).
+func tableColumns(stmt string) []string {
+	k, ok := ddlObject(stmt)
+	if !ok || !strings.HasPrefix(k, "TABLE ") {
+		return nil
+	}
+	table := strings.TrimPrefix(k, "TABLE ")
+	lines := strings.Split(stmt, "\n")
+	var cols []string
+	for _, line := range lines[1:] {
+		if strings.HasPrefix(line, ")") { // the table's closing line; a column's OPTIONS close indented
+			break
+		}
+		if m := columnRE.FindStringSubmatch(line); m != nil && !strings.EqualFold(m[1], "CONSTRAINT") {
+			cols = append(cols, "COLUMN "+table+"."+m[1])
+		}
+	}
+	return cols
 }
 
 var createRE = regexp.MustCompile(`(?is)^\s*CREATE\s+(?:OR\s+REPLACE\s+)?(?:UNIQUE\s+)?(?:NULL_FILTERED\s+)?` +
