@@ -8,23 +8,15 @@ import (
 
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
-	"github.com/videngage/engagement/shared/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/events"
-	"github.com/videngage/engagement/shared/spannerdb"
 )
 
 // TestFoldPartitions folds the moved set in three partitions with several
 // workers: every counter is folded by exactly one partition, the snapshots
 // are exact, and each pass reports the age of the oldest unfolded delta.
 func TestFoldPartitions(t *testing.T) {
-	cfg := emulatortest.New(t)
 	ctx := context.Background()
-	db, err := spannerdb.New(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Client.Close)
-	cs := counterstore.New(db, counterstore.Options{})
+	cs := newStore(t, counterstore.Options{})
 
 	const n = 150
 	var keys []string
@@ -86,14 +78,8 @@ func TestFoldPartitions(t *testing.T) {
 
 // TestLease: one holder at a time until the lease expires or is released.
 func TestLease(t *testing.T) {
-	cfg := emulatortest.New(t)
 	ctx := context.Background()
-	db, err := spannerdb.New(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Client.Close)
-	cs := counterstore.New(db, counterstore.Options{})
+	cs := newStore(t, counterstore.Options{})
 	a, b := counterstore.NewHolder(), counterstore.NewHolder()
 	lease := func(h string, ttl time.Duration) bool {
 		t.Helper()

@@ -15,7 +15,6 @@ import (
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/events"
-	"github.com/videngage/engagement/shared/spannerdb"
 )
 
 func TestMain(m *testing.M) { emulatortest.Main(m) }
@@ -76,15 +75,9 @@ func fieldValues(f counter.Field, n int64) counter.Values {
 // interleaved so that every page boundary falls inside some list: each key
 // is checked exactly once and every drift, and only drift, is corrected.
 func TestReconcileAllPages(t *testing.T) {
-	cfg := emulatortest.New(t)
 	ctx := context.Background()
-	db, err := spannerdb.New(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Client.Close)
 	const page = 3
-	cs := counterstore.New(db, counterstore.Options{ReconcilePage: page})
+	cs := newStore(t, counterstore.Options{ReconcilePage: page})
 
 	likes := &source{name: "likes", field: counter.Likes, truth: map[string]int64{}}
 	comments := &source{name: "comments", field: counter.Comments, truth: map[string]int64{}}

@@ -114,14 +114,8 @@ func TestOwnExactWhileCounted(t *testing.T) {
 // TestOwnNaiveReadsEverything: naive mode counts into the snapshot row and
 // leaves no trace of when, so no held value can be trusted.
 func TestOwnNaiveReadsEverything(t *testing.T) {
-	cfg := emulatortest.New(t)
 	ctx := context.Background()
-	db, err := spannerdb.New(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Client.Close)
-	cs := counterstore.New(db, counterstore.Options{Mode: counterstore.Naive})
+	cs := newStore(t, counterstore.Options{Mode: counterstore.Naive})
 	held, err := cs.Public(ctx, []string{"v"}, 0)
 	if err != nil {
 		t.Fatal(err)
