@@ -62,18 +62,10 @@ func New(store Store, m *telemetry.Metrics) func(context.Context, event.Event) e
 	// One message at a time per instance: functions-framework's CloudEvent
 	// path mis-pairs concurrent requests, and batching happens upstream.
 	var mu sync.Mutex
-	return func(ctx context.Context, e event.Event) (err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		msg, err := bus.FromCloudEvent(e)
-		if err != nil {
-			return poison(ctx, m, e.ID(), err)
-		}
-		ctx, end := telemetry.StartConsumerSpan(ctx, name, msg.ID, msg.Attributes)
-		defer func() { end(err) }()
+	consume := bus.Consume(name, m, func(ctx context.Context, msg bus.Message) error {
 		evs, err := Decode(msg.Data)
 		if err != nil {
-			return poison(ctx, m, msg.ID, err)
+			return poisoned(err)
 		}
 		m.BatchSize(ctx, name, len(evs))
 		st, err := store.Apply(ctx, evs)
@@ -86,6 +78,11 @@ func New(store Store, m *telemetry.Metrics) func(context.Context, event.Event) e
 		slog.DebugContext(ctx, "applycounters: applied", "messageId", msg.ID, "events", len(evs),
 			"applied", st.Applied, "duplicates", st.Duplicates, "counters", st.Counters)
 		return nil
+	})
+	return func(ctx context.Context, e event.Event) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return consume(ctx, e)
 	}
 }
 
@@ -119,11 +116,10 @@ func ViewEvent(w history.Watch) events.Event {
 
 const name = "ApplyCounters"
 
-func poison(ctx context.Context, m *telemetry.Metrics, id string, err error) error {
-	if !errors.Is(err, bus.ErrPoison) {
-		err = fmt.Errorf("%w: %w", bus.ErrPoison, err)
+// poisoned marks err as a message that can never be applied.
+func poisoned(err error) error {
+	if errors.Is(err, bus.ErrPoison) {
+		return err
 	}
-	m.DeadLetterDelivery(ctx, name)
-	slog.ErrorContext(ctx, "applycounters: message can never be applied; refused, so that it is dead-lettered", "messageId", id, "error", err.Error())
-	return err
+	return fmt.Errorf("%w: %w", bus.ErrPoison, err)
 }

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -37,23 +36,17 @@ type Store interface {
 // instead of losing it (other messages are not held up behind it).
 // m may be nil.
 func New(store Store, m *telemetry.Metrics) func(context.Context, event.Event) error {
-	return func(ctx context.Context, e event.Event) (err error) {
-		msg, err := bus.FromCloudEvent(e)
-		if err != nil {
-			return poison(ctx, m, e.ID(), err)
-		}
-		ctx, end := telemetry.StartConsumerSpan(ctx, name, msg.ID, msg.Attributes)
-		defer func() { end(err) }()
+	return bus.Consume(name, m, func(ctx context.Context, msg bus.Message) error {
 		b, err := history.DecodeBatch(msg.Data)
 		if err != nil {
-			return poison(ctx, m, msg.ID, fmt.Errorf("%w: %v", bus.ErrPoison, err))
+			return fmt.Errorf("%w: %v", bus.ErrPoison, err)
 		}
 		if err := applyAll(ctx, store, b.Watches); err != nil {
 			return fmt.Errorf("applyhistory: batch %s: %w", b.ID, err)
 		}
 		m.EventsApplied(ctx, name, len(b.Watches))
 		return nil
-	}
+	})
 }
 
 // applyConcurrency bounds the watches of a batch applied at once. Applying
@@ -82,12 +75,3 @@ func applyAll(ctx context.Context, store Store, ws []history.Watch) error {
 }
 
 const name = "ApplyHistory"
-
-func poison(ctx context.Context, m *telemetry.Metrics, id string, err error) error {
-	if !errors.Is(err, bus.ErrPoison) {
-		err = fmt.Errorf("%w: %v", bus.ErrPoison, err)
-	}
-	m.DeadLetterDelivery(ctx, name)
-	slog.ErrorContext(ctx, "undeliverable history event; it goes to the dead-letter topic", "messageId", id, "error", err.Error())
-	return err
-}

@@ -17,7 +17,6 @@ package applyviews
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -71,18 +70,10 @@ func New(claims Claims, counters Counters, m *telemetry.Metrics) func(context.Co
 	// One message at a time per instance (functions-framework's CloudEvent
 	// path mis-pairs concurrent requests); the batching is upstream.
 	var mu sync.Mutex
-	return func(ctx context.Context, e event.Event) (err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		msg, err := bus.FromCloudEvent(e)
-		if err != nil {
-			return poison(ctx, m, e.ID(), err)
-		}
-		ctx, end := telemetry.StartConsumerSpan(ctx, name, msg.ID, msg.Attributes)
-		defer func() { end(err) }()
+	consume := bus.Consume(name, m, func(ctx context.Context, msg bus.Message) error {
 		b, err := history.DecodeBatch(msg.Data)
 		if err != nil {
-			return poison(ctx, m, msg.ID, err)
+			return fmt.Errorf("%w: %w", bus.ErrPoison, err)
 		}
 		m.BatchSize(ctx, name, len(b.Watches))
 		owned, err := claims.Claim(ctx, b.ID, b.Watches)
@@ -103,6 +94,11 @@ func New(claims Claims, counters Counters, m *telemetry.Metrics) func(context.Co
 		slog.DebugContext(ctx, "applyviews: counted", "messageId", msg.ID, "batchId", b.ID,
 			"watches", len(b.Watches), "owned", len(owned), "applied", st.Applied, "duplicates", st.Duplicates)
 		return nil
+	})
+	return func(ctx context.Context, e event.Event) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return consume(ctx, e)
 	}
 }
 
@@ -148,13 +144,4 @@ func ViewEvents(batchID string, owned []history.Watch) []events.Event {
 		videos = videos[n:]
 	}
 	return out
-}
-
-func poison(ctx context.Context, m *telemetry.Metrics, id string, err error) error {
-	if !errors.Is(err, bus.ErrPoison) {
-		err = fmt.Errorf("%w: %w", bus.ErrPoison, err)
-	}
-	m.DeadLetterDelivery(ctx, name)
-	slog.ErrorContext(ctx, "applyviews: message can never be applied; refused, so that it is dead-lettered", "messageId", id, "error", err.Error())
-	return err
 }

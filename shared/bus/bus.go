@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -84,8 +85,35 @@ type pushData struct {
 }
 
 // ErrPoison marks a message that can never be processed: the function logs
-// and acknowledges it instead of asking for a redelivery.
+// it and refuses it, so that Pub/Sub moves it to the dead-letter topic after
+// the configured attempts instead of redelivering it forever.
 var ErrPoison = errors.New("poison message")
+
+// Consume is the shape every event function shares: it decodes the push,
+// traces the message as name's consumer span and hands it to apply. An
+// error from apply asks for a redelivery; one that wraps ErrPoison is also
+// logged and counted as a dead-letter delivery (kept on the dead-letter
+// topic for inspection, never silently dropped). m may be nil.
+func Consume(name string, m *telemetry.Metrics, apply func(context.Context, Message) error) func(context.Context, event.Event) error {
+	return func(ctx context.Context, e event.Event) (err error) {
+		msg, err := FromCloudEvent(e)
+		if err != nil {
+			return poison(ctx, name, m, e.ID(), err)
+		}
+		ctx, end := telemetry.StartConsumerSpan(ctx, name, msg.ID, msg.Attributes)
+		defer func() { end(err) }()
+		if err = apply(ctx, msg); errors.Is(err, ErrPoison) {
+			return poison(ctx, name, m, msg.ID, err)
+		}
+		return err
+	}
+}
+
+func poison(ctx context.Context, name string, m *telemetry.Metrics, id string, err error) error {
+	m.DeadLetterDelivery(ctx, name)
+	slog.ErrorContext(ctx, name+": message can never be applied; refused, so that it is dead-lettered", "messageId", id, "error", err.Error())
+	return err
+}
 
 // FromCloudEvent decodes the messagePublished CloudEvent that Pub/Sub push
 // delivers (through functions-framework's conversion locally, through
