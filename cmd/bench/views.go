@@ -25,15 +25,14 @@ import (
 	"github.com/videngage/engagement/functions/applyhistory"
 	"github.com/videngage/engagement/functions/applyviews"
 	historyfn "github.com/videngage/engagement/functions/history"
-	"github.com/videngage/engagement/shared/bigtabledb"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/emulators"
 	"github.com/videngage/engagement/shared/events"
-	"github.com/videngage/engagement/shared/firestoredb"
 	"github.com/videngage/engagement/shared/history"
+	"github.com/videngage/engagement/shared/history/historystore"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/platform"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -111,18 +110,18 @@ func newViewsStack(ctx context.Context, cfg *config.Config, srv *benchstack.Serv
 		if err != nil {
 			return err
 		}
-		store := bigtabledb.NewHistory(more.Bigtable)
+		store := historystore.New(more.Bigtable)
 		h := historyfn.New(historyfn.Deps{
 			Verifier:  st.Clients.Verifier,
 			Store:     store,
-			Settings:  firestoredb.NewSettings(more.Firestore),
+			Settings:  historystore.NewSettings(more.Firestore),
 			Publisher: bus.NewPublisher(st.Clients.PubSub, cfg.PubSub.HistoryTopic),
 			Batch:     batch,
 			Tokens:    history.NewPageTokens(cfg.HTTP.PageTokenSecret),
 		})
 		mux.Handle("/v1/history", httpx.Standard("History", cfg.Project, nil, cfg.HTTP.RequestTimeout)(h))
 		mux.Handle("/push/ApplyHistory", st.PushHandler(applyhistory.New(store, nil)))
-		mux.Handle("/push/ApplyViews", st.PushHandler(applyviews.New(bigtabledb.NewClaims(more.BigtableTx), st.Counters, nil)))
+		mux.Handle("/push/ApplyViews", st.PushHandler(applyviews.New(historystore.NewClaims(more.BigtableTx), st.Counters, nil)))
 		return nil
 	})
 	if err != nil {

@@ -24,12 +24,12 @@ import (
 	"github.com/videngage/engagement/functions/applycounters"
 	"github.com/videngage/engagement/functions/applyhistory"
 	"github.com/videngage/engagement/functions/applyviews"
-	"github.com/videngage/engagement/shared/bigtabledb"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/emulators"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/history"
+	"github.com/videngage/engagement/shared/history/historystore"
 	"github.com/videngage/engagement/shared/platform"
 )
 
@@ -241,13 +241,13 @@ func registerProbes(targets map[string]string) error {
 		return err
 	}
 	cp := &counterProbe{probe: probe{function: "ApplyCounters", plan: plan, out: out}, inner: store}
-	hp := &historyProbe{probe: probe{function: "ApplyHistory", plan: plan, out: out}, inner: bigtabledb.NewHistory(c.Bigtable)}
+	hp := &historyProbe{probe: probe{function: "ApplyHistory", plan: plan, out: out}, inner: historystore.New(c.Bigtable)}
 	// ApplyViews' count: "before-commit" is after the batch's claims in
 	// Bigtable and before its Spanner transaction.
 	vp := &counterProbe{probe: probe{function: "ApplyViews", plan: plan, out: out}, inner: store}
 	functions.CloudEvent("ApplyCountersProbed", applycounters.New(cp, c.Metrics))
 	functions.CloudEvent("ApplyHistoryProbed", applyhistory.New(hp, c.Metrics))
-	functions.CloudEvent("ApplyViewsProbed", applyviews.New(bigtabledb.NewClaims(c.BigtableTx), vp, c.Metrics))
+	functions.CloudEvent("ApplyViewsProbed", applyviews.New(historystore.NewClaims(c.BigtableTx), vp, c.Metrics))
 	targets["ApplyCounters"] = "ApplyCountersProbed"
 	targets["ApplyHistory"] = "ApplyHistoryProbed"
 	targets["ApplyViews"] = "ApplyViewsProbed"

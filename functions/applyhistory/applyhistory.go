@@ -11,9 +11,9 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 
-	"github.com/videngage/engagement/shared/bigtabledb"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/history"
+	"github.com/videngage/engagement/shared/history/historystore"
 	"github.com/videngage/engagement/shared/platform"
 	"github.com/videngage/engagement/shared/telemetry"
 )
@@ -21,7 +21,7 @@ import (
 func init() {
 	platform.RegisterCloudEvent("ApplyHistory", platform.NeedBigtable,
 		func(ctx context.Context, c *platform.Clients) (func(context.Context, event.Event) error, error) {
-			return New(bigtabledb.NewHistory(c.Bigtable), c.Metrics), nil
+			return New(historystore.New(c.Bigtable), c.Metrics), nil
 		})
 }
 
@@ -51,7 +51,7 @@ func New(store Store, m *telemetry.Metrics) func(context.Context, event.Event) e
 
 // applyConcurrency bounds the watches of a batch applied at once. Applying
 // watches concurrently, even two of one video, is safe: Apply converges
-// whatever the order (see bigtabledb.History).
+// whatever the order (see historystore.Store).
 const applyConcurrency = 8
 
 // applyAll applies every watch of a batch; a failure fails the batch, whose

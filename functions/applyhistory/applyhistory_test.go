@@ -12,10 +12,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/videngage/engagement/functions/applyhistory"
-	"github.com/videngage/engagement/shared/bigtabledb"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/history"
+	"github.com/videngage/engagement/shared/history/historystore"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/platform"
 )
@@ -24,13 +24,13 @@ func TestMain(m *testing.M) { emulatortest.Main(m) }
 
 // countingStore counts the watches that reach the store.
 type countingStore struct {
-	*bigtabledb.History
+	*historystore.Store
 	applied atomic.Int64
 }
 
 func (s *countingStore) Apply(ctx context.Context, w history.Watch) error {
 	s.applied.Add(1)
-	return s.History.Apply(ctx, w)
+	return s.Store.Apply(ctx, w)
 }
 
 func newStore(t *testing.T) (*countingStore, *platform.Clients) {
@@ -41,7 +41,7 @@ func newStore(t *testing.T) (*countingStore, *platform.Clients) {
 		t.Fatalf("platform.New: %v", err)
 	}
 	t.Cleanup(func() { c.Close() })
-	return &countingStore{History: bigtabledb.NewHistory(c.Bigtable)}, c
+	return &countingStore{Store: historystore.New(c.Bigtable)}, c
 }
 
 // pushEvent is the CloudEvent a Pub/Sub push delivers to the function

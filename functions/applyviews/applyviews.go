@@ -27,12 +27,12 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/videngage/engagement/functions/applycounters"
-	"github.com/videngage/engagement/shared/bigtabledb"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/history"
+	"github.com/videngage/engagement/shared/history/historystore"
 	"github.com/videngage/engagement/shared/platform"
 	"github.com/videngage/engagement/shared/telemetry"
 )
@@ -44,7 +44,7 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			return New(bigtabledb.NewClaims(c.BigtableTx), store, c.Metrics), nil
+			return New(historystore.NewClaims(c.BigtableTx), store, c.Metrics), nil
 		})
 }
 

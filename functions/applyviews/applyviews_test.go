@@ -12,12 +12,12 @@ import (
 
 	"github.com/videngage/engagement/functions/applycounters"
 	"github.com/videngage/engagement/functions/applyviews"
-	"github.com/videngage/engagement/shared/bigtabledb"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/history"
+	"github.com/videngage/engagement/shared/history/historystore"
 	"github.com/videngage/engagement/shared/platform"
 )
 
@@ -79,7 +79,7 @@ func TestViewsCountOncePerWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	counters := &crashing{inner: store}
-	fn := applyviews.New(bigtabledb.NewClaims(c.BigtableTx), counters, nil)
+	fn := applyviews.New(historystore.NewClaims(c.BigtableTx), counters, nil)
 	at := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Hour)
 	watch := func(user, video string, min int) history.Watch {
 		return history.NewWatch(user, video, at.Add(time.Duration(min)*time.Minute), 0)

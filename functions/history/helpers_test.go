@@ -22,8 +22,8 @@ import (
 	"github.com/videngage/engagement/shared/bigtabledb"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/emulators/emulatortest"
-	"github.com/videngage/engagement/shared/firestoredb"
 	"github.com/videngage/engagement/shared/history"
+	"github.com/videngage/engagement/shared/history/historystore"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/platform"
 )
@@ -132,7 +132,7 @@ type env struct {
 	url     string
 	issuer  *auth.LocalIssuer
 	other   *auth.LocalIssuer // a key the verifier does not trust
-	store   *bigtabledb.History
+	store   *historystore.Store
 	bus     *loopback
 }
 
@@ -184,12 +184,12 @@ func newEnv(t *testing.T, opts ...option) *env {
 	// turn slow emulators into 503s (TestPublisherDown sets a short one).
 	cfg.HTTP.RequestTimeout = time.Minute
 	e := &env{t: t, cfg: cfg, clients: clients, issuer: is[0], other: is[1]}
-	e.store = bigtabledb.NewHistory(clients.Bigtable)
+	e.store = historystore.New(clients.Bigtable)
 	e.bus = &loopback{t: t, consume: applyhistory.New(e.store, nil)}
 	d := historyfn.Deps{
 		Verifier:  verifier,
 		Store:     e.store,
-		Settings:  firestoredb.NewSettings(clients.Firestore),
+		Settings:  historystore.NewSettings(clients.Firestore),
 		Publisher: e.bus,
 		Tokens:    history.NewPageTokens(cfg.HTTP.PageTokenSecret),
 	}

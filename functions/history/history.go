@@ -19,8 +19,8 @@ import (
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/firestoredb"
 	"github.com/videngage/engagement/shared/history"
+	"github.com/videngage/engagement/shared/history/historystore"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/platform"
 	"github.com/videngage/engagement/shared/telemetry"
@@ -35,8 +35,8 @@ func init() {
 			}
 			return New(Deps{
 				Verifier:  c.Verifier,
-				Store:     bigtabledb.NewHistory(c.Bigtable),
-				Settings:  firestoredb.NewSettings(c.Firestore),
+				Store:     historystore.New(c.Bigtable),
+				Settings:  historystore.NewSettings(c.Firestore),
 				Publisher: bus.NewPublisher(c.PubSub, c.Config.PubSub.HistoryTopic),
 				Batch:     batch,
 				Tokens:    history.NewPageTokens(c.Config.HTTP.PageTokenSecret),
@@ -77,7 +77,7 @@ type (
 		FromRequest(*http.Request) (auth.User, error)
 	}
 	Store interface {
-		List(ctx context.Context, userID string, after *history.Cursor, horizon time.Time, size int) (bigtabledb.Page, error)
+		List(ctx context.Context, userID string, after *history.Cursor, horizon time.Time, size int) (history.Page, error)
 		DeleteVideo(ctx context.Context, userID, videoID string) error
 		DeleteBefore(ctx context.Context, userID string, before time.Time) error
 	}

@@ -1,3 +1,4 @@
+// Package bigtabledb holds the Bigtable rate limiter.
 package bigtabledb
 
 import (
@@ -9,7 +10,12 @@ import (
 	"cloud.google.com/go/bigtable"
 
 	"github.com/videngage/engagement/shared/history"
+	"github.com/videngage/engagement/shared/httpx"
 )
+
+func unavailable(op string, err error) error {
+	return fmt.Errorf("%w: %s: %v", httpx.ErrBackendUnavailable, op, err)
+}
 
 // The rate_limits table (topology.json). Each increment writes a new version
 // of the count cell; the family's GC policy (max age one hour) removes a

@@ -49,7 +49,7 @@ func allow(t *testing.T, l *RateLimiter, user string) time.Duration {
 
 func TestRateLimiterAcrossInstances(t *testing.T) {
 	t.Parallel()
-	_, c := newStore(t)
+	c := newClient(t)
 	minute := time.Now().UTC().Truncate(time.Minute)
 	clk := &clock{t: minute.Add(20 * time.Second)}
 	const limit = 5
@@ -115,7 +115,7 @@ func TestRateLimiterAcrossInstances(t *testing.T) {
 // another (increments do not contend as transactions do).
 func TestRateLimiterConcurrent(t *testing.T) {
 	t.Parallel()
-	_, c := newStore(t)
+	c := newClient(t)
 	clk := &clock{t: time.Now().UTC().Truncate(time.Minute).Add(10 * time.Second)}
 	const (
 		limit    = 20
@@ -166,7 +166,7 @@ func TestRateLimiterNilAdmitsEverything(t *testing.T) {
 
 func TestRateLimiterBackendDown(t *testing.T) {
 	t.Parallel()
-	_, c := newStore(t)
+	c := newClient(t)
 	l := NewRateLimiter(c, "history", 5)
 	c.Close()
 	if _, err := l.Allow(t.Context(), "alice"); !errors.Is(err, httpx.ErrBackendUnavailable) {

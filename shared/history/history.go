@@ -127,6 +127,13 @@ type Entry struct {
 	PositionSeconds float64   `json:"positionSeconds"`
 }
 
+// Page is one page of a user's history.
+type Page struct {
+	Entries []Entry
+	// Next is where the next page starts; nil on the last page.
+	Next *Cursor
+}
+
 // Settings are a user's history settings.
 type Settings struct {
 	Paused           bool `json:"paused" firestore:"paused"`

@@ -1,4 +1,4 @@
-package firestoredb
+package historystore
 
 import (
 	"context"
@@ -12,22 +12,18 @@ import (
 	"github.com/videngage/engagement/shared/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/platform"
 )
 
-func TestMain(m *testing.M) { emulatortest.Main(m) }
-
-// newClient is a Firestore client of a fresh project of the emulator, built
-// as platform.New builds it (platform imports this package, so tests here
-// cannot use it).
-func newClient(t *testing.T) *firestore.Client {
+// newFirestore is a Firestore client of a fresh project of the emulator.
+func newFirestore(t *testing.T) *firestore.Client {
 	t.Helper()
-	cfg := emulatortest.New(t)
-	c, err := firestore.NewClientWithDatabase(context.Background(), cfg.Project, cfg.Firestore.Database)
+	c, err := platform.New(context.Background(), emulatortest.New(t), platform.NeedFirestore)
 	if err != nil {
-		t.Fatalf("firestore.NewClientWithDatabase: %v", err)
+		t.Fatalf("platform.New: %v", err)
 	}
 	t.Cleanup(func() { c.Close() })
-	return c
+	return c.Firestore
 }
 
 var trickyUserIDs = []string{"alice", "a/b", "a", "a#b", "__x__", "__.*__", ".", "..", "日本", "\x00", strings.Repeat("x", 128)}
@@ -50,7 +46,7 @@ func TestDocID(t *testing.T) {
 
 func TestSettings(t *testing.T) {
 	t.Parallel()
-	s := NewSettings(newClient(t))
+	s := NewSettings(newFirestore(t))
 	ctx := t.Context()
 
 	for _, u := range trickyUserIDs {
@@ -90,7 +86,7 @@ func TestSettings(t *testing.T) {
 
 func TestSettingsBackendDown(t *testing.T) {
 	t.Parallel()
-	c := newClient(t)
+	c := newFirestore(t)
 	s := NewSettings(c)
 	c.Close()
 	if _, err := s.Get(t.Context(), "alice"); !errors.Is(err, httpx.ErrBackendUnavailable) {

@@ -1,5 +1,7 @@
-// Package bigtabledb stores watch history in Bigtable.
-package bigtabledb
+// Package historystore is the storage of watch history: the entries and
+// the latest-watch rows in Bigtable (Store), the views' claims on those rows
+// (Claims), and the users' history settings in Firestore (Settings).
+package historystore
 
 import (
 	"context"
@@ -33,7 +35,7 @@ const (
 	colDeletedBefore = "d"
 )
 
-// History is the watch-history store.
+// Store is the watch-history store.
 //
 // Each watch is a row of watch_history keyed so that a user's newest watch
 // comes first. watch_latest keeps, per user and video, one cell version per
@@ -41,14 +43,14 @@ const (
 // removes every entry but the newest. Any order of concurrent or repeated
 // applications converges on one entry per video, at its latest watch: the
 // last writer to read the versions sees them all.
-type History struct {
+type Store struct {
 	entries *bigtable.Table
 	latest  *bigtable.Table
 }
 
-// NewHistory uses the tables of client c.
-func NewHistory(c *bigtable.Client) *History {
-	return &History{entries: c.Open(EntriesTable), latest: c.Open(LatestTable)}
+// New uses the tables of client c.
+func New(c *bigtable.Client) *Store {
+	return &Store{entries: c.Open(EntriesTable), latest: c.Open(LatestTable)}
 }
 
 func unavailable(op string, err error) error {
@@ -58,7 +60,7 @@ func unavailable(op string, err error) error {
 func cellTime(t time.Time) bigtable.Timestamp { return bigtable.Time(t).TruncateToMilliseconds() }
 
 // Apply records one watch; applying it again changes nothing.
-func (h *History) Apply(ctx context.Context, w history.Watch) error {
+func (h *Store) Apply(ctx context.Context, w history.Watch) error {
 	// A watch is its millisecond, the resolution of cell timestamps: the
 	// rewatch and delete paths rebuild this row's key from its timestamp.
 	w.WatchedAt = w.WatchedAt.UTC().Truncate(time.Millisecond)
@@ -97,7 +99,7 @@ func (d deletion) covers(w history.Watch) bool {
 //
 // A watch before the video's deletion cut-off is removed as well: it was
 // in flight when the user deleted the video.
-func (h *History) dropOlder(ctx context.Context, w history.Watch) error {
+func (h *Store) dropOlder(ctx context.Context, w history.Watch) error {
 	userID, videoID, own := w.UserID, w.VideoID, w.WatchedAt
 	times, deletions, err := h.watchTimes(ctx, userID, videoID)
 	if err != nil {
@@ -134,7 +136,7 @@ func historyKey(userID string) string { return history.LatestKey(userID, "") }
 
 // watchTimes lists the recorded times of a user's video and the recorded
 // deletions that apply to it: the video's and the clears of the history.
-func (h *History) watchTimes(ctx context.Context, userID, videoID string) (times []time.Time, deletions []deletion, err error) {
+func (h *Store) watchTimes(ctx context.Context, userID, videoID string) (times []time.Time, deletions []deletion, err error) {
 	rows := bigtable.RowList{history.LatestKey(userID, videoID), historyKey(userID)}
 	err = h.latest.ReadRows(ctx, rows, func(row bigtable.Row) bool {
 		for _, item := range row[latestFamily] {
@@ -160,7 +162,7 @@ func (h *History) watchTimes(ctx context.Context, userID, videoID string) (times
 
 // markDeleted records, before the watches go, that the user deleted the
 // videos' watches (before the bound; zero: all of them) now.
-func (h *History) markDeleted(ctx context.Context, userID string, videos []string, before time.Time) error {
+func (h *Store) markDeleted(ctx context.Context, userID string, videos []string, before time.Time) error {
 	var value []byte
 	if !before.IsZero() {
 		// Rounded up: every watch the scan deleted (before "before") is
@@ -188,7 +190,7 @@ func (h *History) markDeleted(ctx context.Context, userID string, videos []strin
 // deleteWatches deletes the user's entries of each video at the given
 // times, then their marks: two bulk writes whatever the number of videos.
 // The marks go last, so that a failure leaves them for a retry to find.
-func (h *History) deleteWatches(ctx context.Context, userID string, byVideo map[string][]time.Time) error {
+func (h *Store) deleteWatches(ctx context.Context, userID string, byVideo map[string][]time.Time) error {
 	var (
 		entryKeys, latestKeys []string
 		entryMuts, latestMuts []*bigtable.Mutation
@@ -233,17 +235,10 @@ func applyBulk(ctx context.Context, t *bigtable.Table, keys []string, muts []*bi
 	return nil
 }
 
-// Page is one page of a user's history.
-type Page struct {
-	Entries []history.Entry
-	// Next is where the next page starts; nil on the last page.
-	Next *history.Cursor
-}
-
 // List reads up to size entries of the user, newest first, starting after
 // the cursor (nil: from the newest) and never older than the horizon (zero:
 // no horizon). It is one prefix scan with a row limit.
-func (h *History) List(ctx context.Context, userID string, after *history.Cursor, horizon time.Time, size int) (Page, error) {
+func (h *Store) List(ctx context.Context, userID string, after *history.Cursor, horizon time.Time, size int) (history.Page, error) {
 	start := history.UserPrefix(userID)
 	if after != nil {
 		start = after.StartKey(userID)
@@ -254,7 +249,7 @@ func (h *History) List(ctx context.Context, userID string, after *history.Cursor
 	}
 	rr := bigtable.NewRange(start, end)
 	var (
-		page    Page
+		page    history.Page
 		seen    = map[string]bool{}
 		lastKey string
 		rows    int
@@ -277,7 +272,7 @@ func (h *History) List(ctx context.Context, userID string, after *history.Cursor
 		return true
 	}, bigtable.LimitRows(int64(size+1)), bigtable.RowFilter(bigtable.LatestNFilter(1)))
 	if err != nil {
-		return Page{}, unavailable("read history", err)
+		return history.Page{}, unavailable("read history", err)
 	}
 	if rows > size && lastKey != "" {
 		at, video, err := history.ParseEntryKey(userID, lastKey)
@@ -298,7 +293,7 @@ func position(r bigtable.Row) float64 {
 }
 
 // DeleteVideo removes a video from the user's history.
-func (h *History) DeleteVideo(ctx context.Context, userID, videoID string) error {
+func (h *Store) DeleteVideo(ctx context.Context, userID, videoID string) error {
 	// Every watch accepted up to now goes, including one still in flight.
 	if err := h.markDeleted(ctx, userID, []string{videoID}, time.Time{}); err != nil {
 		return err
@@ -311,7 +306,7 @@ func (h *History) DeleteVideo(ctx context.Context, userID, videoID string) error
 }
 
 // DeleteBefore removes the user's watches before t, or all of them when t is zero.
-func (h *History) DeleteBefore(ctx context.Context, userID string, before time.Time) error {
+func (h *Store) DeleteBefore(ctx context.Context, userID string, before time.Time) error {
 	// The clear is recorded for the whole history first, so that a watch
 	// in flight is removed when it arrives even if its video has no entry
 	// now (none applied yet, or all deleted before).

@@ -1,5 +1,4 @@
-// Package firestoredb keeps small per-user documents in Firestore.
-package firestoredb
+package historystore
 
 import (
 	"context"
@@ -47,7 +46,7 @@ func (s *Settings) Get(ctx context.Context, userID string) (history.Settings, er
 	}
 	var d settingsDoc
 	if err := snap.DataTo(&d); err != nil {
-		return history.Settings{}, fmt.Errorf("firestoredb.Settings.Get: %w", err)
+		return history.Settings{}, fmt.Errorf("historystore.Settings.Get: %w", err)
 	}
 	return d.Settings, nil
 }

@@ -1,4 +1,4 @@
-package bigtabledb
+package historystore
 
 import (
 	"context"
@@ -589,7 +589,7 @@ func TestTableRetention(t *testing.T) {
 		}
 	}
 
-	h := NewHistory(c.Bigtable)
+	h := New(c.Bigtable)
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	old := history.NewWatch("lou", "old", now.Add(-49*time.Hour), 1)
 	recent := history.NewWatch("lou", "recent", now.Add(-time.Hour), 2)

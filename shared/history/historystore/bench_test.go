@@ -1,4 +1,4 @@
-package bigtabledb
+package historystore
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 // for a user with 10 entries and a user with 100,000, in one table, and
 // prints the two side by side:
 //
-//	go test -run '^$' -bench BenchmarkHistoryFirstPage -benchtime 200x ./shared/bigtabledb/
+//	go test -run '^$' -bench BenchmarkHistoryFirstPage -benchtime 200x ./shared/history/historystore/
 //
 // The 100,000 entries are written with bulkLoad (ApplyBulk through the same
 // key functions and cell layout as Apply), not through Apply.
