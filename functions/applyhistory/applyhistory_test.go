@@ -14,9 +14,9 @@ import (
 	"github.com/videngage/engagement/functions/applyhistory"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/emulators/emulatortest"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
-	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/platform"
 )
 
@@ -197,7 +197,7 @@ func TestStoreFailureAsksForARetry(t *testing.T) {
 	if errors.Is(err, bus.ErrPoison) {
 		t.Errorf("a store failure is poison (%v); want a retryable error", err)
 	}
-	if !errors.Is(err, httpx.ErrBackendUnavailable) {
+	if !errors.Is(err, errs.ErrBackendUnavailable) {
 		t.Errorf("store failure %v does not wrap ErrBackendUnavailable", err)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/videngage/engagement/shared/errs"
 )
 
 func TestTokenCacheRemembersAVerifiedToken(t *testing.T) {
@@ -23,8 +25,8 @@ func TestTokenCacheRemembersAVerifiedToken(t *testing.T) {
 		t.Fatalf("%d cached tokens, want 1", n)
 	}
 	// A failed verification is not remembered.
-	if _, err := v.Verify(context.Background(), tok+"x"); !errors.Is(err, ErrInvalidToken) {
-		t.Fatalf("tampered token: %v, want ErrInvalidToken", err)
+	if _, err := v.Verify(context.Background(), tok+"x"); !errors.Is(err, errs.ErrInvalidToken) {
+		t.Fatalf("tampered token: %v, want errs.ErrInvalidToken", err)
 	}
 	if n := len(v.cache.entries); n != 1 {
 		t.Fatalf("%d cached tokens after a refusal, want 1", n)
@@ -48,8 +50,8 @@ func TestTokenCacheRefusesARevokedKey(t *testing.T) {
 	}
 	srv.serve(t, b) // a is revoked
 	clock.advance(defaultKeySetPolicy.defaultTTL + time.Second)
-	if _, err := v.Verify(ctx, tok); !errors.Is(err, ErrInvalidToken) {
-		t.Fatalf("cached token of a revoked key: error = %v, want ErrInvalidToken", err)
+	if _, err := v.Verify(ctx, tok); !errors.Is(err, errs.ErrInvalidToken) {
+		t.Fatalf("cached token of a revoked key: error = %v, want errs.ErrInvalidToken", err)
 	}
 	if _, err := v.Verify(ctx, other); err != nil {
 		t.Fatalf("cached token of a kept key: %v", err)
@@ -72,8 +74,8 @@ func TestTokenCacheRefusesAnExpiredToken(t *testing.T) {
 		t.Fatalf("expired within the leeway: %v", err)
 	}
 	clock.advance(leeway)
-	if _, err := v.Verify(ctx, tok); !errors.Is(err, ErrInvalidToken) {
-		t.Fatalf("expired token: error = %v, want ErrInvalidToken", err)
+	if _, err := v.Verify(ctx, tok); !errors.Is(err, errs.ErrInvalidToken) {
+		t.Fatalf("expired token: error = %v, want errs.ErrInvalidToken", err)
 	}
 }
 

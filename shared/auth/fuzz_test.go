@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/videngage/engagement/shared/errs"
 )
 
 // FuzzVerify checks that Verify never panics, that every error is an invalid
@@ -46,8 +48,8 @@ func FuzzVerify(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw string) {
 		u, err := v.Verify(context.Background(), raw)
 		if err != nil {
-			if !errors.Is(err, ErrInvalidToken) || errors.Is(err, ErrKeysUnavailable) {
-				t.Fatalf("Verify(%q) error = %v, want ErrInvalidToken only", raw, err)
+			if !errors.Is(err, errs.ErrInvalidToken) || errors.Is(err, errs.ErrKeysUnavailable) {
+				t.Fatalf("Verify(%q) error = %v, want errs.ErrInvalidToken only", raw, err)
 			}
 			if u != (User{}) {
 				t.Fatalf("Verify(%q) = %+v with error %v", raw, u, err)

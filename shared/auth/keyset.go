@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/MicahParks/jwkset"
+
+	"github.com/videngage/engagement/shared/errs"
 )
 
 // keySetPolicy bounds how often the key set is fetched and how long it is used.
@@ -67,8 +69,8 @@ type keySet struct {
 	inflight    chan struct{} // non-nil while a fetch runs, closed when it ends
 }
 
-// key returns the RSA key with the given kid. Its errors wrap ErrInvalidToken
-// (no such key in a key set fetched successfully) or ErrKeysUnavailable.
+// key returns the RSA key with the given kid. Its errors wrap errs.ErrInvalidToken
+// (no such key in a key set fetched successfully) or errs.ErrKeysUnavailable.
 func (s *keySet) key(ctx context.Context, kid string) (*rsa.PublicKey, error) {
 	fetched := false
 	for {
@@ -101,7 +103,7 @@ func (s *keySet) key(ctx context.Context, kid string) (*rsa.PublicKey, error) {
 		case <-ch:
 			fetched = true
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: waiting for the key set: %w", ErrKeysUnavailable, ctx.Err())
+			return nil, fmt.Errorf("%w: waiting for the key set: %w", errs.ErrKeysUnavailable, ctx.Err())
 		}
 	}
 }
@@ -131,11 +133,11 @@ func (s *keySet) answerLocked(now time.Time, kid string, have bool) error {
 	case have && now.Before(s.expires.Add(s.policy.staleGrace)):
 		return nil
 	case have:
-		return fmt.Errorf("%w: key set expired at %s and not refreshed: %w", ErrKeysUnavailable, s.expires.Format(time.RFC3339), s.lastErr)
+		return fmt.Errorf("%w: key set expired at %s and not refreshed: %w", errs.ErrKeysUnavailable, s.expires.Format(time.RFC3339), s.lastErr)
 	case s.lastErr != nil:
-		return fmt.Errorf("%w: %w", ErrKeysUnavailable, s.lastErr)
+		return fmt.Errorf("%w: %w", errs.ErrKeysUnavailable, s.lastErr)
 	default:
-		return fmt.Errorf("%w: unknown kid %q", ErrInvalidToken, kid)
+		return fmt.Errorf("%w: unknown kid %q", errs.ErrInvalidToken, kid)
 	}
 }
 

@@ -15,6 +15,8 @@ import (
 
 	"github.com/MicahParks/jwkset"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/videngage/engagement/shared/errs"
 )
 
 func publicJWK(t *testing.T, key any, kid string, alg jwkset.ALG, use jwkset.USE) jwkset.JWKMarshal {
@@ -108,8 +110,8 @@ func TestKeySetBadResponses(t *testing.T) {
 			clock := newFakeClock()
 			v := newTestVerifier(t, srv.URL, clock)
 			_, err := v.Verify(context.Background(), mint(t, a, "alice", IssuedAt(clock.now())))
-			if !errors.Is(err, ErrKeysUnavailable) {
-				t.Fatalf("error = %v, want ErrKeysUnavailable", err)
+			if !errors.Is(err, errs.ErrKeysUnavailable) {
+				t.Fatalf("error = %v, want errs.ErrKeysUnavailable", err)
 			}
 		})
 	}

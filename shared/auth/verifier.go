@@ -16,6 +16,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/videngage/engagement/shared/config"
+	"github.com/videngage/engagement/shared/errs"
 )
 
 const (
@@ -120,10 +121,10 @@ type claims struct {
 }
 
 // Verify checks a raw ID token and returns its user. Errors wrap
-// ErrInvalidToken or ErrKeysUnavailable.
+// errs.ErrInvalidToken or errs.ErrKeysUnavailable.
 func (v *Verifier) Verify(ctx context.Context, raw string) (User, error) {
 	if len(raw) > maxTokenLen {
-		return User{}, fmt.Errorf("%w: token of %d bytes exceeds %d", ErrInvalidToken, len(raw), maxTokenLen)
+		return User{}, fmt.Errorf("%w: token of %d bytes exceeds %d", errs.ErrInvalidToken, len(raw), maxTokenLen)
 	}
 	var hash [sha256.Size]byte
 	if v.cache != nil {
@@ -144,20 +145,20 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (User, error) {
 		var ok bool
 		kid, ok = t.Header["kid"].(string)
 		if !ok || kid == "" {
-			return nil, fmt.Errorf("%w: no kid in the header", ErrInvalidToken)
+			return nil, fmt.Errorf("%w: no kid in the header", errs.ErrInvalidToken)
 		}
 		k, err := v.keys.key(ctx, kid)
 		key = k
 		return k, err
 	})
 	if err != nil {
-		if errors.Is(err, ErrKeysUnavailable) {
+		if errors.Is(err, errs.ErrKeysUnavailable) {
 			return User{}, fmt.Errorf("auth.Verify: %w", err)
 		}
-		return User{}, fmt.Errorf("auth.Verify: %w: %w", ErrInvalidToken, err)
+		return User{}, fmt.Errorf("auth.Verify: %w: %w", errs.ErrInvalidToken, err)
 	}
 	if err := v.checkFirebase(&c); err != nil {
-		return User{}, fmt.Errorf("auth.Verify: %w: %w", ErrInvalidToken, err)
+		return User{}, fmt.Errorf("auth.Verify: %w: %w", errs.ErrInvalidToken, err)
 	}
 	u := User{ID: c.Subject, Moderator: c.Moderator == true}
 	if c.ExpiresAt != nil && key != nil {
@@ -187,7 +188,7 @@ func (v *Verifier) checkFirebase(c *claims) error {
 }
 
 // FromRequest verifies the request's "Authorization: Bearer <token>". Errors
-// wrap ErrMissingToken, ErrInvalidToken or ErrKeysUnavailable.
+// wrap errs.ErrMissingToken, errs.ErrInvalidToken or errs.ErrKeysUnavailable.
 func (v *Verifier) FromRequest(r *http.Request) (User, error) {
 	raw, err := BearerToken(r)
 	if err != nil {
@@ -197,25 +198,25 @@ func (v *Verifier) FromRequest(r *http.Request) (User, error) {
 }
 
 // BearerToken returns the token of the request's "Authorization: Bearer"
-// header. Its errors wrap ErrMissingToken, or ErrInvalidToken for a repeated
-// header. Endpoints with optional auth call it first: ErrMissingToken there
+// header. Its errors wrap errs.ErrMissingToken, or errs.ErrInvalidToken for a repeated
+// header. Endpoints with optional auth call it first: errs.ErrMissingToken there
 // means an anonymous caller.
 func BearerToken(r *http.Request) (string, error) {
 	values := r.Header.Values("Authorization")
 	switch len(values) {
 	case 0:
-		return "", fmt.Errorf("auth.BearerToken: %w: no Authorization header", ErrMissingToken)
+		return "", fmt.Errorf("auth.BearerToken: %w: no Authorization header", errs.ErrMissingToken)
 	case 1:
 	default:
-		return "", fmt.Errorf("auth.BearerToken: %w: %d Authorization headers", ErrInvalidToken, len(values))
+		return "", fmt.Errorf("auth.BearerToken: %w: %d Authorization headers", errs.ErrInvalidToken, len(values))
 	}
 	scheme, token, _ := strings.Cut(strings.TrimSpace(values[0]), " ")
 	if !strings.EqualFold(scheme, "Bearer") {
-		return "", fmt.Errorf("auth.BearerToken: %w: Authorization scheme is not Bearer", ErrMissingToken)
+		return "", fmt.Errorf("auth.BearerToken: %w: Authorization scheme is not Bearer", errs.ErrMissingToken)
 	}
 	token = strings.TrimSpace(token)
 	if token == "" {
-		return "", fmt.Errorf("auth.BearerToken: %w: empty Bearer token", ErrMissingToken)
+		return "", fmt.Errorf("auth.BearerToken: %w: empty Bearer token", errs.ErrMissingToken)
 	}
 	return token, nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/videngage/engagement/shared/config"
+	"github.com/videngage/engagement/shared/errs"
 )
 
 func TestVerify(t *testing.T) {
@@ -39,29 +40,29 @@ func TestVerify(t *testing.T) {
 		{name: "iat in the future within leeway", token: mint(t, a, "alice", IssuedAt(now.Add(leeway/2))), want: User{ID: "alice"}},
 		{name: "without auth_time", token: mint(t, a, "alice", IssuedAt(now), withClaim("auth_time", nil)), want: User{ID: "alice"}},
 
-		{name: "expired", token: mint(t, a, "alice", IssuedAt(now.Add(-2*time.Hour)), ExpiresAt(now.Add(-2*leeway))), wantErr: ErrInvalidToken},
-		{name: "no exp", token: mint(t, a, "alice", IssuedAt(now), withClaim("exp", nil)), wantErr: ErrInvalidToken},
-		{name: "iat in the future", token: mint(t, a, "alice", IssuedAt(now.Add(2*leeway))), wantErr: ErrInvalidToken},
-		{name: "no iat", token: mint(t, a, "alice", IssuedAt(now), withClaim("iat", nil)), wantErr: ErrInvalidToken},
-		{name: "auth_time in the future", token: mint(t, a, "alice", IssuedAt(now), withClaim("auth_time", now.Add(2*leeway).Unix())), wantErr: ErrInvalidToken},
-		{name: "wrong key", token: mint(t, a, "alice", IssuedAt(now), SignWith(other)), wantErr: ErrInvalidToken},
-		{name: "key not in the set", token: mint(t, other, "alice", IssuedAt(now)), wantErr: ErrInvalidToken},
-		{name: "no kid", token: mint(t, a, "alice", IssuedAt(now), KeyID("")), wantErr: ErrInvalidToken},
-		{name: "wrong audience", token: mint(t, a, "alice", IssuedAt(now), Audience("other-project")), wantErr: ErrInvalidToken},
-		{name: "extra audience", token: mint(t, a, "alice", IssuedAt(now), withClaim("aud", []string{testAudience, "other-project"})), wantErr: ErrInvalidToken},
-		{name: "no audience", token: mint(t, a, "alice", IssuedAt(now), withClaim("aud", nil)), wantErr: ErrInvalidToken},
-		{name: "wrong issuer", token: mint(t, a, "alice", IssuedAt(now), Issuer("https://securetoken.google.com/other-project")), wantErr: ErrInvalidToken},
-		{name: "alg none", token: mint(t, a, "alice", IssuedAt(now), AlgNone()), wantErr: ErrInvalidToken},
-		{name: "HS256 with the public key as secret", token: mint(t, a, "alice", IssuedAt(now), HS256WithPublicKey()), wantErr: ErrInvalidToken},
-		{name: "sub empty", token: mint(t, a, "", IssuedAt(now)), wantErr: ErrInvalidToken},
-		{name: "sub of 129 characters", token: mint(t, a, long+"x", IssuedAt(now)), wantErr: ErrInvalidToken},
-		{name: "sub not a string", token: mint(t, a, "alice", IssuedAt(now), withClaim("sub", 42)), wantErr: ErrInvalidToken},
-		{name: "empty", token: "", wantErr: ErrInvalidToken},
-		{name: "malformed", token: "not-a-token", wantErr: ErrInvalidToken},
-		{name: "three garbage parts", token: "a.b.c", wantErr: ErrInvalidToken},
-		{name: "signature removed", token: strings.Join(strings.Split(mint(t, a, "alice", IssuedAt(now)), ".")[:2], ".") + ".", wantErr: ErrInvalidToken},
-		{name: "padded encoding", token: mint(t, a, "alice", IssuedAt(now)) + "==", wantErr: ErrInvalidToken},
-		{name: "too long", token: mint(t, a, "alice", IssuedAt(now), withClaim("pad", strings.Repeat("p", maxTokenLen))), wantErr: ErrInvalidToken},
+		{name: "expired", token: mint(t, a, "alice", IssuedAt(now.Add(-2*time.Hour)), ExpiresAt(now.Add(-2*leeway))), wantErr: errs.ErrInvalidToken},
+		{name: "no exp", token: mint(t, a, "alice", IssuedAt(now), withClaim("exp", nil)), wantErr: errs.ErrInvalidToken},
+		{name: "iat in the future", token: mint(t, a, "alice", IssuedAt(now.Add(2*leeway))), wantErr: errs.ErrInvalidToken},
+		{name: "no iat", token: mint(t, a, "alice", IssuedAt(now), withClaim("iat", nil)), wantErr: errs.ErrInvalidToken},
+		{name: "auth_time in the future", token: mint(t, a, "alice", IssuedAt(now), withClaim("auth_time", now.Add(2*leeway).Unix())), wantErr: errs.ErrInvalidToken},
+		{name: "wrong key", token: mint(t, a, "alice", IssuedAt(now), SignWith(other)), wantErr: errs.ErrInvalidToken},
+		{name: "key not in the set", token: mint(t, other, "alice", IssuedAt(now)), wantErr: errs.ErrInvalidToken},
+		{name: "no kid", token: mint(t, a, "alice", IssuedAt(now), KeyID("")), wantErr: errs.ErrInvalidToken},
+		{name: "wrong audience", token: mint(t, a, "alice", IssuedAt(now), Audience("other-project")), wantErr: errs.ErrInvalidToken},
+		{name: "extra audience", token: mint(t, a, "alice", IssuedAt(now), withClaim("aud", []string{testAudience, "other-project"})), wantErr: errs.ErrInvalidToken},
+		{name: "no audience", token: mint(t, a, "alice", IssuedAt(now), withClaim("aud", nil)), wantErr: errs.ErrInvalidToken},
+		{name: "wrong issuer", token: mint(t, a, "alice", IssuedAt(now), Issuer("https://securetoken.google.com/other-project")), wantErr: errs.ErrInvalidToken},
+		{name: "alg none", token: mint(t, a, "alice", IssuedAt(now), AlgNone()), wantErr: errs.ErrInvalidToken},
+		{name: "HS256 with the public key as secret", token: mint(t, a, "alice", IssuedAt(now), HS256WithPublicKey()), wantErr: errs.ErrInvalidToken},
+		{name: "sub empty", token: mint(t, a, "", IssuedAt(now)), wantErr: errs.ErrInvalidToken},
+		{name: "sub of 129 characters", token: mint(t, a, long+"x", IssuedAt(now)), wantErr: errs.ErrInvalidToken},
+		{name: "sub not a string", token: mint(t, a, "alice", IssuedAt(now), withClaim("sub", 42)), wantErr: errs.ErrInvalidToken},
+		{name: "empty", token: "", wantErr: errs.ErrInvalidToken},
+		{name: "malformed", token: "not-a-token", wantErr: errs.ErrInvalidToken},
+		{name: "three garbage parts", token: "a.b.c", wantErr: errs.ErrInvalidToken},
+		{name: "signature removed", token: strings.Join(strings.Split(mint(t, a, "alice", IssuedAt(now)), ".")[:2], ".") + ".", wantErr: errs.ErrInvalidToken},
+		{name: "padded encoding", token: mint(t, a, "alice", IssuedAt(now)) + "==", wantErr: errs.ErrInvalidToken},
+		{name: "too long", token: mint(t, a, "alice", IssuedAt(now), withClaim("pad", strings.Repeat("p", maxTokenLen))), wantErr: errs.ErrInvalidToken},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,7 +71,7 @@ func TestVerify(t *testing.T) {
 				if !errors.Is(err, tt.wantErr) {
 					t.Fatalf("Verify() error = %v, want %v", err, tt.wantErr)
 				}
-				if errors.Is(err, ErrKeysUnavailable) || errors.Is(err, ErrMissingToken) {
+				if errors.Is(err, errs.ErrKeysUnavailable) || errors.Is(err, errs.ErrMissingToken) {
 					t.Fatalf("Verify() error = %v matches another sentinel", err)
 				}
 				if got != (User{}) {
@@ -100,8 +101,8 @@ func TestVerifyRejectsTamperedPayload(t *testing.T) {
 	good := strings.Split(mint(t, a, "alice", IssuedAt(clock.now())), ".")
 	mod := strings.Split(mint(t, a, "alice", IssuedAt(clock.now()), Moderator()), ".")
 	forged := good[0] + "." + mod[1] + "." + good[2]
-	if _, err := v.Verify(context.Background(), forged); !errors.Is(err, ErrInvalidToken) {
-		t.Fatalf("Verify(tampered) error = %v, want ErrInvalidToken", err)
+	if _, err := v.Verify(context.Background(), forged); !errors.Is(err, errs.ErrInvalidToken) {
+		t.Fatalf("Verify(tampered) error = %v, want errs.ErrInvalidToken", err)
 	}
 }
 
@@ -120,13 +121,13 @@ func TestFromRequest(t *testing.T) {
 	}{
 		{name: "bearer", headers: []string{"Bearer " + tok}, want: User{ID: "alice"}},
 		{name: "scheme in lower case", headers: []string{"bearer " + tok}, want: User{ID: "alice"}},
-		{name: "missing header", wantErr: ErrMissingToken},
-		{name: "empty header", headers: []string{""}, wantErr: ErrMissingToken},
-		{name: "basic", headers: []string{"Basic x"}, wantErr: ErrMissingToken},
-		{name: "bearer without token", headers: []string{"Bearer "}, wantErr: ErrMissingToken},
-		{name: "token without scheme", headers: []string{tok}, wantErr: ErrMissingToken},
-		{name: "malformed bearer", headers: []string{"Bearer x.y.z"}, wantErr: ErrInvalidToken},
-		{name: "two headers", headers: []string{"Bearer " + tok, "Bearer " + tok}, wantErr: ErrInvalidToken},
+		{name: "missing header", wantErr: errs.ErrMissingToken},
+		{name: "empty header", headers: []string{""}, wantErr: errs.ErrMissingToken},
+		{name: "basic", headers: []string{"Basic x"}, wantErr: errs.ErrMissingToken},
+		{name: "bearer without token", headers: []string{"Bearer "}, wantErr: errs.ErrMissingToken},
+		{name: "token without scheme", headers: []string{tok}, wantErr: errs.ErrMissingToken},
+		{name: "malformed bearer", headers: []string{"Bearer x.y.z"}, wantErr: errs.ErrInvalidToken},
+		{name: "two headers", headers: []string{"Bearer " + tok, "Bearer " + tok}, wantErr: errs.ErrInvalidToken},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -187,8 +188,8 @@ func TestIssuerOverride(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := v.Verify(context.Background(), mint(t, a, "alice", IssuedAt(clock.now()))); !errors.Is(err, ErrInvalidToken) {
-		t.Errorf("default issuer: error = %v, want ErrInvalidToken", err)
+	if _, err := v.Verify(context.Background(), mint(t, a, "alice", IssuedAt(clock.now()))); !errors.Is(err, errs.ErrInvalidToken) {
+		t.Errorf("default issuer: error = %v, want errs.ErrInvalidToken", err)
 	}
 	if _, err := v.Verify(context.Background(), mint(t, a, "alice", IssuedAt(clock.now()), Issuer(cfg.Issuer))); err != nil {
 		t.Errorf("configured issuer: error = %v", err)
@@ -212,8 +213,8 @@ func TestKeyRotation(t *testing.T) {
 	// b is published while the cached set is fresh; the first token from b
 	// is within the unknown-kid interval of the first fetch.
 	srv.serve(t, a, b)
-	if err := verify(b); !errors.Is(err, ErrInvalidToken) {
-		t.Fatalf("key b within the refresh interval: error = %v, want ErrInvalidToken", err)
+	if err := verify(b); !errors.Is(err, errs.ErrInvalidToken) {
+		t.Fatalf("key b within the refresh interval: error = %v, want errs.ErrInvalidToken", err)
 	}
 	if n := srv.hits.Load(); n != 1 {
 		t.Fatalf("fetches = %d, want 1 (unknown kid is rate-limited)", n)
@@ -227,8 +228,8 @@ func TestKeyRotation(t *testing.T) {
 	}
 	// An unknown kid right after a fetch does not fetch again.
 	for range 5 {
-		if err := verify(c); !errors.Is(err, ErrInvalidToken) {
-			t.Fatalf("key c: error = %v, want ErrInvalidToken", err)
+		if err := verify(c); !errors.Is(err, errs.ErrInvalidToken) {
+			t.Fatalf("key c: error = %v, want errs.ErrInvalidToken", err)
 		}
 	}
 	if n := srv.hits.Load(); n != 2 {
@@ -237,11 +238,11 @@ func TestKeyRotation(t *testing.T) {
 	// a is retired: gone at the next fetch.
 	srv.serve(t, b)
 	clock.advance(defaultKeySetPolicy.unknownKIDInterval)
-	if err := verify(c); !errors.Is(err, ErrInvalidToken) {
-		t.Fatalf("key c: error = %v, want ErrInvalidToken", err)
+	if err := verify(c); !errors.Is(err, errs.ErrInvalidToken) {
+		t.Fatalf("key c: error = %v, want errs.ErrInvalidToken", err)
 	}
-	if err := verify(a); !errors.Is(err, ErrInvalidToken) {
-		t.Fatalf("retired key a: error = %v, want ErrInvalidToken", err)
+	if err := verify(a); !errors.Is(err, errs.ErrInvalidToken) {
+		t.Fatalf("retired key a: error = %v, want errs.ErrInvalidToken", err)
 	}
 	if err := verify(b); err != nil {
 		t.Fatalf("key b: %v", err)
@@ -259,8 +260,8 @@ func TestKeysUnavailable(t *testing.T) {
 
 	for range 3 {
 		_, err := v.Verify(ctx, tok)
-		if !errors.Is(err, ErrKeysUnavailable) || errors.Is(err, ErrInvalidToken) {
-			t.Fatalf("server down: error = %v, want ErrKeysUnavailable only", err)
+		if !errors.Is(err, errs.ErrKeysUnavailable) || errors.Is(err, errs.ErrInvalidToken) {
+			t.Fatalf("server down: error = %v, want errs.ErrKeysUnavailable only", err)
 		}
 	}
 	if n := srv.hits.Load(); n != 1 {
@@ -268,8 +269,8 @@ func TestKeysUnavailable(t *testing.T) {
 	}
 	// Still down after the retry interval: one more attempt.
 	clock.advance(defaultKeySetPolicy.retryInterval)
-	if _, err := v.Verify(ctx, tok); !errors.Is(err, ErrKeysUnavailable) {
-		t.Fatalf("still down: error = %v, want ErrKeysUnavailable", err)
+	if _, err := v.Verify(ctx, tok); !errors.Is(err, errs.ErrKeysUnavailable) {
+		t.Fatalf("still down: error = %v, want errs.ErrKeysUnavailable", err)
 	}
 	if n := srv.hits.Load(); n != 2 {
 		t.Fatalf("fetches = %d, want 2", n)
@@ -282,8 +283,8 @@ func TestKeysUnavailable(t *testing.T) {
 	}
 	// Garbage is still an invalid token whatever the key set's state.
 	srv.setDown(true)
-	if _, err := v.Verify(ctx, "a.b.c"); !errors.Is(err, ErrInvalidToken) {
-		t.Fatalf("garbage: error = %v, want ErrInvalidToken", err)
+	if _, err := v.Verify(ctx, "a.b.c"); !errors.Is(err, errs.ErrInvalidToken) {
+		t.Fatalf("garbage: error = %v, want errs.ErrInvalidToken", err)
 	}
 }
 
@@ -297,8 +298,8 @@ func TestNotListeningYet(t *testing.T) {
 	l.Close()
 	v := newTestVerifier(t, url, clock)
 	tok := mint(t, a, "alice", IssuedAt(clock.now()))
-	if _, err := v.Verify(context.Background(), tok); !errors.Is(err, ErrKeysUnavailable) {
-		t.Fatalf("nothing listening: error = %v, want ErrKeysUnavailable", err)
+	if _, err := v.Verify(context.Background(), tok); !errors.Is(err, errs.ErrKeysUnavailable) {
+		t.Fatalf("nothing listening: error = %v, want errs.ErrKeysUnavailable", err)
 	}
 }
 
@@ -344,8 +345,8 @@ func TestKeySetCaching(t *testing.T) {
 			t.Fatalf("stale within grace: %v", err)
 		}
 		clock.advance(defaultKeySetPolicy.staleGrace)
-		if _, err := v.Verify(ctx, mint(t, a, "alice", IssuedAt(clock.now()))); !errors.Is(err, ErrKeysUnavailable) {
-			t.Fatalf("stale past grace: error = %v, want ErrKeysUnavailable", err)
+		if _, err := v.Verify(ctx, mint(t, a, "alice", IssuedAt(clock.now()))); !errors.Is(err, errs.ErrKeysUnavailable) {
+			t.Fatalf("stale past grace: error = %v, want errs.ErrKeysUnavailable", err)
 		}
 		srv.setDown(false)
 		clock.advance(defaultKeySetPolicy.retryInterval)
@@ -388,8 +389,8 @@ func TestKeySetCaching(t *testing.T) {
 		tok := mint(t, a, "alice", IssuedAt(clock.now()))
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
 		defer cancel()
-		if _, err := v.Verify(cctx, tok); !errors.Is(err, ErrKeysUnavailable) {
-			t.Fatalf("cancelled: error = %v, want ErrKeysUnavailable", err)
+		if _, err := v.Verify(cctx, tok); !errors.Is(err, errs.ErrKeysUnavailable) {
+			t.Fatalf("cancelled: error = %v, want errs.ErrKeysUnavailable", err)
 		}
 		if _, err := v.Verify(ctx, tok); err != nil {
 			t.Fatalf("next caller: %v", err)

@@ -9,13 +9,11 @@ import (
 
 	"cloud.google.com/go/bigtable"
 
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/history"
-	"github.com/videngage/engagement/shared/httpx"
 )
 
-func unavailable(op string, err error) error {
-	return fmt.Errorf("%w: %s: %v", httpx.ErrBackendUnavailable, op, err)
-}
+func unavailable(op string, err error) error { return errs.Backend(op, err) }
 
 // The rate_limits table (topology.json). Each increment writes a new version
 // of the count cell; the family's GC policy (max age one hour) removes a

@@ -11,7 +11,7 @@ import (
 
 	"cloud.google.com/go/bigtable"
 
-	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/errs"
 )
 
 // clock is a settable time source shared by several limiters.
@@ -169,7 +169,7 @@ func TestRateLimiterBackendDown(t *testing.T) {
 	c := newClient(t)
 	l := NewRateLimiter(c, "history", 5)
 	c.Close()
-	if _, err := l.Allow(t.Context(), "alice"); !errors.Is(err, httpx.ErrBackendUnavailable) {
+	if _, err := l.Allow(t.Context(), "alice"); !errors.Is(err, errs.ErrBackendUnavailable) {
 		t.Errorf("Allow on a closed client: %v; want ErrBackendUnavailable", err)
 	}
 }

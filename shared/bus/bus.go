@@ -16,7 +16,7 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 	"github.com/cloudevents/sdk-go/v2/event"
 
-	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/telemetry"
 )
 
@@ -44,7 +44,7 @@ func (p *Publisher) Publish(ctx context.Context, data []byte, attrs map[string]s
 	id, err := p.p.Publish(ctx, &pubsub.Message{Data: data, Attributes: attrs}).Get(ctx)
 	end(id, err)
 	if err != nil {
-		return "", fmt.Errorf("%w: publish: %v", httpx.ErrBackendUnavailable, err)
+		return "", fmt.Errorf("%w: publish: %v", errs.ErrBackendUnavailable, err)
 	}
 	n, _ := published.LoadOrStore(p.topic, new(atomic.Int64))
 	n.(*atomic.Int64).Add(1)

@@ -13,10 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
-	"github.com/videngage/engagement/shared/auth"
+	"github.com/videngage/engagement/shared/errs"
 )
 
 // Error is an error the caller can act on. Handlers return it; WriteError
@@ -111,11 +108,6 @@ func MethodNotAllowed(allowed ...string) *Error {
 	return e
 }
 
-// ErrBackendUnavailable marks an error from a store or the bus that a retry
-// may cure; adapters wrap with it (or return gRPC Unavailable) and WriteError
-// answers 503.
-var ErrBackendUnavailable = errors.New("backend unavailable")
-
 const backendRetryAfter = 2 * time.Second
 
 // AsError maps any error to the *Error the caller sees.
@@ -124,37 +116,18 @@ func AsError(err error) *Error {
 	switch {
 	case errors.As(err, &e):
 		return e
-	case errors.Is(err, auth.ErrMissingToken):
+	case errors.Is(err, errs.ErrMissingToken):
 		return Unauthenticated("a bearer token is required: send Authorization: Bearer <ID token>")
-	case errors.Is(err, auth.ErrKeysUnavailable):
+	case errors.Is(err, errs.ErrKeysUnavailable):
 		return Unavailable(backendRetryAfter, "the token keys cannot be fetched right now; retry shortly")
-	case errors.Is(err, auth.ErrInvalidToken):
+	case errors.Is(err, errs.ErrInvalidToken):
 		return Unauthenticated("the bearer token is invalid or expired; sign in again")
-	case errors.Is(err, ErrBackendUnavailable), errors.Is(err, context.DeadlineExceeded), isTransient(err):
-		return Unavailable(backendRetryAfter, "a backend is unavailable; retry shortly")
-	case errors.Is(err, context.Canceled):
+	case errors.Is(err, context.Canceled) && !errors.Is(err, errs.ErrBackendUnavailable):
 		return Unavailable(backendRetryAfter, "the request was cancelled")
+	case errs.Transient(err):
+		return Unavailable(backendRetryAfter, "a backend is unavailable; retry shortly")
 	}
 	return newError(http.StatusInternalServerError, "internal error")
-}
-
-// isTransient reports whether a gRPC error from a Google client is worth a
-// retry by the caller.
-func isTransient(err error) bool {
-	s, ok := status.FromError(err)
-	if !ok {
-		// Client libraries wrap their gRPC status; look through the chain.
-		var gs interface{ GRPCStatus() *status.Status }
-		if !errors.As(err, &gs) {
-			return false
-		}
-		s = gs.GRPCStatus()
-	}
-	switch s.Code() {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted, codes.ResourceExhausted, codes.Canceled:
-		return true
-	}
-	return false
 }
 
 type errorBody struct {

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/videngage/engagement/shared/auth"
+	"github.com/videngage/engagement/shared/errs"
 )
 
 type wantErr struct {
@@ -68,10 +68,10 @@ func TestWriteErrorMapping(t *testing.T) {
 		{"too large", TooLarge("big"), wantErr{413, "INVALID_ARGUMENT", "big", ""}},
 		{"rate limited", ResourceExhausted(1500*time.Millisecond, "slow"), wantErr{429, "RESOURCE_EXHAUSTED", "slow", "2"}},
 		{"wrapped api error", fmt.Errorf("op: %w", NotFound("gone")), wantErr{404, "NOT_FOUND", "gone", ""}},
-		{"missing token", fmt.Errorf("x: %w", auth.ErrMissingToken), wantErr{401, "UNAUTHENTICATED", "", ""}},
-		{"invalid token", fmt.Errorf("x: %w", auth.ErrInvalidToken), wantErr{401, "UNAUTHENTICATED", "the bearer token is invalid or expired; sign in again", ""}},
-		{"keys down", auth.ErrKeysUnavailable, wantErr{503, "UNAVAILABLE", "", "2"}},
-		{"backend", fmt.Errorf("%w: spanner", ErrBackendUnavailable), wantErr{503, "UNAVAILABLE", "a backend is unavailable; retry shortly", "2"}},
+		{"missing token", fmt.Errorf("x: %w", errs.ErrMissingToken), wantErr{401, "UNAUTHENTICATED", "", ""}},
+		{"invalid token", fmt.Errorf("x: %w", errs.ErrInvalidToken), wantErr{401, "UNAUTHENTICATED", "the bearer token is invalid or expired; sign in again", ""}},
+		{"keys down", errs.ErrKeysUnavailable, wantErr{503, "UNAVAILABLE", "", "2"}},
+		{"backend", fmt.Errorf("%w: spanner", errs.ErrBackendUnavailable), wantErr{503, "UNAVAILABLE", "a backend is unavailable; retry shortly", "2"}},
 		{"grpc unavailable", status.Error(codes.Unavailable, "conn refused"), wantErr{503, "UNAVAILABLE", "", "2"}},
 		{"wrapped grpc deadline", fmt.Errorf("read: %w", status.Error(codes.DeadlineExceeded, "slow")), wantErr{503, "UNAVAILABLE", "", "2"}},
 		{"context deadline", context.DeadlineExceeded, wantErr{503, "UNAVAILABLE", "", "2"}},
@@ -91,7 +91,7 @@ func TestWriteErrorMapping(t *testing.T) {
 
 func TestUnauthenticatedSaysBearer(t *testing.T) {
 	rec := httptest.NewRecorder()
-	WriteError(rec, httptest.NewRequest("GET", "/", nil), auth.ErrMissingToken)
+	WriteError(rec, httptest.NewRequest("GET", "/", nil), errs.ErrMissingToken)
 	if got := rec.Header().Get("WWW-Authenticate"); got != "Bearer" {
 		t.Errorf("WWW-Authenticate = %q", got)
 	}

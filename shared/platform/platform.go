@@ -25,6 +25,7 @@ import (
 
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/config"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/spannerdb"
 	"github.com/videngage/engagement/shared/telemetry"
@@ -171,7 +172,7 @@ func RegisterHTTP(name string, needs Needs, build HTTPBuilder) {
 			return httpx.Standard(name, cfg.Project, cfg.HTTP.AllowedOrigins, cfg.HTTP.RequestTimeout)(h), nil
 		})
 		if err != nil {
-			httpx.WriteError(w, r, fmt.Errorf("%w: %v", httpx.ErrBackendUnavailable, err))
+			httpx.WriteError(w, r, fmt.Errorf("%w: %v", errs.ErrBackendUnavailable, err))
 			return
 		}
 		h.ServeHTTP(w, r)

@@ -11,10 +11,9 @@ import (
 	"time"
 
 	"cloud.google.com/go/spanner"
-	"google.golang.org/grpc/codes"
 
 	"github.com/videngage/engagement/shared/config"
-	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/errs"
 )
 
 // Sentinel errors of the stores built on this package.
@@ -22,8 +21,8 @@ var (
 	// ErrNotFound: the row the operation needs does not exist.
 	ErrNotFound = errors.New("spannerdb: not found")
 	// ErrUnavailable: Spanner did not answer or gave up; a retry may succeed.
-	// It wraps httpx.ErrBackendUnavailable, so handlers answer 503.
-	ErrUnavailable = fmt.Errorf("spannerdb: %w", httpx.ErrBackendUnavailable)
+	// It wraps errs.ErrBackendUnavailable, so handlers answer 503.
+	ErrUnavailable = fmt.Errorf("spannerdb: %w", errs.ErrBackendUnavailable)
 )
 
 // DB is a Spanner client plus the transaction discipline of this system.
@@ -146,24 +145,11 @@ func (db *DB) InSnapshot(ctx context.Context, fn func(context.Context, *spanner.
 	return Map(fn(ctx, tx))
 }
 
-// Map wraps transient Spanner errors with ErrUnavailable; other errors are
+// Map wraps transient errors (errs.Transient) with ErrUnavailable; other errors are
 // returned as they are (an error the caller's fn returned keeps its identity).
 func Map(err error) error {
-	if err == nil {
-		return nil
+	if err == nil || errors.Is(err, ErrUnavailable) || !errs.Transient(err) {
+		return err
 	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
-	}
-	var se *spanner.Error
-	if errors.As(err, &se) {
-		switch spanner.ErrCode(err) {
-		case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted, codes.Canceled, codes.Internal:
-			return fmt.Errorf("%w: %w", ErrUnavailable, err)
-		}
-	}
-	return err
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
-
-// IsTransient reports whether err is worth retrying later.
-func IsTransient(err error) bool { return errors.Is(Map(err), ErrUnavailable) }

@@ -10,8 +10,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/history"
-	"github.com/videngage/engagement/shared/httpx"
 )
 
 // SettingsCollection is the history settings collection (topology.json).
@@ -42,7 +42,7 @@ func (s *Settings) Get(ctx context.Context, userID string) (history.Settings, er
 		return history.Settings{}, nil
 	}
 	if err != nil {
-		return history.Settings{}, fmt.Errorf("%w: read history settings: %v", httpx.ErrBackendUnavailable, err)
+		return history.Settings{}, errs.Backend("read history settings", err)
 	}
 	var d settingsDoc
 	if err := snap.DataTo(&d); err != nil {
@@ -55,7 +55,7 @@ func (s *Settings) Get(ctx context.Context, userID string) (history.Settings, er
 func (s *Settings) Put(ctx context.Context, userID string, v history.Settings) error {
 	_, err := s.c.Collection(SettingsCollection).Doc(DocID(userID)).Set(ctx, settingsDoc{Settings: v, UpdateTime: time.Now().UTC()})
 	if err != nil {
-		return fmt.Errorf("%w: write history settings: %v", httpx.ErrBackendUnavailable, err)
+		return errs.Backend("write history settings", err)
 	}
 	return nil
 }

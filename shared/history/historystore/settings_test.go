@@ -10,8 +10,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/videngage/engagement/shared/emulators/emulatortest"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/history"
-	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/platform"
 )
 
@@ -89,10 +89,10 @@ func TestSettingsBackendDown(t *testing.T) {
 	c := newFirestore(t)
 	s := NewSettings(c)
 	c.Close()
-	if _, err := s.Get(t.Context(), "alice"); !errors.Is(err, httpx.ErrBackendUnavailable) {
+	if _, err := s.Get(t.Context(), "alice"); !errors.Is(err, errs.ErrBackendUnavailable) {
 		t.Errorf("Get on a closed client: %v; want ErrBackendUnavailable", err)
 	}
-	if err := s.Put(t.Context(), "alice", history.Settings{Paused: true}); !errors.Is(err, httpx.ErrBackendUnavailable) {
+	if err := s.Put(t.Context(), "alice", history.Settings{Paused: true}); !errors.Is(err, errs.ErrBackendUnavailable) {
 		t.Errorf("Put on a closed client: %v; want ErrBackendUnavailable", err)
 	}
 }

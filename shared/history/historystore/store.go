@@ -6,7 +6,6 @@ package historystore
 import (
 	"context"
 	"encoding/binary"
-	"fmt"
 	"maps"
 	"math"
 	"slices"
@@ -14,8 +13,8 @@ import (
 
 	"cloud.google.com/go/bigtable"
 
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/history"
-	"github.com/videngage/engagement/shared/httpx"
 )
 
 // Table and column names, as in shared/topology/topology.json.
@@ -53,9 +52,7 @@ func New(c *bigtable.Client) *Store {
 	return &Store{entries: c.Open(EntriesTable), latest: c.Open(LatestTable)}
 }
 
-func unavailable(op string, err error) error {
-	return fmt.Errorf("%w: %s: %v", httpx.ErrBackendUnavailable, op, err)
-}
+func unavailable(op string, err error) error { return errs.Backend(op, err) }
 
 func cellTime(t time.Time) bigtable.Timestamp { return bigtable.Time(t).TruncateToMilliseconds() }
 

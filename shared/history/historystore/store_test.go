@@ -14,8 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/videngage/engagement/shared/emulators/emulatortest"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/history"
-	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/platform"
 )
 
@@ -484,7 +484,7 @@ func TestBackendDown(t *testing.T) {
 			return err
 		}(),
 	} {
-		if !errors.Is(err, httpx.ErrBackendUnavailable) {
+		if !errors.Is(err, errs.ErrBackendUnavailable) {
 			t.Errorf("%s on a closed client: %v; want ErrBackendUnavailable (503)", name, err)
 		}
 	}

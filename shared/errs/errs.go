@@ -1,0 +1,72 @@
+// Package errs holds the sentinel errors every layer shares and the one rule
+// for which backend failures are worth a retry. It imports nothing of this
+// module: adapters wrap these sentinels, httpx maps them to HTTP answers, and
+// neither needs the other.
+package errs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// ErrBackendUnavailable marks an error from a store or the bus that a retry
+// may cure (503 with Retry-After).
+var ErrBackendUnavailable = errors.New("backend unavailable")
+
+// The errors auth.Verify and auth.FromRequest return wrap exactly one of
+// these. Their text carries detail for logs; callers answer with a fixed
+// message.
+var (
+	// ErrMissingToken: no Authorization header, or not a Bearer token (401).
+	ErrMissingToken = errors.New("auth: missing bearer token")
+	// ErrInvalidToken: a token was presented but is not acceptable (401).
+	ErrInvalidToken = errors.New("auth: invalid token")
+	// ErrKeysUnavailable: the signing keys could not be fetched, so the token
+	// could be neither accepted nor rejected (503, retry later).
+	ErrKeysUnavailable = errors.New("auth: signing keys unavailable")
+)
+
+// Transient reports whether err is worth a retry later: it wraps
+// ErrBackendUnavailable, a context deadline or cancellation, or a gRPC status
+// (Google's clients wrap theirs; the chain is searched) of Unavailable,
+// DeadlineExceeded, Aborted, ResourceExhausted or Canceled.
+//
+// Internal is not transient: it says an invariant broke on the server
+// (Google's AIP-194 does not retry it), and the few Internal errors that are
+// really dropped streams are retried inside the Spanner client already.
+func Transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, ErrBackendUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return true
+	}
+	s, ok := status.FromError(err)
+	if !ok {
+		var gs interface{ GRPCStatus() *status.Status }
+		if !errors.As(err, &gs) {
+			return false
+		}
+		s = gs.GRPCStatus()
+	}
+	switch s.Code() {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted, codes.ResourceExhausted, codes.Canceled:
+		return true
+	}
+	return false
+}
+
+// Backend wraps a failed backend call with its operation. A transient
+// failure also wraps ErrBackendUnavailable (the caller answers 503); any
+// other, a bug or a refused request, stays what it is (500), so a 503 never
+// hides one.
+func Backend(op string, err error) error {
+	if Transient(err) {
+		return fmt.Errorf("%w: %s: %w", ErrBackendUnavailable, op, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
