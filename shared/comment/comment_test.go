@@ -14,6 +14,8 @@ import (
 
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/events"
+
+	"github.com/videngage/engagement/shared/pagetoken"
 )
 
 func TestValidateText(t *testing.T) {
@@ -481,8 +483,8 @@ func TestPageTokens(t *testing.T) {
 		"truncated mac":  {l, tok[:len(tok)-2]},
 		"altered cursor": {l, strings.Split(p.Encode(l, Cursor{CreateTime: c.CreateTime, CommentID: "other"}), ".")[0] + "." + strings.Split(tok, ".")[1]},
 	} {
-		if _, err := p.Decode(bad.l, bad.tok); !errors.Is(err, ErrBadPageToken) {
-			t.Errorf("%s: %v, want ErrBadPageToken", name, err)
+		if _, err := p.Decode(bad.l, bad.tok); !errors.Is(err, pagetoken.ErrInvalid) {
+			t.Errorf("%s: %v, want pagetoken.ErrInvalid", name, err)
 		}
 	}
 	if strings.Contains(tok, "Abc") {

@@ -1,18 +1,12 @@
 package comment
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
-	"errors"
 	"strconv"
 	"strings"
 	"time"
-)
 
-// ErrBadPageToken is a page token this service did not issue for this
-// listing, or one that was altered.
-var ErrBadPageToken = errors.New("comment: bad page token")
+	"github.com/videngage/engagement/shared/pagetoken"
+)
 
 // Cursor is the last comment of a page: the next page starts after it in
 // the listing's order (CreateTime, then CommentId).
@@ -34,47 +28,35 @@ func VideoListing(videoID string) Listing { return Listing("video\x00" + videoID
 // RepliesListing is the listing of a comment's replies.
 func RepliesListing(commentID string) Listing { return Listing("replies\x00" + commentID) }
 
-// PageTokens makes cursors opaque and tamper-evident: an HMAC over the
-// listing and the cursor, under a server secret.
-type PageTokens struct{ secret []byte }
+// PageTokens makes a cursor a page token bound to its listing. A token that
+// does not open is pagetoken.ErrInvalid.
+type PageTokens struct{ signer pagetoken.Signer }
 
 // NewPageTokens signs with secret.
-func NewPageTokens(secret string) PageTokens { return PageTokens{secret: []byte(secret)} }
-
-func (p PageTokens) mac(l Listing, payload string) []byte {
-	m := hmac.New(sha256.New, p.secret)
-	m.Write([]byte("comment-page\x00"))
-	m.Write([]byte(l))
-	m.Write([]byte{0})
-	m.Write([]byte(payload))
-	return m.Sum(nil)[:16]
+func NewPageTokens(secret string) PageTokens {
+	return PageTokens{signer: pagetoken.NewSigner(secret)}
 }
+
+func pageScope(l Listing) string { return "comment-page\x00" + string(l) }
 
 // Encode makes the token of the page after c in listing l.
 func (p PageTokens) Encode(l Listing, c Cursor) string {
-	payload := strconv.FormatInt(c.CreateTime.UnixNano(), 36) + "." + c.CommentID
-	return base64.RawURLEncoding.EncodeToString([]byte(payload)) + "." +
-		base64.RawURLEncoding.EncodeToString(p.mac(l, payload))
+	return p.signer.Encode(pageScope(l), strconv.FormatInt(c.CreateTime.UnixNano(), 36)+"."+c.CommentID)
 }
 
 // Decode checks and opens a token of listing l.
 func (p PageTokens) Decode(l Listing, token string) (Cursor, error) {
-	b64payload, b64mac, ok := strings.Cut(token, ".")
-	if !ok {
-		return Cursor{}, ErrBadPageToken
+	payload, err := p.signer.Decode(pageScope(l), token)
+	if err != nil {
+		return Cursor{}, err
 	}
-	payload, err1 := base64.RawURLEncoding.DecodeString(b64payload)
-	mac, err2 := base64.RawURLEncoding.DecodeString(b64mac)
-	if err1 != nil || err2 != nil || !hmac.Equal(mac, p.mac(l, string(payload))) {
-		return Cursor{}, ErrBadPageToken
-	}
-	ts, id, ok := strings.Cut(string(payload), ".")
+	ts, id, ok := strings.Cut(payload, ".")
 	if !ok || id == "" {
-		return Cursor{}, ErrBadPageToken
+		return Cursor{}, pagetoken.ErrInvalid
 	}
 	ns, err := strconv.ParseInt(ts, 36, 64)
 	if err != nil {
-		return Cursor{}, ErrBadPageToken
+		return Cursor{}, pagetoken.ErrInvalid
 	}
 	return Cursor{CreateTime: time.Unix(0, ns).UTC(), CommentID: id}, nil
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/videngage/engagement/shared/pagetoken"
 )
 
 // Run longer with:
@@ -105,8 +107,8 @@ func FuzzPageToken(f *testing.F) {
 			if again := p.Encode(uid, got); again != token {
 				t.Fatalf("Decode(%q, %q) accepted a token Encode did not make (it makes %q for %+v)", uid, token, again, got)
 			}
-		} else if !errors.Is(err, ErrBadPageToken) {
-			t.Fatalf("Decode(%q, %q): %v, not ErrBadPageToken", uid, token, err)
+		} else if !errors.Is(err, pagetoken.ErrInvalid) {
+			t.Fatalf("Decode(%q, %q): %v, not pagetoken.ErrInvalid", uid, token, err)
 		}
 
 		// The issued token opens for its user only.
@@ -118,7 +120,7 @@ func FuzzPageToken(f *testing.F) {
 			if other == uid || other == "" {
 				continue
 			}
-			if got, err := p.Decode(other, tok); !errors.Is(err, ErrBadPageToken) {
+			if got, err := p.Decode(other, tok); !errors.Is(err, pagetoken.ErrInvalid) {
 				t.Fatalf("Decode(%q) of a token of %q = %+v, %v", other, uid, got, err)
 			}
 		}
@@ -127,8 +129,8 @@ func FuzzPageToken(f *testing.F) {
 		if xor != 0 {
 			b := []byte(tok)
 			b[pos%uint(len(b))] ^= xor
-			if got, err := p.Decode(uid, string(b)); !errors.Is(err, ErrBadPageToken) {
-				t.Fatalf("token %q altered to %q: Decode = %+v, %v; want ErrBadPageToken", tok, b, got, err)
+			if got, err := p.Decode(uid, string(b)); !errors.Is(err, pagetoken.ErrInvalid) {
+				t.Fatalf("token %q altered to %q: Decode = %+v, %v; want pagetoken.ErrInvalid", tok, b, got, err)
 			}
 		}
 	})

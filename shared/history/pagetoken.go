@@ -1,17 +1,10 @@
 package history
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
-	"errors"
-	"strings"
 	"time"
-)
 
-// ErrBadPageToken is returned for a page token that was not issued to this
-// user by this service, or was altered.
-var ErrBadPageToken = errors.New("history: bad page token")
+	"github.com/videngage/engagement/shared/pagetoken"
+)
 
 // Cursor is where the next page starts: after the entry (time, video).
 type Cursor struct {
@@ -19,45 +12,31 @@ type Cursor struct {
 	VideoID string
 }
 
-// PageTokens signs cursors so that a token is opaque, tamper-evident and
-// bound to the user it was issued to.
-type PageTokens struct{ secret []byte }
+// PageTokens makes a cursor a page token bound to the user it was issued to.
+// A token that does not open is pagetoken.ErrInvalid.
+type PageTokens struct{ signer pagetoken.Signer }
 
 // NewPageTokens signs with secret.
-func NewPageTokens(secret string) PageTokens { return PageTokens{secret: []byte(secret)} }
-
-func (p PageTokens) mac(userID, payload string) []byte {
-	m := hmac.New(sha256.New, p.secret)
-	m.Write([]byte("history-page\x00"))
-	m.Write([]byte(userID))
-	m.Write([]byte{0})
-	m.Write([]byte(payload))
-	return m.Sum(nil)[:16]
+func NewPageTokens(secret string) PageTokens {
+	return PageTokens{signer: pagetoken.NewSigner(secret)}
 }
+
+func pageScope(userID string) string { return "history-page\x00" + userID }
 
 // Encode makes the token for the user's next page.
 func (p PageTokens) Encode(userID string, c Cursor) string {
-	payload := entrySuffix(c.At, c.VideoID)
-	return base64.RawURLEncoding.EncodeToString([]byte(payload)) + "." +
-		base64.RawURLEncoding.EncodeToString(p.mac(userID, payload))
+	return p.signer.Encode(pageScope(userID), entrySuffix(c.At, c.VideoID))
 }
 
 // Decode checks and opens a token of the user.
 func (p PageTokens) Decode(userID, token string) (Cursor, error) {
-	b64payload, b64mac, ok := strings.Cut(token, ".")
-	if !ok {
-		return Cursor{}, ErrBadPageToken
-	}
-	// Strict: a token has one spelling; spare bits of the last character
-	// set would make altered tokens decode to the same bytes.
-	payload, err1 := base64.RawURLEncoding.Strict().DecodeString(b64payload)
-	mac, err2 := base64.RawURLEncoding.Strict().DecodeString(b64mac)
-	if err1 != nil || err2 != nil || !hmac.Equal(mac, p.mac(userID, string(payload))) {
-		return Cursor{}, ErrBadPageToken
-	}
-	at, video, err := parseSuffix(string(payload))
+	payload, err := p.signer.Decode(pageScope(userID), token)
 	if err != nil {
-		return Cursor{}, ErrBadPageToken
+		return Cursor{}, err
+	}
+	at, video, err := parseSuffix(payload)
+	if err != nil {
+		return Cursor{}, pagetoken.ErrInvalid
 	}
 	return Cursor{At: at, VideoID: video}, nil
 }

@@ -1,0 +1,86 @@
+package pagetoken
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestRoundTrip(t *testing.T) {
+	s := NewSigner("secret")
+	for _, payload := range []string{"", "x", "1700000000.abc", strings.Repeat("\x00\xff", 40)} {
+		tok := s.Encode("list\x00a", payload)
+		got, err := s.Decode("list\x00a", tok)
+		if err != nil || got != payload {
+			t.Errorf("Decode(Encode(%q)) = %q, %v", payload, got, err)
+		}
+		if strings.ContainsAny(tok, "+/=&?# %") {
+			t.Errorf("token %q needs escaping in a URL", tok)
+		}
+	}
+}
+
+func TestDecodeRejects(t *testing.T) {
+	s := NewSigner("secret")
+	tok := s.Encode("list\x00a", "cursor")
+	payload, mac, _ := strings.Cut(tok, ".")
+	for name, tc := range map[string]struct{ scope, token string }{
+		"other scope":          {"list\x00b", tok},
+		"scope that extends":   {"list\x00a\x00", tok},
+		"other secret":         {"list\x00a", NewSigner("other").Encode("list\x00a", "cursor")},
+		"empty":                {"list\x00a", ""},
+		"no mac":               {"list\x00a", payload},
+		"truncated mac":        {"list\x00a", payload + "." + mac[:len(mac)-1]},
+		"two dots":             {"list\x00a", tok + "."},
+		"padded":               {"list\x00a", tok + "=="},
+		"not base64":           {"list\x00a", "!!!.???"},
+		"payload of another":   {"list\x00a", strings.Split(s.Encode("list\x00a", "other"), ".")[0] + "." + mac},
+		"mac of another scope": {"list\x00a", payload + "." + strings.Split(s.Encode("list\x00b", "cursor"), ".")[1]},
+	} {
+		if got, err := s.Decode(tc.scope, tc.token); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: Decode = %q, %v; want ErrInvalid", name, got, err)
+		}
+	}
+}
+
+// Every single-character change of a token is refused, including the ones
+// a lenient base64 decoder maps to the same bytes (the spare low bits of a
+// last character): payloads of 1, 2 and 3 bytes mod 3 cover all cases.
+func TestDecodeIsStrict(t *testing.T) {
+	s := NewSigner("secret")
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_."
+	for _, payload := range []string{"a", "ab", "abc"} {
+		tok := s.Encode("scope", payload)
+		for i := range len(tok) {
+			for _, r := range alphabet {
+				if byte(r) == tok[i] {
+					continue
+				}
+				bad := tok[:i] + string(r) + tok[i+1:]
+				if got, err := s.Decode("scope", bad); !errors.Is(err, ErrInvalid) {
+					t.Errorf("token %q altered at %d to %q: Decode = %q, %v", tok, i, bad, got, err)
+				}
+			}
+		}
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	s := NewSigner("secret")
+	f.Add("scope", s.Encode("scope", "cursor"))
+	f.Add("", "")
+	f.Add("scope", "a.b")
+	f.Fuzz(func(t *testing.T, scope, token string) {
+		payload, err := s.Decode(scope, token)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("Decode(%q, %q): %v, not ErrInvalid", scope, token, err)
+			}
+			return
+		}
+		// Accepted only if Encode makes exactly this token.
+		if again := s.Encode(scope, payload); again != token {
+			t.Fatalf("Decode(%q, %q) accepted a token Encode did not make (%q)", scope, token, again)
+		}
+	})
+}
