@@ -19,6 +19,7 @@ import (
 	// packages register through it.
 	_ "github.com/GoogleCloudPlatform/functions-framework-go/functions"
 
+	_ "github.com/videngage/engagement/functions/account"
 	_ "github.com/videngage/engagement/functions/applycounters"
 	_ "github.com/videngage/engagement/functions/applyhistory"
 	_ "github.com/videngage/engagement/functions/applyviews"

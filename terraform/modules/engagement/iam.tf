@@ -11,6 +11,7 @@ locals {
   # spanner/bigtable: "user" (read-write), "reader" or "" (none); firestore:
   # "user", "viewer" or ""; publish: the topics it publishes to.
   function_access = {
+    Account       = { spanner = "reader", bigtable = "reader", firestore = "viewer", publish = [] }
     History       = { spanner = "", bigtable = "user", firestore = "user", publish = [local.history_topic] }
     Reactions     = { spanner = "user", bigtable = "user", firestore = "", publish = [local.counter_topic] }
     Counts        = { spanner = "reader", bigtable = "", firestore = "", publish = [] }

@@ -1,0 +1,207 @@
+// Package accountfn is the Account function: the caller's own data.
+//
+//	GET    /v1/me/export   everything held about the caller, streamed as one JSON document
+//
+// It is a function of its own, not part of Counts (which serves
+// /v1/me/counts): an export reads all three stores (Spanner, Bigtable,
+// Firestore) for as long as a large account takes, where Counts is a
+// Spanner-only read answered in milliseconds and scaled for the counts
+// traffic. Its routes are exact paths, so /v1/me/counts stays with Counts.
+package accountfn
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/videngage/engagement/shared/auth"
+	"github.com/videngage/engagement/shared/bigtabledb"
+	"github.com/videngage/engagement/shared/comment"
+	"github.com/videngage/engagement/shared/comment/commentstore"
+	"github.com/videngage/engagement/shared/firestoredb"
+	"github.com/videngage/engagement/shared/history"
+	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/platform"
+	"github.com/videngage/engagement/shared/reaction/reactionstore"
+	"github.com/videngage/engagement/shared/spannerdb"
+)
+
+func init() {
+	platform.RegisterHTTP("Account", platform.NeedSpanner|platform.NeedBigtable|platform.NeedFirestore|platform.NeedVerifier,
+		func(ctx context.Context, c *platform.Clients) (http.Handler, error) {
+			db := spannerdb.Wrap(c.Spanner, c.Config)
+			return New(Deps{
+				Verifier:  c.Verifier,
+				Reactions: reactionstore.New(db, 0),
+				Comments:  commentstore.New(db, 0),
+				History:   bigtabledb.NewHistory(c.Bigtable),
+				Settings:  firestoredb.NewSettings(c.Firestore),
+			}), nil
+		})
+}
+
+// Interfaces of what the handler uses.
+type (
+	Verifier interface {
+		FromRequest(*http.Request) (auth.User, error)
+	}
+	Reactions interface {
+		ListByUser(ctx context.Context, userID, after string, limit int) ([]reactionstore.UserReaction, error)
+	}
+	Comments interface {
+		ListByAuthor(ctx context.Context, userID, after string, limit int) ([]comment.Comment, error)
+	}
+	History interface {
+		List(ctx context.Context, userID string, after *history.Cursor, horizon time.Time, size int) (bigtabledb.Page, error)
+	}
+	Settings interface {
+		Get(ctx context.Context, userID string) (history.Settings, error)
+	}
+)
+
+// Deps are the handler's collaborators.
+type Deps struct {
+	Verifier  Verifier
+	Reactions Reactions
+	Comments  Comments
+	History   History
+	Settings  Settings
+	// ExportTimeout bounds one export (default 10 minutes): it outlives the
+	// request deadline of the other routes, since a large account streams
+	// for longer than one backend call.
+	ExportTimeout time.Duration
+}
+
+type handler struct{ Deps }
+
+// New builds the Account handler.
+func New(d Deps) http.Handler {
+	if d.ExportTimeout <= 0 {
+		d.ExportTimeout = 10 * time.Minute
+	}
+	h := &handler{d}
+	rt := httpx.NewRouter()
+	rt.Handle("GET /v1/me/export", h.export)
+	return rt
+}
+
+// Page sizes of the export's reads: each page is one bounded read.
+const (
+	reactionPage = 500
+	commentPage  = 200
+	historyPage  = 1000
+)
+
+type reactionJSON struct {
+	ContentID  string    `json:"contentId"`
+	Reaction   string    `json:"reaction"`
+	Version    int64     `json:"version"`
+	UpdateTime time.Time `json:"updateTime"`
+}
+
+type commentJSON struct {
+	ID         string    `json:"id"`
+	VideoID    string    `json:"videoId"`
+	ParentID   string    `json:"parentId,omitempty"`
+	Text       string    `json:"text"`
+	Status     string    `json:"status"`
+	CreateTime time.Time `json:"createTime"`
+	UpdateTime time.Time `json:"updateTime"`
+}
+
+type entryJSON struct {
+	VideoID         string    `json:"videoId"`
+	WatchedAt       time.Time `json:"watchedAt"`
+	PositionSeconds float64   `json:"positionSeconds"`
+}
+
+// export streams {"reactions":[…],"comments":[…],"history":[…],"settings":{…}}:
+// each store is read a page at a time and each item written as it is read,
+// so that the function holds one page, never the account. The first page is
+// read before the answer starts, so that a backend down at the start is a
+// 503; a failure after the first byte can no longer change the status, so
+// the connection is aborted and the client sees a truncated document (an
+// unterminated chunked body), never a complete-looking partial one.
+func (h *handler) export(w http.ResponseWriter, r *http.Request) error {
+	user, err := h.Verifier.FromRequest(r)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.ExportTimeout)
+	defer cancel()
+	first, err := h.Reactions.ListByUser(ctx, user.ID, "", reactionPage)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "private, no-store")
+	w.WriteHeader(http.StatusOK)
+	s := newObjectStream(w)
+	if err := h.stream(ctx, s, user.ID, first); err != nil {
+		slog.ErrorContext(ctx, "account: export failed after its answer started; aborting the connection", "error", err.Error())
+		panic(http.ErrAbortHandler)
+	}
+	return nil
+}
+
+func (h *handler) stream(ctx context.Context, s *objectStream, userID string, page []reactionstore.UserReaction) error {
+	s.beginArray("reactions")
+	for len(page) > 0 {
+		for _, r := range page {
+			s.item(reactionJSON{ContentID: r.ContentID, Reaction: string(r.State.Current()), Version: r.State.Version, UpdateTime: r.UpdateTime.UTC()})
+		}
+		if s.err != nil || len(page) < reactionPage {
+			break
+		}
+		var err error
+		if page, err = h.Reactions.ListByUser(ctx, userID, page[len(page)-1].ContentID, reactionPage); err != nil {
+			return err
+		}
+	}
+	s.endArray()
+
+	s.beginArray("comments")
+	for lastID := ""; s.err == nil; {
+		cs, err := h.Comments.ListByAuthor(ctx, userID, lastID, commentPage)
+		if err != nil {
+			return err
+		}
+		for _, c := range cs {
+			s.item(commentJSON{ID: c.ID, VideoID: c.VideoID, ParentID: c.ParentID, Text: c.Text, Status: string(c.Status),
+				CreateTime: c.CreateTime.UTC(), UpdateTime: c.UpdateTime.UTC()})
+		}
+		if len(cs) < commentPage {
+			break
+		}
+		lastID = cs[len(cs)-1].ID
+	}
+	s.endArray()
+
+	// Every entry held, also those past the user's auto-delete horizon that
+	// are not deleted yet: the export shows what is stored, not what the
+	// history listing shows.
+	s.beginArray("history")
+	var after *history.Cursor
+	for s.err == nil {
+		p, err := h.History.List(ctx, userID, after, time.Time{}, historyPage)
+		if err != nil {
+			return err
+		}
+		for _, e := range p.Entries {
+			s.item(entryJSON{VideoID: e.VideoID, WatchedAt: e.WatchedAt.UTC(), PositionSeconds: e.PositionSeconds})
+		}
+		if p.Next == nil {
+			break
+		}
+		after = p.Next
+	}
+	s.endArray()
+
+	settings, err := h.Settings.Get(ctx, userID)
+	if err != nil {
+		return err
+	}
+	s.member("settings", settings)
+	return s.end()
+}
