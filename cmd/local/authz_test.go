@@ -148,6 +148,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		each("DELETE /v1/history", "/v1/history", "", 401, 401, 401, 401, 204, 204, 204),
 		each("GET /v1/history/settings", "/v1/history/settings", "", 401, 401, 401, 401, 200, 200, 200),
 		each("PUT /v1/history/settings", "/v1/history/settings", prefs, 401, 401, 401, 401, 200, 200, 200),
+		each("GET /v1/me/export", "/v1/me/export", "", 401, 401, 401, 401, 200, 200, 200),
 	)
 
 	rows = append(rows, commentRows(t, base, tokens)...)

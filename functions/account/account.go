@@ -16,11 +16,10 @@ import (
 	"time"
 
 	"github.com/videngage/engagement/shared/auth"
-	"github.com/videngage/engagement/shared/bigtabledb"
 	"github.com/videngage/engagement/shared/comment"
 	"github.com/videngage/engagement/shared/comment/commentstore"
-	"github.com/videngage/engagement/shared/firestoredb"
 	"github.com/videngage/engagement/shared/history"
+	"github.com/videngage/engagement/shared/history/historystore"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/platform"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
@@ -35,8 +34,8 @@ func init() {
 				Verifier:  c.Verifier,
 				Reactions: reactionstore.New(db, 0),
 				Comments:  commentstore.New(db, 0),
-				History:   bigtabledb.NewHistory(c.Bigtable),
-				Settings:  firestoredb.NewSettings(c.Firestore),
+				History:   historystore.New(c.Bigtable),
+				Settings:  historystore.NewSettings(c.Firestore),
 			}), nil
 		})
 }
@@ -53,7 +52,7 @@ type (
 		ListByAuthor(ctx context.Context, userID, after string, limit int) ([]comment.Comment, error)
 	}
 	History interface {
-		List(ctx context.Context, userID string, after *history.Cursor, horizon time.Time, size int) (bigtabledb.Page, error)
+		List(ctx context.Context, userID string, after *history.Cursor, horizon time.Time, size int) (history.Page, error)
 	}
 	Settings interface {
 		Get(ctx context.Context, userID string) (history.Settings, error)

@@ -1,0 +1,222 @@
+package accountfn
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/videngage/engagement/shared/auth"
+	"github.com/videngage/engagement/shared/comment"
+	"github.com/videngage/engagement/shared/history"
+	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/httpx/apitest"
+	"github.com/videngage/engagement/shared/reaction"
+	"github.com/videngage/engagement/shared/reaction/reactionstore"
+)
+
+type fakeVerifier struct{}
+
+func (fakeVerifier) FromRequest(r *http.Request) (auth.User, error) {
+	uid := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if uid == "" {
+		return auth.User{}, httpx.Unauthenticated("a token is required")
+	}
+	return auth.User{ID: uid}, nil
+}
+
+// account is a generated account of n reactions, comments and history
+// entries, served a page at a time as the stores do. written reports how
+// many bytes of the answer were out when each page was asked for.
+type account struct {
+	reactions, comments, entries int
+	written                      func() int
+	maxPage                      int
+	// bytesBeforeLastPage is what had been written when the last history
+	// page was read.
+	bytesBeforeLastPage int
+	failHistoryAt       int // fail the history page starting at this index (0: never)
+}
+
+func (a *account) ListByUser(_ context.Context, _ string, after string, limit int) ([]reactionstore.UserReaction, error) {
+	a.maxPage = max(a.maxPage, limit)
+	start := 0
+	if after != "" {
+		fmt.Sscanf(after, "v%06d", &start)
+		start++
+	}
+	var out []reactionstore.UserReaction
+	for i := start; i < a.reactions && len(out) < limit; i++ {
+		out = append(out, reactionstore.UserReaction{ContentID: fmt.Sprintf("v%06d", i),
+			State: reaction.State{Reaction: reaction.Like, Version: 1}, UpdateTime: time.Unix(1700000000, 0)})
+	}
+	return out, nil
+}
+
+func (a *account) ListByAuthor(_ context.Context, user, after string, limit int) ([]comment.Comment, error) {
+	a.maxPage = max(a.maxPage, limit)
+	start := 0
+	if after != "" {
+		fmt.Sscanf(after, "c%06d", &start)
+		start++
+	}
+	var out []comment.Comment
+	for i := start; i < a.comments && len(out) < limit; i++ {
+		st := comment.Visible
+		if i%3 == 0 {
+			st = comment.Deleted
+		}
+		out = append(out, comment.Comment{ID: fmt.Sprintf("c%06d", i), VideoID: "v1", AuthorID: user, Text: "text",
+			Status: st, CreateTime: time.Unix(1700000000, 0), UpdateTime: time.Unix(1700000001, 0)})
+	}
+	return out, nil
+}
+
+func (a *account) List(_ context.Context, _ string, after *history.Cursor, _ time.Time, size int) (history.Page, error) {
+	a.maxPage = max(a.maxPage, size)
+	start := 0
+	if after != nil {
+		fmt.Sscanf(after.VideoID, "h%06d", &start)
+		start++
+	}
+	if a.failHistoryAt > 0 && start >= a.failHistoryAt {
+		return history.Page{}, fmt.Errorf("%w: bigtable is down", httpx.ErrBackendUnavailable)
+	}
+	var p history.Page
+	for i := start; i < a.entries && len(p.Entries) < size; i++ {
+		p.Entries = append(p.Entries, history.Entry{VideoID: fmt.Sprintf("h%06d", i), WatchedAt: time.Unix(1700000000-int64(i), 0), PositionSeconds: 3})
+	}
+	if n := start + len(p.Entries); n < a.entries {
+		last := p.Entries[len(p.Entries)-1]
+		p.Next = &history.Cursor{At: last.WatchedAt, VideoID: last.VideoID}
+	} else {
+		a.bytesBeforeLastPage = a.written()
+	}
+	return p, nil
+}
+
+func (a *account) Get(context.Context, string) (history.Settings, error) {
+	return history.Settings{Paused: true, AutoDeleteMonths: 18}, nil
+}
+
+// countingWriter is an http.ResponseWriter that counts the body bytes.
+type countingWriter struct {
+	*httptest.ResponseRecorder
+	n int
+}
+
+func (w *countingWriter) Write(b []byte) (int, error) {
+	w.n += len(b)
+	return w.ResponseRecorder.Write(b)
+}
+
+func newHandler(a *account) http.Handler {
+	return New(Deps{Verifier: fakeVerifier{}, Reactions: a, Comments: a, History: a, Settings: a})
+}
+
+// TestExportStreamsALargeAccount: 2,000 reactions, 3,000 comments and
+// 100,000 history entries come out as one document that matches the API
+// document, read in bounded pages and written while they are read (most of
+// the answer is out before the last history page is even asked for).
+func TestExportStreamsALargeAccount(t *testing.T) {
+	a := &account{reactions: 2000, comments: 3000, entries: 100_000}
+	w := &countingWriter{ResponseRecorder: httptest.NewRecorder()}
+	a.written = func() int { return w.n }
+	req := httptest.NewRequest("GET", "/v1/me/export", nil)
+	req.Header.Set("Authorization", "Bearer alice")
+	newHandler(a).ServeHTTP(w, req)
+
+	if w.Code != 200 {
+		t.Fatalf("status %d: %s", w.Code, w.Body.String())
+	}
+	body := w.Body.Bytes()
+	if err := apitest.Check("GET", "/v1/me/export", w.Code, w.Header(), body); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Reactions []json.RawMessage `json:"reactions"`
+		Comments  []struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+		} `json:"comments"`
+		History  []json.RawMessage `json:"history"`
+		Settings history.Settings  `json:"settings"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil {
+		t.Fatalf("not one JSON document: %v", err)
+	}
+	if len(doc.Reactions) != 2000 || len(doc.Comments) != 3000 || len(doc.History) != 100_000 {
+		t.Errorf("exported %d reactions, %d comments, %d entries; want 2000, 3000, 100000", len(doc.Reactions), len(doc.Comments), len(doc.History))
+	}
+	if doc.Comments[0].Status != "deleted" || doc.Comments[1].Status != "visible" {
+		t.Errorf("comment statuses %q %q, want deleted, visible", doc.Comments[0].Status, doc.Comments[1].Status)
+	}
+	if doc.Settings != (history.Settings{Paused: true, AutoDeleteMonths: 18}) {
+		t.Errorf("settings %+v", doc.Settings)
+	}
+	if a.maxPage > 1000 {
+		t.Errorf("a page of %d items was read; pages are at most 1000", a.maxPage)
+	}
+	if a.bytesBeforeLastPage < len(body)*9/10 {
+		t.Errorf("%d of %d bytes were written before the last page was read: the answer is not streamed", a.bytesBeforeLastPage, len(body))
+	}
+	if got := w.Header().Get("Cache-Control"); got != "private, no-store" {
+		t.Errorf("Cache-Control %q", got)
+	}
+}
+
+// TestExportOfAnEmptyAccount: nothing held is empty arrays and the default
+// settings, still a valid document.
+func TestExportOfAnEmptyAccount(t *testing.T) {
+	a := &account{}
+	w := httptest.NewRecorder()
+	a.written = func() int { return w.Body.Len() }
+	req := httptest.NewRequest("GET", "/v1/me/export", nil)
+	req.Header.Set("Authorization", "Bearer nobody")
+	newHandler(a).ServeHTTP(w, req)
+	if err := apitest.Check("GET", "/v1/me/export", w.Code, w.Header(), w.Body.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(w.Body.String()); !strings.HasPrefix(got, `{"reactions":[],"comments":[],"history":[],"settings":{`) {
+		t.Errorf("empty export: %s", got)
+	}
+}
+
+// TestExportFailures: no token is 401; a backend down before the answer
+// starts is 503 with the error body; one that fails midway aborts the
+// connection, so the client cannot take the cut-off document for a whole one.
+func TestExportFailures(t *testing.T) {
+	t.Run("no token", func(t *testing.T) {
+		w := httptest.NewRecorder()
+		newHandler(&account{}).ServeHTTP(w, httptest.NewRequest("GET", "/v1/me/export", nil))
+		if err := apitest.Check("GET", "/v1/me/export", w.Code, w.Header(), w.Body.Bytes()); err != nil || w.Code != 401 {
+			t.Errorf("%d %v", w.Code, err)
+		}
+	})
+	t.Run("midway", func(t *testing.T) {
+		a := &account{reactions: 10, entries: 5000, failHistoryAt: 2000}
+		a.written = func() int { return 0 }
+		srv := httptest.NewServer(httpx.Recover(newHandler(a)))
+		defer srv.Close()
+		req, _ := http.NewRequest("GET", srv.URL+"/v1/me/export", nil)
+		req.Header.Set("Authorization", "Bearer alice")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err == nil {
+			t.Fatalf("the body ended cleanly (%d bytes) although the history failed midway", len(body))
+		}
+		if errors.Is(err, io.EOF) || json.Valid(body) {
+			t.Errorf("cut-off body is valid JSON or ended with EOF: %v", err)
+		}
+	})
+}

@@ -1,0 +1,83 @@
+// Package apitest checks answers of the public API against docs/openapi.yaml
+// with a third-party validator (kin-openapi), so that a test fails when an
+// answer's status, headers or body is not what the document says.
+package apitest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"runtime"
+	"sync"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+)
+
+var (
+	once    sync.Once
+	router  routers.Router
+	loadErr error
+)
+
+// docPath is docs/openapi.yaml of this module, found from this file.
+func docPath() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "docs", "openapi.yaml")
+}
+
+func load() (routers.Router, error) {
+	once.Do(func() {
+		loader := openapi3.NewLoader()
+		doc, err := loader.LoadFromFile(docPath())
+		if err != nil {
+			loadErr = fmt.Errorf("apitest: %w", err)
+			return
+		}
+		if err := doc.Validate(context.Background()); err != nil {
+			loadErr = fmt.Errorf("apitest: docs/openapi.yaml: %w", err)
+			return
+		}
+		// Routes are matched on the path alone: the document's server is a
+		// template of each environment's domain.
+		doc.Servers = nil
+		router, loadErr = gorillamux.NewRouter(doc)
+	})
+	return router, loadErr
+}
+
+// Check validates one answer (status, headers, body) to the request with
+// method and path (query included) against the document: the operation must
+// exist, list the status, and the body must match its schema.
+func Check(method, path string, status int, header http.Header, body []byte) error {
+	rt, err := load()
+	if err != nil {
+		return err
+	}
+	u, err := url.Parse(path)
+	if err != nil {
+		return err
+	}
+	req := (&http.Request{Method: method, URL: u, Header: http.Header{}}).WithContext(context.Background())
+	route, params, err := rt.FindRoute(req)
+	if err != nil {
+		return fmt.Errorf("apitest: %s %s: %w", method, path, err)
+	}
+	in := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route},
+		Status:                 status,
+		Header:                 header,
+		Body:                   io.NopCloser(bytes.NewReader(body)),
+		Options:                &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
+	}
+	if err := openapi3filter.ValidateResponse(context.Background(), in); err != nil {
+		return fmt.Errorf("apitest: %s %s answered %d: %w", method, path, status, err)
+	}
+	return nil
+}
