@@ -14,6 +14,7 @@ import (
 
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/comment"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/httpx/apitest"
@@ -86,7 +87,7 @@ func (a *account) List(_ context.Context, _ string, after *history.Cursor, _ tim
 		start++
 	}
 	if a.failHistoryAt > 0 && start >= a.failHistoryAt {
-		return history.Page{}, fmt.Errorf("%w: bigtable is down", httpx.ErrBackendUnavailable)
+		return history.Page{}, fmt.Errorf("%w: bigtable is down", errs.ErrBackendUnavailable)
 	}
 	var p history.Page
 	for i := start; i < a.entries && len(p.Entries) < size; i++ {
