@@ -131,6 +131,16 @@ func (c *publicCache) fetch(ctx context.Context, ids []string) (counterstore.Sna
 	if err != nil {
 		return s, err
 	}
+	c.hold(ids, s)
+	return s, nil
+}
+
+// hold keeps the values of ids in s (absent: zero), read at s.ReadTime,
+// unless a later read of them is held; while there is room.
+func (c *publicCache) hold(ids []string, s counterstore.Snapshot) {
+	if !c.enabled() || len(ids) == 0 {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.entries == nil {
@@ -153,7 +163,6 @@ func (c *publicCache) fetch(ctx context.Context, ids []string) (counterstore.Sna
 		c.refreshing = true
 		go c.refresh()
 	}
-	return s, nil
 }
 
 // refresh re-reads the ids in use every ttl/2 and drops the others; it

@@ -145,7 +145,8 @@ func (h *handler) public(w http.ResponseWriter, r *http.Request) error {
 
 // mine answers GET /v1/me/counts: the held public counts where the
 // caller's view is the same, the rest and the caller's own rows read
-// strongly, in one query (counterstore.Store.Own).
+// strongly (counterstore.Store.Own); the ids it did not hold it holds from
+// then on.
 func (h *handler) mine(w http.ResponseWriter, r *http.Request) error {
 	user, err := h.Verifier.FromRequest(r)
 	if err != nil {
@@ -155,7 +156,7 @@ func (h *handler) mine(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	held, since, _ := h.cache.peek(ids)
+	held, since, missing := h.cache.peek(ids)
 	cached := make([]string, 0, len(held))
 	for id := range held {
 		cached = append(cached, id)
@@ -164,6 +165,9 @@ func (h *handler) mine(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// The ids not held were read whole at ReadTime: public values as good
+	// as a public read's, so the instance holds them for the next reader.
+	h.cache.hold(missing, counterstore.Snapshot{Values: own.Fresh, ReadTime: own.ReadTime})
 	body := Body{Counts: own.Merge(ids, held), Viewer: &ViewerBody{Reactions: make(map[string]ReactionBody, len(ids))}}
 	for _, id := range ids {
 		vr, ok := own.Reactions[id]

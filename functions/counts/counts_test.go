@@ -434,3 +434,23 @@ func TestReadYourOwnWritesThroughTheCache(t *testing.T) {
 	}
 	check("folded", 6)
 }
+
+// TestSignedInReadFillsTheCache: the ids a signed-in read did not hold were
+// read whole, so the instance holds them: the next read of them, signed in
+// or not, asks Spanner for no public value.
+func TestSignedInReadFillsTheCache(t *testing.T) {
+	f := newFake()
+	e := serve(t, f, deps)
+	e.get("/v1/me/counts?ids=a,b", "Authorization", "Bearer "+e.alice).want(t, 200)
+	a := e.get("/v1/counts?ids=a,b").want(t, 200)
+	if n := f.publics.Load(); n != 0 {
+		t.Errorf("%d public reads after a signed-in read of the same ids, want 0", n)
+	}
+	var got countsfn.Body
+	if err := json.Unmarshal(a.body, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Counts["a"].Likes != 3 || got.Counts["b"].Comments != 2 {
+		t.Errorf("public counts %v, want a 3 likes (not alice's pending one), b 2 comments", got.Counts)
+	}
+}

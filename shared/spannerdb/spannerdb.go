@@ -126,6 +126,14 @@ func (db *DB) Stale(maxStaleness time.Duration) *spanner.ReadOnlyTransaction {
 	return db.Client.Single().WithTimestampBound(spanner.MaxStaleness(maxStaleness))
 }
 
+// At is a single-use read-only transaction at exactly ts, counted as one
+// read: reads that must see what an earlier strong read saw, and nothing
+// later, each in its own request.
+func (db *DB) At(ts time.Time) *spanner.ReadOnlyTransaction {
+	reads.Add(1)
+	return db.Client.Single().WithTimestampBound(spanner.ReadTimestamp(ts))
+}
+
 // InSnapshot runs fn in a strong multi-use read-only transaction: every read
 // through it sees the same timestamp. Against the emulator it is serialised
 // with the read-write transactions, which the emulator does not run beside a

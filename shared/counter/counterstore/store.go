@@ -56,11 +56,13 @@ func WriterOptions(mode string, db *spannerdb.DB, inFlight int) (counter.GroupCo
 
 // Table and column names (shared/topology/ddl/010_counters.sql).
 const (
-	tableCounters = "Counters"
-	tableShards   = "CounterShards"
-	tableMoved    = "MovedCounters"
-	tablePending  = "PendingDeltas"
-	tableApplied  = "AppliedEvents"
+	tableCounters      = "Counters"
+	tableShards        = "CounterShards"
+	tableMoved         = "MovedCounters"
+	tablePending       = "PendingDeltas"
+	tableReactions     = "Reactions"
+	indexPendingByUser = "PendingDeltasByUser"
+	tableApplied       = "AppliedEvents"
 	// colViewers is the unique-viewers sketch of a snapshot or shard row
 	// (NULL: none).
 	colViewers = "Viewers"
@@ -80,6 +82,7 @@ type Store struct {
 	window        time.Duration
 	reconcilePage int
 	sliceLease    time.Duration
+	ownOneQuery   bool
 	now           func() time.Time
 }
 
@@ -95,6 +98,9 @@ type Options struct {
 	// last batch (default 2 minutes): how long a killed worker's slice
 	// waits before another worker resumes it.
 	SliceLease time.Duration
+	// OneQuery makes Own one SQL query instead of key lookups: the counts
+	// benchmark's baseline.
+	OneQuery bool
 }
 
 // New returns the store over db.
@@ -114,7 +120,7 @@ func New(db *spannerdb.DB, o Options) *Store {
 	if o.SliceLease <= 0 {
 		o.SliceLease = defaultSliceLease
 	}
-	return &Store{db: db, mode: o.Mode, policy: o.Policy, window: o.RollupInterval, reconcilePage: o.ReconcilePage, sliceLease: o.SliceLease, now: time.Now}
+	return &Store{db: db, mode: o.Mode, policy: o.Policy, window: o.RollupInterval, reconcilePage: o.ReconcilePage, sliceLease: o.SliceLease, ownOneQuery: o.OneQuery, now: time.Now}
 }
 
 // Mode is the store's mode.
