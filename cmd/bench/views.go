@@ -106,10 +106,7 @@ func newViewsStack(ctx context.Context, cfg *config.Config, srv *benchstack.Serv
 		if err != nil {
 			return err
 		}
-		batch, err := historyfn.Batching(cfg)
-		if err != nil {
-			return err
-		}
+		batch := historyfn.Batching(cfg)
 		store := historystore.New(more.Bigtable)
 		h := historyfn.New(historyfn.Deps{
 			Verifier:  st.Clients.Verifier,

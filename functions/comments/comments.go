@@ -48,11 +48,7 @@ func Build(c *platform.Clients) (Deps, error) {
 	if err != nil {
 		return Deps{}, err
 	}
-	limit := cfg.Counters.CommentsPerMin
-	if cfg.HTTP.RateLimits == "off" {
-		limit = 0
-	}
-	store := commentstore.New(db, limit)
+	store := commentstore.New(db, cfg.UserLimits().Comments)
 	w := commentstore.NewWriter(store, bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic), wo)
 	return Deps{
 		Verifier:     c.Verifier,

@@ -19,13 +19,13 @@ import (
 	"github.com/videngage/engagement/functions/applyhistory"
 	historyfn "github.com/videngage/engagement/functions/history"
 	"github.com/videngage/engagement/shared/auth"
-	"github.com/videngage/engagement/shared/bigtabledb"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/platform"
+	"github.com/videngage/engagement/shared/ratelimit"
 )
 
 func TestMain(m *testing.M) {
@@ -141,7 +141,7 @@ type option func(*env, *historyfn.Deps)
 // withLimit puts the Firestore rate limiter in front of history writes.
 func withLimit(perMinute int) option {
 	return func(e *env, d *historyfn.Deps) {
-		d.Limiter = bigtabledb.NewRateLimiter(e.clients.Bigtable, "history", perMinute)
+		d.Limiter = ratelimit.NewBigtable(e.clients.Bigtable, "history", perMinute)
 	}
 }
 

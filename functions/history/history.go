@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/videngage/engagement/shared/auth"
-	"github.com/videngage/engagement/shared/bigtabledb"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
@@ -23,16 +22,14 @@ import (
 	"github.com/videngage/engagement/shared/history/historystore"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/platform"
+	"github.com/videngage/engagement/shared/ratelimit"
 	"github.com/videngage/engagement/shared/telemetry"
 )
 
 func init() {
 	platform.RegisterHTTP("History", platform.NeedBigtable|platform.NeedPubSub|platform.NeedFirestore|platform.NeedVerifier,
 		func(ctx context.Context, c *platform.Clients) (http.Handler, error) {
-			batch, err := Batching(c.Config)
-			if err != nil {
-				return nil, err
-			}
+			batch := Batching(c.Config)
 			return New(Deps{
 				Verifier:  c.Verifier,
 				Store:     historystore.New(c.Bigtable),
@@ -51,24 +48,22 @@ func init() {
 // together as one message of at most history.MaxBatch watches. One publish
 // is in flight at a time, so that the next batch gathers everything that
 // arrives meanwhile: each message is one transaction downstream.
-func Batching(cfg *config.Config) (counter.GroupCommitOptions, error) {
-	switch cfg.History.Batching {
-	case "on":
-		return counter.GroupCommitOptions{Batched: true, MaxBatch: history.MaxBatch, MaxInFlight: 1, Linger: cfg.History.BatchLinger}, nil
-	case "off":
-		return counter.GroupCommitOptions{}, nil
+func Batching(cfg *config.Config) counter.GroupCommitOptions {
+	if !cfg.History.Batching {
+		return counter.GroupCommitOptions{}
 	}
-	return counter.GroupCommitOptions{}, fmt.Errorf("historyfn: HISTORY_BATCHING must be on or off, not %q", cfg.History.Batching)
+	return counter.GroupCommitOptions{Batched: true, MaxBatch: history.MaxBatch, MaxInFlight: 1, Linger: cfg.History.BatchLinger}
 }
 
 // rateLimiter is the per-user limit of history writes, in Bigtable beside the
 // history; nil when RATE_LIMITS=off (load tests of one user) or the limit is
 // not positive.
 func rateLimiter(c *platform.Clients) Limiter {
-	if c.Config.HTTP.RateLimits == "off" || c.Config.Counters.HistoryPerMin <= 0 {
+	limit := c.Config.UserLimits().History
+	if limit == 0 {
 		return nil
 	}
-	return bigtabledb.NewRateLimiter(c.BigtableTx, "history", c.Config.Counters.HistoryPerMin)
+	return ratelimit.NewBigtable(c.BigtableTx, "history", limit)
 }
 
 // Interfaces of what the handler uses, declared here where they are consumed.

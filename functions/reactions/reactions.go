@@ -8,7 +8,6 @@ package reactionsfn
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,11 +15,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/videngage/engagement/shared/auth"
-	"github.com/videngage/engagement/shared/bigtabledb"
 	"github.com/videngage/engagement/shared/bus"
+	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/platform"
+	"github.com/videngage/engagement/shared/ratelimit"
 	"github.com/videngage/engagement/shared/reaction"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -49,27 +49,17 @@ func Build(c *platform.Clients) (Deps, error) {
 	if err != nil {
 		return Deps{}, err
 	}
-	limit := cfg.Counters.ReactionsPerMin
-	if cfg.HTTP.RateLimits == "off" {
-		limit = 0
-	}
+	limit := cfg.UserLimits().Reactions
 	// The per-user limit is one atomic Bigtable increment per request, the
 	// limiter history uses: no Spanner row read and written per reaction.
 	var limiter reactionstore.Limiter
-	switch cfg.Counters.ReactionLimitStore {
-	case "bigtable":
+	if cfg.Counters.ReactionLimitStore == config.LimitInBigtable {
 		if limit > 0 {
-			limiter = bigtabledb.NewRateLimiter(c.BigtableTx, "reactions", limit)
+			limiter = ratelimit.NewBigtable(c.BigtableTx, "reactions", limit)
 		}
 		limit = 0
-	case "spanner":
-	default:
-		return Deps{}, fmt.Errorf("reactions: REACTION_RATE_LIMIT_STORE must be bigtable or spanner, not %q", cfg.Counters.ReactionLimitStore)
 	}
-	if d := cfg.Counters.OutboxDelete; d != "range" && d != "row" {
-		return Deps{}, fmt.Errorf("reactions: COUNTER_OUTBOX_DELETE must be range or row, not %q", d)
-	}
-	store := reactionstore.New(db, limit).OutboxRowByRow(cfg.Counters.OutboxDelete == "row")
+	store := reactionstore.New(db, limit).OutboxRowByRow(cfg.Counters.OutboxDelete == config.OutboxDeleteRow)
 	w := reactionstore.NewWriter(store, bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic), wo).LimitWith(limiter)
 	return Deps{Verifier: c.Verifier, Writer: w, Store: store, Metrics: c.Metrics}, nil
 }

@@ -94,8 +94,9 @@ type HTTP struct {
 	CountsCacheTTL     time.Duration `env:"COUNTS_CACHE_TTL, default=1s"`
 	CountsCacheEntries int           `env:"COUNTS_CACHE_ENTRIES, default=100000"`
 	RequestTimeout     time.Duration `env:"REQUEST_TIMEOUT, default=10s"`
-	// RateLimits "off" switches the per-user limits off (load tests of one user).
-	RateLimits string `env:"RATE_LIMITS, default=on"`
+	// RateLimits off switches the per-user limits off (load tests of one
+	// user); read it through Config.UserLimits.
+	RateLimits Switch `env:"RATE_LIMITS, default=on"`
 	// PageTokenSecret signs page tokens so that they cannot be forged or
 	// replayed by another user.
 	PageTokenSecret string `env:"PAGE_TOKEN_SECRET, default=local-page-token-secret"`
@@ -108,9 +109,9 @@ type Counters struct {
 	// "bigtable" (one atomic increment per request, as history's) or
 	// "spanner" (a row read and written in the reaction's transaction: the
 	// benchmark's comparison).
-	ReactionLimitStore string `env:"REACTION_RATE_LIMIT_STORE, default=bigtable"`
-	CommentsPerMin     int    `env:"RATE_LIMIT_COMMENTS, default=10"`
-	HistoryPerMin      int    `env:"RATE_LIMIT_HISTORY, default=120"`
+	ReactionLimitStore LimitStore `env:"REACTION_RATE_LIMIT_STORE, default=bigtable"`
+	CommentsPerMin     int        `env:"RATE_LIMIT_COMMENTS, default=10"`
+	HistoryPerMin      int        `env:"RATE_LIMIT_HISTORY, default=120"`
 	// Mode "naive" applies each counter event in its own transaction on one
 	// counter row with no batching (the benchmark's baseline); "sharded" is
 	// the engine.
@@ -127,7 +128,7 @@ type Counters struct {
 	// OutboxDelete is how the consumer deletes the reactions' outbox rows it
 	// counts: "range", one key-range delete per group-committed batch, or
 	// "row", one delete per row (the benchmark's comparison).
-	OutboxDelete string `env:"COUNTER_OUTBOX_DELETE, default=range"`
+	OutboxDelete OutboxDelete `env:"COUNTER_OUTBOX_DELETE, default=range"`
 }
 
 type History struct {
@@ -137,7 +138,7 @@ type History struct {
 	// one message (group commit), counted by one transaction; "off"
 	// publishes each watch alone and counts it in its own transaction (the
 	// benchmark's baseline).
-	Batching string `env:"HISTORY_BATCHING, default=on"`
+	Batching Switch `env:"HISTORY_BATCHING, default=on"`
 	// BatchLinger is how long a batch of watches waits for company before
 	// it is published; the request waits that much longer for its 202.
 	BatchLinger time.Duration `env:"HISTORY_BATCH_LINGER, default=50ms"`
@@ -151,6 +152,76 @@ type Telemetry struct {
 	// request or message that arrives with a sampling decision (traceparent,
 	// X-Cloud-Trace-Context) keeps that decision.
 	SampleRatio float64 `env:"TELEMETRY_SAMPLE_RATIO, default=0.1"`
+}
+
+// Switch is a setting that is "on" or "off"; any other value fails the load.
+type Switch bool
+
+// EnvDecode implements envconfig.Decoder.
+func (s *Switch) EnvDecode(v string) error {
+	switch v {
+	case "on":
+		*s = true
+	case "off":
+		*s = false
+	default:
+		return fmt.Errorf("must be on or off, not %q", v)
+	}
+	return nil
+}
+
+// LimitStore is where the reactions' per-user limit is counted.
+type LimitStore string
+
+const (
+	LimitInBigtable LimitStore = "bigtable"
+	LimitInSpanner  LimitStore = "spanner"
+)
+
+// EnvDecode implements envconfig.Decoder.
+func (l *LimitStore) EnvDecode(v string) error {
+	switch LimitStore(v) {
+	case LimitInBigtable, LimitInSpanner:
+		*l = LimitStore(v)
+		return nil
+	}
+	return fmt.Errorf("must be %s or %s, not %q", LimitInBigtable, LimitInSpanner, v)
+}
+
+// OutboxDelete is how the counter consumer deletes the outbox rows it counts.
+type OutboxDelete string
+
+const (
+	OutboxDeleteRange OutboxDelete = "range"
+	OutboxDeleteRow   OutboxDelete = "row"
+)
+
+// EnvDecode implements envconfig.Decoder.
+func (o *OutboxDelete) EnvDecode(v string) error {
+	switch OutboxDelete(v) {
+	case OutboxDeleteRange, OutboxDeleteRow:
+		*o = OutboxDelete(v)
+		return nil
+	}
+	return fmt.Errorf("must be %s or %s, not %q", OutboxDeleteRange, OutboxDeleteRow, v)
+}
+
+// UserLimits are the per-user limits a minute of each kind of write; 0 is
+// no limit.
+type UserLimits struct{ Reactions, Comments, History int }
+
+// UserLimits are the limits in force: RATE_LIMIT_* unless RATE_LIMITS=off,
+// which switches them all off (load tests of one user). This is the one
+// place RATE_LIMITS is read.
+func (c *Config) UserLimits() UserLimits {
+	if !c.HTTP.RateLimits {
+		return UserLimits{}
+	}
+	return UserLimits{
+		Reactions: max(c.Counters.ReactionsPerMin, 0),
+		Comments:  max(c.Counters.CommentsPerMin, 0),
+		History:   max(c.Counters.HistoryPerMin, 0),
+	}
 }
 
 // FromEnv reads the configuration from the process environment.

@@ -18,7 +18,7 @@ import (
 	"github.com/videngage/engagement/shared/comment"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
-	"github.com/videngage/engagement/shared/reaction"
+	"github.com/videngage/engagement/shared/ratelimit"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 
@@ -67,13 +67,13 @@ type Store struct {
 	// limit is the per-user post rate, kept as one GCRA timestamp per user
 	// in the post's own transaction (the reactions' limiter, over its own
 	// table); PerMinute 0 is no limit.
-	limit reaction.RateLimit
+	limit ratelimit.GCRA
 	now   func() time.Time
 }
 
 // New returns the store. postsPerMinute ≤ 0 switches the rate limit off.
 func New(db *spannerdb.DB, postsPerMinute int) *Store {
-	return &Store{db: db, limit: reaction.RateLimit{PerMinute: max(postsPerMinute, 0)}, now: time.Now}
+	return &Store{db: db, limit: ratelimit.GCRA{PerMinute: max(postsPerMinute, 0)}, now: time.Now}
 }
 
 // CreateRequest is one post.

@@ -17,6 +17,7 @@ import (
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/shared/ratelimit"
 	"github.com/videngage/engagement/shared/reaction"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
@@ -33,7 +34,7 @@ const MaxUserIDBytes = 512
 // Store is the reactions' Spanner store.
 type Store struct {
 	db    *spannerdb.DB
-	limit reaction.RateLimit // PerMinute 0: no limit
+	limit ratelimit.GCRA // PerMinute 0: no limit
 	now   func() time.Time
 	// rowByRow: each outbox event its own id, deleted on its own by the
 	// consumer (the benchmark's comparison), instead of one batch per
@@ -44,7 +45,7 @@ type Store struct {
 // New returns the store. perMinute ≤ 0 switches the rate limit off (in
 // Spanner: a Writer may limit elsewhere, see Writer.LimitWith).
 func New(db *spannerdb.DB, perMinute int) *Store {
-	return &Store{db: db, limit: reaction.RateLimit{PerMinute: max(perMinute, 0)}, now: time.Now}
+	return &Store{db: db, limit: ratelimit.GCRA{PerMinute: max(perMinute, 0)}, now: time.Now}
 }
 
 // OutboxRowByRow makes each outbox event its own, deleted row by row when

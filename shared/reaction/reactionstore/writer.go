@@ -23,7 +23,7 @@ type Writer struct {
 }
 
 // Limiter admits one request of a user or says how long to wait;
-// *bigtabledb.RateLimiter is one.
+// *ratelimit.Bigtable is one.
 type Limiter interface {
 	Allow(ctx context.Context, userID string) (retryAfter time.Duration, err error)
 }

@@ -11,7 +11,7 @@
 #   single-cluster routing with transactional writes allowed, for the rate
 #   limiter's increments (ReadModifyWrite, a single-row transaction), which a
 #   multi-cluster profile refuses. These do not fail over: a lost cluster
-#   stops the limiter, which fails closed with 503 (shared/bigtabledb).
+#   stops the limiter, which fails closed with 503 (shared/ratelimit).
 # - "failover" (BIGTABLE_APP_PROFILE of the others): multi-cluster, any.
 
 locals {

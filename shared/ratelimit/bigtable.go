@@ -1,8 +1,13 @@
-// Package bigtabledb holds the Bigtable rate limiter.
-package bigtabledb
+// Package ratelimit holds the per-user rate limits: GCRA, whose state the
+// caller keeps in its own Spanner transaction (reactions on the Spanner
+// store, comments, counted changes), and Bigtable, a fixed window counted by
+// one atomic increment (history, reactions by default). Which limits are on
+// is config.Config.UserLimits.
+package ratelimit
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/binary"
 	"fmt"
 	"time"
@@ -10,7 +15,6 @@ import (
 	"cloud.google.com/go/bigtable"
 
 	"github.com/videngage/engagement/shared/errs"
-	"github.com/videngage/engagement/shared/history"
 )
 
 func unavailable(op string, err error) error { return errs.Backend(op, err) }
@@ -19,12 +23,12 @@ func unavailable(op string, err error) error { return errs.Backend(op, err) }
 // of the count cell; the family's GC policy (max age one hour) removes a
 // window's versions, at most one per action in its minute, within the hour.
 const (
-	RateLimitTable  = "rate_limits"
+	Table           = "rate_limits"
 	rateLimitFamily = "n"
 	colCount        = "c"
 )
 
-// RateLimiter admits up to a limit of actions of one kind per user per
+// Bigtable admits up to a limit of actions of one kind per user per
 // minute, counted in Bigtable so that the limit holds across every function
 // instance. Windows are fixed minutes, one row per kind, user and minute:
 //
@@ -34,29 +38,31 @@ const (
 // window's new count: no read before the write, no transaction to retry, so
 // one user's concurrent actions never contend. Refused actions are counted
 // too, which changes nothing: the window is already over the limit.
-type RateLimiter struct {
+type Bigtable struct {
 	t     *bigtable.Table
 	kind  string
 	limit int64
 	now   func() time.Time
 }
 
-// NewRateLimiter limits kind to limit per minute in client c's rate_limits
+// NewBigtable limits kind to limit per minute in client c's rate_limits
 // table. The client's app profile must allow single-row transactions
 // (platform.Clients.BigtableTx).
-func NewRateLimiter(c *bigtable.Client, kind string, limit int) *RateLimiter {
-	return &RateLimiter{t: c.Open(RateLimitTable), kind: kind, limit: int64(limit), now: time.Now}
+func NewBigtable(c *bigtable.Client, kind string, limit int) *Bigtable {
+	return &Bigtable{t: c.Open(Table), kind: kind, limit: int64(limit), now: time.Now}
 }
 
-// rateLimitKey is the row of kind's window of the user that holds at.
+// rateLimitKey is the row of kind's window of the user that holds at. The
+// user part is base64url and '#', outside its alphabet, as in history's row
+// keys: no user's rows can be a prefix of another's.
 func rateLimitKey(kind, userID string, at time.Time) string {
-	return fmt.Sprintf("%s#%s%d", kind, history.UserPrefix(userID), at.UTC().Truncate(time.Minute).Unix())
+	return fmt.Sprintf("%s#%s#%d", kind, base64.RawURLEncoding.EncodeToString([]byte(userID)), at.UTC().Truncate(time.Minute).Unix())
 }
 
 // Allow counts one action of the user and reports how long to wait (the
 // rest of the minute) when it is over the limit. A nil limiter admits
 // everything.
-func (l *RateLimiter) Allow(ctx context.Context, userID string) (time.Duration, error) {
+func (l *Bigtable) Allow(ctx context.Context, userID string) (time.Duration, error) {
 	if l == nil {
 		return 0, nil
 	}
@@ -69,7 +75,7 @@ func (l *RateLimiter) Allow(ctx context.Context, userID string) (time.Duration, 
 	}
 	cells := row[rateLimitFamily]
 	if len(cells) != 1 || len(cells[0].Value) != 8 {
-		return 0, fmt.Errorf("bigtabledb: rate limit: unexpected answer %v", row)
+		return 0, fmt.Errorf("ratelimit: unexpected answer %v", row)
 	}
 	if n := int64(binary.BigEndian.Uint64(cells[0].Value)); n > l.limit {
 		return now.Truncate(time.Minute).Add(time.Minute).Sub(now), nil

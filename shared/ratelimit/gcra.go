@@ -1,20 +1,20 @@
-package reaction
+package ratelimit
 
 import "time"
 
-// RateLimit is a per-user limit of PerMinute requests a minute, with a burst
+// GCRA is a per-user limit of PerMinute requests a minute, with a burst
 // of the whole minute's allowance, kept as one timestamp per user (the
 // generic cell rate algorithm): the theoretical arrival time (TAT) of the
-// next request. The state is shared by every instance (a Spanner row read and
-// written in the reaction's own transaction).
-type RateLimit struct {
+// next request. The state is shared by every instance: the caller keeps it
+// in a Spanner row read and written in the request's own transaction.
+type GCRA struct {
 	PerMinute int
 }
 
 // Allow decides a request at now for a user whose stored TAT is tat (zero
 // when the user has none). It returns the TAT to store when allowed, or how
 // long to wait (Retry-After) when not.
-func (l RateLimit) Allow(tat, now time.Time) (next time.Time, ok bool, retryAfter time.Duration) {
+func (l GCRA) Allow(tat, now time.Time) (next time.Time, ok bool, retryAfter time.Duration) {
 	if l.PerMinute <= 0 {
 		return tat, true, 0
 	}

@@ -1,4 +1,4 @@
-package bigtabledb
+package ratelimit
 
 import (
 	"context"
@@ -32,13 +32,13 @@ func (c *clock) set(t time.Time) {
 	c.t = t
 }
 
-func limiterAt(c *bigtable.Client, kind string, limit int, clk *clock) *RateLimiter {
-	l := NewRateLimiter(c, kind, limit)
+func limiterAt(c *bigtable.Client, kind string, limit int, clk *clock) *Bigtable {
+	l := NewBigtable(c, kind, limit)
 	l.now = clk.now
 	return l
 }
 
-func allow(t *testing.T, l *RateLimiter, user string) time.Duration {
+func allow(t *testing.T, l *Bigtable, user string) time.Duration {
 	t.Helper()
 	wait, err := l.Allow(t.Context(), user)
 	if err != nil {
@@ -57,12 +57,12 @@ func TestRateLimiterAcrossInstances(t *testing.T) {
 	a, b := limiterAt(c, "history", limit, clk), limiterAt(c, "history", limit, clk)
 
 	for i := range limit {
-		l := []*RateLimiter{a, b}[i%2]
+		l := []*Bigtable{a, b}[i%2]
 		if wait := allow(t, l, "alice"); wait != 0 {
 			t.Fatalf("action %d of %d refused (wait %v)", i+1, limit, wait)
 		}
 	}
-	for _, l := range []*RateLimiter{a, b, a} {
+	for _, l := range []*Bigtable{a, b, a} {
 		if wait := allow(t, l, "alice"); wait != 40*time.Second {
 			t.Errorf("action over the limit: wait %v, want 40s (the rest of the minute)", wait)
 		}
@@ -91,7 +91,7 @@ func TestRateLimiterAcrossInstances(t *testing.T) {
 	// The next minute admits again, up to the limit.
 	clk.set(minute.Add(time.Minute))
 	for i := range limit {
-		if wait := allow(t, []*RateLimiter{b, a}[i%2], "alice"); wait != 0 {
+		if wait := allow(t, []*Bigtable{b, a}[i%2], "alice"); wait != 0 {
 			t.Fatalf("next minute: action %d refused (wait %v)", i+1, wait)
 		}
 	}
@@ -101,7 +101,7 @@ func TestRateLimiterAcrossInstances(t *testing.T) {
 
 	// One row per kind, user and minute, whose newest cell is the count of
 	// actions (refused ones too) in that minute.
-	row, err := c.Open(RateLimitTable).ReadRow(t.Context(), rateLimitKey("history", "alice", minute.Add(time.Minute)), bigtable.RowFilter(bigtable.LatestNFilter(1)))
+	row, err := c.Open(Table).ReadRow(t.Context(), rateLimitKey("history", "alice", minute.Add(time.Minute)), bigtable.RowFilter(bigtable.LatestNFilter(1)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestRateLimiterConcurrent(t *testing.T) {
 		limit    = 20
 		attempts = 64
 	)
-	ls := []*RateLimiter{limiterAt(c, "history", limit, clk), limiterAt(c, "history", limit, clk)}
+	ls := []*Bigtable{limiterAt(c, "history", limit, clk), limiterAt(c, "history", limit, clk)}
 	var (
 		admitted, refused atomic.Int64
 		wg                sync.WaitGroup
@@ -156,7 +156,7 @@ func TestRateLimiterConcurrent(t *testing.T) {
 }
 
 func TestRateLimiterNilAdmitsEverything(t *testing.T) {
-	var l *RateLimiter
+	var l *Bigtable
 	for range 3 {
 		if wait, err := l.Allow(t.Context(), "alice"); wait != 0 || err != nil {
 			t.Fatalf("nil limiter: %v, %v", wait, err)
@@ -167,7 +167,7 @@ func TestRateLimiterNilAdmitsEverything(t *testing.T) {
 func TestRateLimiterBackendDown(t *testing.T) {
 	t.Parallel()
 	c := newClient(t)
-	l := NewRateLimiter(c, "history", 5)
+	l := NewBigtable(c, "history", 5)
 	c.Close()
 	if _, err := l.Allow(t.Context(), "alice"); !errors.Is(err, errs.ErrBackendUnavailable) {
 		t.Errorf("Allow on a closed client: %v; want ErrBackendUnavailable", err)

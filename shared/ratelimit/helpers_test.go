@@ -1,4 +1,4 @@
-package bigtabledb
+package ratelimit
 
 import (
 	"context"

@@ -1,0 +1,59 @@
+package config
+
+import (
+	"testing"
+
+	"github.com/sethvargo/go-envconfig"
+)
+
+func TestDefaults(t *testing.T) {
+	c, err := FromLookuper(t.Context(), envconfig.MapLookuper(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.HTTP.RateLimits || !c.History.Batching || c.Counters.ReactionLimitStore != LimitInBigtable || c.Counters.OutboxDelete != OutboxDeleteRange {
+		t.Errorf("defaults: RateLimits %v, Batching %v, ReactionLimitStore %q, OutboxDelete %q", c.HTTP.RateLimits, c.History.Batching, c.Counters.ReactionLimitStore, c.Counters.OutboxDelete)
+	}
+	if got, want := c.UserLimits(), (UserLimits{Reactions: 60, Comments: 10, History: 120}); got != want {
+		t.Errorf("UserLimits() = %+v, want %+v", got, want)
+	}
+}
+
+func TestTypedValues(t *testing.T) {
+	c, err := FromLookuper(t.Context(), envconfig.MapLookuper(map[string]string{
+		"RATE_LIMITS": "off", "HISTORY_BATCHING": "off", "REACTION_RATE_LIMIT_STORE": "spanner", "COUNTER_OUTBOX_DELETE": "row",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTP.RateLimits || c.History.Batching || c.Counters.ReactionLimitStore != LimitInSpanner || c.Counters.OutboxDelete != OutboxDeleteRow {
+		t.Errorf("RateLimits %v, Batching %v, ReactionLimitStore %q, OutboxDelete %q", c.HTTP.RateLimits, c.History.Batching, c.Counters.ReactionLimitStore, c.Counters.OutboxDelete)
+	}
+	if got := c.UserLimits(); got != (UserLimits{}) {
+		t.Errorf("RATE_LIMITS=off: UserLimits() = %+v, want none", got)
+	}
+}
+
+func TestNegativeLimitIsNone(t *testing.T) {
+	c, err := FromLookuper(t.Context(), envconfig.MapLookuper(map[string]string{"RATE_LIMIT_HISTORY": "-1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.UserLimits().History; got != 0 {
+		t.Errorf("RATE_LIMIT_HISTORY=-1: %d, want 0 (no limit)", got)
+	}
+}
+
+func TestBadValuesFailTheLoad(t *testing.T) {
+	for _, env := range []map[string]string{
+		{"RATE_LIMITS": "maybe"},
+		{"RATE_LIMITS": "true"},
+		{"HISTORY_BATCHING": "maybe"},
+		{"REACTION_RATE_LIMIT_STORE": "redis"},
+		{"COUNTER_OUTBOX_DELETE": "all"},
+	} {
+		if _, err := FromLookuper(t.Context(), envconfig.MapLookuper(env)); err == nil {
+			t.Errorf("%v accepted", env)
+		}
+	}
+}
