@@ -45,6 +45,7 @@ bench:
 	$(GO) run ./cmd/benchjobs
 	$(GO) test -run '^$$' -bench BenchmarkVerify ./shared/auth/
 	$(GO) run ./cmd/withemulators -- $(GO) test -run '^$$' -bench BenchmarkHistoryFirstPage -benchtime 200x ./shared/history/historystore/
+	$(GO) run ./cmd/withemulators -- $(GO) test -run '^$$' -bench BenchmarkExpireHistoryCost -benchtime 1x ./functions/expirehistory/
 
 ## soak: a bounded mixed load with faults on the local stack; prints drift (must be 0)
 SOAK ?= 10m

@@ -25,6 +25,7 @@ import (
 	_ "github.com/videngage/engagement/functions/applyviews"
 	_ "github.com/videngage/engagement/functions/comments"
 	_ "github.com/videngage/engagement/functions/counts"
+	_ "github.com/videngage/engagement/functions/expirehistory"
 	_ "github.com/videngage/engagement/functions/history"
 	_ "github.com/videngage/engagement/functions/reactions"
 	_ "github.com/videngage/engagement/functions/reconcile"

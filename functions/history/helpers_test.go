@@ -145,6 +145,11 @@ func withLimit(perMinute int) option {
 	}
 }
 
+// withRetention sets the table's retention the reads apply.
+func withRetention(d time.Duration) option {
+	return func(_ *env, deps *historyfn.Deps) { deps.Retention = d }
+}
+
 // withNow fixes the handler's clock.
 func withNow(now time.Time) option {
 	return func(_ *env, d *historyfn.Deps) { d.Now = func() time.Time { return now } }
@@ -192,6 +197,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 		Settings:  historystore.NewSettings(clients.Firestore),
 		Publisher: e.bus,
 		Tokens:    history.NewPageTokens(cfg.HTTP.PageTokenSecret),
+		Retention: time.Duration(cfg.History.MaxAgeDays) * 24 * time.Hour, // as deployed
 	}
 	for _, o := range opts {
 		o(e, &d)

@@ -38,6 +38,7 @@ func init() {
 				Batch:     batch,
 				Tokens:    history.NewPageTokens(c.Config.HTTP.PageTokenSecret),
 				Limiter:   rateLimiter(c),
+				Retention: time.Duration(c.Config.History.MaxAgeDays) * 24 * time.Hour,
 				Metrics:   c.Metrics,
 			}), nil
 		})
@@ -99,9 +100,13 @@ type Deps struct {
 	// per watch).
 	Batch   counter.GroupCommitOptions
 	Tokens  history.PageTokens
-	Limiter Limiter            // nil: no limit
-	Metrics *telemetry.Metrics // may be nil
-	Now     func() time.Time
+	Limiter Limiter // nil: no limit
+	// Retention is the table's (HISTORY_MAX_AGE_DAYS): a read shows no
+	// watch older, whether or not garbage collection removed it yet.
+	// Zero: none.
+	Retention time.Duration
+	Metrics   *telemetry.Metrics // may be nil
+	Now       func() time.Time
 }
 
 type handler struct {
@@ -251,7 +256,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	page, err := h.Store.List(r.Context(), user.ID, after, settings.Horizon(h.Now()), size)
+	page, err := h.Store.List(r.Context(), user.ID, after, settings.ReadHorizon(h.Now(), h.Retention), size)
 	if err != nil {
 		return err
 	}

@@ -403,6 +403,42 @@ func TestAutoDeleteHorizon(t *testing.T) {
 	}
 }
 
+// TestReadsApplyRetention: a watch older than the table's retention is not
+// listed even while garbage collection has not removed it yet, whatever the
+// user's auto-delete; the later of the two bounds wins.
+func TestReadsApplyRetention(t *testing.T) {
+	t.Parallel()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	e := newEnv(t, withNow(now), withRetention(60*24*time.Hour))
+	tok := e.token("ivy")
+	past := now.AddDate(0, 0, -70)   // past the retention
+	inside := now.AddDate(0, 0, -50) // inside it
+	for _, w := range []struct {
+		v  string
+		at time.Time
+	}{{"past", past}, {"inside", inside}} {
+		e.do("POST", "/v1/history", tok, map[string]any{"videoId": w.v, "watchedAt": ts(w.at)}).want(t, http.StatusAccepted, "POST")
+	}
+	// The table still holds both (the emulator's collector does not run on
+	// the rules a table is created with).
+	page, err := e.store.List(t.Context(), "ivy", nil, time.Time{}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Entries) != 2 {
+		t.Fatalf("the table holds %d entries, want both", len(page.Entries))
+	}
+	want := []string{"inside@" + ts(inside)}
+	if diff := cmp.Diff(want, e.listAll("ivy", 10)); diff != "" {
+		t.Errorf("autoDeleteMonths 0 (-want +got):\n%s", diff)
+	}
+	// A 3-month horizon is older than the 60-day retention: the retention wins.
+	e.do("PUT", "/v1/history/settings", tok, `{"paused":false,"autoDeleteMonths":3}`).want(t, http.StatusOK, "PUT 3 months")
+	if diff := cmp.Diff(want, e.listAll("ivy", 10)); diff != "" {
+		t.Errorf("autoDeleteMonths 3 (-want +got):\n%s", diff)
+	}
+}
+
 func TestDuplicateDeliveryStoresOneEntry(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

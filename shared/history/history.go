@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 	"unicode/utf8"
 )
@@ -140,8 +141,30 @@ type Settings struct {
 	AutoDeleteMonths int  `json:"autoDeleteMonths" firestore:"autoDeleteMonths"`
 }
 
+// autoDeleteChoices are the offered auto-delete horizons, in months.
+var autoDeleteChoices = []int{3, 18, 36}
+
+// AutoDeleteChoices are the offered auto-delete horizons, in months (0, no
+// auto-delete, aside).
+func AutoDeleteChoices() []int { return slices.Clone(autoDeleteChoices) }
+
 // ValidAutoDeleteMonths reports whether m is an offered auto-delete horizon.
-func ValidAutoDeleteMonths(m int) bool { return m == 0 || m == 3 || m == 18 || m == 36 }
+func ValidAutoDeleteMonths(m int) bool { return m == 0 || slices.Contains(autoDeleteChoices, m) }
+
+// ReadHorizon is the oldest watch time a read shows: the later of the
+// user's horizon and the table's retention (zero: none). Bigtable's garbage
+// collection removes what is past the retention only eventually, and the
+// auto-delete job what is past the user's horizon once a day, so a read
+// hides both itself.
+func (s Settings) ReadHorizon(now time.Time, retention time.Duration) time.Time {
+	h := s.Horizon(now)
+	if retention > 0 {
+		if r := now.UTC().Add(-retention); r.After(h) {
+			h = r
+		}
+	}
+	return h
+}
 
 // Horizon is the oldest watch time still shown; zero when nothing is hidden
 // by the user's setting (the table's retention still applies).

@@ -195,6 +195,45 @@ func TestSettingsHorizon(t *testing.T) {
 	}
 }
 
+func TestSettingsReadHorizon(t *testing.T) {
+	now := time.Date(2026, 7, 15, 10, 30, 0, 0, time.UTC)
+	day := 24 * time.Hour
+	tests := []struct {
+		name      string
+		s         Settings
+		retention time.Duration
+		want      time.Time
+	}{
+		{"neither", Settings{}, 0, time.Time{}},
+		{"retention only", Settings{}, 30 * day, now.Add(-30 * day)},
+		{"horizon only", Settings{AutoDeleteMonths: 3}, 0, time.Date(2026, 4, 15, 10, 30, 0, 0, time.UTC)},
+		{"horizon later", Settings{AutoDeleteMonths: 3}, 1096 * day, time.Date(2026, 4, 15, 10, 30, 0, 0, time.UTC)},
+		{"retention later", Settings{AutoDeleteMonths: 36}, 30 * day, now.Add(-30 * day)},
+	}
+	for _, tc := range tests {
+		got := tc.s.ReadHorizon(now.In(time.FixedZone("UTC+2", 7200)), tc.retention)
+		if !got.Equal(tc.want) || (!got.IsZero() && got.Location() != time.UTC) {
+			t.Errorf("%s: ReadHorizon = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestAutoDeleteChoices(t *testing.T) {
+	for _, m := range AutoDeleteChoices() {
+		if m == 0 || !ValidAutoDeleteMonths(m) {
+			t.Errorf("choice %d is not a valid horizon", m)
+		}
+	}
+	if got := AutoDeleteChoices(); len(got) != 3 {
+		t.Errorf("AutoDeleteChoices() = %v, want the 3 offered horizons", got)
+	}
+	c := AutoDeleteChoices()
+	c[0] = 5
+	if ValidAutoDeleteMonths(5) {
+		t.Error("changing the returned slice changed the valid horizons")
+	}
+}
+
 func TestSettingsJSON(t *testing.T) {
 	b, err := json.Marshal(Settings{Paused: true, AutoDeleteMonths: 18})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"strings"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -56,6 +57,95 @@ func (s *Settings) Put(ctx context.Context, userID string, v history.Settings) e
 	_, err := s.c.Collection(SettingsCollection).Doc(DocID(userID)).Set(ctx, settingsDoc{Settings: v, UpdateTime: time.Now().UTC()})
 	if err != nil {
 		return errs.Backend("write history settings", err)
+	}
+	return nil
+}
+
+// UserSettings are one user's settings, as AutoDeleting lists them.
+type UserSettings struct {
+	UserID   string
+	Settings history.Settings
+}
+
+// AutoDeleting lists up to limit users whose auto-delete is on, in document
+// order after the cursor ("": from the first), and returns the cursor after
+// the last one listed, or "" when the list is done (fewer than limit
+// documents were after the cursor). It is one Firestore query that reads a
+// document per user listed.
+func (s *Settings) AutoDeleting(ctx context.Context, after string, limit int) ([]UserSettings, string, error) {
+	q := s.c.Collection(SettingsCollection).
+		Where("autoDeleteMonths", "in", history.AutoDeleteChoices()).
+		OrderBy(firestore.DocumentID, firestore.Asc).
+		Limit(limit)
+	if after != "" {
+		q = q.StartAfter(after)
+	}
+	docs, err := q.Documents(ctx).GetAll()
+	if err != nil {
+		return nil, after, errs.Backend("list auto-deleting users", err)
+	}
+	out := make([]UserSettings, 0, len(docs))
+	next := ""
+	for _, snap := range docs {
+		next = snap.Ref.ID
+		userID, ok := userOfDocID(snap.Ref.ID)
+		if !ok {
+			continue // not a user's document
+		}
+		var d settingsDoc
+		if err := snap.DataTo(&d); err != nil {
+			return nil, after, fmt.Errorf("historystore.Settings.AutoDeleting: %s: %w", snap.Ref.ID, err)
+		}
+		out = append(out, UserSettings{UserID: userID, Settings: d.Settings})
+	}
+	if len(docs) < limit {
+		next = ""
+	}
+	return out, next, nil
+}
+
+// userOfDocID is the user id of a DocID.
+func userOfDocID(id string) (string, bool) {
+	if !strings.HasPrefix(id, "u") {
+		return "", false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(id[1:])
+	if err != nil {
+		return "", false
+	}
+	return string(b), true
+}
+
+// JobsCollection holds the cursors of history's scheduled jobs (topology.json).
+const JobsCollection = "historyJobs"
+
+type cursorDoc struct {
+	Cursor     string    `firestore:"cursor"`
+	UpdateTime time.Time `firestore:"updateTime"`
+}
+
+// Cursor is where the job called name stopped ("" when it never ran or
+// finished its last pass).
+func (s *Settings) Cursor(ctx context.Context, name string) (string, error) {
+	snap, err := s.c.Collection(JobsCollection).Doc(name).Get(ctx)
+	if status.Code(err) == codes.NotFound {
+		return "", nil
+	}
+	if err != nil {
+		return "", errs.Backend("read job cursor", err)
+	}
+	var d cursorDoc
+	if err := snap.DataTo(&d); err != nil {
+		return "", fmt.Errorf("historystore.Settings.Cursor: %w", err)
+	}
+	return d.Cursor, nil
+}
+
+// SetCursor records where the job called name stopped.
+func (s *Settings) SetCursor(ctx context.Context, name, cursor string) error {
+	_, err := s.c.Collection(JobsCollection).Doc(name).Set(ctx, cursorDoc{Cursor: cursor, UpdateTime: time.Now().UTC()})
+	if err != nil {
+		return errs.Backend("write job cursor", err)
 	}
 	return nil
 }

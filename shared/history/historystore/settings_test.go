@@ -95,4 +95,83 @@ func TestSettingsBackendDown(t *testing.T) {
 	if err := s.Put(t.Context(), "alice", history.Settings{Paused: true}); !errors.Is(err, errs.ErrBackendUnavailable) {
 		t.Errorf("Put on a closed client: %v; want ErrBackendUnavailable", err)
 	}
+	if _, _, err := s.AutoDeleting(t.Context(), "", 10); !errors.Is(err, errs.ErrBackendUnavailable) {
+		t.Errorf("AutoDeleting on a closed client: %v; want ErrBackendUnavailable", err)
+	}
+	if _, err := s.Cursor(t.Context(), "job"); !errors.Is(err, errs.ErrBackendUnavailable) {
+		t.Errorf("Cursor on a closed client: %v; want ErrBackendUnavailable", err)
+	}
+	if err := s.SetCursor(t.Context(), "job", "x"); !errors.Is(err, errs.ErrBackendUnavailable) {
+		t.Errorf("SetCursor on a closed client: %v; want ErrBackendUnavailable", err)
+	}
+}
+
+// AutoDeleting lists exactly the users whose auto-delete is on, each once,
+// in pages that resume after their cursor, and says when the list is done.
+func TestAutoDeleting(t *testing.T) {
+	t.Parallel()
+	s := NewSettings(newFirestore(t))
+	ctx := t.Context()
+	want := map[string]history.Settings{}
+	for i, u := range trickyUserIDs {
+		v := history.Settings{Paused: i%3 == 0, AutoDeleteMonths: []int{0, 3, 18, 36}[i%4]}
+		if err := s.Put(ctx, u, v); err != nil {
+			t.Fatal(err)
+		}
+		if v.AutoDeleteMonths > 0 {
+			want[u] = v
+		}
+	}
+	for _, limit := range []int{1, 2, 3, len(want), len(want) + 1, 100} {
+		got := map[string]history.Settings{}
+		cursor := ""
+		for pages := 1; ; pages++ {
+			if pages > len(want)+2 {
+				t.Fatalf("limit %d: the list never ends", limit)
+			}
+			users, next, err := s.AutoDeleting(ctx, cursor, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(users) > limit {
+				t.Fatalf("limit %d: a page of %d", limit, len(users))
+			}
+			for _, u := range users {
+				if _, dup := got[u.UserID]; dup {
+					t.Errorf("limit %d: %q listed twice", limit, u.UserID)
+				}
+				got[u.UserID] = u.Settings
+			}
+			if next == "" {
+				break
+			}
+			if next <= cursor {
+				t.Fatalf("limit %d: cursor %q does not move past %q", limit, next, cursor)
+			}
+			cursor = next
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("limit %d (-want +got):\n%s", limit, diff)
+		}
+	}
+}
+
+func TestCursor(t *testing.T) {
+	t.Parallel()
+	s := NewSettings(newFirestore(t))
+	ctx := t.Context()
+	if got, err := s.Cursor(ctx, "job"); err != nil || got != "" {
+		t.Fatalf("Cursor of a job that never ran = %q, %v", got, err)
+	}
+	for _, c := range []string{"uYWJj", ""} {
+		if err := s.SetCursor(ctx, "job", c); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Cursor(ctx, "job"); err != nil || got != c {
+			t.Errorf("Cursor after SetCursor(%q) = %q, %v", c, got, err)
+		}
+	}
+	if got, err := s.Cursor(ctx, "other"); err != nil || got != "" {
+		t.Errorf("another job's cursor = %q, %v", got, err)
+	}
 }

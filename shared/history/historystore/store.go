@@ -310,11 +310,38 @@ func (h *Store) DeleteBefore(ctx context.Context, userID string, before time.Tim
 	if err := h.markDeleted(ctx, userID, []string{""}, before); err != nil { // "": historyKey
 		return err
 	}
+	_, err := h.deleteOlder(ctx, userID, before, func(byVideo map[string][]time.Time) error {
+		return h.markDeleted(ctx, userID, slices.Collect(maps.Keys(byVideo)), before)
+	})
+	return err
+}
+
+// Expire removes the user's watches before the horizon (the user's
+// auto-delete) and reports how many entries it removed. It records no
+// deletion: a watch before the horizon that arrives later is hidden by the
+// reads' horizon and removed by the next Expire. The claims stay, as with
+// every deletion: a watch is a view once, ever. When nothing is older than
+// the horizon it costs one ReadRows request that returns no row.
+func (h *Store) Expire(ctx context.Context, userID string, horizon time.Time) (int, error) {
+	if horizon.IsZero() {
+		return 0, nil
+	}
+	return h.deleteOlder(ctx, userID, horizon, nil)
+}
+
+// deleteBatch is how many entries deleteOlder reads and deletes at a time.
+const deleteBatch = 1000
+
+// deleteOlder deletes the user's entries before the bound (zero: all), a
+// thousand at a time, calling first (when not nil) with each thousand's
+// watch times by video before they go. It returns how many it deleted.
+func (h *Store) deleteOlder(ctx context.Context, userID string, before time.Time, first func(byVideo map[string][]time.Time) error) (int, error) {
 	start := history.UserPrefix(userID)
 	if !before.IsZero() {
 		start = history.BeforeKey(userID, before)
 	}
 	rr := bigtable.NewRange(start, history.UserEnd(userID))
+	deleted := 0
 	for {
 		var keys []string
 		byVideo := map[string][]time.Time{}
@@ -325,21 +352,24 @@ func (h *Store) DeleteBefore(ctx context.Context, userID string, before time.Tim
 				byVideo[video] = append(byVideo[video], at)
 			}
 			return true
-		}, bigtable.LimitRows(1000), bigtable.RowFilter(bigtable.ChainFilters(bigtable.CellsPerRowLimitFilter(1), bigtable.StripValueFilter())))
+		}, bigtable.LimitRows(deleteBatch), bigtable.RowFilter(bigtable.ChainFilters(bigtable.CellsPerRowLimitFilter(1), bigtable.StripValueFilter())))
 		if err != nil {
-			return unavailable("read history", err)
+			return deleted, unavailable("read history", err)
 		}
 		if len(keys) == 0 {
-			return nil
+			return deleted, nil
 		}
-		if err := h.markDeleted(ctx, userID, slices.Collect(maps.Keys(byVideo)), before); err != nil {
-			return err
+		if first != nil {
+			if err := first(byVideo); err != nil {
+				return deleted, err
+			}
 		}
 		if err := h.deleteWatches(ctx, userID, byVideo); err != nil {
-			return err
+			return deleted, err
 		}
-		if len(keys) < 1000 {
-			return nil
+		deleted += len(keys)
+		if len(keys) < deleteBatch {
+			return deleted, nil
 		}
 	}
 }

@@ -387,6 +387,88 @@ func TestDeleteBeforeManyEntries(t *testing.T) {
 	checkOneRowPerVideo(t, h, "hal", nil)
 }
 
+// Expire removes the entries before the horizon (and their marks) the way
+// DeleteBefore does, records no deletion, and leaves the claims: an expired
+// watch sent again is history again but not a new view.
+func TestExpire(t *testing.T) {
+	t.Parallel()
+	h, bt := newStore(t)
+	claims := NewClaims(bt)
+	cut := base()
+	at := func(d time.Duration, v string, pos float64) history.Watch {
+		return history.NewWatch("kim", v, cut.Add(d), pos)
+	}
+	old := at(-48*time.Hour, "old", 1)
+	apply(t, h,
+		old,
+		at(-time.Millisecond, "just-before", 2),
+		at(0, "at-cut", 3),
+		at(time.Millisecond, "just-after", 4),
+		at(-time.Hour, "rewatched", 5), at(time.Hour, "rewatched", 6), // older version below the cut
+	)
+	apply(t, h, history.NewWatch("kim2", "other", cut.Add(-48*time.Hour), 1)) // another user's
+	if owned, err := claims.Claim(t.Context(), "b1", []history.Watch{old}); err != nil || len(owned) != 1 {
+		t.Fatalf("Claim: %v, %v", owned, err)
+	}
+	n, err := h.Expire(t.Context(), "kim", cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Errorf("Expire removed %d entries, want 2 (old, just-before)", n)
+	}
+	want := []history.Entry{
+		entry(at(time.Hour, "rewatched", 6)),
+		entry(at(time.Millisecond, "just-after", 4)),
+		entry(at(0, "at-cut", 3)), // exactly at the horizon: kept
+	}
+	if diff := cmp.Diff(want, listAll(t, h, "kim", time.Time{}, 10)); diff != "" {
+		t.Errorf("after Expire(cut) (-want +got):\n%s", diff)
+	}
+	checkOneRowPerVideo(t, h, "kim", want)
+	if got := listAll(t, h, "kim2", time.Time{}, 10); len(got) != 1 {
+		t.Errorf("another user's history after Expire: %+v", got)
+	}
+	// Nothing left to expire: no entry removed.
+	if n, err := h.Expire(t.Context(), "kim", cut); err != nil || n != 0 {
+		t.Errorf("second Expire: %d, %v; want 0", n, err)
+	}
+	// The claim stays: the expired watch sent again is not a new view.
+	if owned, err := claims.Claim(t.Context(), "b2", []history.Watch{old}); err != nil || len(owned) != 0 {
+		t.Errorf("after Expire, another batch owns %v, %v; want none", owned, err)
+	}
+	// No deletion is recorded: the watch applied again is listed again (a
+	// read's horizon hides it, and the next Expire removes it).
+	apply(t, h, old)
+	if diff := cmp.Diff(append(want, entry(old)), listAll(t, h, "kim", time.Time{}, 10)); diff != "" {
+		t.Errorf("an expired watch applied again (-want +got):\n%s", diff)
+	}
+	// A zero horizon (no auto-delete) removes nothing.
+	if n, err := h.Expire(t.Context(), "kim", time.Time{}); err != nil || n != 0 {
+		t.Errorf("Expire(zero): %d, %v; want 0", n, err)
+	}
+	if got := listAll(t, h, "kim", time.Time{}, 10); len(got) != 4 {
+		t.Errorf("after Expire(zero): %d entries, want 4", len(got))
+	}
+}
+
+func TestExpireManyEntries(t *testing.T) {
+	t.Parallel()
+	h, _ := newStore(t)
+	b := base()
+	bulkLoad(t, h, "lee", distinctWatches("lee", 2600, b))
+	cut := b.Add(-1299 * time.Millisecond) // entries 0..1299 are at or after the cut
+	n, err := h.Expire(t.Context(), "lee", cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := listAll(t, h, "lee", time.Time{}, 100)
+	if n != 1300 || len(got) != 1300 || got[0].VideoID != "v000000" || got[len(got)-1].VideoID != "v001299" {
+		t.Errorf("Expire(cut) removed %d; %d entries left; want 1300 removed and v000000..v001299 left", n, len(got))
+	}
+	checkOneRowPerVideo(t, h, "lee", got)
+}
+
 func TestUsersAreIsolated(t *testing.T) {
 	t.Parallel()
 	h, _ := newStore(t)
@@ -479,6 +561,10 @@ func TestBackendDown(t *testing.T) {
 		"Apply":        h.Apply(t.Context(), w),
 		"DeleteVideo":  h.DeleteVideo(t.Context(), "jo", "v"),
 		"DeleteBefore": h.DeleteBefore(t.Context(), "jo", time.Time{}),
+		"Expire": func() error {
+			_, err := h.Expire(t.Context(), "jo", base())
+			return err
+		}(),
 		"List": func() error {
 			_, err := h.List(t.Context(), "jo", nil, time.Time{}, 10)
 			return err

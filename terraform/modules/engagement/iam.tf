@@ -18,6 +18,7 @@ locals {
     Comments      = { spanner = "user", bigtable = "", firestore = "", publish = [local.counter_topic] }
     Rollup        = { spanner = "user", bigtable = "", firestore = "", publish = [local.counter_topic] }
     Reconcile     = { spanner = "user", bigtable = "", firestore = "", publish = [] }
+    ExpireHistory = { spanner = "", bigtable = "user", firestore = "user", publish = [] }
     ApplyHistory  = { spanner = "", bigtable = "user", firestore = "", publish = [] }
     ApplyCounters = { spanner = "user", bigtable = "", firestore = "", publish = [] }
     ApplyViews    = { spanner = "user", bigtable = "user", firestore = "", publish = [] }
