@@ -1,7 +1,7 @@
-// Package applycounters is the ApplyCounters event function. It consumes two
-// topics: counter-events (batches of counter deltas from reactions, comments
-// and reconciliation) and history-events (each recorded watch adds one to its
-// video's views). Every event is applied idempotently by counterstore.Apply.
+// Package applycounters is the ApplyCounters event function. It consumes
+// counter-events: batches of counter deltas from reactions, comments and
+// reconciliation, each event applied idempotently by counterstore.Apply.
+// (Views are counted from history-events by ApplyViews, per batch.)
 package applycounters
 
 import (
@@ -17,7 +17,6 @@ import (
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
-	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/platform"
 	"github.com/videngage/engagement/shared/spannerdb"
 	"github.com/videngage/engagement/shared/telemetry"
@@ -86,32 +85,17 @@ func New(store Store, m *telemetry.Metrics) func(context.Context, event.Event) e
 	}
 }
 
-// Decode turns a message of either topic into counter events: a counter
-// message as it is, a recorded watch into one view of its video, identified
-// by the watch's deterministic event id. A counter message is parsed once.
+// Decode turns a counter message into its events; anything else (a
+// watch of history-events included: ApplyViews counts those) is invalid.
 func Decode(data []byte) ([]events.Event, error) {
 	m, isMessage, err := events.DecodeIfMessage(data)
-	if isMessage {
-		if err != nil {
-			return nil, err
-		}
-		return m.Events, nil
+	if !isMessage {
+		return nil, fmt.Errorf("%w: not a counter message", events.ErrInvalid)
 	}
-	w, err := history.DecodeWatch(data)
 	if err != nil {
-		return nil, fmt.Errorf("%w: neither a counter message nor a watch: %v", events.ErrInvalid, err)
+		return nil, err
 	}
-	return []events.Event{ViewEvent(w)}, nil
-}
-
-// ViewEvent is the counter event of one recorded watch.
-func ViewEvent(w history.Watch) events.Event {
-	return events.Event{
-		ID:     w.EventID,
-		Kind:   events.KindCounterDelta,
-		Deltas: []counter.Delta{{Key: w.VideoID, Field: counter.Views, N: 1}},
-		Time:   w.WatchedAt,
-	}
+	return m.Events, nil
 }
 
 const name = "ApplyCounters"
