@@ -115,7 +115,7 @@ func keyOf(prefix string, i int) string {
 // genBatch is how many rows one generating commit writes: the emulator's
 // commit time grows faster than linearly with its mutations (600 rows take
 // about 0.25 s, 3,000 about 12 s).
-const genBatch = 600
+const genBatch = 25
 
 // write commits rows(i) for i in [0, n) in batches of batch counters, and
 // returns the commits.

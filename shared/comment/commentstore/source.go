@@ -59,25 +59,50 @@ ORDER BY CounterKey LIMIT @limit`,
 
 // Truth reads the comments and replies of keys (each may be a video or a
 // comment id) from their tallies: the few rows each, not a count of the
-// listing indexes.
+// listing indexes. A key whose tally has not started (no base row: its
+// comments predate the tallies and none was written since) is recounted
+// from the listing indexes, in the same transaction, so reconciliation is
+// exact before any backfill.
 func (Source) Truth(ctx context.Context, tx *spanner.ReadOnlyTransaction, keys []string) (map[string]counter.Values, error) {
 	out := map[string]counter.Values{}
+	based := map[string]bool{}
 	stmt := spanner.Statement{
-		SQL: `SELECT CounterKey, SUM(Comments), SUM(Replies) FROM CommentTallies
+		SQL: `SELECT CounterKey, SUM(Comments), SUM(Replies), COUNTIF(Shard = @base) FROM CommentTallies
 WHERE CounterKey IN UNNEST(@ids) GROUP BY CounterKey`,
-		Params: map[string]any{"ids": keys},
+		Params: map[string]any{"ids": keys, "base": int64(baseShard)},
 	}
 	err := tx.Query(ctx, stmt).Do(func(r *spanner.Row) error {
 		var k string
 		var v counter.Values
-		if err := r.Columns(&k, &v.Comments, &v.Replies); err != nil {
+		var base int64
+		if err := r.Columns(&k, &v.Comments, &v.Replies, &base); err != nil {
 			return err
 		}
-		out[k] = v
+		out[k], based[k] = v, base > 0
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read comment tallies: %w", err)
+	}
+	var unbased []string
+	for _, k := range keys {
+		if !based[k] {
+			unbased = append(unbased, k)
+		}
+	}
+	if len(unbased) == 0 {
+		return out, nil
+	}
+	recounted, err := recount(ctx, tx, unbased)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range unbased {
+		if v, ok := recounted[k]; ok {
+			out[k] = v
+		} else {
+			delete(out, k)
+		}
 	}
 	return out, nil
 }

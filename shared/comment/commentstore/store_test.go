@@ -1119,20 +1119,37 @@ func TestTallySpreadAndBackfill(t *testing.T) {
 	if got := w.truth(t, "hot", top.ID); got["hot"] != (counter.Values{Comments: 41}) || got[top.ID] != (counter.Values{Replies: 1}) {
 		t.Errorf("tallies %+v", got)
 	}
-	// A tally lost (a database whose comments predate the tallies) is
-	// rebuilt from the comments.
+	// A database whose comments predate the tallies: no tally rows at all
+	// for hot, and for the top comment only shard rows without a base (a
+	// tally written partly). Reconciliation's truth is the recount until a
+	// tally starts; the next comment write starts hot's (recount + its own
+	// change), BackfillTallies the top comment's; each exactly once.
 	if _, err := w.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
-		return tx.BufferWrite([]*spanner.Mutation{spanner.Delete("CommentTallies", spanner.Key{"hot"}.AsPrefix())})
+		return tx.BufferWrite([]*spanner.Mutation{
+			spanner.Delete("CommentTallies", spanner.Key{"hot"}.AsPrefix()),
+			spanner.Delete("CommentTallies", spanner.Key{top.ID, int64(-1)}),
+		})
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if got := w.truth(t, "hot"); !got["hot"].IsZero() {
-		t.Fatalf("tally not removed: %+v", got)
+	if got := w.truth(t, "hot", top.ID); got["hot"] != (counter.Values{Comments: 41}) || got[top.ID] != (counter.Values{Replies: 1}) {
+		t.Fatalf("without tallies, truth %+v, want the recount", got)
 	}
+	w.post(t, "c", "hot", "", "after")
 	if err := w.store.BackfillTallies(ctx, []string{"hot", top.ID}); err != nil {
 		t.Fatal(err)
 	}
-	if got := w.truth(t, "hot", top.ID); got["hot"] != (counter.Values{Comments: 41}) || got[top.ID] != (counter.Values{Replies: 1}) {
-		t.Errorf("tallies after the backfill %+v", got)
+	if err := w.store.BackfillTallies(ctx, []string{top.ID}); err != nil { // again: a no-op
+		t.Fatal(err)
+	}
+	w.exact(t, "hot", top.ID)
+	var based int64
+	err = w.db.Single().Query(ctx, spanner.Statement{SQL: `SELECT COUNT(*) FROM CommentTallies WHERE CounterKey IN UNNEST(@ids) AND Shard = -1`,
+		Params: map[string]any{"ids": []string{"hot", top.ID}}}).Do(func(r *spanner.Row) error { return r.Columns(&based) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := w.truth(t, "hot", top.ID); based != 2 || got["hot"] != (counter.Values{Comments: 42}) || got[top.ID] != (counter.Values{Replies: 1}) {
+		t.Errorf("tallies started: %d base rows, %+v; want 2, hot 42 comments, top 1 reply", based, got)
 	}
 }
