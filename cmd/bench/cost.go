@@ -1,9 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
+	"slices"
 	"time"
 
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -35,38 +38,93 @@ var configurations = []configuration{
 type cost struct {
 	commits, rowWrites, reads, messages, messageKB, cpuMS float64
 	cpuPerReaction                                        time.Duration
+	// writesByTable are the row writes per table, per 1,000 reactions.
+	writesByTable map[string]float64
+	// Heap allocations and bytes per reaction, and GC cycles per 1,000
+	// reactions: what the CPU figure is made of, counted exactly whatever
+	// the machine's load.
+	allocs, allocBytes, gcs float64
 }
 
-func newCost(d spannerdb.Stats, messages, bytes int64, cpu time.Duration, n int) cost {
+// newCost is the work of a run of n reactions: d the Spanner work counted,
+// byTable0 and byTable1 spannerdb.WritesByTable before and after.
+func newCost(d spannerdb.Stats, byTable0, byTable1 map[string]int64, mem0, mem1 *runtime.MemStats, messages, bytes int64, cpu time.Duration, n int) cost {
 	per := func(x int64) float64 { return float64(x) * 1000 / float64(n) }
-	return cost{
+	c := cost{
 		commits: per(d.CommitRPCs), rowWrites: per(d.RowWrites), reads: per(d.ReadRPCs), messages: per(messages),
 		messageKB: per(bytes) / 1024,
 		cpuMS:     float64(cpu.Microseconds()) / float64(n), cpuPerReaction: cpu / time.Duration(n),
+		writesByTable: map[string]float64{},
+		allocs:        float64(mem1.Mallocs-mem0.Mallocs) / float64(n),
+		allocBytes:    float64(mem1.TotalAlloc-mem0.TotalAlloc) / float64(n),
+		gcs:           per(int64(mem1.NumGC - mem0.NumGC)),
 	}
+	for t, w := range byTable1 {
+		if w > byTable0[t] {
+			c.writesByTable[t] = per(w - byTable0[t])
+		}
+	}
+	return c
 }
 
-// startProfile writes a CPU profile of the run to path + "." + name, when
-// path is set.
-func startProfile(path, name string) (stop func(), err error) {
-	if path == "" {
-		return func() {}, nil
+// startProfile writes a CPU profile of the run to cpuPath + "." + name,
+// and a profile of the heap allocations made during the run to memPath +
+// "." + name, when they are set.
+func startProfile(cpuPath, memPath, name string) (stop func() error, err error) {
+	stops := []func() error{}
+	stop = func() error {
+		var errs []error
+		for _, s := range stops {
+			errs = append(errs, s())
+		}
+		return errors.Join(errs...)
 	}
-	f, err := os.Create(path + "." + name)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
+	if memPath != "" {
+		// Sample every 4 KiB allocated (512 KiB by default), and count from
+		// here: the profile's alloc figures are then the run's.
+		runtime.MemProfileRate = 4096
+		base := pprof.Lookup("allocs")
+		runtime.GC()
+		f, err := os.Create(memPath + "." + name + ".base")
+		if err != nil {
+			return nil, err
+		}
+		err = base.WriteTo(f, 0)
 		f.Close()
-		return nil, err
+		if err != nil {
+			return nil, err
+		}
+		stops = append(stops, func() error {
+			runtime.GC()
+			f, err := os.Create(memPath + "." + name)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			return pprof.Lookup("allocs").WriteTo(f, 0)
+		})
 	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+	if cpuPath != "" {
+		f, err := os.Create(cpuPath + "." + name)
+		if err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return nil, err
+		}
+		stops = append(stops, func() error { pprof.StopCPUProfile(); return f.Close() })
+	}
+	return stop, nil
 }
 
 // costRows prints the cost figures of each result, per 1,000 reactions.
-func costRows(row func(string, func(r result) string)) {
+func costRows(rs []result, row func(string, func(r result) string)) {
 	row("5. per 1,000 hot-item reactions: Spanner commits", func(r result) string { return fmt.Sprintf("%.0f", r.cost.commits) })
 	row("   Spanner row writes (mutations)", func(r result) string { return fmt.Sprintf("%.0f", r.cost.rowWrites) })
+	for _, t := range tablesWritten(rs) {
+		row("     of which "+t, func(r result) string { return fmt.Sprintf("%.1f", r.cost.writesByTable[t]) })
+	}
 	row("   Spanner reads (read and query calls)", func(r result) string { return fmt.Sprintf("%.0f", r.cost.reads) })
 	row("   Pub/Sub messages", func(r result) string { return fmt.Sprintf("%.0f", r.cost.messages) })
 	row("   Pub/Sub message data (KiB, published once)", func(r result) string { return fmt.Sprintf("%.0f", r.cost.messageKB) })
@@ -74,4 +132,22 @@ func costRows(row func(string, func(r result) string)) {
 	row("   function CPU per reaction", func(r result) string {
 		return fmt.Sprintf("%d µs", r.cost.cpuPerReaction.Microseconds())
 	})
+	row("   heap allocations per reaction (count / bytes)", func(r result) string {
+		return fmt.Sprintf("%.0f / %.1f KiB", r.cost.allocs, r.cost.allocBytes/1024)
+	})
+	row("   GC cycles", func(r result) string { return fmt.Sprintf("%.1f", r.cost.gcs) })
+}
+
+// tablesWritten are the tables any result wrote, sorted.
+func tablesWritten(rs []result) []string {
+	var ts []string
+	for _, r := range rs {
+		for t := range r.cost.writesByTable {
+			if !slices.Contains(ts, t) {
+				ts = append(ts, t)
+			}
+		}
+	}
+	slices.Sort(ts)
+	return ts
 }

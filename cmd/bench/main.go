@@ -29,6 +29,7 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -46,6 +47,7 @@ type options struct {
 	freshness   int
 	timeout     time.Duration
 	cpuProfile  string
+	memProfile  string
 	only        string
 }
 
@@ -64,6 +66,7 @@ func realMain(ctx context.Context) error {
 	flag.IntVar(&o.freshness, "freshness", 40, "freshness samples")
 	flag.DurationVar(&o.timeout, "timeout", 3*time.Minute, "give up applying after this long")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of each configuration's hot-item run to this file, suffixed with the configuration")
+	flag.StringVar(&o.memProfile, "memprofile", "", "write a profile of the heap allocations of each configuration's hot-item run to this file, suffixed with the configuration (and the allocations before the run to <file>.<configuration>.base: go tool pprof -sample_index=alloc_objects -diff_base ...)")
 	flag.StringVar(&o.only, "only", "", `run only these configurations (comma-separated names; "views" is the views benchmark)`)
 	var vo viewsOptions
 	flag.IntVar(&vo.watches, "watches", 20000, "views benchmark: distinct watches of the hot video per mode")
@@ -214,15 +217,17 @@ func hotItem(ctx context.Context, s *stack, srv *benchstack.Server, o options, r
 	if err != nil {
 		return err
 	}
-	stopProfile, err := startProfile(o.cpuProfile, r.mode)
+	stopProfile, err := startProfile(o.cpuProfile, o.memProfile, r.mode)
 	if err != nil {
 		return err
 	}
 
 	want := s.Applied() + int64(o.reactions)
-	before := spannerdb.CurrentStats()
+	before, tables0 := spannerdb.CurrentStats(), spannerdb.WritesByTable()
 	m0, _ := events.PublishedStats()
 	b0 := events.PublishedBytes()
+	var mem0, mem1 runtime.MemStats
+	runtime.ReadMemStats(&mem0)
 	cpu0 := processCPU()
 	start := time.Now()
 	load, err := child.run(loadJob{URL: srv.URL + "/v1/reactions/hot", Body: `{"reaction":"like"}`, Tokens: tokens, Concurrency: o.concurrency})
@@ -240,10 +245,13 @@ func hotItem(ctx context.Context, s *stack, srv *benchstack.Server, o options, r
 	}
 	appliedIn := time.Since(start)
 	cpu := processCPU() - cpu0
-	after := spannerdb.CurrentStats()
+	runtime.ReadMemStats(&mem1)
+	after, tables1 := spannerdb.CurrentStats(), spannerdb.WritesByTable()
 	m1, _ := events.PublishedStats()
 	b1 := events.PublishedBytes()
-	stopProfile()
+	if err := stopProfile(); err != nil {
+		return err
+	}
 	got, err := s.counted(spannerdb.Uncounted(ctx), "hot")
 	if err != nil {
 		return err
@@ -260,7 +268,7 @@ func hotItem(ctx context.Context, s *stack, srv *benchstack.Server, o options, r
 	r.applied = float64(o.reactions) / appliedIn.Seconds()
 	// Spanner work up to the moment everything was applied, the rollup's
 	// folds in that window included.
-	r.cost = newCost(after.Minus(before), m1-m0, b1-b0, cpu, o.reactions)
+	r.cost = newCost(after.Minus(before), tables0, tables1, &mem0, &mem1, m1-m0, b1-b0, cpu, o.reactions)
 	r.commitsPer1000 = float64(after.Commits-before.Commits) * 1000 / float64(o.reactions)
 	r.messagesPer1000 = float64(m1-m0) * 1000 / float64(o.reactions)
 	if m1 > m0 {
@@ -361,7 +369,7 @@ func printTable(w io.Writer, o options, rs []result) {
 	row("3. GET /v1/counts, 50 ids: p50 / p99", func(r result) string { return ms(r.countsP50) + " / " + ms(r.P99) })
 	row("   Spanner reads per request", func(r result) string { return fmt.Sprintf("%.2f", r.readsPerRequest) })
 	row("4. freshness (write → anonymous count): p50 / p99", func(r result) string { return ms(r.freshP50) + " / " + ms(r.freshP99) })
-	costRows(row)
+	costRows(rs, row)
 	if len(rs) >= 2 && rs[0].applied > 0 {
 		fmt.Fprintf(w, "\nend-to-end gain: %.1f× the first column\n", rs[len(rs)-1].applied/rs[0].applied)
 	}

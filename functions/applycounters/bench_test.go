@@ -1,0 +1,68 @@
+package applycounters
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+
+	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/events"
+)
+
+// hotMessage is a counter message as a hot item's group commit publishes
+// it: n reactions of n users on one item, in one outbox batch.
+func hotMessage(b testing.TB, n int) []byte {
+	b.Helper()
+	evs := make([]events.Event, n)
+	at := time.Date(2026, 12, 1, 2, 30, 0, 123456789, time.UTC)
+	for i := range evs {
+		evs[i] = events.Event{
+			ID: fmt.Sprintf("b-0123456789abcdef-rc-%032x", i), Kind: events.KindReactionChanged, Outbox: true,
+			Deltas: []counter.Delta{{Key: "hot", Field: counter.Likes, N: 1}}, Time: at,
+			Reaction: &events.ReactionChange{UserID: fmt.Sprintf("user-%d", i), ContentID: "hot", From: "none", To: "like", Version: 1},
+		}
+	}
+	data, err := events.Encode(events.Message{Events: evs})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return data
+}
+
+// BenchmarkConsumeHotMessage is the decoding ApplyCounters does per message
+// of a hot item's 32 reactions, the store left out: the CloudEvent of the
+// Pub/Sub push, the message in it, and the events.
+func BenchmarkConsumeHotMessage(b *testing.B) {
+	body, err := json.Marshal(map[string]any{
+		"message":      map[string]any{"data": hotMessage(b, 32), "messageId": "m1", "publishTime": time.Now(), "attributes": map[string]string{"schema": "counter-events/v1"}},
+		"subscription": "projects/p/subscriptions/counter-apply",
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	fn := New(discard{}, nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		e := event.New()
+		e.SetID("e1")
+		e.SetType("google.cloud.pubsub.topic.v1.messagePublished")
+		e.SetSource("//pubsub.googleapis.com/")
+		if err := e.SetData("application/json", body); err != nil {
+			b.Fatal(err)
+		}
+		if err := fn(context.Background(), e); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+type discard struct{}
+
+func (discard) Apply(_ context.Context, evs []events.Event) (counterstore.ApplyStats, error) {
+	return counterstore.ApplyStats{Applied: len(evs)}, nil
+}
