@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -171,5 +172,118 @@ func TestRateLimiterBackendDown(t *testing.T) {
 	c.Close()
 	if _, err := l.Allow(t.Context(), "alice"); !errors.Is(err, errs.ErrBackendUnavailable) {
 		t.Errorf("Allow on a closed client: %v; want ErrBackendUnavailable", err)
+	}
+}
+
+func allowMany(t *testing.T, l *Bigtable, users ...string) []time.Duration {
+	t.Helper()
+	waits, err := l.AllowMany(t.Context(), users)
+	if err != nil {
+		t.Fatalf("AllowMany(%q): %v", users, err)
+	}
+	if len(waits) != len(users) {
+		t.Fatalf("AllowMany(%q): %d waits", users, len(waits))
+	}
+	return waits
+}
+
+// TestAllowManyAcrossInstances: batches through two limiters share each
+// user's window; a user's actions in one batch count one each; the count
+// cell Allow increments counts too.
+func TestAllowManyAcrossInstances(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	minute := time.Now().UTC().Truncate(time.Minute)
+	clk := &clock{t: minute.Add(15 * time.Second)}
+	const limit = 5
+	a, b := limiterAt(c, "reactions", limit, clk), limiterAt(c, "reactions", limit, clk)
+
+	// alice: 2 actions in one batch, 2 in another instance's batch, 1 by Allow.
+	if w := allowMany(t, a, "alice", "bob", "alice"); w[0] != 0 || w[1] != 0 || w[2] != 0 {
+		t.Fatalf("first batch: waits %v, want all admitted", w)
+	}
+	if w := allowMany(t, b, "alice", "carol", "alice"); w[0] != 0 || w[1] != 0 || w[2] != 0 {
+		t.Fatalf("second batch: waits %v, want all admitted", w)
+	}
+	if w := allow(t, a, "alice"); w != 0 {
+		t.Fatalf("fifth action (Allow) refused: wait %v", w)
+	}
+	// The sixth is over the limit, in a batch beside users under it.
+	if w := allowMany(t, b, "bob", "alice", "dave"); w[0] != 0 || w[1] != 45*time.Second || w[2] != 0 {
+		t.Errorf("batch with alice over the limit: waits %v, want [0 45s 0]", w)
+	}
+	// Other kinds and the next minute have their own windows.
+	if w := allowMany(t, limiterAt(c, "history", limit, clk), "alice"); w[0] != 0 {
+		t.Errorf("another kind refused: wait %v", w[0])
+	}
+	clk.set(minute.Add(time.Minute))
+	if w := allowMany(t, a, "alice", "alice", "alice", "alice", "alice"); w[0] != 0 || w[4] != 0 {
+		t.Errorf("next minute, %d actions in one batch: waits %v, want all admitted", limit, w)
+	}
+	if w := allowMany(t, b, "alice"); w[0] != time.Minute {
+		t.Errorf("next minute over the limit: wait %v, want 1m", w[0])
+	}
+	// A batch over the limit on its own is refused whole.
+	if w := allowMany(t, a, "erin", "erin", "erin", "erin", "erin", "erin"); w[0] != time.Minute || w[5] != time.Minute {
+		t.Errorf("one batch of %d actions of one user: waits %v, want all refused", limit+1, w)
+	}
+	if w := allowMany(t, a); len(w) != 0 {
+		t.Errorf("empty batch: %v", w)
+	}
+}
+
+// TestAllowManyConcurrent: concurrent batches of one user through two
+// limiters admit no more than the limit (fewer when many are written before
+// any is read: each reads a count that includes every action written before
+// its read), and other users in the same batches are not held back.
+func TestAllowManyConcurrent(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	clk := &clock{t: time.Now().UTC().Truncate(time.Minute).Add(10 * time.Second)}
+	const (
+		limit    = 20
+		attempts = 64
+	)
+	ls := []*Bigtable{limiterAt(c, "reactions", limit, clk), limiterAt(c, "reactions", limit, clk)}
+	var (
+		admitted atomic.Int64
+		wg       sync.WaitGroup
+		errs     = make(chan error, attempts)
+	)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for i := range attempts {
+		wg.Go(func() {
+			waits, err := ls[i%2].AllowMany(ctx, []string{"bob", "someone-" + strconv.Itoa(i)})
+			switch {
+			case err != nil:
+				errs <- err
+			case waits[1] != 0:
+				errs <- errors.New("a user's first action refused")
+			case waits[0] == 0:
+				admitted.Add(1)
+			case waits[0] > time.Minute:
+				errs <- errors.New("wait out of range: " + waits[0].String())
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("AllowMany: %v", err)
+	}
+	if admitted.Load() > limit {
+		t.Errorf("%d concurrent actions through two limiters: %d admitted; want at most %d",
+			attempts, admitted.Load(), limit)
+	}
+}
+
+func TestAllowManyBackendDown(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	l := NewBigtable(c, "reactions", 5)
+	c.Close()
+	if _, err := l.AllowMany(t.Context(), []string{"alice"}); !errors.Is(err, errs.ErrBackendUnavailable) {
+		t.Errorf("AllowMany on a closed client: %v; want ErrBackendUnavailable", err)
 	}
 }

@@ -16,22 +16,29 @@ import (
 // (the benchmark's naive baseline) each change is its own transaction and its
 // own message.
 type Writer struct {
-	store   *Store
-	pub     events.Publisher
-	sets    *counter.GroupCommit[SetRequest, SetResult]
-	limiter Limiter
+	store  *Store
+	pub    events.Publisher
+	opts   WriterOptions
+	sets   *counter.GroupCommit[SetRequest, SetResult]
+	limits *counter.GroupCommit[string, time.Duration] // nil: no limiter
 }
 
-// Limiter admits one request of a user or says how long to wait;
-// *ratelimit.Bigtable is one.
+// Limiter admits requests of users, one each, or says how long each must
+// wait (zero: admitted); *ratelimit.Bigtable is one.
 type Limiter interface {
-	Allow(ctx context.Context, userID string) (retryAfter time.Duration, err error)
+	AllowMany(ctx context.Context, userIDs []string) (retryAfter []time.Duration, err error)
 }
 
 // LimitWith checks every request against l before its transaction (instead
-// of, or besides, the store's own limit) and returns w.
+// of, or besides, the store's own limit) and returns w. Batched, the
+// requests that arrive while a check runs are checked together by the next
+// one, as transactions group: on a hot item, two limiter calls serve dozens
+// of requests.
 func (w *Writer) LimitWith(l Limiter) *Writer {
-	w.limiter = l
+	w.limits = nil
+	if l != nil {
+		w.limits = counter.NewGroupCommit(w.opts, l.AllowMany)
+	}
 	return w
 }
 
@@ -40,7 +47,7 @@ type WriterOptions = counter.GroupCommitOptions
 
 // NewWriter returns a Writer over store publishing through pub.
 func NewWriter(store *Store, pub events.Publisher, o WriterOptions) *Writer {
-	w := &Writer{store: store, pub: pub}
+	w := &Writer{store: store, pub: pub, opts: o}
 	w.sets = counter.NewGroupCommit(o, w.run)
 	return w
 }
@@ -49,8 +56,8 @@ func NewWriter(store *Store, pub events.Publisher, o WriterOptions) *Writer {
 // publish failure is ErrPublish (wrapping the cause): the change is recorded
 // and its deltas are pending, and the client's retry re-publishes them.
 func (w *Writer) Set(ctx context.Context, r SetRequest) (SetResult, error) {
-	if w.limiter != nil {
-		wait, err := w.limiter.Allow(ctx, r.UserID)
+	if w.limits != nil {
+		wait, err := w.limits.Do(ctx, r.UserID)
 		if err != nil {
 			return SetResult{}, fmt.Errorf("reactionstore: rate limit: %w", err)
 		}
