@@ -270,7 +270,15 @@ func Pending(ev events.Event, userID string) []*spanner.Mutation {
 		if userID != "" {
 			user = spanner.NullString{StringVal: userID, Valid: true}
 		}
-		cols, vals := withValues([]string{"EventId", "CounterKey", "UserId", "CreateTime"}, []any{ev.ID, key, user, spanner.CommitTimestamp}, v)
+		// Only the fields the event moves: an outbox row is inserted once,
+		// and the others default to 0 (fewer values for the client to
+		// encode on the hot path).
+		cols, vals := []string{"EventId", "CounterKey", "UserId", "CreateTime"}, []any{ev.ID, key, user, spanner.CommitTimestamp}
+		for i, n := range v.Slice() {
+			if n != 0 {
+				cols, vals = append(cols, valueColumns[i]), append(vals, n)
+			}
+		}
 		ms = append(ms, spanner.Insert(tablePending, cols, vals))
 	}
 	return ms
