@@ -131,8 +131,8 @@ func (h *handler) put(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var body putBody
-	if err := httpx.DecodeJSON(w, r, &body); err != nil {
+	body, err := decodePut(w, r)
+	if err != nil {
 		return err
 	}
 	if body.Reaction == nil {
@@ -162,7 +162,7 @@ func (h *handler) put(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.Header().Set("ETag", etag(res.State.Version))
 	w.Header().Set("Cache-Control", "no-store")
-	httpx.WriteJSON(w, http.StatusOK, ReactionBody{
+	writeReaction(w, ReactionBody{
 		ContentID: id, Reaction: string(res.State.Current()), Version: res.State.Version, UpdateTime: res.UpdateTime.UTC(),
 	})
 	return nil
