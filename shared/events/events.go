@@ -107,6 +107,12 @@ func Encode(m Message) ([]byte, error) {
 
 // Decode parses and validates a message. Errors wrap ErrInvalid.
 func Decode(b []byte) (Message, error) {
+	if m, ok := decodeDirect(b); ok {
+		if err := m.Validate(); err != nil {
+			return Message{}, err
+		}
+		return m, nil
+	}
 	var m Message
 	if err := json.Unmarshal(b, &m); err != nil {
 		return Message{}, fmt.Errorf("%w: %v", ErrInvalid, err)
@@ -121,6 +127,13 @@ func Decode(b []byte) (Message, error) {
 // returns it validated (errors wrap ErrInvalid) and isMessage true;
 // otherwise isMessage is false and b is left to another topic's decoder.
 func DecodeIfMessage(b []byte) (m Message, isMessage bool, err error) {
+	if m, ok := decodeDirect(b); ok {
+		// The form Encode writes, read without reflection.
+		if err := m.Validate(); err != nil {
+			return Message{}, true, err
+		}
+		return m, true, nil
+	}
 	var probe struct {
 		V      *int     `json:"v"`
 		Events *[]Event `json:"events"`

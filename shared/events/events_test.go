@@ -2,7 +2,9 @@ package events
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -113,4 +115,41 @@ func TestPublishAllSplitsAtMaxEvents(t *testing.T) {
 	if err := Publish(context.Background(), p, evs[:1]); err == nil {
 		t.Error("publish failure swallowed")
 	}
+}
+
+// BenchmarkDecodeHotMessage reads a hot item's message of 32 reactions
+// directly (DecodeIfMessage) and with encoding/json, side by side.
+func BenchmarkDecodeHotMessage(b *testing.B) {
+	evs := make([]Event, 32)
+	for i := range evs {
+		evs[i] = Event{
+			ID: fmt.Sprintf("0123456789abcdef~r-%032x", i), Kind: KindReactionChanged, Outbox: true,
+			Deltas: []counter.Delta{{Key: "hot", Field: counter.Likes, N: 1}}, Time: time.Date(2026, 12, 1, 2, 30, 0, 123456789, time.UTC),
+			Reaction: &ReactionChange{UserID: fmt.Sprintf("user-%d", i), ContentID: "hot", From: "none", To: "like", Version: 1},
+		}
+	}
+	data, err := Encode(Message{Events: evs})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("direct", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, ok, err := DecodeIfMessage(data); !ok || err != nil {
+				b.Fatal(ok, err)
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var m Message
+			if err := json.Unmarshal(data, &m); err != nil {
+				b.Fatal(err)
+			}
+			if err := m.Validate(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -2,6 +2,7 @@ package events
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -142,4 +143,69 @@ func FuzzEventID(f *testing.F) {
 			t.Fatalf("ID(%q, ...) = %q is not a valid event id: %v", prefix, ida, err)
 		}
 	})
+}
+
+// FuzzDecodeDirect: whatever the direct decoder accepts, encoding/json
+// decodes to the same message, so DecodeIfMessage's answer never depends on
+// which of them read it; and the form Encode writes is always read directly.
+func FuzzDecodeDirect(f *testing.F) {
+	enc, err := Encode(sample())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(enc)
+	for _, s := range []string{
+		`{"v":1,"events":[{"id":"a","kind":"counterDelta","deltas":[{"key":"k","field":"likes","n":1}]}]}`,
+		`{"v":1,"events":[{"id":"a","kind":"reactionChanged","outbox":true,"deltas":[{"key":"k","field":"likes","n":-1},{"key":"k","field":"dislikes","n":1}],"time":"2026-12-01T02:30:00.123456789Z","reaction":{"userId":"u","contentId":"k","from":"like","to":"dislike","version":2}}]}`,
+		` { "v" : 1 , "events" : [ ] } `, `{"v":1,"events":[],"v":1}`, `{"v":1,"events":[{"id":"a","ID":"b"}]}`,
+		`{"v":-0,"events":[{"n":01}]}`, `{"v":1,"events":[{"time":"2026-13-01T00:00:00Z"}]}`, `{"v":1,"events":[{"outbox":truex}]}`,
+		`{"v":9223372036854775808,"events":[]}`, `{"events":[]}`, `{"v":1}`, `{"v":1,"events":null}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		direct, ok := decodeDirect(b)
+		if !ok {
+			return
+		}
+		var ref Message
+		if err := json.Unmarshal(b, &ref); err != nil {
+			t.Fatalf("%q: read directly as %+v, but encoding/json refuses it: %v", b, direct, err)
+		}
+		if diff := cmp.Diff(ref, direct); diff != "" {
+			t.Fatalf("%q: direct and encoding/json differ (-json +direct):\n%s", b, diff)
+		}
+		if !IsMessage(b) {
+			t.Fatalf("%q: read directly, but IsMessage says no", b)
+		}
+	})
+}
+
+func TestEncodedFormReadDirectly(t *testing.T) {
+	b, err := Encode(sample())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, ok := decodeDirect(b)
+	if !ok {
+		t.Fatalf("%s: not read directly", b)
+	}
+	if diff := cmp.Diff(sample().Events, m.Events); diff != "" {
+		t.Errorf("(-sample +direct):\n%s", diff)
+	}
+}
+
+func TestDecodeDirectIntegers(t *testing.T) {
+	for _, n := range []string{"0", "-0", "1", "-1", "9223372036854775807", "-9223372036854775808", "9223372036854775808", "-9223372036854775809", "01", "-", "1.0", "1e3", "99999999999999999999"} {
+		b := []byte(`{"v":1,"events":[{"deltas":[{"n":` + n + `}]}]}`)
+		direct, ok := decodeDirect(b)
+		var ref Message
+		err := json.Unmarshal(b, &ref)
+		if ok != (err == nil) {
+			t.Errorf("n %s: direct ok %v, encoding/json error %v", n, ok, err)
+		}
+		if ok && direct.Events[0].Deltas[0].N != ref.Events[0].Deltas[0].N {
+			t.Errorf("n %s: direct %d, encoding/json %d", n, direct.Events[0].Deltas[0].N, ref.Events[0].Deltas[0].N)
+		}
+	}
 }
