@@ -7,9 +7,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/history"
@@ -58,19 +58,17 @@ const applyConcurrency = 8
 // redelivery applies every watch again (each idempotently).
 func applyAll(ctx context.Context, store Store, ws []history.Watch) error {
 	errs := make([]error, len(ws))
-	sem := make(chan struct{}, applyConcurrency)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(applyConcurrency)
 	for i, w := range ws {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			if err := store.Apply(ctx, w); err != nil {
 				errs[i] = fmt.Errorf("%s: %w", w.EventID, err)
 			}
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	g.Wait()
 	return errors.Join(errs...)
 }
 

@@ -20,8 +20,10 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"sync"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/videngage/engagement/shared/history/historystore"
 	"github.com/videngage/engagement/shared/httpx"
@@ -177,30 +179,21 @@ func (h *handler) run(ctx context.Context, n int, until time.Time) (Report, erro
 // time, and returns how many it removed.
 func (h *handler) expire(ctx context.Context, users []historystore.UserSettings, now time.Time) (int, error) {
 	var (
-		mu       sync.Mutex
-		removed  int
-		firstErr error
-		wg       sync.WaitGroup
-		sem      = make(chan struct{}, h.Workers)
+		removed atomic.Int64
+		g       errgroup.Group
 	)
+	g.SetLimit(h.Workers)
 	for _, u := range users {
 		horizon := u.Settings.Horizon(now)
 		if horizon.IsZero() {
 			continue
 		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			n, err := h.Store.Expire(ctx, u.UserID, horizon)
-			mu.Lock()
-			defer mu.Unlock()
-			removed += n
-			if err != nil && firstErr == nil {
-				firstErr = err
-			}
-		}()
+			removed.Add(int64(n))
+			return err
+		})
 	}
-	wg.Wait()
-	return removed, firstErr
+	err := g.Wait()
+	return int(removed.Load()), err
 }

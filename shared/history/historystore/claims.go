@@ -5,10 +5,10 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"cloud.google.com/go/bigtable"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/videngage/engagement/shared/history"
 )
@@ -50,13 +50,10 @@ func (h *Claims) Claim(ctx context.Context, batchID string, ws []history.Watch) 
 	ws = uniqueWatches(ws)
 	taken := make([]bool, len(ws)) // the claim existed before this call
 	errs := make([]error, len(ws))
-	sem := make(chan struct{}, claimConcurrency)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(claimConcurrency)
 	for i, w := range ws {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			col := claimColumn(w.WatchedAt)
 			set := bigtable.NewMutation()
 			set.Set(latestFamily, col, cellTime(time.Now()), []byte(batchID))
@@ -64,9 +61,10 @@ func (h *Claims) Claim(ctx context.Context, batchID string, ws []history.Watch) 
 			var matched bool
 			err := h.latest.Apply(ctx, history.LatestKey(w.UserID, w.VideoID), bigtable.NewCondMutation(cond, nil, set), bigtable.GetCondMutationResult(&matched))
 			errs[i], taken[i] = err, matched
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	g.Wait()
 	for _, err := range errs {
 		if err != nil {
 			return nil, unavailable("claim watch", err)
