@@ -67,9 +67,10 @@ type (
 type Deps struct {
 	Verifier Verifier
 	Store    Store
-	// MaxAge is how long a public answer may be served by any cache,
-	// counted from when it was read: the instance's cache holds values for
-	// CacheTTL of it, and Cache-Control grants the rest.
+	// MaxAge is the max-age a public answer grants shared caches (Cloud
+	// CDN): COUNTS_MAX_AGE, 2 s by default, as the spec sets it. An answer
+	// is at most CacheTTL + MaxAge (+ MaxStaleness) old when a cache
+	// serves it.
 	MaxAge time.Duration
 	// MaxStaleness bounds how old Spanner's public reads may be.
 	MaxStaleness time.Duration
@@ -90,19 +91,13 @@ type handler struct {
 
 // New builds the Counts handler.
 func New(d Deps) http.Handler {
-	if d.CacheTTL > d.MaxAge {
-		d.CacheTTL = d.MaxAge
-	}
 	if d.CacheEntries <= 0 {
 		d.CacheEntries = 100_000
 	}
 	h := &handler{Deps: d, cache: &publicCache{
 		load: d.Store.Public, maxStaleness: d.MaxStaleness, ttl: d.CacheTTL, max: d.CacheEntries, now: time.Now,
 	}}
-	// Whole seconds left of MaxAge once the instance's cache has had its
-	// share: no cache serves a public answer read more than MaxAge ago
-	// (plus Spanner's MaxStaleness).
-	h.cacheControl = fmt.Sprintf("public, max-age=%d", int((d.MaxAge-d.CacheTTL)/time.Second))
+	h.cacheControl = fmt.Sprintf("public, max-age=%d", int(d.MaxAge/time.Second))
 	rt := httpx.NewRouter()
 	rt.Handle("GET /v1/counts", h.public)
 	rt.Handle("GET /v1/me/counts", h.mine)

@@ -86,11 +86,12 @@ func (a Auth) TokenIssuer() string {
 type HTTP struct {
 	Port string `env:"PORT, default=8080"`
 	// AllowedOrigins are the browser origins answered by CORS; "*" allows any.
-	AllowedOrigins []string      `env:"CORS_ALLOWED_ORIGINS"`
-	CountsMaxAge   time.Duration `env:"COUNTS_MAX_AGE, default=2s"`
-	// CountsCacheTTL is how long an instance holds public counts (part of
-	// COUNTS_MAX_AGE; 0 turns the cache and the shared reads off), and
-	// CountsCacheEntries how many ids it holds at most.
+	AllowedOrigins []string `env:"CORS_ALLOWED_ORIGINS"`
+	// CountsMaxAge is the max-age of public counts answers (whole seconds).
+	CountsMaxAge time.Duration `env:"COUNTS_MAX_AGE, default=2s"`
+	// CountsCacheTTL is how long an instance holds public counts before
+	// answering them with that max-age (0 turns the cache and the shared
+	// reads off), and CountsCacheEntries how many ids it holds at most.
 	CountsCacheTTL     time.Duration `env:"COUNTS_CACHE_TTL, default=1s"`
 	CountsCacheEntries int           `env:"COUNTS_CACHE_ENTRIES, default=100000"`
 	RequestTimeout     time.Duration `env:"REQUEST_TIMEOUT, default=10s"`
