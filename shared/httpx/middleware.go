@@ -112,28 +112,6 @@ func CORS(allowed []string) Middleware {
 	}
 }
 
-// statusRecorder remembers the status a handler wrote, for the access log.
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusRecorder) WriteHeader(code int) {
-	if s.status == 0 {
-		s.status = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusRecorder) Write(b []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
 // Log puts the Cloud Trace ids of the request in its context (so every log
 // line of the request carries them) and writes one access log line.
 func Log(project string) Middleware {
@@ -144,10 +122,10 @@ func Log(project string) Middleware {
 			if p := r.Pattern; p != "" {
 				telemetry.SetRoute(ctx, p)
 			}
-			rec := &statusRecorder{ResponseWriter: w}
+			rec := &telemetry.StatusRecorder{ResponseWriter: w}
 			next.ServeHTTP(rec, r.WithContext(ctx))
 			level := slog.LevelInfo
-			if rec.status >= 500 {
+			if rec.Status >= 500 {
 				level = slog.LevelError
 			}
 			// Cloud Logging's HttpRequest fields, as a group of typed
@@ -155,7 +133,7 @@ func Log(project string) Middleware {
 			slog.LogAttrs(ctx, level, "request", slog.Group("httpRequest",
 				slog.String("requestMethod", r.Method),
 				slog.String("requestUrl", r.URL.Path),
-				slog.Int("status", rec.status),
+				slog.Int("status", rec.Status),
 				slog.String("latency", strconv.FormatFloat(time.Since(start).Seconds(), 'f', 6, 64)+"s"),
 				slog.String("userAgent", r.UserAgent()),
 			))

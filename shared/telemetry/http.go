@@ -54,11 +54,11 @@ func Middleware(route func(*http.Request) string) func(http.Handler) http.Handle
 				))
 			slot := new(atomic.Pointer[string])
 			ctx = context.WithValue(ctx, routeKey{}, slot)
-			rec := &statusRecorder{ResponseWriter: w}
+			rec := &StatusRecorder{ResponseWriter: w}
 			r = r.WithContext(ctx)
 			done := false
 			defer func() {
-				status := rec.status
+				status := rec.Status
 				switch {
 				case !done:
 					// The handler panicked (http.ErrAbortHandler, or no
@@ -96,25 +96,28 @@ func routeOf(route func(*http.Request) string, r *http.Request) string {
 	return route(r)
 }
 
-// statusRecorder remembers the status a handler answered.
-type statusRecorder struct {
+// StatusRecorder remembers the final status a handler answered: the first
+// WriteHeader of 200 or above (1xx are interim), else 200 at the first Write;
+// 0 while the handler has answered nothing. The access log and the request
+// span both read it.
+type StatusRecorder struct {
 	http.ResponseWriter
-	status int
+	Status int
 }
 
-func (s *statusRecorder) WriteHeader(code int) {
-	if s.status == 0 && code >= 200 {
-		s.status = code
+func (s *StatusRecorder) WriteHeader(code int) {
+	if s.Status == 0 && code >= 200 {
+		s.Status = code
 	}
 	s.ResponseWriter.WriteHeader(code)
 }
 
-func (s *statusRecorder) Write(b []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
+func (s *StatusRecorder) Write(b []byte) (int, error) {
+	if s.Status == 0 {
+		s.Status = http.StatusOK
 	}
 	return s.ResponseWriter.Write(b)
 }
 
 // Unwrap lets http.ResponseController reach the writer's Flush and deadlines.
-func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+func (s *StatusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
