@@ -54,9 +54,7 @@ type Target struct {
 // exists is kept (push endpoints and GC policies are updated), so the local
 // stack can run it on every start.
 //
-// Firestore needs nothing: collections appear on first write, and the
-// emulator has no TTL policies (topology.Firestore.TTLFields are enforced in
-// the cloud only; code must not rely on expired documents being gone).
+// Firestore needs nothing: collections appear on first write.
 func Provision(ctx context.Context, hosts Hosts, t Target) (err error) {
 	defer wrap(&err, "emulators.Provision(%q)", t.Project)
 	if err := t.validate(); err != nil {

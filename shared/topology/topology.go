@@ -74,12 +74,6 @@ func (f Family) FixedMaxAge() (age time.Duration, ok bool, err error) {
 
 type Firestore struct {
 	Collections map[string]string `json:"collections"`
-	TTLFields   []TTLField        `json:"ttlFields"`
-}
-
-type TTLField struct {
-	Collection string `json:"collection"`
-	Field      string `json:"field"`
 }
 
 type PubSub struct {

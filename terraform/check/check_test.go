@@ -283,8 +283,8 @@ func TestBrokenConfigurationsFail(t *testing.T) {
 		},
 		{
 			name: "missing required argument",
-			edit: edit("firestore.tf", "  field      = each.value.field\n", ""),
-			want: `The argument "field" is required`,
+			edit: edit("firestore.tf", "  retention = \"604800s\"\n", ""),
+			want: `The argument "retention" is required`,
 		},
 	}
 	for _, tc := range cases {

@@ -411,26 +411,6 @@ func CrossCheck(p *Plan, c *Code) []error {
 		}
 	}
 
-	// --- Firestore
-	ttlTF, ttlTopo := map[string]bool{}, map[string]bool{}
-	for _, rc := range p.Instances("google_firestore_field", "ttl") {
-		if ttl, _ := rc.Get("ttl_config").([]any); len(ttl) != 1 {
-			add(fmt.Errorf("Firestore field %s/%s has no TTL policy", rc.Str("collection"), rc.Str("field")))
-		}
-		ttlTF[rc.Str("collection")+"."+rc.Str("field")] = true
-	}
-	collections := map[string]bool{}
-	for _, name := range top.Firestore.Collections {
-		collections[name] = true
-	}
-	for _, f := range top.Firestore.TTLFields {
-		ttlTopo[f.Collection+"."+f.Field] = true
-		if !collections[f.Collection] {
-			add(fmt.Errorf("TTL field %s.%s: %s is not a collection of topology.json", f.Collection, f.Field, f.Collection))
-		}
-	}
-	add(diffSets("Firestore TTL field", "Terraform", ttlTF, "topology.json", ttlTopo)...)
-
 	// --- Cloud Scheduler
 	jobsTF, jobsTopo := map[string]bool{}, map[string]bool{}
 	jobs := p.Instances("google_cloud_scheduler_job", "job")

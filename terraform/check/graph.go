@@ -140,7 +140,6 @@ var APIs = map[string][]string{
 	"google_compute_target_https_proxy":            {"compute.googleapis.com"},
 	"google_compute_url_map":                       {"compute.googleapis.com"},
 	"google_firestore_database":                    {"firestore.googleapis.com"},
-	"google_firestore_field":                       {"firestore.googleapis.com"},
 	"google_firestore_backup_schedule":             {"firestore.googleapis.com"},
 	"google_logging_metric":                        {"logging.googleapis.com"},
 	"google_monitoring_alert_policy":               {"monitoring.googleapis.com"},

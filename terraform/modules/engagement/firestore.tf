@@ -1,7 +1,4 @@
-# Firestore: small per-user documents (history settings, read-your-own-writes
-# adjustments). Every ttlFields entry of topology.json gets
-# a TTL policy, and no single-field index (the expiry timestamp is never
-# queried, and an index on a monotonically growing field would hotspot).
+# Firestore: small per-user documents (history settings).
 
 resource "google_firestore_database" "main" {
   project                 = var.project_id
@@ -25,17 +22,4 @@ resource "google_firestore_backup_schedule" "daily" {
   retention = "604800s"
 
   daily_recurrence {}
-}
-
-resource "google_firestore_field" "ttl" {
-  for_each = { for f in local.topology.firestore.ttlFields : "${f.collection}/${f.field}" => f }
-
-  project    = var.project_id
-  database   = google_firestore_database.main.name
-  collection = each.value.collection
-  field      = each.value.field
-
-  ttl_config {}
-
-  index_config {}
 }
