@@ -25,10 +25,12 @@ import (
 	_ "github.com/videngage/engagement/functions/applyviews"
 	_ "github.com/videngage/engagement/functions/comments"
 	_ "github.com/videngage/engagement/functions/counts"
+	_ "github.com/videngage/engagement/functions/eraseaccount"
 	_ "github.com/videngage/engagement/functions/expirehistory"
 	_ "github.com/videngage/engagement/functions/history"
 	_ "github.com/videngage/engagement/functions/reactions"
 	_ "github.com/videngage/engagement/functions/reconcile"
+	_ "github.com/videngage/engagement/functions/resumeerasures"
 	_ "github.com/videngage/engagement/functions/rollup"
 	"github.com/videngage/engagement/shared/httpx"
 )

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -122,4 +123,154 @@ func TestAccountExport(t *testing.T) {
 	if doc.Settings.AutoDeleteMonths != 36 || doc.Settings.Paused {
 		t.Errorf("settings %+v", doc.Settings)
 	}
+}
+
+// counts reads the public counts of ids (a map of id to its counts).
+func counts(t *testing.T, base string, ids string) map[string]map[string]int64 {
+	t.Helper()
+	code, _, body := client{t: t, base: base}.do("GET", "/v1/counts?ids="+ids, "")
+	if code != 200 {
+		t.Fatalf("counts: %d %s", code, body)
+	}
+	var v struct {
+		Counts map[string]map[string]int64 `json:"counts"`
+	}
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		t.Fatal(err)
+	}
+	return v.Counts
+}
+
+// waitCounts waits until the public counts of each id have the wanted
+// fields, and fails after 30 s.
+func waitCounts(t *testing.T, base string, want map[string]map[string]int64) {
+	t.Helper()
+	var ids []string
+	for id := range want {
+		ids = append(ids, id)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := counts(t, base, strings.Join(ids, ","))
+		var diffs []string
+		for id, fields := range want {
+			for f, n := range fields {
+				if got[id][f] != n {
+					diffs = append(diffs, fmt.Sprintf("%s.%s=%d, want %d", id, f, got[id][f], n))
+				}
+			}
+		}
+		if len(diffs) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("counts not as wanted within 30 s: %v", diffs)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestAccountErasure: DELETE /v1/me takes the user's reactions and
+// comments out of the counts exactly once (a top-level comment with the
+// replies others wrote under it), refuses the user's writes while it runs,
+// leaves the views, erases the history and settings, and a second DELETE
+// changes nothing; a reconciliation afterwards corrects nothing.
+func TestAccountErasure(t *testing.T) {
+	// The wait before the views' claims go: short here, so that the
+	// erasure is done within the test.
+	t.Setenv("ERASURE_SETTLE", "3s")
+	base := startLocal(t)
+	eve := client{t: t, base: base, token: token(t, base, "erase-eve")}
+	frank := client{t: t, base: base, token: token(t, base, "erase-frank")}
+	must := func(c client, method, path, body string, want int) string {
+		t.Helper()
+		code, hdr, resp := c.do(method, path, body)
+		if code != want {
+			t.Fatalf("%s %s: %d %s, want %d", method, path, code, resp, want)
+		}
+		checkAPI(t, method, strings.SplitN(path, "?", 2)[0], code, hdr, resp)
+		return resp
+	}
+	must(eve, "PUT", "/v1/reactions/er-a", `{"reaction":"like"}`, 200)
+	must(eve, "PUT", "/v1/reactions/er-b", `{"reaction":"dislike"}`, 200)
+	must(frank, "PUT", "/v1/reactions/er-a", `{"reaction":"like"}`, 200)
+	evesTop := postComment(t, base, eve.token, "er-v")
+	franksTop := postComment(t, base, frank.token, "er-v")
+	for _, reply := range []struct {
+		c      client
+		parent string
+	}{{frank, evesTop}, {frank, evesTop}, {eve, franksTop}} {
+		must(reply.c, "POST", "/v1/videos/er-v/comments", `{"text":"a reply","parentId":"`+reply.parent+`"}`, 201)
+	}
+	must(eve, "PUT", "/v1/reactions/"+franksTop, `{"reaction":"like"}`, 200)
+	must(eve, "POST", "/v1/history", `{"videoId":"er-v","positionSeconds":3}`, 202)
+	must(eve, "PUT", "/v1/history/settings", `{"paused":false,"autoDeleteMonths":3}`, 200)
+	waitCounts(t, base, map[string]map[string]int64{
+		"er-a": {"likes": 2}, "er-b": {"dislikes": 1},
+		"er-v":    {"comments": 5, "views": 1, "uniqueViewers": 1},
+		evesTop:   {"replies": 2},
+		franksTop: {"replies": 1, "likes": 1},
+	})
+
+	must(eve, "DELETE", "/v1/me", "", 202)
+	// Refused while it runs (it waits at least ERASURE_SETTLE): nothing
+	// written now could be left behind.
+	for _, w := range []struct{ method, path, body string }{
+		{"PUT", "/v1/reactions/er-c", `{"reaction":"like"}`},
+		{"POST", "/v1/videos/er-v/comments", `{"text":"too late"}`},
+		{"POST", "/v1/history", `{"videoId":"er-w"}`},
+		{"PUT", "/v1/history/settings", `{"paused":true,"autoDeleteMonths":0}`},
+	} {
+		code, hdr, body := eve.do(w.method, w.path, w.body)
+		checkAnswer(t, w.method+" "+w.path+" while erasing", code, hdr, body, 403)
+		checkAPI(t, w.method, w.path, code, hdr, body)
+	}
+	// Others are not affected.
+	must(frank, "PUT", "/v1/reactions/er-c", `{"reaction":"like"}`, 200)
+
+	waitCounts(t, base, map[string]map[string]int64{
+		"er-a": {"likes": 1}, "er-b": {"dislikes": 0}, "er-c": {"likes": 1},
+		// eve's comment took frank's two replies with it; eve's reply left
+		// frank's comment. Views and viewers stay.
+		"er-v":    {"comments": 1, "views": 1, "uniqueViewers": 1},
+		evesTop:   {"replies": 0},
+		franksTop: {"replies": 0, "likes": 0},
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		doc := export(t, eve)
+		if len(doc.Reactions)+len(doc.Comments)+len(doc.History) == 0 && doc.Settings.AutoDeleteMonths == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the export is not empty 60 s after the erasure: %+v", doc)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// Done once eve may write again.
+	deadline = time.Now().Add(60 * time.Second)
+	for {
+		code, _, _ := eve.do("PUT", "/v1/history/settings", `{"paused":false,"autoDeleteMonths":0}`)
+		if code == 200 {
+			break
+		}
+		if code != 403 || time.Now().After(deadline) {
+			t.Fatalf("after the erasure, eve's settings: %d", code)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	// Replies by others stay, no longer listed under a comment that is gone.
+	if code, _, body := frank.do("GET", "/v1/comments/"+evesTop+"/replies", ""); code != 404 {
+		t.Errorf("replies of eve's erased comment: %d %s", code, body)
+	}
+	// Erasing again changes no count.
+	must(eve, "DELETE", "/v1/me", "", 202)
+	code, _, body := client{t: t, base: base}.do("POST", "/internal/reconcile", "")
+	var rep struct{ Checked, Corrected int }
+	if code != 200 || json.Unmarshal([]byte(body), &rep) != nil || rep.Corrected != 0 || rep.Checked == 0 {
+		t.Errorf("reconciliation after the erasure: %d %s", code, body)
+	}
+	waitCounts(t, base, map[string]map[string]int64{
+		"er-a": {"likes": 1}, "er-b": {"dislikes": 0}, "er-v": {"comments": 1, "views": 1}, franksTop: {"replies": 0},
+	})
 }

@@ -73,6 +73,11 @@ func realMain(ctx context.Context) error {
 		// TELEMETRY_EXPORTER=stdout prints spans and metrics as JSON lines.
 		"TELEMETRY_EXPORTER":     envOr("TELEMETRY_EXPORTER", "none"),
 		"TELEMETRY_SAMPLE_RATIO": envOr("TELEMETRY_SAMPLE_RATIO", "1"),
+		// An account erasure waits ERASURE_SETTLE (20 minutes in the cloud,
+		// the span of Pub/Sub's redeliveries) before it removes the views'
+		// claims; locally a short wait lets one tried from the playground
+		// finish while you watch.
+		"ERASURE_SETTLE": envOr("ERASURE_SETTLE", "10s"),
 	}
 	for k, v := range stack.Env() {
 		env[k] = v

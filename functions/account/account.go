@@ -1,6 +1,7 @@
 // Package accountfn is the Account function: the caller's own data.
 //
 //	GET    /v1/me/export   everything held about the caller, streamed as one JSON document
+//	DELETE /v1/me          erase the caller's account (202; EraseAccount does the work)
 //
 // It is a function of its own, not part of Counts (which serves
 // /v1/me/counts): an export reads all three stores (Spanner, Bigtable,
@@ -15,7 +16,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/videngage/engagement/shared/account"
+	"github.com/videngage/engagement/shared/account/accountstore"
 	"github.com/videngage/engagement/shared/auth"
+	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/comment"
 	"github.com/videngage/engagement/shared/comment/commentstore"
 	"github.com/videngage/engagement/shared/history"
@@ -27,7 +31,7 @@ import (
 )
 
 func init() {
-	platform.RegisterHTTP("Account", platform.NeedSpanner|platform.NeedBigtable|platform.NeedFirestore|platform.NeedVerifier,
+	platform.RegisterHTTP("Account", platform.NeedSpanner|platform.NeedBigtable|platform.NeedFirestore|platform.NeedPubSub|platform.NeedVerifier,
 		func(ctx context.Context, c *platform.Clients) (http.Handler, error) {
 			db := spannerdb.Wrap(c.Spanner, c.Config)
 			return New(Deps{
@@ -36,6 +40,8 @@ func init() {
 				Comments:  commentstore.New(db, 0),
 				History:   historystore.New(c.Bigtable),
 				Settings:  historystore.NewSettings(c.Firestore),
+				Erasures:  accountstore.New(db),
+				Publisher: bus.NewPublisher(c.PubSub, c.Config.PubSub.ErasureTopic),
 			}), nil
 		})
 }
@@ -56,6 +62,13 @@ type (
 	}
 	Settings interface {
 		Get(ctx context.Context, userID string) (history.Settings, error)
+		MarkErasing(ctx context.Context, userID string) error
+	}
+	Erasures interface {
+		Request(ctx context.Context, userID string) (account.Erasure, error)
+	}
+	Publisher interface {
+		Publish(ctx context.Context, data []byte, attrs map[string]string) (string, error)
 	}
 )
 
@@ -66,6 +79,8 @@ type Deps struct {
 	Comments  Comments
 	History   History
 	Settings  Settings
+	Erasures  Erasures
+	Publisher Publisher // the erasure topic
 	// ExportTimeout bounds one export (default 10 minutes): it outlives the
 	// request deadline of the other routes, since a large account streams
 	// for longer than one backend call.
@@ -82,7 +97,39 @@ func New(d Deps) http.Handler {
 	h := &handler{d}
 	rt := httpx.NewRouter()
 	rt.Handle("GET /v1/me/export", h.export)
+	rt.Handle("DELETE /v1/me", h.erase)
 	return rt
+}
+
+// erase asks for the caller's erasure and answers 202. Each of its three
+// writes is idempotent, so a client that gets a 503 retries the whole call:
+//  1. the record in Spanner (an open one is left as it is): from its commit
+//     on, the caller's reaction and comment writes are refused in their own
+//     transactions, and any step finds it;
+//  2. the mark in the history settings: history writes are refused;
+//  3. the message that starts EraseAccount (ResumeErasures sends another
+//     for any erasure that does not move, so a lost one only delays it).
+func (h *handler) erase(w http.ResponseWriter, r *http.Request) error {
+	user, err := h.Verifier.FromRequest(r)
+	if err != nil {
+		return err
+	}
+	if _, err := h.Erasures.Request(r.Context(), user.ID); err != nil {
+		return err
+	}
+	if err := h.Settings.MarkErasing(r.Context(), user.ID); err != nil {
+		return err
+	}
+	data, err := account.Message{UserID: user.ID}.Encode()
+	if err != nil {
+		return err
+	}
+	if _, err := h.Publisher.Publish(r.Context(), data, map[string]string{"kind": "account-erasure"}); err != nil {
+		return err
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	httpx.WriteJSON(w, http.StatusAccepted, map[string]bool{"erasing": true})
+	return nil
 }
 
 // Page sizes of the export's reads: each page is one bounded read.

@@ -35,7 +35,7 @@ func (fakeVerifier) FromRequest(r *http.Request) (auth.User, error) {
 // account is a generated account of n reactions, comments and history
 // entries, served a page at a time as the stores do. written reports how
 // many bytes of the answer were out when each page was asked for.
-type account struct {
+type fakeAccount struct {
 	reactions, comments, entries int
 	written                      func() int
 	maxPage                      int
@@ -45,7 +45,7 @@ type account struct {
 	failHistoryAt       int // fail the history page starting at this index (0: never)
 }
 
-func (a *account) ListByUser(_ context.Context, _ string, after string, limit int) ([]reactionstore.UserReaction, error) {
+func (a *fakeAccount) ListByUser(_ context.Context, _ string, after string, limit int) ([]reactionstore.UserReaction, error) {
 	a.maxPage = max(a.maxPage, limit)
 	start := 0
 	if after != "" {
@@ -60,7 +60,7 @@ func (a *account) ListByUser(_ context.Context, _ string, after string, limit in
 	return out, nil
 }
 
-func (a *account) ListByAuthor(_ context.Context, user, after string, limit int) ([]comment.Comment, error) {
+func (a *fakeAccount) ListByAuthor(_ context.Context, user, after string, limit int) ([]comment.Comment, error) {
 	a.maxPage = max(a.maxPage, limit)
 	start := 0
 	if after != "" {
@@ -79,7 +79,7 @@ func (a *account) ListByAuthor(_ context.Context, user, after string, limit int)
 	return out, nil
 }
 
-func (a *account) List(_ context.Context, _ string, after *history.Cursor, _ time.Time, size int) (history.Page, error) {
+func (a *fakeAccount) List(_ context.Context, _ string, after *history.Cursor, _ time.Time, size int) (history.Page, error) {
 	a.maxPage = max(a.maxPage, size)
 	start := 0
 	if after != nil {
@@ -102,7 +102,7 @@ func (a *account) List(_ context.Context, _ string, after *history.Cursor, _ tim
 	return p, nil
 }
 
-func (a *account) Get(context.Context, string) (history.Settings, error) {
+func (a *fakeAccount) Get(context.Context, string) (history.Settings, error) {
 	return history.Settings{Paused: true, AutoDeleteMonths: 18}, nil
 }
 
@@ -117,7 +117,7 @@ func (w *countingWriter) Write(b []byte) (int, error) {
 	return w.ResponseRecorder.Write(b)
 }
 
-func newHandler(a *account) http.Handler {
+func newHandler(a *fakeAccount) http.Handler {
 	return New(Deps{Verifier: fakeVerifier{}, Reactions: a, Comments: a, History: a, Settings: a})
 }
 
@@ -126,7 +126,7 @@ func newHandler(a *account) http.Handler {
 // document, read in bounded pages and written while they are read (most of
 // the answer is out before the last history page is even asked for).
 func TestExportStreamsALargeAccount(t *testing.T) {
-	a := &account{reactions: 2000, comments: 3000, entries: 100_000}
+	a := &fakeAccount{reactions: 2000, comments: 3000, entries: 100_000}
 	w := &countingWriter{ResponseRecorder: httptest.NewRecorder()}
 	a.written = func() int { return w.n }
 	req := httptest.NewRequest("GET", "/v1/me/export", nil)
@@ -175,7 +175,7 @@ func TestExportStreamsALargeAccount(t *testing.T) {
 // TestExportOfAnEmptyAccount: nothing held is empty arrays and the default
 // settings, still a valid document.
 func TestExportOfAnEmptyAccount(t *testing.T) {
-	a := &account{}
+	a := &fakeAccount{}
 	w := httptest.NewRecorder()
 	a.written = func() int { return w.Body.Len() }
 	req := httptest.NewRequest("GET", "/v1/me/export", nil)
@@ -195,13 +195,13 @@ func TestExportOfAnEmptyAccount(t *testing.T) {
 func TestExportFailures(t *testing.T) {
 	t.Run("no token", func(t *testing.T) {
 		w := httptest.NewRecorder()
-		newHandler(&account{}).ServeHTTP(w, httptest.NewRequest("GET", "/v1/me/export", nil))
+		newHandler(&fakeAccount{}).ServeHTTP(w, httptest.NewRequest("GET", "/v1/me/export", nil))
 		if err := apitest.Check("GET", "/v1/me/export", w.Code, w.Header(), w.Body.Bytes()); err != nil || w.Code != 401 {
 			t.Errorf("%d %v", w.Code, err)
 		}
 	})
 	t.Run("midway", func(t *testing.T) {
-		a := &account{reactions: 10, entries: 5000, failHistoryAt: 2000}
+		a := &fakeAccount{reactions: 10, entries: 5000, failHistoryAt: 2000}
 		a.written = func() int { return 0 }
 		srv := httptest.NewServer(httpx.Recover(newHandler(a)))
 		defer srv.Close()
@@ -221,3 +221,5 @@ func TestExportFailures(t *testing.T) {
 		}
 	})
 }
+
+func (a *fakeAccount) MarkErasing(context.Context, string) error { return nil }

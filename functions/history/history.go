@@ -18,6 +18,7 @@ import (
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
 	"github.com/videngage/engagement/shared/httpx"
@@ -180,6 +181,11 @@ func (h *handler) record(w http.ResponseWriter, r *http.Request) error {
 	settings, err := h.Settings.Get(r.Context(), user.ID)
 	if err != nil {
 		return err
+	}
+	if settings.Erasing {
+		// Refused, not recorded and then erased: a watch is counted as a
+		// view, and a view is not taken back.
+		return errs.ErrAccountErasing
 	}
 	if settings.Paused {
 		httpx.WriteJSON(w, http.StatusAccepted, map[string]bool{"recorded": false})

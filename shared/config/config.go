@@ -21,6 +21,7 @@ type Config struct {
 	HTTP      HTTP
 	Counters  Counters
 	History   History
+	Erasure   Erasure
 	Telemetry Telemetry
 }
 
@@ -59,6 +60,8 @@ type Firestore struct {
 type PubSub struct {
 	HistoryTopic string `env:"HISTORY_TOPIC, default=history-events"`
 	CounterTopic string `env:"COUNTER_TOPIC, default=counter-events"`
+	// ErasureTopic carries the account erasures' steps (DELETE /v1/me).
+	ErasureTopic string `env:"ERASURE_TOPIC, default=account-erasures"`
 	EmulatorHost string `env:"PUBSUB_EMULATOR_HOST"`
 }
 
@@ -143,6 +146,20 @@ type History struct {
 	// BatchLinger is how long a batch of watches waits for company before
 	// it is published; the request waits that much longer for its 202.
 	BatchLinger time.Duration `env:"HISTORY_BATCH_LINGER, default=50ms"`
+}
+
+type Erasure struct {
+	// Settle is how long after an account erasure is asked for the views'
+	// claims of the user's watches are kept: at least as long as Pub/Sub may
+	// still redeliver a history message (maxDeliveryAttempts × (ack
+	// deadline + maximum backoff) in topology.json: 10 × 120 s).
+	Settle time.Duration `env:"ERASURE_SETTLE, default=20m"`
+	// Budget bounds one EraseAccount delivery, well under the
+	// subscription's 60 s ack deadline; the erasure goes on in the next.
+	Budget time.Duration `env:"ERASURE_BUDGET, default=20s"`
+	// StalledAfter is how long an open erasure may go without a step
+	// before ResumeErasures sends it a message again.
+	StalledAfter time.Duration `env:"ERASURE_STALLED_AFTER, default=2m"`
 }
 
 type Telemetry struct {

@@ -17,6 +17,11 @@ import (
 // may cure (503 with Retry-After).
 var ErrBackendUnavailable = errors.New("backend unavailable")
 
+// ErrAccountErasing refuses a write of a user whose account erasure
+// (DELETE /v1/me) is under way (403): nothing written then could be left
+// behind by the erasure, half erased.
+var ErrAccountErasing = errors.New("the account is being erased")
+
 // The errors auth.Verify and auth.FromRequest return wrap exactly one of
 // these. Their text carries detail for logs; callers answer with a fixed
 // message.

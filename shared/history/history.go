@@ -139,6 +139,10 @@ type Page struct {
 type Settings struct {
 	Paused           bool `json:"paused" firestore:"paused"`
 	AutoDeleteMonths int  `json:"autoDeleteMonths" firestore:"autoDeleteMonths"`
+	// Erasing is not a setting but kept beside them, in the document every
+	// history write reads anyway: the account's erasure (DELETE /v1/me) is
+	// under way, and history writes are refused until it is done.
+	Erasing bool `json:"-" firestore:"erasing,omitempty"`
 }
 
 // autoDeleteChoices are the offered auto-delete horizons, in months.

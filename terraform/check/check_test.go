@@ -217,7 +217,10 @@ func TestEnvironmentDifferences(t *testing.T) {
 		for _, rc := range p.Instances("google_cloudfunctions2_function", "fn") {
 			ep := rc.Str("build_config", 0, "entry_point")
 			prof, _ := rc.Get("service_config", 0, "environment_variables", "BIGTABLE_APP_PROFILE").(string)
-			if (ep == "History" || ep == "ApplyHistory") != (prof == hist.Str("app_profile_id")) {
+			// The account's export and erasure read the rows History and
+			// ApplyHistory write.
+			ownHistory := ep == "History" || ep == "ApplyHistory" || ep == "Account" || ep == "EraseAccount"
+			if ownHistory != (prof == hist.Str("app_profile_id")) {
 				t.Errorf("%s: %s uses app profile %q", env, ep, prof)
 			}
 			if got, _ := rc.Get("service_config", 0, "environment_variables", "BIGTABLE_TRANSACTIONAL_APP_PROFILE").(string); got != tx.Str("app_profile_id") {

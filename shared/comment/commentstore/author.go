@@ -7,6 +7,7 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/videngage/engagement/shared/comment"
+	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 
@@ -37,4 +38,48 @@ WHERE AuthorId = @author AND CommentId > @after ORDER BY CommentId LIMIT @limit`
 		return nil, fmt.Errorf("commentstore.ListByAuthor: %w", spannerdb.Map(err))
 	}
 	return out, nil
+}
+
+// EraseSome removes up to limit of the user's comments for the account
+// erasure: one removal transaction, as a delete by their author (a visible
+// comment leaves the counts exactly once, a top-level one with its visible
+// replies), that also deletes the rows. Replies by others stay, no longer
+// counted or listed, as under a deleted comment. It returns how many it
+// removed and the events to publish; none removed means none are left.
+func (s *Store) EraseSome(ctx context.Context, userID string, limit int) (int, []events.Event, error) {
+	cs, err := s.ListByAuthor(ctx, userID, "", limit)
+	if err != nil || len(cs) == 0 {
+		return 0, nil, err
+	}
+	ids := make([]string, len(cs))
+	for i, c := range cs {
+		ids[i] = c.ID
+	}
+	res, err := s.remove(ctx, Actor{UserID: userID}, ids, comment.Deleted, true, func(found map[string]comment.Comment) error {
+		for _, c := range found {
+			if c.AuthorID != userID {
+				return fmt.Errorf("comment %s is not by the user", c.ID)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, nil, fmt.Errorf("commentstore.EraseSome: %w", err)
+	}
+	return len(cs), res.Events, nil
+}
+
+// EraseUserRows deletes the user's other rows of the comments' tables: the
+// rate-limit row and the Idempotency-Keys.
+func (s *Store) EraseUserRows(ctx context.Context, userID string) error {
+	_, err := s.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		return tx.BufferWrite([]*spanner.Mutation{
+			spanner.Delete(tableLimits, spanner.Key{userID}),
+			spanner.Delete(tableRequests, spanner.Key{userID}.AsPrefix()),
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("commentstore.EraseUserRows: %w", err)
+	}
+	return nil
 }

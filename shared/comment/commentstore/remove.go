@@ -30,7 +30,7 @@ type RemoveResult struct {
 // ErrNotFound, someone else's ErrPermissionDenied; a comment already deleted
 // or spam changes nothing (and no count).
 func (s *Store) Delete(ctx context.Context, actor Actor, id string) (RemoveResult, error) {
-	res, err := s.remove(ctx, actor, []string{id}, comment.Deleted, func(found map[string]comment.Comment) error {
+	res, err := s.remove(ctx, actor, []string{id}, comment.Deleted, false, func(found map[string]comment.Comment) error {
 		c, ok := found[id]
 		if !ok {
 			return ErrNotFound
@@ -53,7 +53,7 @@ func (s *Store) MarkSpam(ctx context.Context, actor Actor, ids []string) (Remove
 	if len(ids) > comment.MaxRemoveBatch {
 		return RemoveResult{}, fmt.Errorf("commentstore.MarkSpam: %d ids, at most %d", len(ids), comment.MaxRemoveBatch)
 	}
-	res, err := s.remove(ctx, actor, ids, comment.Spam, nil)
+	res, err := s.remove(ctx, actor, ids, comment.Spam, false, nil)
 	if err != nil {
 		return RemoveResult{}, fmt.Errorf("commentstore.MarkSpam: %w", err)
 	}
@@ -66,8 +66,10 @@ func (s *Store) MarkSpam(ctx context.Context, actor Actor, ids []string) (Remove
 // the outbox rows of the decrements are written, all at one timestamp. A
 // concurrent removal of the same comment (a delete racing a spam sweep)
 // commits before or after this one, never in between, so exactly one of them
-// sees the comment visible and decrements.
-func (s *Store) remove(ctx context.Context, actor Actor, ids []string, to comment.Status, check func(map[string]comment.Comment) error) (RemoveResult, error) {
+// sees the comment visible and decrements. With eraseRows the named
+// comments' rows are deleted too, in the same transaction (the account
+// erasure): a comment leaves the counts and the table at once.
+func (s *Store) remove(ctx context.Context, actor Actor, ids []string, to comment.Status, eraseRows bool, check func(map[string]comment.Comment) error) (RemoveResult, error) {
 	var res RemoveResult
 	_, err := s.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		res = RemoveResult{}
@@ -159,6 +161,11 @@ func (s *Store) remove(ctx context.Context, actor Actor, ids []string, to commen
 			return err
 		}
 		ms = append(ms, tally...)
+		if eraseRows {
+			for _, c := range r.Targets {
+				ms = append(ms, spanner.Delete(tableComments, spanner.Key{c.ID}))
+			}
+		}
 		if len(ms) == 0 {
 			return nil
 		}

@@ -15,8 +15,10 @@ import (
 	"cloud.google.com/go/spanner"
 	"google.golang.org/grpc/codes"
 
+	"github.com/videngage/engagement/shared/account/accountstore"
 	"github.com/videngage/engagement/shared/comment"
 	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/ratelimit"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -96,8 +98,8 @@ type CreateResult struct {
 	// Event is the post's counter event to publish (nil when replayed).
 	Event *events.Event
 	// Err is this request's own failure: comment.ErrParentNotFound,
-	// ErrParentIsReply, ErrParentElsewhere, ErrKeyReused or
-	// *RateLimitedError. The others of the batch are unaffected.
+	// ErrParentIsReply, ErrParentElsewhere, ErrKeyReused,
+	// *RateLimitedError or errs.ErrAccountErasing. The others of the batch are unaffected.
 	Err error
 }
 
@@ -162,10 +164,18 @@ func (s *Store) CreateMany(ctx context.Context, reqs []CreateRequest) ([]CreateR
 		if err != nil {
 			return err
 		}
+		erasing, err := accountstore.Erasing(ctx, tx, userKeys)
+		if err != nil {
+			return err
+		}
 		var ms []*spanner.Mutation
 		var posted []events.Event
 		for i, r := range reqs {
 			res := &results[i]
+			if erasing[r.UserID] {
+				res.Err = errs.ErrAccountErasing
+				continue
+			}
 			hash := comment.RequestHash(r.VideoID, r.ParentID, r.Text)
 			k := userKey{r.UserID, r.IdempotencyKey}
 			if q, ok := known[k]; ok && r.IdempotencyKey != "" {

@@ -3,6 +3,7 @@ package historystore
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -52,9 +53,33 @@ func (s *Settings) Get(ctx context.Context, userID string) (history.Settings, er
 	return d.Settings, nil
 }
 
-// Put replaces the user's settings.
+// Put replaces the user's settings, unless the account is being erased
+// (errs.ErrAccountErasing): read and written in one transaction, so that a
+// change racing the erasure's start neither lands after it nor drops its
+// mark.
 func (s *Settings) Put(ctx context.Context, userID string, v history.Settings) error {
-	_, err := s.c.Collection(SettingsCollection).Doc(DocID(userID)).Set(ctx, settingsDoc{Settings: v, UpdateTime: time.Now().UTC()})
+	v.Erasing = false
+	ref := s.c.Collection(SettingsCollection).Doc(DocID(userID))
+	err := s.c.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		snap, err := tx.Get(ref)
+		switch {
+		case status.Code(err) == codes.NotFound:
+		case err != nil:
+			return err
+		default:
+			var d settingsDoc
+			if err := snap.DataTo(&d); err != nil {
+				return err
+			}
+			if d.Erasing {
+				return errs.ErrAccountErasing
+			}
+		}
+		return tx.Set(ref, settingsDoc{Settings: v, UpdateTime: time.Now().UTC()})
+	})
+	if errors.Is(err, errs.ErrAccountErasing) {
+		return err
+	}
 	if err != nil {
 		return errs.Backend("write history settings", err)
 	}
@@ -146,6 +171,37 @@ func (s *Settings) SetCursor(ctx context.Context, name, cursor string) error {
 	_, err := s.c.Collection(JobsCollection).Doc(name).Set(ctx, cursorDoc{Cursor: cursor, UpdateTime: time.Now().UTC()})
 	if err != nil {
 		return errs.Backend("write job cursor", err)
+	}
+	return nil
+}
+
+// MarkErasing records that the user's account is being erased: history
+// writes are refused from now on, until Delete. The settings are kept.
+func (s *Settings) MarkErasing(ctx context.Context, userID string) error {
+	_, err := s.c.Collection(SettingsCollection).Doc(DocID(userID)).Set(ctx,
+		map[string]any{"erasing": true, "updateTime": time.Now().UTC()}, firestore.MergeAll)
+	if err != nil {
+		return errs.Backend("mark history settings erasing", err)
+	}
+	return nil
+}
+
+// EraseValues replaces the user's settings by the erasure's mark alone: the
+// values are gone (an export shows the defaults), history writes are still
+// refused.
+func (s *Settings) EraseValues(ctx context.Context, userID string) error {
+	_, err := s.c.Collection(SettingsCollection).Doc(DocID(userID)).Set(ctx,
+		map[string]any{"erasing": true, "updateTime": time.Now().UTC()})
+	if err != nil {
+		return errs.Backend("erase history settings", err)
+	}
+	return nil
+}
+
+// Delete deletes the user's settings document, the erasure's mark with it.
+func (s *Settings) Delete(ctx context.Context, userID string) error {
+	if _, err := s.c.Collection(SettingsCollection).Doc(DocID(userID)).Delete(ctx); err != nil {
+		return errs.Backend("delete history settings", err)
 	}
 	return nil
 }

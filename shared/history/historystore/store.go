@@ -310,7 +310,7 @@ func (h *Store) DeleteBefore(ctx context.Context, userID string, before time.Tim
 	if err := h.markDeleted(ctx, userID, []string{""}, before); err != nil { // "": historyKey
 		return err
 	}
-	_, err := h.deleteOlder(ctx, userID, before, func(byVideo map[string][]time.Time) error {
+	_, err := h.deleteOlder(ctx, userID, before, 0, func(byVideo map[string][]time.Time) error {
 		return h.markDeleted(ctx, userID, slices.Collect(maps.Keys(byVideo)), before)
 	})
 	return err
@@ -326,7 +326,7 @@ func (h *Store) Expire(ctx context.Context, userID string, horizon time.Time) (i
 	if horizon.IsZero() {
 		return 0, nil
 	}
-	return h.deleteOlder(ctx, userID, horizon, nil)
+	return h.deleteOlder(ctx, userID, horizon, 0, nil)
 }
 
 // deleteBatch is how many entries deleteOlder reads and deletes at a time.
@@ -334,8 +334,9 @@ const deleteBatch = 1000
 
 // deleteOlder deletes the user's entries before the bound (zero: all), a
 // thousand at a time, calling first (when not nil) with each thousand's
-// watch times by video before they go. It returns how many it deleted.
-func (h *Store) deleteOlder(ctx context.Context, userID string, before time.Time, first func(byVideo map[string][]time.Time) error) (int, error) {
+// watch times by video before they go. It stops once it has deleted at
+// least most (0: no bound) and returns how many it deleted.
+func (h *Store) deleteOlder(ctx context.Context, userID string, before time.Time, most int, first func(byVideo map[string][]time.Time) error) (int, error) {
 	start := history.UserPrefix(userID)
 	if !before.IsZero() {
 		start = history.BeforeKey(userID, before)
@@ -368,7 +369,7 @@ func (h *Store) deleteOlder(ctx context.Context, userID string, before time.Time
 			return deleted, err
 		}
 		deleted += len(keys)
-		if len(keys) < deleteBatch {
+		if len(keys) < deleteBatch || most > 0 && deleted >= most {
 			return deleted, nil
 		}
 	}

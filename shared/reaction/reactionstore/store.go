@@ -14,8 +14,10 @@ import (
 
 	"cloud.google.com/go/spanner"
 
+	"github.com/videngage/engagement/shared/account/accountstore"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/ratelimit"
 	"github.com/videngage/engagement/shared/reaction"
@@ -62,6 +64,9 @@ type SetRequest struct {
 	ContentID string
 	To        reaction.Kind
 	IfMatch   *int64
+	// erase marks the account erasure's own change, the one write of a user
+	// with an open erasure that is not refused.
+	erase bool
 }
 
 // RateLimitedError is a request over the user's reaction rate.
@@ -82,8 +87,8 @@ type SetResult struct {
 	// pending: a request that changes nothing may be the client's retry after
 	// a publish that failed, so their messages are sent again.
 	Republish []events.Event
-	// Err is this request's own failure: *reaction.ErrVersionMismatch or
-	// *RateLimitedError. The others in the batch are unaffected.
+	// Err is this request's own failure: *reaction.ErrVersionMismatch,
+	// *RateLimitedError or errs.ErrAccountErasing. The others in the batch are unaffected.
 	Err error
 }
 
@@ -147,9 +152,17 @@ func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 		if err != nil {
 			return err
 		}
+		erasing, err := accountstore.Erasing(ctx, tx, userKeys)
+		if err != nil {
+			return err
+		}
 		var ms []*spanner.Mutation
 		for i, r := range reqs {
 			res := &results[i]
+			if erasing[r.UserID] && !r.erase {
+				res.Err = errs.ErrAccountErasing
+				continue
+			}
 			if ok, wait := limits.Allow(r.UserID, now); !ok {
 				res.Err = &RateLimitedError{RetryAfter: wait}
 				continue

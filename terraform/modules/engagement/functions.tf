@@ -38,6 +38,7 @@ locals {
     FIRESTORE_DATABASE              = var.firestore_database
     HISTORY_TOPIC                   = local.history_topic
     COUNTER_TOPIC                   = local.counter_topic
+    ERASURE_TOPIC                   = local.erasure_topic
     AUTH_AUDIENCE                   = local.auth_audience
     AUTH_ISSUER                     = "https://securetoken.google.com/${local.auth_audience}"
     AUTH_JWKS_URL                   = "https://www.googleapis.com/service_accounts/v1/jwk/securetoken@system.gserviceaccount.com"
@@ -63,6 +64,11 @@ locals {
     HISTORY_BATCH_LINGER            = var.history_batch_linger
     TELEMETRY_EXPORTER              = "gcp"
     TELEMETRY_SAMPLE_RATIO          = "0.1"
+    # An account erasure keeps the views' claims as long as Pub/Sub may
+    # redeliver a history message: every attempt's ack deadline and backoff.
+    ERASURE_SETTLE        = "${local.delivery.maxDeliveryAttempts * (local.delivery.ackDeadlineSeconds + local.delivery.maximumBackoffSeconds)}s"
+    ERASURE_BUDGET        = "20s"
+    ERASURE_STALLED_AFTER = "2m"
   }
   auth_audience = var.auth_audience != "" ? var.auth_audience : var.project_id
 }

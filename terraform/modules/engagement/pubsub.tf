@@ -13,10 +13,11 @@ locals {
     t.deadLetterTopic => "${t.deadLetterTopic}${local.topology.pubsub.deadLetterSubscriptionSuffix}"
   }
 
-  # The topics shared/config names: HISTORY_TOPIC and COUNTER_TOPIC. The
-  # lookups fail on a name that topology.json does not have.
+  # The topics shared/config names: HISTORY_TOPIC, COUNTER_TOPIC and
+  # ERASURE_TOPIC. The lookups fail on a name that topology.json does not have.
   history_topic = google_pubsub_topic.topic["history-events"].name
   counter_topic = google_pubsub_topic.topic["counter-events"].name
+  erasure_topic = google_pubsub_topic.topic["account-erasures"].name
 
   push_subscriptions = merge([
     for t in local.topology.pubsub.topics : {

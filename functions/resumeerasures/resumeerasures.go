@@ -1,0 +1,100 @@
+// Package resumeerasures is the ResumeErasures function (POST
+// /internal/resume-erasures, called by Cloud Scheduler each minute): it
+// sends EraseAccount a message for every open account erasure that has not
+// moved for a while — one whose message was lost, whose worker died after
+// Pub/Sub gave up redelivering, or that waited for its claims to settle.
+// A message too many changes nothing: EraseAccount resumes from the record.
+package resumeerasures
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/videngage/engagement/shared/account"
+	"github.com/videngage/engagement/shared/account/accountstore"
+	"github.com/videngage/engagement/shared/bus"
+	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/platform"
+	"github.com/videngage/engagement/shared/spannerdb"
+)
+
+func init() {
+	platform.RegisterHTTP("ResumeErasures", platform.NeedSpanner|platform.NeedPubSub,
+		func(ctx context.Context, c *platform.Clients) (http.Handler, error) {
+			return New(Deps{
+				Store:        accountstore.New(spannerdb.Wrap(c.Spanner, c.Config)),
+				Publisher:    bus.NewPublisher(c.PubSub, c.Config.PubSub.ErasureTopic),
+				StalledAfter: c.Config.Erasure.StalledAfter,
+				Settle:       c.Config.Erasure.Settle,
+			}), nil
+		})
+}
+
+// Interfaces of what the handler uses.
+type (
+	Store interface {
+		Stalled(ctx context.Context, before time.Time, limit int) ([]account.Erasure, error)
+	}
+	Publisher interface {
+		Publish(ctx context.Context, data []byte, attrs map[string]string) (string, error)
+	}
+)
+
+// Deps are the handler's collaborators.
+type Deps struct {
+	Store     Store
+	Publisher Publisher
+	// StalledAfter is how long an erasure may go without a step.
+	StalledAfter time.Duration
+	// Settle is the erasures' wait at account.Settle: one waiting there is
+	// sent a message only once its wait is over.
+	Settle time.Duration
+	Now    func() time.Time
+}
+
+// maxPerRun bounds the messages one invocation sends.
+const maxPerRun = 1000
+
+type handler struct{ Deps }
+
+// New builds the handler.
+func New(d Deps) http.Handler {
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	h := &handler{d}
+	rt := httpx.NewRouter()
+	rt.Handle("POST /internal/resume-erasures", h.post)
+	return rt
+}
+
+// Report is the answer: how many erasures were sent on.
+type Report struct {
+	Stalled int `json:"stalled"`
+	Resumed int `json:"resumed"`
+}
+
+func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
+	now := h.Now()
+	stalled, err := h.Store.Stalled(r.Context(), now.Add(-h.StalledAfter), maxPerRun)
+	if err != nil {
+		return err
+	}
+	rep := Report{Stalled: len(stalled)}
+	for _, e := range stalled {
+		if e.Phase == account.Settle && now.Before(e.RequestTime.Add(h.Settle)) {
+			continue
+		}
+		data, err := account.Message{UserID: e.UserID}.Encode()
+		if err != nil {
+			return err
+		}
+		if _, err := h.Publisher.Publish(r.Context(), data, map[string]string{"kind": "account-erasure"}); err != nil {
+			return err
+		}
+		rep.Resumed++
+	}
+	httpx.WriteJSON(w, http.StatusOK, rep)
+	return nil
+}
