@@ -41,6 +41,11 @@ import (
 type viewsOptions struct {
 	watches  int // distinct watches of the hot video
 	watchers int // concurrent clients
+	// moreWatchers is the concurrent clients of a second batched run (0:
+	// none): how batch size, commits and messages scale with concurrency.
+	moreWatchers int
+	// baseline runs the per-watch path (HISTORY_BATCHING=off) first.
+	baseline bool
 	viewers  int // distinct users among them
 	retryOne int // one watch in retryOne is sent twice (a client's retry)
 	store    int // distinct viewers through the counter store
@@ -50,6 +55,7 @@ type viewsOptions struct {
 
 type viewsResult struct {
 	mode              string
+	watchers          int
 	requests          int
 	accepted, applied float64 // views/s
 	exact             bool
@@ -64,11 +70,24 @@ type viewsResult struct {
 
 func runViewsBench(ctx context.Context, es *emulators.Stack, o viewsOptions) error {
 	var rs []viewsResult
-	for i, mode := range []string{"off", "on"} {
-		fmt.Fprintf(os.Stderr, "bench: views, HISTORY_BATCHING=%s…\n", mode)
-		r, err := viewsMode(ctx, es, mode, 10+i, o)
+	type run struct {
+		mode     string
+		watchers int
+	}
+	runs := []run{{"on", o.watchers}}
+	if o.baseline {
+		runs = append([]run{{"off", o.watchers}}, runs...)
+	}
+	if o.moreWatchers > 0 {
+		runs = append(runs, run{"on", o.moreWatchers})
+	}
+	for i, rn := range runs {
+		fmt.Fprintf(os.Stderr, "bench: views, HISTORY_BATCHING=%s, %d clients…\n", rn.mode, rn.watchers)
+		mo := o
+		mo.watchers = rn.watchers
+		r, err := viewsMode(ctx, es, rn.mode, 10+i, mo)
 		if err != nil {
-			return fmt.Errorf("views, batching %s: %w", mode, err)
+			return fmt.Errorf("views, batching %s, %d clients: %w", rn.mode, rn.watchers, err)
 		}
 		rs = append(rs, r)
 	}
@@ -78,7 +97,11 @@ func runViewsBench(ctx context.Context, es *emulators.Stack, o viewsOptions) err
 		return err
 	}
 	sk := sketchViewers(o.sketch)
-	printViews(os.Stdout, o, rs, []precision{rs[1].precision(int64(o.viewers), "API, the batched run"), store, sk})
+	batched := rs[0] // the batched run at o.watchers clients
+	if o.baseline {
+		batched = rs[1]
+	}
+	printViews(os.Stdout, o, rs, []precision{batched.precision(int64(o.viewers), fmt.Sprintf("API, the batched run, %d clients", batched.watchers)), store, sk})
 	return nil
 }
 
@@ -131,7 +154,7 @@ func newViewsStack(ctx context.Context, cfg *config.Config, srv *benchstack.Serv
 }
 
 func viewsMode(ctx context.Context, es *emulators.Stack, mode string, n int, o viewsOptions) (viewsResult, error) {
-	r := viewsResult{mode: map[string]string{"off": "a message and a tx a watch", "on": "batched"}[mode]}
+	r := viewsResult{mode: map[string]string{"off": "a message and a tx a watch", "on": "batched"}[mode], watchers: o.watchers}
 	srv, err := benchstack.StartServer()
 	if err != nil {
 		return r, err
@@ -360,17 +383,21 @@ func printViews(w io.Writer, o viewsOptions, rs []viewsResult, ps []precision) {
 		}
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "\nViews on the local stack: %d watches of one video by %d users (%d requests with retries), %d clients, 2 cores\n\n",
-		o.watches, o.viewers, rs[0].requests, o.watchers)
+	fmt.Fprintf(w, "\nViews on the local stack: %d watches of one video by %d users (%d requests with retries), 2 cores\n\n",
+		o.watches, o.viewers, rs[0].requests)
 	row("HISTORY_BATCHING", func(r viewsResult) string { return r.mode })
+	row("concurrent clients", func(r viewsResult) string { return fmt.Sprint(r.watchers) })
 	row("1. views/s accepted (HTTP 202)", func(r viewsResult) string { return fmt.Sprintf("%.0f", r.accepted) })
 	row("   views/s applied end to end", func(r viewsResult) string { return fmt.Sprintf("%.0f", r.applied) })
 	row("   final count exact", func(r viewsResult) string { return fmt.Sprintf("%v (%d)", r.exact, r.final) })
 	row("2. Spanner rw commits per 1,000 views", func(r viewsResult) string { return fmt.Sprintf("%.1f", r.commitsPer1000) })
+	row("   beyond one per message (folds, retries)", func(r viewsResult) string {
+		return fmt.Sprintf("%.1f", r.commitsPer1000-r.messagesPer1000)
+	})
 	row("   Spanner rows written per 1,000 views", func(r viewsResult) string { return fmt.Sprintf("%.1f", r.rowsPer1000) })
 	row("3. Pub/Sub messages per 1,000 views", func(r viewsResult) string { return fmt.Sprintf("%.1f", r.messagesPer1000) })
 	row("   requests per message", func(r viewsResult) string { return fmt.Sprintf("%.1f", r.watchesPerMessage) })
-	if rs[0].applied > 0 {
+	if o.baseline && rs[0].applied > 0 {
 		fmt.Fprintf(w, "\nend-to-end gain: %.1f× the per-watch path\n", rs[1].applied/rs[0].applied)
 	}
 	fmt.Fprintf(w, "\n4. uniqueViewers (HyperLogLog++, precision %d)\n", counter.ViewersPrecision)
