@@ -2,7 +2,6 @@ package applycounters
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -26,23 +25,8 @@ func (f *fakeStore) Apply(_ context.Context, evs []events.Event) (counterstore.A
 	return counterstore.ApplyStats{Applied: len(evs)}, f.err
 }
 
-func push(t *testing.T, data []byte) event.Event {
-	t.Helper()
-	body, err := json.Marshal(map[string]any{
-		"message":      map[string]any{"data": data, "messageId": "m1", "publishTime": time.Now()},
-		"subscription": "projects/p/subscriptions/counter-apply",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := event.New()
-	e.SetID("e1")
-	e.SetType("google.cloud.pubsub.topic.v1.messagePublished")
-	e.SetSource("//pubsub.googleapis.com/")
-	if err := e.SetData("application/json", body); err != nil {
-		t.Fatal(err)
-	}
-	return e
+func push(_ *testing.T, data []byte) event.Event {
+	return bus.PushEvent(bus.Message{ID: "m1", Data: data}, "counter-apply")
 }
 
 // A counter message is applied; a watch (history-events, which ApplyViews

@@ -2,13 +2,11 @@ package applycounters
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/event"
-
+	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
@@ -38,24 +36,11 @@ func hotMessage(b testing.TB, n int) []byte {
 // of a hot item's 32 reactions, the store left out: the CloudEvent of the
 // Pub/Sub push, the message in it, and the events.
 func BenchmarkConsumeHotMessage(b *testing.B) {
-	body, err := json.Marshal(map[string]any{
-		"message":      map[string]any{"data": hotMessage(b, 32), "messageId": "m1", "publishTime": time.Now(), "attributes": map[string]string{"schema": "counter-events/v1"}},
-		"subscription": "projects/p/subscriptions/counter-apply",
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
+	body := bus.PushBody(bus.Message{ID: "m1", Data: hotMessage(b, 32), Attributes: map[string]string{"schema": "counter-events/v1"}}, "counter-apply")
 	fn := New(discard{}, nil)
 	b.ReportAllocs()
 	for b.Loop() {
-		e := event.New()
-		e.SetID("e1")
-		e.SetType("google.cloud.pubsub.topic.v1.messagePublished")
-		e.SetSource("//pubsub.googleapis.com/")
-		if err := e.SetData("application/json", body); err != nil {
-			b.Fatal(err)
-		}
-		if err := fn(context.Background(), e); err != nil {
+		if err := fn(context.Background(), bus.PushCloudEvent("e1", body)); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -44,37 +44,12 @@ func newStore(t *testing.T) (*countingStore, *platform.Clients) {
 	return &countingStore{Store: historystore.New(c.Bigtable)}, c
 }
 
-// pushEvent is the CloudEvent a Pub/Sub push delivers to the function
-// (google.cloud.pubsub.topic.v1.messagePublished): the message in
-// {"message":{...},"subscription":...}, its data base64 in JSON.
-func pushEvent(t *testing.T, messageID string, data []byte, attrs map[string]string) event.Event {
-	t.Helper()
-	body, err := json.Marshal(map[string]any{
-		"message": map[string]any{
-			"data":        data, // []byte marshals as base64
-			"messageId":   messageID,
-			"publishTime": time.Now().UTC().Format(time.RFC3339Nano),
-			"attributes":  attrs,
-		},
-		"subscription": "projects/test/subscriptions/history-apply",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rawEvent(t, messageID, body)
+// pushEvent is the CloudEvent a Pub/Sub push delivers to the function.
+func pushEvent(_ *testing.T, messageID string, data []byte, attrs map[string]string) event.Event {
+	return bus.PushEvent(bus.Message{ID: messageID, Data: data, Attributes: attrs}, "history-apply")
 }
 
-func rawEvent(t *testing.T, id string, body []byte) event.Event {
-	t.Helper()
-	e := event.New()
-	e.SetID(id)
-	e.SetType("google.cloud.pubsub.topic.v1.messagePublished")
-	e.SetSource("//pubsub.googleapis.com/projects/test/topics/history-events")
-	if err := e.SetData(event.ApplicationJSON, body); err != nil {
-		t.Fatal(err)
-	}
-	return e
-}
+func rawEvent(_ *testing.T, id string, body []byte) event.Event { return bus.PushCloudEvent(id, body) }
 
 func encode(t *testing.T, w history.Watch) []byte {
 	t.Helper()

@@ -2,7 +2,6 @@ package applyviews_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -23,23 +22,8 @@ import (
 
 func TestMain(m *testing.M) { emulatortest.Main(m) }
 
-func push(t *testing.T, id string, data []byte) event.Event {
-	t.Helper()
-	body, err := json.Marshal(map[string]any{
-		"message":      map[string]any{"data": data, "messageId": id, "publishTime": time.Now()},
-		"subscription": "projects/p/subscriptions/history-views",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := event.New()
-	e.SetID(id)
-	e.SetType("google.cloud.pubsub.topic.v1.messagePublished")
-	e.SetSource("//pubsub.googleapis.com/")
-	if err := e.SetData("application/json", body); err != nil {
-		t.Fatal(err)
-	}
-	return e
+func push(_ *testing.T, id string, data []byte) event.Event {
+	return bus.PushEvent(bus.Message{ID: id, Data: data}, "history-views")
 }
 
 // crashing fails the count of the first n calls after the claims are

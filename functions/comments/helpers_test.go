@@ -21,6 +21,7 @@ import (
 	commentsfn "github.com/videngage/engagement/functions/comments"
 	countsfn "github.com/videngage/engagement/functions/counts"
 	"github.com/videngage/engagement/shared/auth"
+	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/comment"
 	"github.com/videngage/engagement/shared/comment/commentstore"
 	"github.com/videngage/engagement/shared/config"
@@ -107,27 +108,8 @@ func (p *loopback) published() []events.Event {
 }
 
 // pushEvent is the messagePublished CloudEvent of a Pub/Sub push.
-func pushEvent(t testing.TB, messageID string, data []byte, attrs map[string]string) event.Event {
-	body, err := json.Marshal(map[string]any{
-		"message": map[string]any{
-			"data":        data, // base64
-			"messageId":   messageID,
-			"publishTime": time.Now().UTC().Format(time.RFC3339Nano),
-			"attributes":  attrs,
-		},
-		"subscription": "projects/test/subscriptions/counter-apply",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := event.New()
-	e.SetID(messageID)
-	e.SetType("google.cloud.pubsub.topic.v1.messagePublished")
-	e.SetSource("//pubsub.googleapis.com/projects/test/topics/counter-events")
-	if err := e.SetData(event.ApplicationJSON, body); err != nil {
-		t.Fatal(err)
-	}
-	return e
+func pushEvent(_ testing.TB, messageID string, data []byte, attrs map[string]string) event.Event {
+	return bus.PushEvent(bus.Message{ID: messageID, Data: data, Attributes: attrs}, "counter-apply")
 }
 
 // env is one test's deployment of the Comments function and the Counts

@@ -19,6 +19,7 @@ import (
 	"github.com/videngage/engagement/functions/applyhistory"
 	historyfn "github.com/videngage/engagement/functions/history"
 	"github.com/videngage/engagement/shared/auth"
+	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/history"
@@ -100,27 +101,8 @@ func (p *loopback) set(deliveries int, fail error) {
 }
 
 // pushEvent is the messagePublished CloudEvent of a Pub/Sub push.
-func pushEvent(t testing.TB, messageID string, data []byte, attrs map[string]string) event.Event {
-	body, err := json.Marshal(map[string]any{
-		"message": map[string]any{
-			"data":        data, // base64
-			"messageId":   messageID,
-			"publishTime": time.Now().UTC().Format(time.RFC3339Nano),
-			"attributes":  attrs,
-		},
-		"subscription": "projects/test/subscriptions/history-apply",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := event.New()
-	e.SetID(messageID)
-	e.SetType("google.cloud.pubsub.topic.v1.messagePublished")
-	e.SetSource("//pubsub.googleapis.com/projects/test/topics/history-events")
-	if err := e.SetData(event.ApplicationJSON, body); err != nil {
-		t.Fatal(err)
-	}
-	return e
+func pushEvent(_ testing.TB, messageID string, data []byte, attrs map[string]string) event.Event {
+	return bus.PushEvent(bus.Message{ID: messageID, Data: data, Attributes: attrs}, "history-apply")
 }
 
 // env is one test's deployment of the History function: real stores on the

@@ -129,6 +129,41 @@ func FromCloudEvent(e event.Event) (Message, error) {
 	return m, nil
 }
 
+// PushEventType is the CloudEvent type of a message Pub/Sub pushed.
+const PushEventType = "google.cloud.pubsub.topic.v1.messagePublished"
+
+// PushCloudEvent is the messagePublished CloudEvent, of id, that an event
+// function receives for the body of a Pub/Sub push (what functions-framework
+// makes of the request locally, and Eventarc in the cloud).
+func PushCloudEvent(id string, body []byte) event.Event {
+	e := event.New()
+	e.SetID(id)
+	e.SetType(PushEventType)
+	e.SetSource("//pubsub.googleapis.com/")
+	// Setting JSON bytes as data cannot fail.
+	_ = e.SetData(event.ApplicationJSON, body)
+	return e
+}
+
+// PushBody is the body of a push of msg by subscription (its short name):
+// what DecodePush reads. A zero PublishTime is now.
+func PushBody(msg Message, subscription string) []byte {
+	var d pushData
+	d.Message.Data, d.Message.Attributes, d.Message.MessageID, d.Message.PublishTime = msg.Data, msg.Attributes, msg.ID, msg.PublishTime
+	if d.Message.PublishTime.IsZero() {
+		d.Message.PublishTime = time.Now().UTC()
+	}
+	d.Subscription = "projects/local/subscriptions/" + subscription
+	// Bytes, strings and a time always marshal.
+	b, _ := json.Marshal(d)
+	return b
+}
+
+// PushEvent is the CloudEvent of a push of msg by subscription.
+func PushEvent(msg Message, subscription string) event.Event {
+	return PushCloudEvent(msg.ID, PushBody(msg, subscription))
+}
+
 // DecodePush decodes the body of a Pub/Sub push request (also the data of
 // the messagePublished CloudEvent made from it): the message and the short
 // name of the subscription that pushed it.

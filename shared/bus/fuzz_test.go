@@ -12,17 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func cloudEvent(t testing.TB, id string, data []byte) event.Event {
-	t.Helper()
-	e := event.New()
-	e.SetID(id)
-	e.SetType("google.cloud.pubsub.topic.v1.messagePublished")
-	e.SetSource("//pubsub.googleapis.com/projects/p/topics/t")
-	if err := e.SetData("application/json", data); err != nil {
-		t.Fatal(err)
-	}
-	return e
-}
+func cloudEvent(_ testing.TB, id string, data []byte) event.Event { return PushCloudEvent(id, data) }
 
 // FuzzFromCloudEvent: whatever a push carries, FromCloudEvent never panics
 // and refuses only with ErrPoison (never a retry); what it accepts names a

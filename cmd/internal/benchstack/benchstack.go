@@ -26,6 +26,7 @@ import (
 	countsfn "github.com/videngage/engagement/functions/counts"
 	"github.com/videngage/engagement/functions/reconcile"
 	"github.com/videngage/engagement/shared/auth"
+	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/emulators"
@@ -211,14 +212,7 @@ func (st *Stack) PushHandler(fn func(context.Context, event.Event) error) http.H
 			w.WriteHeader(http.StatusBadRequest)
 			return
 		}
-		e := event.New()
-		e.SetID(fmt.Sprintf("push-%d", st.pushes.Add(1)))
-		e.SetType("google.cloud.pubsub.topic.v1.messagePublished")
-		e.SetSource("//pubsub.googleapis.com/")
-		if err := e.SetData("application/json", body); err != nil {
-			w.WriteHeader(http.StatusBadRequest)
-			return
-		}
+		e := bus.PushCloudEvent(fmt.Sprintf("push-%d", st.pushes.Add(1)), body)
 		mu.Lock()
 		err = fn(r.Context(), e)
 		mu.Unlock()
