@@ -2,7 +2,6 @@ package httpx
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -216,8 +215,9 @@ func FuzzParsePageSize(f *testing.F) {
 }
 
 var (
-	hex32 = regexp.MustCompile(`^[0-9a-f]{32}$`)
-	hex16 = regexp.MustCompile(`^[0-9a-f]{16}$`)
+	hex32              = regexp.MustCompile(`^[0-9a-f]{32}$`)
+	hex16              = regexp.MustCompile(`^[0-9a-f]{16}$`)
+	traceparentPattern = regexp.MustCompile(`^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$`)
 )
 
 // FuzzTraceFields: whatever the traceparent and X-Cloud-Trace-Context
@@ -240,7 +240,7 @@ func FuzzTraceFields(f *testing.F) {
 	f.Fuzz(func(t *testing.T, traceparent, cloudTrace string) {
 		var buf bytes.Buffer
 		log := slog.New(NewLogHandler(&buf, slog.LevelInfo, "proj"))
-		ctx := WithTrace(context.Background(), "proj", traceparent, cloudTrace)
+		ctx := requestContext(traceparent, cloudTrace)
 		log.InfoContext(ctx, "request")
 		var line map[string]any
 		if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
@@ -264,14 +264,19 @@ func FuzzTraceFields(f *testing.F) {
 		if span != "" && !hex16.MatchString(span) {
 			t.Fatalf("spanId %q from (%q, %q) is not 16 hex digits", span, traceparent, cloudTrace)
 		}
-		if m := traceparentPattern.FindStringSubmatch(traceparent); m != nil && validTraceparent(m) && (id != m[1] || span != m[2]) {
+		if m := traceparentPattern.FindStringSubmatch(traceparent); m != nil && validTraceparent(m) && (id != m[2] || span != m[3]) {
 			t.Fatalf("traceparent %q logged as %s / %s", traceparent, id, span)
 		}
 	})
 }
 
 // validTraceparent applies W3C's rules beyond the pattern: version ff and
-// all-zero ids are invalid.
+// all-zero ids are invalid, and version 00 has no flag bits beyond sampled
+// and random (level 2).
 func validTraceparent(m []string) bool {
-	return !strings.HasPrefix(m[0], "ff") && strings.Trim(m[1], "0") != "" && strings.Trim(m[2], "0") != ""
+	if m[1] == "ff" || strings.Trim(m[2], "0") == "" || strings.Trim(m[3], "0") == "" {
+		return false
+	}
+	flags, _ := strconv.ParseUint(m[4], 16, 8)
+	return m[1] != "00" || flags <= 3
 }

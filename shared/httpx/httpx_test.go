@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/videngage/engagement/shared/errs"
+	"github.com/videngage/engagement/shared/telemetry"
 )
 
 type wantErr struct {
@@ -286,7 +287,7 @@ func TestTimeoutBoundsTheContext(t *testing.T) {
 func TestLogLinesCarryCloudLoggingFields(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(NewLogHandler(&buf, slog.LevelInfo, "proj"))
-	ctx := WithTrace(context.Background(), "proj", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "")
+	ctx := requestContext("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "")
 	log.WarnContext(ctx, "hello", "k", 1)
 	var line map[string]any
 	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
@@ -305,9 +306,30 @@ func TestLogLinesCarryCloudLoggingFields(t *testing.T) {
 		t.Errorf("log line (-want +got):\n%s", diff)
 	}
 	buf.Reset()
-	ctx = WithTrace(context.Background(), "proj", "", "105445aa7843bc8bf206b12000100000/1;o=0")
+	ctx = requestContext("", "105445aa7843bc8bf206b12000100000/1;o=0")
 	log.InfoContext(ctx, "x")
 	if !strings.Contains(buf.String(), `"logging.googleapis.com/trace":"projects/proj/traces/105445aa7843bc8bf206b12000100000"`) {
 		t.Errorf("X-Cloud-Trace-Context not used: %s", buf.String())
 	}
+}
+
+// traced is a request's trace context as the functions get it:
+// telemetry.Middleware continues the incoming headers' trace. No tracer
+// provider is installed in these tests, so the request's span is the
+// caller's (its ids are the headers').
+var traced = telemetry.Middleware(nil)
+
+// requestContext is the context a handler sees for a request with these
+// trace headers (either may be empty).
+func requestContext(traceparent, cloudTrace string) context.Context {
+	r := httptest.NewRequest("GET", "/", nil)
+	if traceparent != "" {
+		r.Header.Set("traceparent", traceparent)
+	}
+	if cloudTrace != "" {
+		r.Header.Set("X-Cloud-Trace-Context", cloudTrace)
+	}
+	var ctx context.Context
+	traced(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { ctx = r.Context() })).ServeHTTP(httptest.NewRecorder(), r)
+	return ctx
 }

@@ -112,13 +112,14 @@ func CORS(allowed []string) Middleware {
 	}
 }
 
-// Log puts the Cloud Trace ids of the request in its context (so every log
-// line of the request carries them) and writes one access log line.
+// Log writes one access log line per request. Its trace fields, and those
+// of every line the request logs, come from the span telemetry.Middleware
+// (outside it) put in the context.
 func Log(project string) Middleware {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			start := time.Now()
-			ctx := WithTrace(r.Context(), project, r.Header.Get("traceparent"), r.Header.Get("X-Cloud-Trace-Context"))
+			ctx := r.Context()
 			if p := r.Pattern; p != "" {
 				telemetry.SetRoute(ctx, p)
 			}
