@@ -197,14 +197,7 @@ const (
 )
 
 // EnvDecode implements envconfig.Decoder.
-func (l *LimitStore) EnvDecode(v string) error {
-	switch LimitStore(v) {
-	case LimitInBigtable, LimitInSpanner:
-		*l = LimitStore(v)
-		return nil
-	}
-	return fmt.Errorf("must be %s or %s, not %q", LimitInBigtable, LimitInSpanner, v)
-}
+func (l *LimitStore) EnvDecode(v string) error { return oneOf(l, v, LimitInBigtable, LimitInSpanner) }
 
 // OutboxDelete is how the counter consumer deletes the outbox rows it counts.
 type OutboxDelete string
@@ -216,12 +209,18 @@ const (
 
 // EnvDecode implements envconfig.Decoder.
 func (o *OutboxDelete) EnvDecode(v string) error {
-	switch OutboxDelete(v) {
-	case OutboxDeleteRange, OutboxDeleteRow:
-		*o = OutboxDelete(v)
-		return nil
+	return oneOf(o, v, OutboxDeleteRange, OutboxDeleteRow)
+}
+
+// oneOf sets *dst to v when v is one of allowed, else fails the load.
+func oneOf[T ~string](dst *T, v string, allowed ...T) error {
+	for _, a := range allowed {
+		if T(v) == a {
+			*dst = a
+			return nil
+		}
 	}
-	return fmt.Errorf("must be %s or %s, not %q", OutboxDeleteRange, OutboxDeleteRow, v)
+	return fmt.Errorf("must be one of %q, not %q", allowed, v)
 }
 
 // UserLimits are the per-user limits a minute of each kind of write; 0 is
