@@ -81,12 +81,12 @@ func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 		reconcileCorrection: i64counter(MetricReconcileCorrections, "{correction}", "Counters repaired by reconciliation, by field."),
 		correctionSize: i64hist(MetricReconcileCorrectionSize, "{count}", "Size (absolute value) of each reconciliation correction, by field.",
 			1, 2, 5, 10, 100, 1000, 10_000, 100_000, 1_000_000),
-		deadLetters: i64counter(MetricDeadLetterDeliveries, "{message}", "Messages a consumer gave up on (dead-lettered or acknowledged as poison)."),
+		deadLetters: i64counter(MetricDeadLetterDeliveries, "{delivery}", "Deliveries of a poison message a consumer refused so that Pub/Sub dead-letters it: one per attempt, up to the subscription's maximum delivery attempts per message."),
 		rateLimited: i64counter(MetricRateLimited, "{request}", "Requests refused by a per-user rate limit, by kind."),
 	}
 	var err error
 	out.rollupLag, err = m.Float64Gauge(MetricRollupLag, metric.WithUnit("s"),
-		metric.WithDescription("Age of the oldest counter delta not yet folded into its snapshot, at the end of a rollup pass."))
+		metric.WithDescription("Age of the oldest counter delta not yet folded into its snapshot, as of when a rollup pass listed the moved counters; while passes fail, at least the time since the last pass that listed them."))
 	errs = append(errs, err)
 	out.rollupDuration, err = m.Float64Histogram(MetricRollupDuration, metric.WithUnit("s"),
 		metric.WithDescription("Duration of one rollup pass."),
@@ -131,7 +131,9 @@ func (m *Metrics) BatchSize(ctx context.Context, consumer string, n int) {
 }
 
 // RollupLag records the age of the oldest counter delta not yet folded into
-// its snapshot (0 when every delta is folded).
+// its snapshot as of when a pass listed the moved counters (0 when every
+// delta was folded); the rollup records, while passes fail, at least the
+// time since the last pass that listed them.
 func (m *Metrics) RollupLag(ctx context.Context, lag time.Duration) {
 	if m == nil {
 		return
@@ -170,7 +172,8 @@ func (m *Metrics) ReconcileCorrection(ctx context.Context, field string, delta i
 	m.correctionSize.Record(ctx, delta, attrs)
 }
 
-// DeadLetterDelivery counts one message that consumer gave up on.
+// DeadLetterDelivery counts one delivery of a poison message that consumer
+// refused (Pub/Sub dead-letters the message after the maximum attempts).
 func (m *Metrics) DeadLetterDelivery(ctx context.Context, consumer string) {
 	if m == nil {
 		return
