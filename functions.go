@@ -25,6 +25,7 @@ import (
 	_ "github.com/videngage/engagement/functions/applyviews"
 	_ "github.com/videngage/engagement/functions/comments"
 	_ "github.com/videngage/engagement/functions/counts"
+	_ "github.com/videngage/engagement/functions/detectmanipulation"
 	_ "github.com/videngage/engagement/functions/eraseaccount"
 	_ "github.com/videngage/engagement/functions/expirehistory"
 	_ "github.com/videngage/engagement/functions/history"

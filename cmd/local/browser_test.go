@@ -169,8 +169,9 @@ const (
 )
 
 // drivePlayground signs in, reacts (with the ETag, and once with a stale
-// If-Match), comments and replies, has a moderator mark spam, and records
-// history with pause, resume and clear — all through the page.
+// If-Match), comments and replies, has a moderator mark spam and flag and
+// unflag an account, and records history with pause, resume and clear — all
+// through the page.
 func drivePlayground(t *testing.T, browser context.Context, apiBase, pageURL, name, uid, video string) {
 	ctx, cancel := chromedp.NewContext(browser)
 	defer cancel()
@@ -281,6 +282,17 @@ func drivePlayground(t *testing.T, browser context.Context, apiBase, pageURL, na
 	p.waitFor("only the first comment listed",
 		`document.querySelectorAll("#comments li.comment").length === 1 && `+textIs("#comments li.comment .text", comment), stepWait)
 	p.waitFor("the spam no longer counted (live counts)", textIs("#count-comments", "1"), asyncWait)
+
+	// The moderator flags an account, sees it listed, and unflags it.
+	bot := "bot-" + uid
+	inFlags := `document.querySelector('#flags li.flag[data-user=` + js(bot) + `]')`
+	p.waitFor("the flagged accounts card", `!document.querySelector("#flags-card").hidden`, stepWait)
+	p.setValue("#flag-uid", bot)
+	p.click(`#flag-form button[type="submit"]`)
+	p.waitFor("the account flagged", logged("POST", "/v1/moderation/flagged-users", 200, `e.querySelector("pre.res").textContent.includes('"updated": 1')`), stepWait)
+	p.waitFor("the account listed as a moderator's flag", inFlags+` && `+inFlags+`.querySelector(".badge").textContent === "moderator"`, stepWait)
+	p.click(`#flags li.flag[data-user=` + js(bot) + `] button[data-action="unflag"]`)
+	p.waitFor("the account unflagged and gone from the list", `!`+inFlags, stepWait)
 
 	// Back as the user: history with record, pause, resume and clear.
 	p.setValue("#uid", uid)

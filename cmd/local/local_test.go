@@ -215,7 +215,7 @@ func TestLocalStackPlumbing(t *testing.T) {
 	if code != 400 || !strings.Contains(body, `"status":"INVALID_ARGUMENT"`) {
 		t.Errorf("/dev/token without uid: %d %s", code, body)
 	}
-	for _, path := range []string{"/internal/rollup", "/internal/reconcile", "/internal/expire-history"} {
+	for _, path := range []string{"/internal/rollup", "/internal/reconcile", "/internal/expire-history", "/internal/detect-manipulation"} {
 		if code, _, body := anon.do("POST", path, ""); code >= 300 {
 			t.Errorf("POST %s: %d %s", path, code, body)
 		}

@@ -3,6 +3,7 @@
 //	PUT  /v1/reactions/{contentId}        set the caller's reaction (If-Match optional)
 //	GET  /v1/reactions?ids=a,b            the caller's reactions on up to 50 items
 //	POST /v1/moderation/flagged-users     flag or unflag accounts (moderators)
+//	GET  /v1/moderation/flagged-users     the flagged accounts, newest first (moderators)
 package reactionsfn
 
 import (
@@ -19,6 +20,8 @@ import (
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/moderation"
+	"github.com/videngage/engagement/shared/pagetoken"
 	"github.com/videngage/engagement/shared/platform"
 	"github.com/videngage/engagement/shared/ratelimit"
 	"github.com/videngage/engagement/shared/reaction"
@@ -61,7 +64,7 @@ func Build(c *platform.Clients) (Deps, error) {
 	}
 	store := reactionstore.New(db, limit).OutboxRowByRow(cfg.Counters.OutboxDelete == config.OutboxDeleteRow)
 	w := reactionstore.NewWriter(store, bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic), wo).LimitWith(limiter)
-	return Deps{Verifier: c.Verifier, Writer: w, Store: store, Metrics: c.Metrics}, nil
+	return Deps{Verifier: c.Verifier, Writer: w, Store: store, Tokens: pagetoken.NewSigner(cfg.HTTP.PageTokenSecret), Metrics: c.Metrics}, nil
 }
 
 // Interfaces of what the handler uses.
@@ -75,6 +78,7 @@ type (
 	Store interface {
 		Get(ctx context.Context, userID string, ids []string) (map[string]reaction.State, error)
 		SetFlagged(ctx context.Context, userIDs []string, flagged bool) (int, error)
+		ListFlagged(ctx context.Context, after *moderation.Cursor, limit int) ([]moderation.Flag, *moderation.Cursor, error)
 	}
 )
 
@@ -83,7 +87,9 @@ type Deps struct {
 	Verifier Verifier
 	Writer   Writer
 	Store    Store
-	Metrics  *telemetry.Metrics // may be nil
+	// Tokens sign the flag listing's page tokens.
+	Tokens  pagetoken.Signer
+	Metrics *telemetry.Metrics // may be nil
 }
 
 type handler struct{ Deps }
@@ -94,6 +100,9 @@ const (
 	MaxIDs     = 50
 	MaxFlagged = 1000
 	maxUIDLen  = 128
+
+	defaultFlagPage = 20
+	maxFlagPage     = 100
 )
 
 // New builds the Reactions handler.
@@ -103,6 +112,7 @@ func New(d Deps) http.Handler {
 	rt.Handle("PUT /v1/reactions/{contentId}", h.put)
 	rt.Handle("GET /v1/reactions", h.get)
 	rt.Handle("POST /v1/moderation/flagged-users", h.flag)
+	rt.Handle("GET /v1/moderation/flagged-users", h.listFlagged)
 	return rt
 }
 
@@ -256,5 +266,60 @@ func (h *handler) flag(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	httpx.WriteJSON(w, http.StatusOK, map[string]int{"updated": n})
+	return nil
+}
+
+// flagScope binds the flag listing's page tokens to it.
+const flagScope = "moderation\x00flagged-users"
+
+// FlagBody is one flagged account in the listing.
+type FlagBody struct {
+	UserID    string               `json:"userId"`
+	Reason    string               `json:"reason"`
+	FlaggedAt time.Time            `json:"flaggedAt"`
+	Evidence  *moderation.Evidence `json:"evidence,omitempty"`
+}
+
+// FlagPageBody is the answer of GET /v1/moderation/flagged-users.
+type FlagPageBody struct {
+	Users         []FlagBody `json:"users"`
+	NextPageToken string     `json:"nextPageToken,omitempty"`
+}
+
+func (h *handler) listFlagged(w http.ResponseWriter, r *http.Request) error {
+	user, err := h.Verifier.FromRequest(r)
+	if err != nil {
+		return err
+	}
+	if !user.Moderator {
+		return httpx.PermissionDenied("only moderators may list flagged accounts")
+	}
+	q := r.URL.Query()
+	size, err := httpx.ParsePageSize(q.Get("pageSize"), defaultFlagPage, maxFlagPage)
+	if err != nil {
+		return err
+	}
+	var after *moderation.Cursor
+	if tok := q.Get("pageToken"); tok != "" {
+		payload, err := h.Tokens.Decode(flagScope, tok)
+		c, cerr := moderation.ParseCursor(payload)
+		if err != nil || cerr != nil {
+			return httpx.InvalidArgument("pageToken is not valid for this listing; use the nextPageToken of its previous page")
+		}
+		after = &c
+	}
+	flags, next, err := h.Store.ListFlagged(r.Context(), after, size)
+	if err != nil {
+		return err
+	}
+	out := FlagPageBody{Users: make([]FlagBody, 0, len(flags))}
+	for _, f := range flags {
+		out.Users = append(out.Users, FlagBody{UserID: f.UserID, Reason: string(f.Reason), FlaggedAt: f.FlaggedAt.UTC(), Evidence: f.Evidence})
+	}
+	if next != nil {
+		out.NextPageToken = h.Tokens.Encode(flagScope, next.String())
+	}
+	w.Header().Set("Cache-Control", "private, no-store")
+	httpx.WriteJSON(w, http.StatusOK, out)
 	return nil
 }

@@ -25,9 +25,10 @@ import (
 )
 
 const (
-	tableReactions = "Reactions"
-	tableFlagged   = "FlaggedUsers"
-	tableLimits    = "ReactionRateLimits"
+	tableReactions  = "Reactions"
+	tableFlagged    = "FlaggedUsers"
+	tableLimits     = "ReactionRateLimits"
+	tableWatermarks = "JobWatermarks"
 )
 
 // MaxUserIDBytes bounds user ids stored in keys (STRING(128) characters).
@@ -189,9 +190,14 @@ func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 				ms = append(ms, spanner.Delete(tableReactions, spanner.Key{r.UserID, r.ContentID}))
 				delete(states, k)
 			} else {
-				ms = append(ms, spanner.InsertOrUpdate(tableReactions,
-					[]string{"UserId", "ContentId", "Reaction", "Version", "Generation", "UpdateTime"},
-					[]any{r.UserID, r.ContentID, string(tr.Next.Reaction), tr.Next.Version, tr.Next.Generation, spanner.CommitTimestamp}))
+				cols := []string{"UserId", "ContentId", "Reaction", "Version", "Generation", "UpdateTime"}
+				vals := []any{r.UserID, r.ContentID, string(tr.Next.Reaction), tr.Next.Version, tr.Next.Generation, spanner.CommitTimestamp}
+				if _, exists := states[k]; !exists {
+					// A new row records its creation in the same mutation:
+					// the account's first-seen time is its earliest row's.
+					cols, vals = append(cols, "CreateTime"), append(vals, spanner.CommitTimestamp)
+				}
+				ms = append(ms, spanner.InsertOrUpdate(tableReactions, cols, vals))
 				states[k] = stored{state: tr.Next}
 			}
 			if !flagged[r.UserID] && len(tr.Deltas) > 0 {
@@ -244,48 +250,6 @@ func (s *Store) Get(ctx context.Context, userID string, ids []string) (map[strin
 		return nil, fmt.Errorf("reactionstore.Get: %w", err)
 	}
 	return out, nil
-}
-
-// SetFlagged flags or unflags accounts and returns how many changed state.
-// Flagged accounts keep their reactions; reconciliation stops (or resumes)
-// counting them, finding the affected items through the rows' UpdateTime.
-func (s *Store) SetFlagged(ctx context.Context, userIDs []string, flagged bool) (int, error) {
-	var changed int
-	_, err := s.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
-		changed = 0
-		var keys []spanner.Key
-		for _, u := range userIDs {
-			keys = append(keys, spanner.Key{u})
-		}
-		cur := map[string]bool{}
-		err := tx.Read(ctx, tableFlagged, spanner.KeySetFromKeys(keys...), []string{"UserId", "Flagged"}).Do(func(r *spanner.Row) error {
-			var u string
-			var f bool
-			if err := r.Columns(&u, &f); err != nil {
-				return err
-			}
-			cur[u] = f
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		var ms []*spanner.Mutation
-		seen := map[string]bool{}
-		for _, u := range userIDs {
-			if seen[u] || cur[u] == flagged {
-				continue
-			}
-			seen[u] = true
-			changed++
-			ms = append(ms, spanner.InsertOrUpdate(tableFlagged, []string{"UserId", "Flagged", "UpdateTime"}, []any{u, flagged, spanner.CommitTimestamp}))
-		}
-		return tx.BufferWrite(ms)
-	})
-	if err != nil {
-		return 0, fmt.Errorf("reactionstore.SetFlagged: %w", err)
-	}
-	return changed, nil
 }
 
 // Source is the reactions' side of reconciliation: likes and dislikes

@@ -77,7 +77,8 @@ variable "function_overrides" {
   default = {
     Reconcile = { timeout_seconds = 1800, memory = "1Gi" }
     # An export streams for up to its own 10-minute deadline.
-    Account = { timeout_seconds = 660 }
+    Account            = { timeout_seconds = 660 }
+    DetectManipulation = { timeout_seconds = 600, memory = "1Gi" }
   }
 }
 

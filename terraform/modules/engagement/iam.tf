@@ -11,19 +11,20 @@ locals {
   # spanner/bigtable: "user" (read-write), "reader" or "" (none); firestore:
   # "user", "viewer" or ""; publish: the topics it publishes to.
   function_access = {
-    Account        = { spanner = "user", bigtable = "reader", firestore = "user", publish = [local.erasure_topic] }
-    EraseAccount   = { spanner = "user", bigtable = "user", firestore = "user", publish = [local.counter_topic, local.erasure_topic] }
-    ResumeErasures = { spanner = "reader", bigtable = "", firestore = "", publish = [local.erasure_topic] }
-    History        = { spanner = "", bigtable = "user", firestore = "user", publish = [local.history_topic] }
-    Reactions      = { spanner = "user", bigtable = "user", firestore = "", publish = [local.counter_topic] }
-    Counts         = { spanner = "reader", bigtable = "", firestore = "", publish = [] }
-    Comments       = { spanner = "user", bigtable = "", firestore = "", publish = [local.counter_topic] }
-    Rollup         = { spanner = "user", bigtable = "", firestore = "", publish = [local.counter_topic] }
-    Reconcile      = { spanner = "user", bigtable = "", firestore = "", publish = [] }
-    ExpireHistory  = { spanner = "", bigtable = "user", firestore = "user", publish = [] }
-    ApplyHistory   = { spanner = "", bigtable = "user", firestore = "", publish = [] }
-    ApplyCounters  = { spanner = "user", bigtable = "", firestore = "", publish = [] }
-    ApplyViews     = { spanner = "user", bigtable = "user", firestore = "", publish = [] }
+    Account            = { spanner = "user", bigtable = "reader", firestore = "user", publish = [local.erasure_topic] }
+    EraseAccount       = { spanner = "user", bigtable = "user", firestore = "user", publish = [local.counter_topic, local.erasure_topic] }
+    ResumeErasures     = { spanner = "reader", bigtable = "", firestore = "", publish = [local.erasure_topic] }
+    History            = { spanner = "", bigtable = "user", firestore = "user", publish = [local.history_topic] }
+    Reactions          = { spanner = "user", bigtable = "user", firestore = "", publish = [local.counter_topic] }
+    Counts             = { spanner = "reader", bigtable = "", firestore = "", publish = [] }
+    Comments           = { spanner = "user", bigtable = "", firestore = "", publish = [local.counter_topic] }
+    Rollup             = { spanner = "user", bigtable = "", firestore = "", publish = [local.counter_topic] }
+    Reconcile          = { spanner = "user", bigtable = "", firestore = "", publish = [] }
+    DetectManipulation = { spanner = "user", bigtable = "", firestore = "", publish = [] }
+    ExpireHistory      = { spanner = "", bigtable = "user", firestore = "user", publish = [] }
+    ApplyHistory       = { spanner = "", bigtable = "user", firestore = "", publish = [] }
+    ApplyCounters      = { spanner = "user", bigtable = "", firestore = "", publish = [] }
+    ApplyViews         = { spanner = "user", bigtable = "user", firestore = "", publish = [] }
   }
 
   publishers = merge([
