@@ -689,3 +689,94 @@ func TestSourceKeysAfter(t *testing.T) {
 		t.Errorf("keys %v, want %v", got, want)
 	}
 }
+
+// fakeLimiter admits up to n actions per user and records each call.
+type fakeLimiter struct {
+	mu    sync.Mutex
+	n     int
+	seen  map[string]int
+	calls [][]string
+	err   error
+}
+
+func (l *fakeLimiter) AllowMany(_ context.Context, users []string) ([]time.Duration, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = append(l.calls, users)
+	if l.err != nil {
+		return nil, l.err
+	}
+	waits := make([]time.Duration, len(users))
+	for i, u := range users {
+		l.seen[u]++
+		if l.seen[u] > l.n {
+			waits[i] = 30 * time.Second
+		}
+	}
+	return waits, nil
+}
+
+// TestWriterLimiter: the requests of one transaction are checked in one
+// limiter call before it; refused ones answer RateLimitedError and write
+// nothing while the others of their group are recorded; a failed check
+// fails its group, with nothing written.
+func TestWriterLimiter(t *testing.T) {
+	w := newWorld(t, worldOpts{batched: true})
+	lim := &fakeLimiter{n: 1, seen: map[string]int{}}
+	w.writer.LimitWith(lim)
+	ctx := context.Background()
+	w.set(t, "u", "a", reaction.Like) // u's one admitted action
+	var wg sync.WaitGroup
+	results := make([]reactionstore.SetResult, 16)
+	errs := make([]error, 16)
+	for i := range results {
+		wg.Go(func() {
+			user := fmt.Sprintf("user-%d", i)
+			if i%4 == 0 {
+				user = "u"
+			}
+			results[i], errs[i] = w.writer.Set(ctx, reactionstore.SetRequest{UserID: user, ContentID: "hot", To: reaction.Like})
+		})
+	}
+	wg.Wait()
+	var limited *reactionstore.RateLimitedError
+	for i, res := range results {
+		switch {
+		case errs[i] != nil:
+			t.Errorf("request %d: %v", i, errs[i])
+		case i%4 == 0 && (!errors.As(res.Err, &limited) || limited.RetryAfter != 30*time.Second):
+			t.Errorf("request %d of a user over the limit: %+v", i, res)
+		case i%4 != 0 && (res.Err != nil || res.State.Current() != reaction.Like):
+			t.Errorf("request %d of a user under the limit: %+v", i, res)
+		}
+	}
+	lim.mu.Lock()
+	checked := 0
+	for _, c := range lim.calls {
+		checked += len(c)
+	}
+	calls := len(lim.calls)
+	lim.mu.Unlock()
+	if checked != 17 || calls > 17 {
+		t.Errorf("%d actions checked in %d calls, want 17 in at most 17", checked, calls)
+	}
+	got, err := w.rs.Get(ctx, "u", []string{"hot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["hot"].Current() != reaction.None {
+		t.Errorf("a refused change was recorded: %+v", got["hot"])
+	}
+	// The limiter down: the request fails as the backend's, nothing written.
+	lim.mu.Lock()
+	lim.err = errLimiterDown
+	lim.mu.Unlock()
+	if _, err := w.writer.Set(ctx, reactionstore.SetRequest{UserID: "new", ContentID: "hot", To: reaction.Like}); !errors.Is(err, errLimiterDown) {
+		t.Errorf("limiter down: %v, want its error", err)
+	}
+	if got, _ := w.rs.Get(ctx, "new", []string{"hot"}); got["hot"].Current() != reaction.None {
+		t.Errorf("recorded without a limit check: %+v", got["hot"])
+	}
+}
+
+var errLimiterDown = errors.New("limiter backend down")

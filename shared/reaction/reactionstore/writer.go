@@ -16,11 +16,10 @@ import (
 // (the benchmark's naive baseline) each change is its own transaction and its
 // own message.
 type Writer struct {
-	store  *Store
-	pub    events.Publisher
-	opts   WriterOptions
-	sets   *counter.GroupCommit[SetRequest, SetResult]
-	limits *counter.GroupCommit[string, time.Duration] // nil: no limiter
+	store   *Store
+	pub     events.Publisher
+	sets    *counter.GroupCommit[SetRequest, SetResult]
+	limiter Limiter // nil: no limit besides the store's
 }
 
 // Limiter admits requests of users, one each, or says how long each must
@@ -29,16 +28,13 @@ type Limiter interface {
 	AllowMany(ctx context.Context, userIDs []string) (retryAfter []time.Duration, err error)
 }
 
-// LimitWith checks every request against l before its transaction (instead
-// of, or besides, the store's own limit) and returns w. Batched, the
-// requests that arrive while a check runs are checked together by the next
-// one, as transactions group: on a hot item, two limiter calls serve dozens
-// of requests.
+// LimitWith checks every request against l (instead of, or besides, the
+// store's own limit) and returns w. The requests of one transaction are
+// checked together, in one call of l made before the transaction, so that
+// on a hot item one check serves as many requests as one commit does; the
+// refused ones never join the transaction.
 func (w *Writer) LimitWith(l Limiter) *Writer {
-	w.limits = nil
-	if l != nil {
-		w.limits = counter.NewGroupCommit(w.opts, l.AllowMany)
-	}
+	w.limiter = l
 	return w
 }
 
@@ -47,7 +43,7 @@ type WriterOptions = counter.GroupCommitOptions
 
 // NewWriter returns a Writer over store publishing through pub.
 func NewWriter(store *Store, pub events.Publisher, o WriterOptions) *Writer {
-	w := &Writer{store: store, pub: pub, opts: o}
+	w := &Writer{store: store, pub: pub}
 	w.sets = counter.NewGroupCommit(o, w.run)
 	return w
 }
@@ -56,19 +52,51 @@ func NewWriter(store *Store, pub events.Publisher, o WriterOptions) *Writer {
 // publish failure is ErrPublish (wrapping the cause): the change is recorded
 // and its deltas are pending, and the client's retry re-publishes them.
 func (w *Writer) Set(ctx context.Context, r SetRequest) (SetResult, error) {
-	if w.limits != nil {
-		wait, err := w.limits.Do(ctx, r.UserID)
-		if err != nil {
-			return SetResult{}, fmt.Errorf("reactionstore: rate limit: %w", err)
-		}
-		if wait > 0 {
-			return SetResult{Err: &RateLimitedError{RetryAfter: wait}}, nil
-		}
-	}
 	return w.sets.Do(ctx, r)
 }
 
+// run records one group of requests: the limiter's check of them all, then
+// the transaction of those admitted, then their message.
 func (w *Writer) run(ctx context.Context, reqs []SetRequest) ([]SetResult, error) {
+	if w.limiter == nil {
+		return w.record(ctx, reqs)
+	}
+	users := make([]string, len(reqs))
+	for i, r := range reqs {
+		users[i] = r.UserID
+	}
+	waits, err := w.limiter.AllowMany(ctx, users)
+	if err != nil {
+		return nil, fmt.Errorf("reactionstore: rate limit: %w", err)
+	}
+	results := make([]SetResult, len(reqs))
+	admitted := make([]SetRequest, 0, len(reqs))
+	for i, r := range reqs {
+		if waits[i] > 0 {
+			results[i].Err = &RateLimitedError{RetryAfter: waits[i]}
+			continue
+		}
+		admitted = append(admitted, r)
+	}
+	if len(admitted) == 0 {
+		return results, nil
+	}
+	res, err := w.record(ctx, admitted)
+	if err != nil {
+		return nil, err
+	}
+	j := 0
+	for i := range results {
+		if results[i].Err == nil {
+			results[i] = res[j]
+			j++
+		}
+	}
+	return results, nil
+}
+
+// record runs the transaction of reqs and publishes their events.
+func (w *Writer) record(ctx context.Context, reqs []SetRequest) ([]SetResult, error) {
 	res, err := w.store.SetMany(ctx, reqs)
 	if err != nil {
 		return nil, err
