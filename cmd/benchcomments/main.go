@@ -65,25 +65,15 @@ func realMain(ctx context.Context) error {
 		return errors.New("want 0 ≤ -spam ≤ -comments, 1 ≤ -sweep ≤ 1000 and -concurrency ≥ 1")
 	}
 
-	es, err := benchstack.Emulators(ctx, "benchcomments")
-	if err != nil {
-		return err
-	}
-	defer es.Stop()
-	srv, err := benchstack.StartServer()
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
-	cfg, teardown, err := benchstack.Provision(ctx, es, srv, fmt.Sprintf("bench-comments-%d", os.Getpid()), map[string]string{
+	w, err := benchstack.Start(ctx, "benchcomments", fmt.Sprintf("bench-comments-%d", os.Getpid()), map[string]string{
 		"COUNTER_MODE": o.mode,
 		"RATE_LIMITS":  "off", // one bench user posts far more than 10 a minute
 	})
 	if err != nil {
 		return err
 	}
-	defer teardown()
-	st, err := newStack(ctx, cfg, srv)
+	defer w.Close()
+	st, err := newStack(ctx, w.Config, w.Server)
 	if err != nil {
 		return err
 	}

@@ -76,22 +76,12 @@ func realMain(ctx context.Context) error {
 		return errors.New("want -workers ≥ 1, -partitions ≥ 1, 1 ≤ -drift ≤ -counters/2, -budget ≥ 1s")
 	}
 
-	es, err := benchstack.Emulators(ctx, "benchjobs")
+	w, err := benchstack.Start(ctx, "benchjobs", fmt.Sprintf("bench-jobs-%d", os.Getpid()), nil)
 	if err != nil {
 		return err
 	}
-	defer es.Stop()
-	srv, err := benchstack.StartServer()
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
-	cfg, teardown, err := benchstack.Provision(ctx, es, srv, fmt.Sprintf("bench-jobs-%d", os.Getpid()), nil)
-	if err != nil {
-		return err
-	}
-	defer teardown()
-	db, err := spannerdb.New(ctx, cfg)
+	defer w.Close()
+	db, err := spannerdb.New(ctx, w.Config)
 	if err != nil {
 		return err
 	}
@@ -108,7 +98,7 @@ func realMain(ctx context.Context) error {
 	// Reconciliation in a database of its own: the rollup's folded
 	// counters would be counters to check (and drifted: no truth holds
 	// their likes).
-	rcfg, rteardown, err := benchstack.Provision(ctx, es, srv, fmt.Sprintf("bench-reconcile-%d", os.Getpid()), nil)
+	rcfg, rteardown, err := benchstack.Provision(ctx, w.Emulators, w.Server, fmt.Sprintf("bench-reconcile-%d", os.Getpid()), nil)
 	if err != nil {
 		return err
 	}

@@ -65,22 +65,12 @@ func realMain(ctx context.Context) error {
 }
 
 func measureCost(ctx context.Context, ordinary int) error {
-	es, err := benchstack.Emulators(ctx, "benchmanip")
+	w, err := benchstack.Start(ctx, "benchmanip", fmt.Sprintf("benchmanip-%d", time.Now().UnixNano()), nil)
 	if err != nil {
 		return err
 	}
-	defer es.Stop()
-	srv, err := benchstack.StartServer()
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
-	cfg, teardown, err := benchstack.Provision(ctx, es, srv, fmt.Sprintf("benchmanip-%d", time.Now().UnixNano()), nil)
-	if err != nil {
-		return err
-	}
-	defer teardown()
-	db, err := spannerdb.New(ctx, cfg)
+	defer w.Close()
+	db, err := spannerdb.New(ctx, w.Config)
 	if err != nil {
 		return err
 	}

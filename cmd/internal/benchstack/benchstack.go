@@ -117,6 +117,44 @@ func Provision(ctx context.Context, es *emulators.Stack, srv *Server, project st
 	return cfg, teardown, nil
 }
 
+// World is one benchmark's emulators, its push server and one provisioned
+// world on them.
+type World struct {
+	Emulators *emulators.Stack
+	Server    *Server
+	Config    *config.Config
+	teardown  func()
+}
+
+// Start attaches to (or starts) the emulators as name, starts a push server
+// and provisions project on them with env (see Provision). Close undoes all
+// three.
+func Start(ctx context.Context, name, project string, env map[string]string) (*World, error) {
+	es, err := Emulators(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := StartServer()
+	if err != nil {
+		es.Stop()
+		return nil, err
+	}
+	cfg, teardown, err := Provision(ctx, es, srv, project, env)
+	if err != nil {
+		srv.Close()
+		es.Stop()
+		return nil, err
+	}
+	return &World{Emulators: es, Server: srv, Config: cfg, teardown: teardown}, nil
+}
+
+// Close tears the world down, stops the server and the emulators it started.
+func (w *World) Close() {
+	w.teardown()
+	w.Server.Close()
+	w.Emulators.Stop()
+}
+
 // Stack is the counter functions of one world served on one Server: Counts
 // at /v1/counts and /v1/me/counts, Reconcile at /internal/reconcile, ApplyCounters at its push
 // endpoint (one message at a time; the other push endpoints acknowledge and
