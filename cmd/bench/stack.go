@@ -6,7 +6,7 @@ import (
 
 	"github.com/videngage/engagement/cmd/internal/benchstack"
 	reactionsfn "github.com/videngage/engagement/functions/reactions"
-	"github.com/videngage/engagement/functions/rollup"
+	rollupfn "github.com/videngage/engagement/functions/rollup"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
@@ -34,7 +34,7 @@ func newStack(ctx context.Context, cfg *config.Config, srv *benchstack.Server, m
 		mux.Handle("/v1/reactions", reactions)
 		mux.Handle("/v1/reactions/", reactions)
 		mux.Handle("/v1/moderation/flagged-users", reactions)
-		mux.Handle("/internal/rollup", rollup.New(rollup.Deps{
+		mux.Handle("/internal/rollup", rollupfn.New(rollupfn.Deps{
 			Store: st.Counters, Publisher: bus.NewPublisher(st.Clients.PubSub, cfg.PubSub.CounterTopic),
 			Interval: cfg.Counters.RollupInterval, RelayAfter: cfg.Counters.RelayAfter,
 		}))

@@ -22,8 +22,8 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/videngage/engagement/cmd/internal/benchstack"
-	"github.com/videngage/engagement/functions/applyhistory"
-	"github.com/videngage/engagement/functions/applyviews"
+	applyhistoryfn "github.com/videngage/engagement/functions/applyhistory"
+	applyviewsfn "github.com/videngage/engagement/functions/applyviews"
 	historyfn "github.com/videngage/engagement/functions/history"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
@@ -140,8 +140,8 @@ func newViewsStack(ctx context.Context, cfg *config.Config, srv *benchstack.Serv
 			Tokens:    history.NewPageTokens(cfg.HTTP.PageTokenSecret),
 		})
 		mux.Handle("/v1/history", httpx.Standard("History", cfg.Project, nil, cfg.HTTP.RequestTimeout)(h))
-		mux.Handle("/push/ApplyHistory", st.PushHandler(applyhistory.New(store, nil)))
-		mux.Handle("/push/ApplyViews", st.PushHandler(applyviews.New(historystore.NewClaims(more.BigtableTx), st.Counters, nil)))
+		mux.Handle("/push/ApplyHistory", st.PushHandler(applyhistoryfn.New(store, nil)))
+		mux.Handle("/push/ApplyViews", st.PushHandler(applyviewsfn.New(historystore.NewClaims(more.BigtableTx), st.Counters, nil)))
 		return nil
 	})
 	if err != nil {

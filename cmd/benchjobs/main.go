@@ -36,7 +36,7 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/videngage/engagement/cmd/internal/benchstack"
-	"github.com/videngage/engagement/functions/reconcile"
+	reconcilefn "github.com/videngage/engagement/functions/reconcile"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -236,7 +236,7 @@ func benchRollup(ctx context.Context, db *spannerdb.DB, cs *counterstore.Store, 
 }
 
 func benchReconcile(ctx context.Context, db *spannerdb.DB, cs *counterstore.Store, o options) error {
-	sources := reconcile.Sources()
+	sources := reconcilefn.Sources()
 	fmt.Printf("2. Reconciliation of %d counters (%d drifted by one like each) in %d slices; invocations of ≤ %v, 4 workers each\n\n",
 		o.counters, o.drift, o.slices, o.budget)
 	start := time.Now()

@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/videngage/engagement/cmd/internal/benchstack"
-	"github.com/videngage/engagement/functions/detectmanipulation"
+	detectmanipulationfn "github.com/videngage/engagement/functions/detectmanipulation"
 	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/moderation/moderationtest"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
@@ -86,7 +86,7 @@ func measureCost(ctx context.Context, ordinary int) error {
 			return err
 		}
 	}
-	h := detectmanipulation.New(detectmanipulation.Deps{Store: reactionstore.New(db, 0), FirstLookback: 2 * time.Hour})
+	h := detectmanipulationfn.New(detectmanipulationfn.Deps{Store: reactionstore.New(db, 0), FirstLookback: 2 * time.Hour})
 	fmt.Printf("\nThe job's cost per run on the Spanner emulator (%d reactions over the last 2 hours, %d ring accounts)\n\n", len(world.Reactions), len(world.Ring))
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
 	fmt.Fprintln(tw, "run\tsteps\trows read (reactions)\tSpanner reads\tcommits\trows written\tflagged\ttime\t")
@@ -99,7 +99,7 @@ func measureCost(ctx context.Context, ordinary int) error {
 		if rec.Code != http.StatusOK {
 			return fmt.Errorf("run: %d %s", rec.Code, rec.Body)
 		}
-		var rep detectmanipulation.Report
+		var rep detectmanipulationfn.Report
 		if err := json.Unmarshal(rec.Body.Bytes(), &rep); err != nil {
 			return err
 		}

@@ -21,9 +21,9 @@ import (
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
 	"github.com/cloudevents/sdk-go/v2/event"
 
-	"github.com/videngage/engagement/functions/applycounters"
-	"github.com/videngage/engagement/functions/applyhistory"
-	"github.com/videngage/engagement/functions/applyviews"
+	applycountersfn "github.com/videngage/engagement/functions/applycounters"
+	applyhistoryfn "github.com/videngage/engagement/functions/applyhistory"
+	applyviewsfn "github.com/videngage/engagement/functions/applyviews"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/emulators"
@@ -173,7 +173,7 @@ func (p *probe) crashIf(call int64, point string, l probeLine) {
 
 type counterProbe struct {
 	probe
-	inner applycounters.Store
+	inner applycountersfn.Store
 }
 
 func (p *counterProbe) Apply(ctx context.Context, evs []events.Event) (counterstore.ApplyStats, error) {
@@ -196,7 +196,7 @@ func (p *counterProbe) Apply(ctx context.Context, evs []events.Event) (counterst
 
 type historyProbe struct {
 	probe
-	inner applyhistory.Store
+	inner applyhistoryfn.Store
 }
 
 func (p *historyProbe) Apply(ctx context.Context, w history.Watch) error {
@@ -236,7 +236,7 @@ func registerProbes(targets map[string]string) error {
 	if err != nil {
 		return err
 	}
-	store, err := applycounters.Build(c)
+	store, err := applycountersfn.Build(c)
 	if err != nil {
 		return err
 	}
@@ -245,9 +245,9 @@ func registerProbes(targets map[string]string) error {
 	// ApplyViews' count: "before-commit" is after the batch's claims in
 	// Bigtable and before its Spanner transaction.
 	vp := &counterProbe{probe: probe{function: "ApplyViews", plan: plan, out: out}, inner: store}
-	functions.CloudEvent("ApplyCountersProbed", applycounters.New(cp, c.Metrics))
-	functions.CloudEvent("ApplyHistoryProbed", applyhistory.New(hp, c.Metrics))
-	functions.CloudEvent("ApplyViewsProbed", applyviews.New(historystore.NewClaims(c.BigtableTx), vp, c.Metrics))
+	functions.CloudEvent("ApplyCountersProbed", applycountersfn.New(cp, c.Metrics))
+	functions.CloudEvent("ApplyHistoryProbed", applyhistoryfn.New(hp, c.Metrics))
+	functions.CloudEvent("ApplyViewsProbed", applyviewsfn.New(historystore.NewClaims(c.BigtableTx), vp, c.Metrics))
 	targets["ApplyCounters"] = "ApplyCountersProbed"
 	targets["ApplyHistory"] = "ApplyHistoryProbed"
 	targets["ApplyViews"] = "ApplyViewsProbed"

@@ -1,8 +1,8 @@
-// Package applycounters is the ApplyCounters event function. It consumes
+// Package applycountersfn is the ApplyCounters event function. It consumes
 // counter-events: batches of counter deltas from reactions, comments and
 // reconciliation, each event applied idempotently by counterstore.Apply.
 // (Views are counted from history-events by ApplyViews, per batch.)
-package applycounters
+package applycountersfn
 
 import (
 	"context"

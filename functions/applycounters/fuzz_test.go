@@ -1,4 +1,4 @@
-package applycounters
+package applycountersfn
 
 import (
 	"context"

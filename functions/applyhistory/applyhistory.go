@@ -1,7 +1,7 @@
-// Package applyhistory is the ApplyHistory event function: it writes the
+// Package applyhistoryfn is the ApplyHistory event function: it writes the
 // Bigtable rows of each recorded watch published on the history topic (a
 // batch of watches a message).
-package applyhistory
+package applyhistoryfn
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package applyhistory_test
+package applyhistoryfn_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/videngage/engagement/functions/applyhistory"
+	applyhistoryfn "github.com/videngage/engagement/functions/applyhistory"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/errs"
@@ -74,7 +74,7 @@ func recent() time.Time { return time.Now().UTC().Truncate(time.Millisecond).Add
 func TestApplyAWatch(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
-	fn := applyhistory.New(s, nil)
+	fn := applyhistoryfn.New(s, nil)
 	w := history.NewWatch("alice", "v1", recent(), 42.5)
 	if err := fn(t.Context(), pushEvent(t, "m1", encode(t, w), map[string]string{"kind": "watch", "eventId": w.EventID})); err != nil {
 		t.Fatalf("ApplyHistory: %v", err)
@@ -88,7 +88,7 @@ func TestApplyAWatch(t *testing.T) {
 func TestDuplicateDeliveryIsIdempotent(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
-	fn := applyhistory.New(s, nil)
+	fn := applyhistoryfn.New(s, nil)
 	w := history.NewWatch("bob", "v1", recent(), 1)
 	rewatch := history.NewWatch("bob", "v1", recent().Add(time.Minute), 2)
 	events := []event.Event{
@@ -113,7 +113,7 @@ func TestDuplicateDeliveryIsIdempotent(t *testing.T) {
 func TestPoisonMessages(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
-	fn := applyhistory.New(s, nil)
+	fn := applyhistoryfn.New(s, nil)
 	good := history.NewWatch("carol", "v1", recent(), 1)
 	// with is the good watch as JSON with some fields replaced.
 	with := func(fields map[string]any) []byte {
@@ -162,7 +162,7 @@ func TestPoisonMessages(t *testing.T) {
 func TestStoreFailureAsksForARetry(t *testing.T) {
 	t.Parallel()
 	s, c := newStore(t)
-	fn := applyhistory.New(s, nil)
+	fn := applyhistoryfn.New(s, nil)
 	c.Bigtable.Close() // Bigtable is down
 	w := history.NewWatch("dan", "v1", recent(), 1)
 	err := fn(t.Context(), pushEvent(t, "m1", encode(t, w), nil))

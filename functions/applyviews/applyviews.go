@@ -1,4 +1,4 @@
-// Package applyviews is the ApplyViews event function: it counts the views
+// Package applyviewsfn is the ApplyViews event function: it counts the views
 // and unique viewers of the watches published on the history topic, a batch
 // (one message) at a time.
 //
@@ -13,7 +13,7 @@
 //     the batch's redelivery, which counts them;
 //   - a client's retry of the same watch (user, video, watchedAt), in
 //     another batch, finds the watch claimed and does not count it.
-package applyviews
+package applyviewsfn
 
 import (
 	"context"
@@ -26,7 +26,7 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 
-	"github.com/videngage/engagement/functions/applycounters"
+	applycountersfn "github.com/videngage/engagement/functions/applycounters"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
@@ -40,7 +40,7 @@ import (
 func init() {
 	platform.RegisterCloudEvent("ApplyViews", platform.NeedSpanner|platform.NeedBigtable,
 		func(ctx context.Context, c *platform.Clients) (func(context.Context, event.Event) error, error) {
-			store, err := applycounters.Build(c)
+			store, err := applycountersfn.Build(c)
 			if err != nil {
 				return nil, err
 			}

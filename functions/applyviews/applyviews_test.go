@@ -1,4 +1,4 @@
-package applyviews_test
+package applyviewsfn_test
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 
-	"github.com/videngage/engagement/functions/applycounters"
-	"github.com/videngage/engagement/functions/applyviews"
+	applycountersfn "github.com/videngage/engagement/functions/applycounters"
+	applyviewsfn "github.com/videngage/engagement/functions/applyviews"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/emulators/emulatortest"
@@ -30,7 +30,7 @@ func push(_ *testing.T, id string, data []byte) event.Event {
 // written: an instance that dies between its Bigtable claims and its Spanner
 // commit, or that commits and dies before the ack (after = true).
 type crashing struct {
-	inner applyviews.Counters
+	inner applyviewsfn.Counters
 	n     int
 	after bool
 }
@@ -58,12 +58,12 @@ func TestViewsCountOncePerWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	store, err := applycounters.Build(c)
+	store, err := applycountersfn.Build(c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	counters := &crashing{inner: store}
-	fn := applyviews.New(historystore.NewClaims(c.BigtableTx), counters, nil)
+	fn := applyviewsfn.New(historystore.NewClaims(c.BigtableTx), counters, nil)
 	at := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Hour)
 	watch := func(user, video string, min int) history.Watch {
 		return history.NewWatch(user, video, at.Add(time.Duration(min)*time.Minute), 0)
@@ -161,12 +161,12 @@ func TestViewEventsDeterministic(t *testing.T) {
 	for i := range 50 {
 		ws = append(ws, history.NewWatch(fmt.Sprintf("u%d", i%9), fmt.Sprintf("v%02d", i%18), at.Add(time.Duration(i)*time.Second), 0))
 	}
-	a := applyviews.ViewEvents("b", ws)
+	a := applyviewsfn.ViewEvents("b", ws)
 	rev := append([]history.Watch(nil), ws...)
 	for i, j := 0, len(rev)-1; i < j; i, j = i+1, j-1 {
 		rev[i], rev[j] = rev[j], rev[i]
 	}
-	b := applyviews.ViewEvents("b", rev)
+	b := applyviewsfn.ViewEvents("b", rev)
 	if len(a) != 2 || len(b) != 2 {
 		t.Fatalf("%d and %d events for 18 videos, want 2", len(a), len(b))
 	}

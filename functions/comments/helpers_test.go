@@ -17,7 +17,7 @@ import (
 	"cloud.google.com/go/spanner"
 	"github.com/cloudevents/sdk-go/v2/event"
 
-	"github.com/videngage/engagement/functions/applycounters"
+	applycountersfn "github.com/videngage/engagement/functions/applycounters"
 	commentsfn "github.com/videngage/engagement/functions/comments"
 	countsfn "github.com/videngage/engagement/functions/counts"
 	"github.com/videngage/engagement/shared/auth"
@@ -152,7 +152,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	e := &env{t: t, cfg: cfg, db: db, issuer: is}
 	e.store = commentstore.New(db, o.limit)
 	e.cs = counterstore.New(db, counterstore.Options{Policy: o.policy, RollupInterval: time.Second})
-	e.bus = &loopback{t: t, consume: applycounters.New(e.cs, nil)}
+	e.bus = &loopback{t: t, consume: applycountersfn.New(e.cs, nil)}
 	d := commentsfn.Deps{
 		Verifier: verifier,
 		Writer:   commentstore.NewWriter(e.store, e.bus, commentstore.WriterOptions{Batched: true, MaxInFlight: 1}),

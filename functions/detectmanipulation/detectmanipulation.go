@@ -1,4 +1,4 @@
-// Package detectmanipulation is the DetectManipulation function (POST
+// Package detectmanipulationfn is the DetectManipulation function (POST
 // /internal/detect-manipulation, called hourly by Cloud Scheduler with OIDC;
 // locally the same route runs it now). It reads the reactions that changed
 // since its watermark, step by step, finds accounts that react as a
@@ -9,7 +9,7 @@
 // and flags nobody twice; a run that finds the watermark moved by another
 // leaves. An account a moderator decided on, either way, is never flagged by
 // the job.
-package detectmanipulation
+package detectmanipulationfn
 
 import (
 	"context"

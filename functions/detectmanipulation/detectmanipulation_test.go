@@ -1,4 +1,4 @@
-package detectmanipulation_test
+package detectmanipulationfn_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 	"cloud.google.com/go/spanner"
 
-	"github.com/videngage/engagement/functions/detectmanipulation"
+	detectmanipulationfn "github.com/videngage/engagement/functions/detectmanipulation"
 	"github.com/videngage/engagement/shared/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/moderation/moderationtest"
@@ -36,14 +36,14 @@ func seed(t *testing.T, db *spannerdb.DB, w moderationtest.World) {
 	}
 }
 
-func run(t *testing.T, h http.Handler) detectmanipulation.Report {
+func run(t *testing.T, h http.Handler) detectmanipulationfn.Report {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/internal/detect-manipulation", strings.NewReader("{}")))
 	if rec.Code != http.StatusOK {
 		t.Fatalf("run: %d %s", rec.Code, rec.Body)
 	}
-	var rep detectmanipulation.Report
+	var rep detectmanipulationfn.Report
 	if err := json.Unmarshal(rec.Body.Bytes(), &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestFlagsTheRingAndOnlyTheRing(t *testing.T) {
 	rs := reactionstore.New(db, 0)
 	// Steps of an hour, and a row budget that makes the first split: the
 	// run walks the two hours in several steps.
-	h := detectmanipulation.New(detectmanipulation.Deps{Store: rs, MaxRows: 5000,
+	h := detectmanipulationfn.New(detectmanipulationfn.Deps{Store: rs, MaxRows: 5000,
 		FirstLookback: 2 * time.Hour, Now: func() time.Time { return now }})
 
 	before, started := spannerdb.CurrentStats(), time.Now()
@@ -143,7 +143,7 @@ func TestFlagsTheRingAndOnlyTheRing(t *testing.T) {
 	}
 	back := flags[ring[1]].Evidence.WindowStart.Add(-time.Minute)
 	if _, err := db.Client.Apply(ctx, []*spanner.Mutation{spanner.Update("JobWatermarks",
-		[]string{"Name", "Watermark"}, []any{detectmanipulation.Job, back})}); err != nil {
+		[]string{"Name", "Watermark"}, []any{detectmanipulationfn.Job, back})}); err != nil {
 		t.Fatal(err)
 	}
 	third := run(t, h)
@@ -156,7 +156,7 @@ func TestFlagsTheRingAndOnlyTheRing(t *testing.T) {
 }
 
 func TestRefusesABody(t *testing.T) {
-	h := detectmanipulation.New(detectmanipulation.Deps{})
+	h := detectmanipulationfn.New(detectmanipulationfn.Deps{})
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/internal/detect-manipulation", strings.NewReader(`{"step":"1h"}`)))
 	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "INVALID_ARGUMENT") {

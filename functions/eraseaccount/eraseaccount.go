@@ -1,4 +1,4 @@
-// Package eraseaccount is the EraseAccount event function: it works account
+// Package eraseaccountfn is the EraseAccount event function: it works account
 // erasures (DELETE /v1/me), one user a message, a bounded run at a time.
 //
 // The erasure's state is its record in Spanner, not the message: any
@@ -8,7 +8,7 @@
 // is redelivered and resumes. A message for a user with no open erasure
 // changes nothing, so redeliveries, duplicates and the sweep's messages are
 // harmless.
-package eraseaccount
+package eraseaccountfn
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package expirehistory_test
+package expirehistoryfn_test
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/videngage/engagement/functions/expirehistory"
+	expirehistoryfn "github.com/videngage/engagement/functions/expirehistory"
 	"github.com/videngage/engagement/shared/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
@@ -194,10 +194,10 @@ func BenchmarkExpireHistoryCost(b *testing.B) {
 	}
 	fmt.Printf("BenchmarkExpireHistoryCost: loaded %d users × %d entries in %v\n", 2*users, kept+expired, time.Since(start).Round(time.Millisecond))
 
-	h := expirehistory.New(expirehistory.Deps{Users: settings, Store: store, Now: func() time.Time { return now }})
+	h := expirehistoryfn.New(expirehistoryfn.Deps{Users: settings, Store: store, Now: func() time.Time { return now }})
 	type pass struct {
 		name                                                string
-		rep                                                 expirehistory.Report
+		rep                                                 expirehistoryfn.Report
 		took                                                time.Duration
 		btReads, btRows, btMut, fsDocs, fsQueries, fsWrites int64
 	}

@@ -1,4 +1,4 @@
-// Package expirehistory is the ExpireHistory function
+// Package expirehistoryfn is the ExpireHistory function
 // (POST /internal/expire-history, called by Cloud Scheduler each hour with
 // OIDC): it removes the watch-history entries that are past their user's
 // auto-delete horizon (3, 18 or 36 months), so that what a user's setting
@@ -14,7 +14,7 @@
 // user starts over on the next run. The cost of a run is bounded by n users:
 // one settings document read per user, one Bigtable scan per user (that
 // returns no row when nothing expired) and two deletions per expired entry.
-package expirehistory
+package expirehistoryfn
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package expirehistory_test
+package expirehistoryfn_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/videngage/engagement/functions/expirehistory"
+	expirehistoryfn "github.com/videngage/engagement/functions/expirehistory"
 	"github.com/videngage/engagement/shared/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/history"
@@ -44,7 +44,7 @@ func newWorld(t testing.TB) world {
 
 // countingStore counts Expire calls per user and fails the calls fail says.
 type countingStore struct {
-	expirehistory.Store
+	expirehistoryfn.Store
 	mu    sync.Mutex
 	calls map[string]int
 	fail  func(userID string) bool
@@ -61,11 +61,11 @@ func (s *countingStore) Expire(ctx context.Context, userID string, horizon time.
 	return s.Store.Expire(ctx, userID, horizon)
 }
 
-func post(t testing.TB, h http.Handler, body string) (int, expirehistory.Report) {
+func post(t testing.TB, h http.Handler, body string) (int, expirehistoryfn.Report) {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	httpx.Standard("ExpireHistory", "p", nil, time.Minute)(h).ServeHTTP(rec, httptest.NewRequest("POST", "/internal/expire-history", strings.NewReader(body)))
-	var rep expirehistory.Report
+	var rep expirehistoryfn.Report
 	if rec.Code == http.StatusOK {
 		if err := json.Unmarshal(rec.Body.Bytes(), &rep); err != nil {
 			t.Fatalf("answer %s: %v", rec.Body, err)
@@ -125,10 +125,10 @@ func TestExpireHistory(t *testing.T) {
 	}
 	auto := 6 // users with auto-delete on
 	store := &countingStore{Store: w.store, calls: map[string]int{}}
-	h := expirehistory.New(expirehistory.Deps{Users: w.settings, Store: store, Page: 2, Now: func() time.Time { return now }})
+	h := expirehistoryfn.New(expirehistoryfn.Deps{Users: w.settings, Store: store, Page: 2, Now: func() time.Time { return now }})
 
 	// Runs of 4 users, pages of 2: two runs make the pass; the second ends it.
-	var got expirehistory.Report
+	var got expirehistoryfn.Report
 	for run := 1; ; run++ {
 		if run > 3 {
 			t.Fatal("the pass never ends")
@@ -146,7 +146,7 @@ func TestExpireHistory(t *testing.T) {
 			break
 		}
 	}
-	if want := (expirehistory.Report{Users: auto, Entries: 5}); got != want {
+	if want := (expirehistoryfn.Report{Users: auto, Entries: 5}); got != want {
 		t.Errorf("the pass: %+v, want %+v", got, want)
 	}
 	for _, u := range users {
@@ -163,7 +163,7 @@ func TestExpireHistory(t *testing.T) {
 	}
 	// The next run starts over and finds nothing to remove.
 	code, rep := post(t, h, ``)
-	if code != http.StatusOK || rep != (expirehistory.Report{Users: auto, PassDone: true}) {
+	if code != http.StatusOK || rep != (expirehistoryfn.Report{Users: auto, PassDone: true}) {
 		t.Errorf("run after the pass: %d %+v; want every auto-deleting user again and nothing removed", code, rep)
 	}
 }
@@ -193,7 +193,7 @@ func TestExpireHistoryResumes(t *testing.T) {
 	slices.SortFunc(ids, func(a, b string) int { return strings.Compare(historystore.DocID(a), historystore.DocID(b)) })
 	broken := true
 	store := &countingStore{Store: w.store, calls: map[string]int{}, fail: func(u string) bool { return broken && u == ids[4] }}
-	h := expirehistory.New(expirehistory.Deps{Users: w.settings, Store: store, Page: 2, Workers: 1, Now: func() time.Time { return now }})
+	h := expirehistoryfn.New(expirehistoryfn.Deps{Users: w.settings, Store: store, Page: 2, Workers: 1, Now: func() time.Time { return now }})
 
 	if code, _ := post(t, h, ``); code != http.StatusServiceUnavailable {
 		t.Fatalf("run with a failing backend: status %d, want 503", code)
@@ -220,7 +220,7 @@ func TestExpireHistoryResumes(t *testing.T) {
 
 func TestExpireHistoryBadRequest(t *testing.T) {
 	t.Parallel()
-	h := expirehistory.New(expirehistory.Deps{Users: failingUsers{}, Store: nil})
+	h := expirehistoryfn.New(expirehistoryfn.Deps{Users: failingUsers{}, Store: nil})
 	for _, body := range []string{`{"users":0}`, `{"users":-1}`, `{"users":100001}`, `{"users":"x"}`, `{"users":1,"x":1}`, `[`} {
 		if code, _ := post(t, h, body); code != http.StatusBadRequest {
 			t.Errorf("body %s: status %d, want 400", body, code)

@@ -16,7 +16,7 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 
-	"github.com/videngage/engagement/functions/applyhistory"
+	applyhistoryfn "github.com/videngage/engagement/functions/applyhistory"
 	historyfn "github.com/videngage/engagement/functions/history"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/bus"
@@ -172,7 +172,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 	cfg.HTTP.RequestTimeout = time.Minute
 	e := &env{t: t, cfg: cfg, clients: clients, issuer: is[0], other: is[1]}
 	e.store = historystore.New(clients.Bigtable)
-	e.bus = &loopback{t: t, consume: applyhistory.New(e.store, nil)}
+	e.bus = &loopback{t: t, consume: applyhistoryfn.New(e.store, nil)}
 	d := historyfn.Deps{
 		Verifier:  verifier,
 		Store:     e.store,

@@ -16,7 +16,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/videngage/engagement/functions/applyhistory"
+	applyhistoryfn "github.com/videngage/engagement/functions/applyhistory"
 	historyfn "github.com/videngage/engagement/functions/history"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/bus"
@@ -553,7 +553,7 @@ func TestThroughPubSub(t *testing.T) {
 		e.do("POST", "/v1/history", tok, b).want(t, http.StatusAccepted, "POST")
 	}
 
-	consume := applyhistory.New(e.store, nil)
+	consume := applyhistoryfn.New(e.store, nil)
 	sub := emulators.SubscriptionName(e.cfg.Project, "history-apply")
 	ps := e.clients.PubSub.SubscriptionAdminClient
 	delivered := 0

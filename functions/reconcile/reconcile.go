@@ -1,4 +1,4 @@
-// Package reconcile is the Reconcile function (POST /internal/reconcile,
+// Package reconcilefn is the Reconcile function (POST /internal/reconcile,
 // called by Cloud Scheduler with OIDC): body {"scope":"recent"} hourly checks
 // the counters that moved in the last hour; {"scope":"all"} daily starts a
 // run of every counter cut into key-range slices with stored cursors and
@@ -8,7 +8,7 @@
 // overlap. A bare POST is "all".
 // Each source of truth registered in Sources recounts its fields; a counter
 // that differs gets a correction delta (see counterstore.Reconcile).
-package reconcile
+package reconcilefn
 
 import (
 	"context"

@@ -1,10 +1,10 @@
-// Package resumeerasures is the ResumeErasures function (POST
+// Package resumeerasuresfn is the ResumeErasures function (POST
 // /internal/resume-erasures, called by Cloud Scheduler each minute): it
 // sends EraseAccount a message for every open account erasure that has not
 // moved for a while — one whose message was lost, whose worker died after
 // Pub/Sub gave up redelivering, or that waited for its claims to settle.
 // A message too many changes nothing: EraseAccount resumes from the record.
-package resumeerasures
+package resumeerasuresfn
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-// Package rollup is the Rollup function (POST /internal/rollup, called by
+// Package rollupfn is the Rollup function (POST /internal/rollup, called by
 // Cloud Scheduler each minute with OIDC). Inside the minute it ticks every
 // ROLLUP_INTERVAL: each tick folds the shards of the counters that moved into
 // their snapshots and sets their shard counts. The first tick also
@@ -12,7 +12,7 @@
 // counter at once. {"once":true} or no body at all (an operator's "roll up
 // now") runs one tick without the lease and answers at once (a fold is one
 // transaction per batch, so it stays exact beside a scheduled one).
-package rollup
+package rollupfn
 
 import (
 	"context"

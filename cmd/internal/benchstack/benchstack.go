@@ -22,9 +22,9 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/sethvargo/go-envconfig"
 
-	"github.com/videngage/engagement/functions/applycounters"
+	applycountersfn "github.com/videngage/engagement/functions/applycounters"
 	countsfn "github.com/videngage/engagement/functions/counts"
-	"github.com/videngage/engagement/functions/reconcile"
+	reconcilefn "github.com/videngage/engagement/functions/reconcile"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
@@ -207,12 +207,12 @@ func New(ctx context.Context, name string, cfg *config.Config, srv *Server, moun
 		return nil, err
 	}
 	st := &Stack{Config: cfg, Clients: clients, Issuer: issuer, DB: spannerdb.Wrap(clients.Spanner, cfg), name: name}
-	st.Counters, err = applycounters.Build(clients)
+	st.Counters, err = applycountersfn.Build(clients)
 	if err != nil {
 		clients.Close()
 		return nil, err
 	}
-	st.Reconcile = reconcile.New(reconcile.Deps{Store: st.Counters, Sources: reconcile.Sources()})
+	st.Reconcile = reconcilefn.New(reconcilefn.Deps{Store: st.Counters, Sources: reconcilefn.Sources()})
 	mux := http.NewServeMux()
 	mux.Handle("/jwks", issuer.JWKSHandler())
 	counts := countsfn.New(countsfn.Deps{
@@ -223,7 +223,7 @@ func New(ctx context.Context, name string, cfg *config.Config, srv *Server, moun
 	mux.Handle("/v1/counts", counts)
 	mux.Handle("/v1/me/counts", counts)
 	mux.Handle("/internal/reconcile", st.Reconcile)
-	mux.Handle("/push/ApplyCounters", st.PushHandler(applycounters.New(countingStore{st.Counters, &st.applied}, nil)))
+	mux.Handle("/push/ApplyCounters", st.PushHandler(applycountersfn.New(countingStore{st.Counters, &st.applied}, nil)))
 	mux.Handle("/push/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent) // other event functions: not part of this stack
 	}))

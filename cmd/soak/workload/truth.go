@@ -5,7 +5,7 @@ import (
 
 	"cloud.google.com/go/spanner"
 
-	"github.com/videngage/engagement/functions/reconcile"
+	reconcilefn "github.com/videngage/engagement/functions/reconcile"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
@@ -16,7 +16,7 @@ import (
 func Truth(ctx context.Context, db *spannerdb.DB, keys []string) (map[string]counter.Values, error) {
 	truth := map[string]counter.Values{}
 	err := db.InSnapshot(ctx, func(ctx context.Context, tx *spanner.ReadOnlyTransaction) error {
-		for _, src := range reconcile.Sources() {
+		for _, src := range reconcilefn.Sources() {
 			got, err := src.Truth(ctx, tx, keys)
 			if err != nil {
 				return err
@@ -33,7 +33,7 @@ func Truth(ctx context.Context, db *spannerdb.DB, keys []string) (map[string]cou
 // TruthFields are the fields Truth recounts.
 func TruthFields() []counter.Field {
 	var out []counter.Field
-	for _, src := range reconcile.Sources() {
+	for _, src := range reconcilefn.Sources() {
 		out = append(out, src.Fields()...)
 	}
 	return out
