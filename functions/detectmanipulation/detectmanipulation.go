@@ -100,9 +100,7 @@ func New(d Deps) http.Handler {
 		d.Now = time.Now
 	}
 	h := &handler{d}
-	rt := httpx.NewRouter()
-	rt.Handle("POST /internal/detect-manipulation", h.post)
-	return rt
+	return httpx.Job("POST /internal/detect-manipulation", h.Timeout, nil, h.run)
 }
 
 // Report is the answer: what the run read and flagged.
@@ -124,21 +122,13 @@ type Report struct {
 	Evidence   []moderation.Evidence `json:"evidence,omitempty"`
 }
 
-func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
-	if r.ContentLength != 0 {
-		var body struct{}
-		if err := httpx.DecodeJSON(w, r, &body); err != nil {
-			return err
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.Timeout)
-	defer cancel()
+func (h *handler) run(ctx context.Context, _ struct{}) (Report, error) {
 	started := h.Now()
 	until := started.Add(h.Timeout - min(30*time.Second, h.Timeout/4))
 	end := started.Add(-h.Settle)
 	stored, err := h.Store.Watermark(ctx, Job)
 	if err != nil {
-		return err
+		return Report{}, err
 	}
 	mark := stored
 	if mark.IsZero() {
@@ -164,13 +154,13 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
 			rep.SkippedSteps++
 			rows = nil
 		} else if err != nil {
-			return err
+			return Report{}, err
 		}
 		groups, st, err := h.Params.Detect(rows, func(users []string) (map[string]time.Time, error) {
 			return h.Store.FirstSeen(ctx, users)
 		})
 		if err != nil {
-			return err
+			return Report{}, err
 		}
 		groups, deferred := settled(groups, mark.Add(-h.Params.Window), to.Add(-h.Params.Window))
 		rep.Deferred += deferred
@@ -181,7 +171,7 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
 			break
 		}
 		if err != nil {
-			return err
+			return Report{}, err
 		}
 		rep.Steps++
 		rep.Reactions += len(rows)
@@ -203,9 +193,7 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
 	slog.InfoContext(ctx, "detect-manipulation: done", "steps", rep.Steps, "reactions", rep.Reactions,
 		"groups", rep.Groups, "flagged", rep.Flagged, "skippedSteps", rep.SkippedSteps,
 		"lagSeconds", end.Sub(rep.To).Seconds(), "duration", h.Now().Sub(started).String())
-	w.Header().Set("Cache-Control", "no-store")
-	httpx.WriteJSON(w, http.StatusOK, rep)
-	return nil
+	return rep, nil
 }
 
 // settled keeps the groups whose last reaction lies in [from, cut), cut

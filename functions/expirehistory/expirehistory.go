@@ -94,9 +94,11 @@ func New(d Deps) http.Handler {
 		d.Now = time.Now
 	}
 	h := &handler{d}
-	rt := httpx.NewRouter()
-	rt.Handle("POST /internal/expire-history", h.post)
-	return rt
+	// A run outlives the public functions' request deadline; its last page
+	// gets a margin past the budget, which still ends before the function's
+	// timeout (120 s for the default 90 s budget).
+	return httpx.Job("POST /internal/expire-history", h.Budget+h.Budget/6,
+		func(bool) body { return body{Users: DefaultUsers} }, h.post)
 }
 
 type body struct {
@@ -113,33 +115,20 @@ type Report struct {
 	PassDone bool `json:"passDone"`
 }
 
-func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
-	b := body{Users: DefaultUsers}
-	if r.ContentLength != 0 {
-		if err := httpx.DecodeJSON(w, r, &b); err != nil {
-			return err
-		}
-	}
+func (h *handler) post(ctx context.Context, b body) (Report, error) {
 	if b.Users < 1 || b.Users > maxUsers {
-		return httpx.InvalidArgument("users must be between 1 and %d", maxUsers)
+		return Report{}, httpx.InvalidArgument("users must be between 1 and %d", maxUsers)
 	}
-	// A run outlives the public functions' request deadline; its last page
-	// gets a margin past the budget, which still ends before the function's
-	// timeout (120 s for the default 90 s budget).
 	started := time.Now()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.Budget+h.Budget/6)
-	defer cancel()
 	rep, err := h.run(ctx, b.Users, started.Add(h.Budget))
 	if err != nil {
 		slog.ErrorContext(ctx, "expire-history: run stopped; the next one resumes at its last page",
 			"users", rep.Users, "entries", rep.Entries, "error", err.Error())
-		return err
+		return Report{}, err
 	}
 	slog.InfoContext(ctx, "expire-history: done", "users", rep.Users, "entries", rep.Entries,
 		"passDone", rep.PassDone, "duration", time.Since(started).String())
-	w.Header().Set("Cache-Control", "no-store")
-	httpx.WriteJSON(w, http.StatusOK, rep)
-	return nil
+	return rep, nil
 }
 
 // run takes up to n users from the stored cursor on, removing each one's

@@ -71,39 +71,29 @@ func New(d Deps) http.Handler {
 		d.Timeout = 9 * time.Minute
 	}
 	h := &handler{d}
-	rt := httpx.NewRouter()
-	rt.Handle("POST /internal/reconcile", h.post)
-	return rt
+	// A bare POST (an operator's "reconcile now") checks every counter.
+	// A daily run outlives the public functions' request deadline.
+	return httpx.Job("POST /internal/reconcile", h.Timeout,
+		func(bool) body { return body{Scope: string(counterstore.All)} }, h.run)
 }
 
 type body struct {
 	Scope string `json:"scope"`
 }
 
-func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
-	// A bare POST (an operator's "reconcile now") checks every counter.
-	b := body{Scope: string(counterstore.All)}
-	if r.ContentLength != 0 {
-		if err := httpx.DecodeJSON(w, r, &b); err != nil {
-			return err
-		}
-	}
+func (h *handler) run(ctx context.Context, b body) (any, error) {
 	scope := counterstore.Scope(b.Scope)
 	if scope != counterstore.Recent && scope != counterstore.All && scope != scopeSlices {
-		return httpx.InvalidArgument(`scope must be "recent", "all" or "slices"`)
+		return nil, httpx.InvalidArgument(`scope must be "recent", "all" or "slices"`)
 	}
-	// A daily run outlives the public functions' request deadline; batches
-	// stop being taken up a margin before the end, the rest waits in the
-	// slices' cursors.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.Timeout)
-	defer cancel()
+	// Batches stop being taken up a margin before the end, the rest waits
+	// in the slices' cursors.
 	until := time.Now().Add(h.Timeout - min(margin, h.Timeout/4))
 	started := time.Now()
-	w.Header().Set("Cache-Control", "no-store")
 	if scope == scopeSlices {
 		rep, err := h.Store.WorkSlices(ctx, h.Sources, counterstore.WorkOptions{Until: until})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		h.record(ctx, rep.ReconcileReport)
 		if rep.Slices > 0 {
@@ -112,15 +102,14 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
 		}
 		for _, run := range rep.Runs {
 			if err := h.close(ctx, run); err != nil {
-				return err
+				return nil, err
 			}
 		}
-		httpx.WriteJSON(w, http.StatusOK, rep)
-		return nil
+		return rep, nil
 	}
 	rep, err := h.Store.ReconcileUntil(ctx, scope, h.Sources, until)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	h.record(ctx, rep)
 	switch {
@@ -131,14 +120,13 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
 			"skipped", rep.Skipped, "duration", time.Since(started).String())
 	case rep.Done:
 		if err := h.close(ctx, rep.Run); err != nil {
-			return err
+			return nil, err
 		}
 	default:
 		slog.InfoContext(ctx, "reconcile: run continues in the per-minute invocations", "run", rep.Run,
 			"checked", rep.Checked, "corrected", rep.Corrected, "duration", time.Since(started).String())
 	}
-	httpx.WriteJSON(w, http.StatusOK, rep)
-	return nil
+	return rep, nil
 }
 
 // close reports a finished run of every counter once, whichever invocation

@@ -64,10 +64,11 @@ func New(d Deps) http.Handler {
 		d.Now = time.Now
 	}
 	h := &handler{d}
-	rt := httpx.NewRouter()
-	rt.Handle("POST /internal/resume-erasures", h.post)
-	return rt
+	return httpx.Job("POST /internal/resume-erasures", runTimeout, nil, h.run)
 }
+
+// runTimeout bounds a run: the next one comes a minute later.
+const runTimeout = time.Minute
 
 // Report is the answer: how many erasures were sent on.
 type Report struct {
@@ -75,11 +76,11 @@ type Report struct {
 	Resumed int `json:"resumed"`
 }
 
-func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
+func (h *handler) run(ctx context.Context, _ struct{}) (Report, error) {
 	now := h.Now()
-	stalled, err := h.Store.Stalled(r.Context(), now.Add(-h.StalledAfter), maxPerRun)
+	stalled, err := h.Store.Stalled(ctx, now.Add(-h.StalledAfter), maxPerRun)
 	if err != nil {
-		return err
+		return Report{}, err
 	}
 	rep := Report{Stalled: len(stalled)}
 	for _, e := range stalled {
@@ -88,13 +89,12 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
 		}
 		data, err := account.Message{UserID: e.UserID}.Encode()
 		if err != nil {
-			return err
+			return Report{}, err
 		}
-		if _, err := h.Publisher.Publish(r.Context(), data, map[string]string{"kind": "account-erasure"}); err != nil {
-			return err
+		if _, err := h.Publisher.Publish(ctx, data, map[string]string{"kind": "account-erasure"}); err != nil {
+			return Report{}, err
 		}
 		rep.Resumed++
 	}
-	httpx.WriteJSON(w, http.StatusOK, rep)
-	return nil
+	return rep, nil
 }

@@ -90,9 +90,10 @@ func New(d Deps) http.Handler {
 		d.RelayAfter = 2 * time.Minute
 	}
 	h := &handler{d}
-	rt := httpx.NewRouter()
-	rt.Handle("POST /internal/rollup", h.post)
-	return rt
+	// The minute outlives the request deadline of the public functions; it
+	// ends by itself before the next invocation starts.
+	return httpx.Job("POST /internal/rollup", h.Period+10*time.Second,
+		func(bare bool) body { return body{Once: bare} }, h.run)
 }
 
 type body struct {
@@ -113,39 +114,27 @@ type Report struct {
 	Held bool `json:"held,omitempty"`
 }
 
-func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
-	b := body{Once: r.ContentLength == 0}
-	if r.ContentLength != 0 {
-		if err := httpx.DecodeJSON(w, r, &b); err != nil {
-			return err
-		}
-	}
+func (h *handler) run(ctx context.Context, b body) (Report, error) {
 	if b.Partitions == 0 {
 		b.Partitions = 1
 	}
 	if _, _, err := counterstore.PartRange(b.Partition, b.Partitions); err != nil {
-		return httpx.InvalidArgument("%s", err.Error())
+		return Report{}, httpx.InvalidArgument("%s", err.Error())
 	}
 	start := time.Now()
-	// The minute outlives the request deadline of the public functions; it
-	// ends by itself before the next invocation starts.
-	end := start.Add(h.Period + 10*time.Second)
-	ctx, cancel := context.WithDeadline(context.WithoutCancel(r.Context()), end)
-	defer cancel()
+	end, _ := ctx.Deadline()
 	rep := Report{Resized: map[string]int{}}
-	w.Header().Set("Cache-Control", "no-store")
 
 	if !b.Once {
 		lease, holder := fmt.Sprintf("rollup/%d/%d", b.Partitions, b.Partition), counterstore.NewHolder()
 		got, err := h.Store.Lease(ctx, lease, holder, time.Until(end))
 		if err != nil {
-			return err
+			return Report{}, err
 		}
 		if !got {
 			slog.WarnContext(ctx, "rollup: partition held by another invocation; leaving it", "lease", lease)
 			rep.Held = true
-			httpx.WriteJSON(w, http.StatusOK, rep)
-			return nil
+			return rep, nil
 		}
 		defer func() {
 			if err := h.Store.Release(context.WithoutCancel(ctx), lease, holder); err != nil {
@@ -208,8 +197,7 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
 	// whole run as lag.
 	slog.InfoContext(ctx, "rollup: done", "partition", b.Partition, "partitions", b.Partitions,
 		"ticks", rep.Ticks, "errors", rep.Errors, "lagSeconds", maxLag.Seconds())
-	httpx.WriteJSON(w, http.StatusOK, rep)
-	return nil
+	return rep, nil
 }
 
 // tick folds every interval until until (at least once).

@@ -1,0 +1,43 @@
+package httpx
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// Job is the handler of a scheduled job, the one shape of every
+// POST /internal/<job> that Cloud Scheduler calls (and an operator calls
+// bare, to run the job now). It serves pattern ("POST /internal/rollup"),
+// starts from body(bare) — the job's defaults, bare saying the request has
+// no body; nil is the zero B — and decodes the JSON body over it, so that a
+// field left out keeps its default. run gets a context detached from the
+// request's, because a run outlives the public functions' request deadline
+// and the scheduler's attempt, that ends after timeout. Its report is
+// answered 200 as JSON with Cache-Control: no-store, its error as every
+// handler's error.
+func Job[B, R any](pattern string, timeout time.Duration, body func(bare bool) B, run func(ctx context.Context, b B) (R, error)) http.Handler {
+	rt := NewRouter()
+	rt.Handle(pattern, func(w http.ResponseWriter, r *http.Request) error {
+		var b B
+		bare := r.ContentLength == 0
+		if body != nil {
+			b = body(bare)
+		}
+		if !bare {
+			if err := DecodeJSON(w, r, &b); err != nil {
+				return err
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), timeout)
+		defer cancel()
+		rep, err := run(ctx, b)
+		if err != nil {
+			return err
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		WriteJSON(w, http.StatusOK, rep)
+		return nil
+	})
+	return rt
+}

@@ -1,0 +1,97 @@
+package httpx
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/videngage/engagement/shared/errs"
+)
+
+type jobBody struct {
+	Once bool `json:"once"`
+	N    int  `json:"n"`
+}
+
+type jobReport struct {
+	Body        jobBody `json:"body"`
+	HasDeadline bool    `json:"hasDeadline"`
+}
+
+// TestJob checks the shape every scheduled job shares: the defaults of a
+// bare POST, a body decoded over them, a context that outlives the
+// request's, the report as JSON with no-store, and errors as every
+// handler's.
+func TestJob(t *testing.T) {
+	var runErr error
+	h := Job("POST /internal/job", time.Hour,
+		func(bare bool) jobBody { return jobBody{Once: bare, N: 7} },
+		func(ctx context.Context, b jobBody) (jobReport, error) {
+			runErr = ctx.Err()
+			if b.N < 0 {
+				return jobReport{}, InvalidArgument("n must not be negative")
+			}
+			if b.N == 99 {
+				return jobReport{}, errs.ErrBackendUnavailable
+			}
+			_, ok := ctx.Deadline()
+			return jobReport{Body: b, HasDeadline: ok}, nil
+		})
+	serve := func(method, body string, cancelled bool) *httptest.ResponseRecorder {
+		t.Helper()
+		req := httptest.NewRequest(method, "/internal/job", strings.NewReader(body))
+		if cancelled {
+			ctx, cancel := context.WithCancel(req.Context())
+			cancel()
+			req = req.WithContext(ctx)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	for _, c := range []struct {
+		name, body string
+		want       jobBody
+	}{
+		{"bare", ``, jobBody{Once: true, N: 7}},
+		{"empty object keeps the defaults of a body", `{}`, jobBody{N: 7}},
+		{"fields override", `{"once":true,"n":3}`, jobBody{Once: true, N: 3}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := serve("POST", c.body, true)
+			if rec.Code != http.StatusOK {
+				t.Fatalf("status %d, body %s", rec.Code, rec.Body)
+			}
+			if got := rec.Header().Get("Cache-Control"); got != "no-store" {
+				t.Errorf("Cache-Control = %q, want no-store", got)
+			}
+			var rep jobReport
+			if err := json.Unmarshal(rec.Body.Bytes(), &rep); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(jobReport{Body: c.want, HasDeadline: true}, rep); diff != "" {
+				t.Errorf("report (-want +got):\n%s", diff)
+			}
+			// The request was cancelled before the run: the run's context
+			// is not, and ends only at its own deadline.
+			if err := runErr; err != nil {
+				t.Errorf("run context ended with the request: %v", err)
+			}
+		})
+	}
+	checkError(t, serve("POST", `{"n":-1}`, false), wantErr{code: 400, status: "INVALID_ARGUMENT", message: "n must not be negative"})
+	checkError(t, serve("POST", `{"n":"x"}`, false), wantErr{code: 400, status: "INVALID_ARGUMENT", message: `field "n" must be a JSON number`})
+	checkError(t, serve("POST", `{"m":1}`, false), wantErr{code: 400, status: "INVALID_ARGUMENT", message: `unknown field "m"`})
+	if rec := serve("POST", `{"n":99}`, false); rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
+		t.Errorf("backend down: status %d, Retry-After %q", rec.Code, rec.Header().Get("Retry-After"))
+	}
+	if rec := serve("GET", ``, false); rec.Code != http.StatusMethodNotAllowed {
+		t.Errorf("GET: status %d, want 405", rec.Code)
+	}
+}
