@@ -25,6 +25,7 @@ import (
 	"github.com/videngage/engagement/shared/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/httpx/apitest"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 
@@ -142,6 +143,10 @@ func (e *env) get(path string, hdr ...string) answer {
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		e.t.Fatal(err)
+	}
+	// Every answer, errors and 304 included, is what the document says.
+	if err := apitest.Check("GET", path, resp.StatusCode, resp.Header, b); err != nil {
+		e.t.Error(err)
 	}
 	return answer{resp.StatusCode, resp.Header, b}
 }

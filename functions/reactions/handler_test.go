@@ -1,0 +1,251 @@
+package reactionsfn_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	reactionsfn "github.com/videngage/engagement/functions/reactions"
+	"github.com/videngage/engagement/shared/auth"
+	"github.com/videngage/engagement/shared/bus"
+	"github.com/videngage/engagement/shared/config"
+	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/emulators/emulatortest"
+	"github.com/videngage/engagement/shared/errs"
+	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/httpx/apitest"
+	"github.com/videngage/engagement/shared/pagetoken"
+	"github.com/videngage/engagement/shared/platform"
+	"github.com/videngage/engagement/shared/ratelimit"
+	"github.com/videngage/engagement/shared/reaction/reactionstore"
+	"github.com/videngage/engagement/shared/spannerdb"
+)
+
+func TestMain(m *testing.M) {
+	// The handler's access and error logs would bury the test output.
+	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	emulatortest.Main(m)
+}
+
+const audience = "reactions-test"
+
+// RSA keys are slow to make under -race: one issuer serves every test.
+var issuer = sync.OnceValues(func() (*auth.LocalIssuer, error) { return auth.NewLocalIssuer(audience) })
+
+// faultyPublisher is the real counter-events publisher on the emulator,
+// which a test can take down.
+type faultyPublisher struct {
+	next *bus.Publisher
+	down atomic.Bool
+	sent atomic.Int64
+}
+
+func (p *faultyPublisher) Publish(ctx context.Context, data []byte, attrs map[string]string) (string, error) {
+	if p.down.Load() {
+		return "", errs.Backend("publish", status.Error(codes.Unavailable, "connection refused"))
+	}
+	id, err := p.next.Publish(ctx, data, attrs)
+	if err == nil {
+		p.sent.Add(1)
+	}
+	return id, err
+}
+
+// faultyLimiter is the deployed Bigtable limiter, which a test can take
+// down as the adapter reports an unreachable Bigtable.
+type faultyLimiter struct {
+	next reactionstore.Limiter
+	down atomic.Bool
+}
+
+func (l *faultyLimiter) AllowMany(ctx context.Context, users []string) ([]time.Duration, error) {
+	if l.down.Load() {
+		return nil, errs.Backend("ratelimit.AllowMany", status.Error(codes.Unavailable, "connection refused"))
+	}
+	return l.next.AllowMany(ctx, users)
+}
+
+type env struct {
+	t       *testing.T
+	url     string
+	issuer  *auth.LocalIssuer
+	pub     *faultyPublisher
+	limiter *faultyLimiter
+}
+
+// newEnv deploys the Reactions function as Build does (the Spanner store,
+// group commit, the Bigtable limit of perMinute, the real publisher, all on
+// the emulators) behind the standard middleware, with the real token
+// verifier.
+func newEnv(t *testing.T, perMinute int) *env {
+	t.Helper()
+	is, err := issuer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := emulatortest.New(t)
+	ctx := context.Background()
+	clients, err := platform.New(ctx, cfg, platform.NeedSpanner|platform.NeedBigtable|platform.NeedPubSub)
+	if err != nil {
+		t.Fatalf("platform.New: %v", err)
+	}
+	t.Cleanup(func() { clients.Close() })
+	jwks := httptest.NewServer(is.JWKSHandler())
+	t.Cleanup(jwks.Close)
+	verifier, err := auth.NewVerifier(ctx, config.Auth{Audience: audience, JWKSURL: jwks.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := spannerdb.Wrap(clients.Spanner, cfg)
+	store := reactionstore.New(db, 0)
+	pub := &faultyPublisher{next: bus.NewPublisher(clients.PubSub, cfg.PubSub.CounterTopic)}
+	t.Cleanup(pub.next.Stop)
+	limiter := &faultyLimiter{next: ratelimit.NewBigtable(clients.Bigtable, "reactions", perMinute)}
+	writer := reactionstore.NewWriter(store, pub, counter.GroupCommitOptions{Batched: true, MaxInFlight: 1}).LimitWith(limiter)
+	h := reactionsfn.New(reactionsfn.Deps{Verifier: verifier, Writer: writer, Store: store, Tokens: pagetoken.NewSigner("secret")})
+	// A deadline far above the default: a loaded machine must not turn slow
+	// emulators into 503s.
+	srv := httptest.NewServer(httpx.Standard("Reactions", cfg.Project, []string{"*"}, time.Minute)(h))
+	t.Cleanup(srv.Close)
+	return &env{t: t, url: srv.URL, issuer: is, pub: pub, limiter: limiter}
+}
+
+type answer struct {
+	code int
+	hdr  http.Header
+	body []byte
+}
+
+// put sets user's reaction on id; every answer is checked against the
+// document.
+func (e *env) put(user, id, reaction string, hdr ...string) answer {
+	e.t.Helper()
+	tok, err := e.issuer.Mint(user)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	path := "/v1/reactions/" + id
+	req, err := http.NewRequest(http.MethodPut, e.url+path, strings.NewReader(`{"reaction":"`+reaction+`"}`))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := apitest.Check(http.MethodPut, path, resp.StatusCode, resp.Header, b); err != nil {
+		e.t.Error(err)
+	}
+	return answer{resp.StatusCode, resp.Header, b}
+}
+
+func (a answer) want(t *testing.T, code int, etag, status string) answer {
+	t.Helper()
+	if a.code != code {
+		t.Fatalf("status %d, want %d: %s", a.code, code, a.body)
+	}
+	if got := a.hdr.Get("ETag"); etag != "" && got != etag {
+		t.Errorf("ETag %q, want %q", got, etag)
+	}
+	if status != "" {
+		var b struct {
+			Error struct {
+				Status string `json:"status"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(a.body, &b); err != nil || b.Error.Status != status {
+			t.Errorf("error status %q (%v), want %q: %s", b.Error.Status, err, status, a.body)
+		}
+	}
+	return a
+}
+
+// retryAfter is the answer's Retry-After in whole seconds, failing the test
+// when it is missing or not a positive integer.
+func (a answer) retryAfter(t *testing.T) int {
+	t.Helper()
+	n, err := strconv.Atoi(a.hdr.Get("Retry-After"))
+	if err != nil || n < 1 {
+		t.Fatalf("Retry-After %q, want whole seconds ≥ 1", a.hdr.Get("Retry-After"))
+	}
+	return n
+}
+
+// TestPutAnswers checks each answer of PUT at the HTTP level: the ETag of
+// every version, 412 with the current ETag on a stale If-Match, and the
+// reaction unchanged by it.
+func TestPutAnswers(t *testing.T) {
+	e := newEnv(t, 100)
+	e.put("alice", "v1", "like").want(t, 200, `"1"`, "")
+	e.put("alice", "v1", "dislike", "If-Match", `"1"`).want(t, 200, `"2"`, "")
+	// Another tab still holds version 1.
+	e.put("alice", "v1", "like", "If-Match", `"1"`).want(t, http.StatusPreconditionFailed, `"2"`, "FAILED_PRECONDITION")
+	// The refused change changed nothing: version 2 is still current.
+	// "none" deletes the row: version 0, and a new like starts at 1.
+	e.put("alice", "v1", "none", "If-Match", `"2"`).want(t, 200, `"0"`, "")
+	e.put("alice", "v1", "like", "If-Match", "*").want(t, 200, `"1"`, "")
+	e.put("alice", "v1", "like", "If-Match", "nope").want(t, 400, "", "INVALID_ARGUMENT")
+}
+
+// TestPutRateLimited: past the per-user limit the answer is 429 with
+// Retry-After, another user is not held up, and nothing is published for
+// the refused change.
+func TestPutRateLimited(t *testing.T) {
+	e := newEnv(t, 2)
+	e.put("bob", "v1", "like").want(t, 200, `"1"`, "")
+	e.put("bob", "v2", "like").want(t, 200, `"1"`, "")
+	sent := e.pub.sent.Load()
+	a := e.put("bob", "v3", "like").want(t, http.StatusTooManyRequests, "", "RESOURCE_EXHAUSTED")
+	if n := a.retryAfter(t); n > 60 {
+		t.Errorf("Retry-After %d s, past the one-minute window", n)
+	}
+	if got := e.pub.sent.Load(); got != sent {
+		t.Errorf("a refused change published %d messages", got-sent)
+	}
+	e.put("carol", "v3", "like").want(t, 200, `"1"`, "")
+}
+
+// TestPutUnavailable: with Pub/Sub down the change is recorded but not
+// sent, and the answer is 503 with Retry-After; the client's retry of the
+// same request sends it. With the limiter's Bigtable down nothing is
+// recorded: 503 with Retry-After, and the retry is the first change.
+func TestPutUnavailable(t *testing.T) {
+	e := newEnv(t, 100)
+	e.pub.down.Store(true)
+	e.put("dave", "v1", "like").want(t, http.StatusServiceUnavailable, "", "UNAVAILABLE").retryAfter(t)
+	e.pub.down.Store(false)
+	sent := e.pub.sent.Load()
+	// The retry finds the like recorded (version 1) and sends its event.
+	e.put("dave", "v1", "like").want(t, 200, `"1"`, "")
+	if e.pub.sent.Load() == sent {
+		t.Error("the retry published nothing: the recorded like would wait for the relay")
+	}
+
+	e.limiter.down.Store(true)
+	e.put("dave", "v2", "dislike").want(t, http.StatusServiceUnavailable, "", "UNAVAILABLE").retryAfter(t)
+	e.limiter.down.Store(false)
+	e.put("dave", "v2", "dislike").want(t, 200, `"1"`, "")
+}
+
