@@ -25,6 +25,7 @@ import (
 	applyhistoryfn "github.com/videngage/engagement/functions/applyhistory"
 	applyviewsfn "github.com/videngage/engagement/functions/applyviews"
 	historyfn "github.com/videngage/engagement/functions/history"
+	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
@@ -34,7 +35,6 @@ import (
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
 	"github.com/videngage/engagement/shared/httpx"
-	"github.com/videngage/engagement/shared/platform"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 
@@ -122,10 +122,10 @@ func viewsStack(ctx context.Context, es *emulators.Stack, srv *benchstack.Server
 // newViewsStack serves History, ApplyHistory and ApplyViews over a
 // benchstack, on a provisioned world whose subscriptions push to srv.
 func newViewsStack(ctx context.Context, cfg *config.Config, srv *benchstack.Server) (*benchstack.Stack, func(), error) {
-	var more *platform.Clients
+	var more *host.Clients
 	st, err := benchstack.New(ctx, "bench", cfg, srv, func(st *benchstack.Stack, mux *http.ServeMux) error {
 		var err error
-		more, err = platform.New(ctx, cfg, platform.NeedBigtable|platform.NeedFirestore)
+		more, err = host.New(ctx, cfg, host.NeedBigtable|host.NeedFirestore)
 		if err != nil {
 			return err
 		}

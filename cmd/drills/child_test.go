@@ -24,13 +24,13 @@ import (
 	applycountersfn "github.com/videngage/engagement/functions/applycounters"
 	applyhistoryfn "github.com/videngage/engagement/functions/applyhistory"
 	applyviewsfn "github.com/videngage/engagement/functions/applyviews"
+	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/emulators"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
-	"github.com/videngage/engagement/shared/platform"
 )
 
 // runEventsChild is the events child: the registered event functions served
@@ -50,7 +50,7 @@ func runEventsChild() int {
 		os.Exit(0)
 	}()
 	targets := map[string]string{}
-	for _, r := range platform.All() {
+	for _, r := range host.All() {
 		if r.Event != nil {
 			targets[r.Name] = r.Name
 		}
@@ -232,7 +232,7 @@ func registerProbes(targets map[string]string) error {
 	if err != nil {
 		return err
 	}
-	c, err := platform.New(ctx, cfg, platform.NeedSpanner|platform.NeedBigtable)
+	c, err := host.New(ctx, cfg, host.NeedSpanner|host.NeedBigtable)
 	if err != nil {
 		return err
 	}
@@ -309,10 +309,10 @@ func (in *inProcess) gate(function string) *sync.Mutex {
 
 // serveInProcess builds the registered event functions on a stack's clients
 // and serves them through this process's functions framework.
-func serveInProcess(t *testing.T, c *platform.Clients) *inProcess {
+func serveInProcess(t *testing.T, c *host.Clients) *inProcess {
 	t.Helper()
 	fns := map[string]func(context.Context, event.Event) error{}
-	for _, r := range platform.All() {
+	for _, r := range host.All() {
 		if r.Event == nil {
 			continue
 		}
@@ -334,7 +334,7 @@ func serveInProcess(t *testing.T, c *platform.Clients) *inProcess {
 }
 
 func startFramework() (string, error) {
-	for _, r := range platform.All() {
+	for _, r := range host.All() {
 		if r.Event == nil {
 			continue
 		}

@@ -25,13 +25,13 @@ import (
 
 	_ "github.com/videngage/engagement" // every function registers itself
 	"github.com/videngage/engagement/cmd/soak/workload"
+	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/emulators"
 	"github.com/videngage/engagement/shared/httpx"
-	"github.com/videngage/engagement/shared/platform"
 	"github.com/videngage/engagement/shared/spannerdb"
 	"github.com/videngage/engagement/shared/topology"
 )
@@ -123,7 +123,7 @@ type drillStack struct {
 	cfg      *config.Config
 	base     string
 	issuer   *auth.LocalIssuer
-	clients  *platform.Clients
+	clients  *host.Clients
 	counters *counterstore.Store
 	db       *spannerdb.DB
 	handlers map[string]http.Handler
@@ -212,16 +212,16 @@ func startStack(t *testing.T, o stackOptions) *drillStack {
 	mux.Handle("GET /dev/jwks", st.issuer.JWKSHandler())
 	mux.Handle("POST /events/{function}", st.proxy)
 
-	needs := platform.NeedSpanner | platform.NeedBigtable | platform.NeedPubSub | platform.NeedFirestore | platform.NeedVerifier
-	if st.clients, err = platform.New(ctx, cfg, needs); err != nil {
+	needs := host.NeedSpanner | host.NeedBigtable | host.NeedPubSub | host.NeedFirestore | host.NeedVerifier
+	if st.clients, err = host.New(ctx, cfg, needs); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.clients.Close() })
 	st.db = spannerdb.Wrap(st.clients.Spanner, cfg)
 	st.counters = counterstore.New(st.db, counterstore.Options{})
 
-	builders := map[string]platform.HTTPBuilder{}
-	for _, r := range platform.All() {
+	builders := map[string]host.HTTPBuilder{}
+	for _, r := range host.All() {
 		if r.HTTP != nil {
 			builders[r.Name] = r.HTTP
 		}

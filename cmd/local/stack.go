@@ -21,16 +21,16 @@ import (
 	"github.com/GoogleCloudPlatform/functions-framework-go/funcframework"
 	"github.com/robfig/cron/v3"
 
+	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/emulators"
 	"github.com/videngage/engagement/shared/httpx"
-	"github.com/videngage/engagement/shared/platform"
 	"github.com/videngage/engagement/shared/telemetry"
 	"github.com/videngage/engagement/shared/topology"
 )
 
-const allNeeds = platform.NeedSpanner | platform.NeedBigtable | platform.NeedPubSub | platform.NeedFirestore | platform.NeedVerifier
+const allNeeds = host.NeedSpanner | host.NeedBigtable | host.NeedPubSub | host.NeedFirestore | host.NeedVerifier
 
 func realMain(ctx context.Context) error {
 	port := envOr("PORT", "8080")
@@ -113,7 +113,7 @@ func realMain(ctx context.Context) error {
 		return err
 	}
 
-	clients, err := platform.New(ctx, cfg, allNeeds)
+	clients, err := host.New(ctx, cfg, allNeeds)
 	if err != nil {
 		return err
 	}
@@ -202,7 +202,7 @@ func startEventFunctions() (http.Handler, error) {
 	target, _ := url.Parse("http://127.0.0.1:" + fport)
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	known := map[string]bool{}
-	for _, r := range platform.All() {
+	for _, r := range host.All() {
 		if r.Event != nil {
 			known[r.Name] = true
 		}
@@ -226,9 +226,9 @@ func startEventFunctions() (http.Handler, error) {
 // mountFunctions builds every registered HTTP function on the shared clients
 // and serves it at its topology routes. A scheduled function that no package
 // registers yet answers 204.
-func mountFunctions(ctx context.Context, mux *http.ServeMux, top *topology.Topology, c *platform.Clients) (map[string]http.Handler, error) {
-	builders := map[string]platform.HTTPBuilder{}
-	for _, r := range platform.All() {
+func mountFunctions(ctx context.Context, mux *http.ServeMux, top *topology.Topology, c *host.Clients) (map[string]http.Handler, error) {
+	builders := map[string]host.HTTPBuilder{}
+	for _, r := range host.All() {
 		if r.HTTP != nil {
 			builders[r.Name] = r.HTTP
 		}
@@ -290,7 +290,7 @@ func startScheduler(top *topology.Topology, handlers map[string]http.Handler) (*
 	return c, nil
 }
 
-func waitBackends(ctx context.Context, c *platform.Clients) error {
+func waitBackends(ctx context.Context, c *host.Clients) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -309,10 +309,10 @@ func waitBackends(ctx context.Context, c *platform.Clients) error {
 // readiness answers /healthz: 200 once every backend answers.
 type readiness struct {
 	mu      sync.Mutex
-	clients *platform.Clients
+	clients *host.Clients
 }
 
-func (r *readiness) set(c *platform.Clients) {
+func (r *readiness) set(c *host.Clients) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.clients = c

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/account"
 	"github.com/videngage/engagement/shared/account/accountstore"
 	"github.com/videngage/engagement/shared/auth"
@@ -25,14 +26,13 @@ import (
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
 	"github.com/videngage/engagement/shared/httpx"
-	"github.com/videngage/engagement/shared/platform"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 
 func init() {
-	platform.RegisterHTTP("Account", platform.NeedSpanner|platform.NeedBigtable|platform.NeedFirestore|platform.NeedPubSub|platform.NeedVerifier,
-		func(ctx context.Context, c *platform.Clients) (http.Handler, error) {
+	host.RegisterHTTP("Account", host.NeedSpanner|host.NeedBigtable|host.NeedFirestore|host.NeedPubSub|host.NeedVerifier,
+		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
 			db := spannerdb.Wrap(c.Spanner, c.Config)
 			return New(Deps{
 				Verifier:  c.Verifier,

@@ -13,18 +13,18 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 
+	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
-	"github.com/videngage/engagement/shared/platform"
 	"github.com/videngage/engagement/shared/spannerdb"
 	"github.com/videngage/engagement/shared/telemetry"
 )
 
 func init() {
-	platform.RegisterCloudEvent("ApplyCounters", platform.NeedSpanner,
-		func(ctx context.Context, c *platform.Clients) (func(context.Context, event.Event) error, error) {
+	host.RegisterCloudEvent("ApplyCounters", host.NeedSpanner,
+		func(ctx context.Context, c *host.Clients) (func(context.Context, event.Event) error, error) {
 			store, err := Build(c)
 			if err != nil {
 				return nil, err
@@ -34,7 +34,7 @@ func init() {
 }
 
 // Build returns the counter store of an instance.
-func Build(c *platform.Clients) (*counterstore.Store, error) {
+func Build(c *host.Clients) (*counterstore.Store, error) {
 	mode, err := counterstore.ParseMode(c.Config.Counters.Mode)
 	if err != nil {
 		return nil, err

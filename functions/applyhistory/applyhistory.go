@@ -11,16 +11,16 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
-	"github.com/videngage/engagement/shared/platform"
 	"github.com/videngage/engagement/shared/telemetry"
 )
 
 func init() {
-	platform.RegisterCloudEvent("ApplyHistory", platform.NeedBigtable,
-		func(ctx context.Context, c *platform.Clients) (func(context.Context, event.Event) error, error) {
+	host.RegisterCloudEvent("ApplyHistory", host.NeedBigtable,
+		func(ctx context.Context, c *host.Clients) (func(context.Context, event.Event) error, error) {
 			return New(historystore.New(c.Bigtable), c.Metrics), nil
 		})
 }

@@ -12,12 +12,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	applyhistoryfn "github.com/videngage/engagement/functions/applyhistory"
+	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
-	"github.com/videngage/engagement/shared/platform"
 )
 
 func TestMain(m *testing.M) { emulatortest.Main(m) }
@@ -33,12 +33,12 @@ func (s *countingStore) Apply(ctx context.Context, w history.Watch) error {
 	return s.Store.Apply(ctx, w)
 }
 
-func newStore(t *testing.T) (*countingStore, *platform.Clients) {
+func newStore(t *testing.T) (*countingStore, *host.Clients) {
 	t.Helper()
 	cfg := emulatortest.New(t)
-	c, err := platform.New(context.Background(), cfg, platform.NeedBigtable)
+	c, err := host.New(context.Background(), cfg, host.NeedBigtable)
 	if err != nil {
-		t.Fatalf("platform.New: %v", err)
+		t.Fatalf("host.New: %v", err)
 	}
 	t.Cleanup(func() { c.Close() })
 	return &countingStore{Store: historystore.New(c.Bigtable)}, c

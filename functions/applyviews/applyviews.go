@@ -27,19 +27,19 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 
 	applycountersfn "github.com/videngage/engagement/functions/applycounters"
+	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
-	"github.com/videngage/engagement/shared/platform"
 	"github.com/videngage/engagement/shared/telemetry"
 )
 
 func init() {
-	platform.RegisterCloudEvent("ApplyViews", platform.NeedSpanner|platform.NeedBigtable,
-		func(ctx context.Context, c *platform.Clients) (func(context.Context, event.Event) error, error) {
+	host.RegisterCloudEvent("ApplyViews", host.NeedSpanner|host.NeedBigtable,
+		func(ctx context.Context, c *host.Clients) (func(context.Context, event.Event) error, error) {
 			store, err := applycountersfn.Build(c)
 			if err != nil {
 				return nil, err

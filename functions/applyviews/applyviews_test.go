@@ -11,13 +11,13 @@ import (
 
 	applycountersfn "github.com/videngage/engagement/functions/applycounters"
 	applyviewsfn "github.com/videngage/engagement/functions/applyviews"
+	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
-	"github.com/videngage/engagement/shared/platform"
 )
 
 func TestMain(m *testing.M) { emulatortest.Main(m) }
@@ -53,7 +53,7 @@ func (c *crashing) Apply(ctx context.Context, evs []events.Event) (counterstore.
 // viewers count users, not watches.
 func TestViewsCountOncePerWatch(t *testing.T) {
 	cfg := emulatortest.New(t)
-	c, err := platform.New(context.Background(), cfg, platform.NeedSpanner|platform.NeedBigtable)
+	c, err := host.New(context.Background(), cfg, host.NeedSpanner|host.NeedBigtable)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,19 +19,19 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/comment"
 	"github.com/videngage/engagement/shared/comment/commentstore"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/httpx"
-	"github.com/videngage/engagement/shared/platform"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 
 func init() {
-	platform.RegisterHTTP("Comments", platform.NeedSpanner|platform.NeedPubSub|platform.NeedVerifier,
-		func(ctx context.Context, c *platform.Clients) (http.Handler, error) {
+	host.RegisterHTTP("Comments", host.NeedSpanner|host.NeedPubSub|host.NeedVerifier,
+		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
 			deps, err := Build(c)
 			if err != nil {
 				return nil, err
@@ -41,7 +41,7 @@ func init() {
 }
 
 // Build wires the handler's collaborators from an instance's clients.
-func Build(c *platform.Clients) (Deps, error) {
+func Build(c *host.Clients) (Deps, error) {
 	cfg := c.Config
 	db := spannerdb.Wrap(c.Spanner, cfg)
 	wo, err := counterstore.WriterOptions(cfg.Counters.Mode, db, 8)

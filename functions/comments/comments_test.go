@@ -15,12 +15,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	commentsfn "github.com/videngage/engagement/functions/comments"
+	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/comment"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/events"
-	"github.com/videngage/engagement/shared/platform"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 
@@ -451,7 +451,7 @@ func TestBuildThroughPubSub(t *testing.T) {
 			emulatortest.WithEnv("RATE_LIMIT_COMMENTS", "3"),
 			emulatortest.WithEnv("RATE_LIMITS", limits))
 		ctx := context.Background()
-		clients, err := platform.New(ctx, cfg, platform.NeedSpanner|platform.NeedPubSub|platform.NeedVerifier)
+		clients, err := host.New(ctx, cfg, host.NeedSpanner|host.NeedPubSub|host.NeedVerifier)
 		if err != nil {
 			t.Fatal(err)
 		}

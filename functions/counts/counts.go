@@ -25,17 +25,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/httpx"
-	"github.com/videngage/engagement/shared/platform"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 
 func init() {
-	platform.RegisterHTTP("Counts", platform.NeedSpanner|platform.NeedVerifier,
-		func(ctx context.Context, c *platform.Clients) (http.Handler, error) {
+	host.RegisterHTTP("Counts", host.NeedSpanner|host.NeedVerifier,
+		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
 			cfg := c.Config
 			mode, err := counterstore.ParseMode(cfg.Counters.Mode)
 			if err != nil {

@@ -18,16 +18,16 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/moderation"
-	"github.com/videngage/engagement/shared/platform"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 
 func init() {
-	platform.RegisterHTTP("DetectManipulation", platform.NeedSpanner,
-		func(ctx context.Context, c *platform.Clients) (http.Handler, error) {
+	host.RegisterHTTP("DetectManipulation", host.NeedSpanner,
+		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
 			store := reactionstore.New(spannerdb.Wrap(c.Spanner, c.Config), 0)
 			return New(Deps{Store: store}), nil
 		})

@@ -18,13 +18,13 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 
+	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/account"
 	"github.com/videngage/engagement/shared/account/accountstore"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/comment/commentstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/history/historystore"
-	"github.com/videngage/engagement/shared/platform"
 	"github.com/videngage/engagement/shared/ratelimit"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -32,8 +32,8 @@ import (
 )
 
 func init() {
-	platform.RegisterCloudEvent("EraseAccount", platform.NeedSpanner|platform.NeedBigtable|platform.NeedFirestore|platform.NeedPubSub,
-		func(ctx context.Context, c *platform.Clients) (func(context.Context, event.Event) error, error) {
+	host.RegisterCloudEvent("EraseAccount", host.NeedSpanner|host.NeedBigtable|host.NeedFirestore|host.NeedPubSub,
+		func(ctx context.Context, c *host.Clients) (func(context.Context, event.Event) error, error) {
 			cfg := c.Config
 			db := spannerdb.Wrap(c.Spanner, cfg)
 			e := &account.Eraser{

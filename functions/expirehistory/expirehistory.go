@@ -25,14 +25,14 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/history/historystore"
 	"github.com/videngage/engagement/shared/httpx"
-	"github.com/videngage/engagement/shared/platform"
 )
 
 func init() {
-	platform.RegisterHTTP("ExpireHistory", platform.NeedBigtable|platform.NeedFirestore,
-		func(ctx context.Context, c *platform.Clients) (http.Handler, error) {
+	host.RegisterHTTP("ExpireHistory", host.NeedBigtable|host.NeedFirestore,
+		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
 			return New(Deps{
 				Users: historystore.NewSettings(c.Firestore),
 				Store: historystore.New(c.Bigtable),

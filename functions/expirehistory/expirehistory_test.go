@@ -16,12 +16,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	expirehistoryfn "github.com/videngage/engagement/functions/expirehistory"
+	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
 	"github.com/videngage/engagement/shared/httpx"
-	"github.com/videngage/engagement/shared/platform"
 )
 
 func TestMain(m *testing.M) { emulatortest.Main(m) }
@@ -34,9 +34,9 @@ type world struct {
 
 func newWorld(t testing.TB) world {
 	t.Helper()
-	c, err := platform.New(context.Background(), emulatortest.New(t), platform.NeedBigtable|platform.NeedFirestore)
+	c, err := host.New(context.Background(), emulatortest.New(t), host.NeedBigtable|host.NeedFirestore)
 	if err != nil {
-		t.Fatalf("platform.New: %v", err)
+		t.Fatalf("host.New: %v", err)
 	}
 	t.Cleanup(func() { c.Close() })
 	return world{store: historystore.New(c.Bigtable), settings: historystore.NewSettings(c.Firestore)}

@@ -18,6 +18,7 @@ import (
 
 	applyhistoryfn "github.com/videngage/engagement/functions/applyhistory"
 	historyfn "github.com/videngage/engagement/functions/history"
+	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
@@ -25,7 +26,6 @@ import (
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
 	"github.com/videngage/engagement/shared/httpx"
-	"github.com/videngage/engagement/shared/platform"
 	"github.com/videngage/engagement/shared/ratelimit"
 )
 
@@ -110,7 +110,7 @@ func pushEvent(_ testing.TB, messageID string, data []byte, attrs map[string]str
 type env struct {
 	t       *testing.T
 	cfg     *config.Config
-	clients *platform.Clients
+	clients *host.Clients
 	url     string
 	issuer  *auth.LocalIssuer
 	other   *auth.LocalIssuer // a key the verifier does not trust
@@ -154,9 +154,9 @@ func newEnv(t *testing.T, opts ...option) *env {
 		t.Fatal(err)
 	}
 	cfg := emulatortest.New(t)
-	clients, err := platform.New(context.Background(), cfg, platform.NeedBigtable|platform.NeedFirestore|platform.NeedPubSub)
+	clients, err := host.New(context.Background(), cfg, host.NeedBigtable|host.NeedFirestore|host.NeedPubSub)
 	if err != nil {
-		t.Fatalf("platform.New: %v", err)
+		t.Fatalf("host.New: %v", err)
 	}
 	t.Cleanup(func() { clients.Close() })
 

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
@@ -22,14 +23,13 @@ import (
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
 	"github.com/videngage/engagement/shared/httpx"
-	"github.com/videngage/engagement/shared/platform"
 	"github.com/videngage/engagement/shared/ratelimit"
 	"github.com/videngage/engagement/shared/telemetry"
 )
 
 func init() {
-	platform.RegisterHTTP("History", platform.NeedBigtable|platform.NeedPubSub|platform.NeedFirestore|platform.NeedVerifier,
-		func(ctx context.Context, c *platform.Clients) (http.Handler, error) {
+	host.RegisterHTTP("History", host.NeedBigtable|host.NeedPubSub|host.NeedFirestore|host.NeedVerifier,
+		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
 			batch := Batching(c.Config)
 			return New(Deps{
 				Verifier:  c.Verifier,
@@ -60,7 +60,7 @@ func Batching(cfg *config.Config) counter.GroupCommitOptions {
 // rateLimiter is the per-user limit of history writes, in Bigtable beside the
 // history; nil when RATE_LIMITS=off (load tests of one user) or the limit is
 // not positive.
-func rateLimiter(c *platform.Clients) Limiter {
+func rateLimiter(c *host.Clients) Limiter {
 	limit := c.Config.UserLimits().History
 	if limit == 0 {
 		return nil

@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
@@ -22,7 +23,6 @@ import (
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/pagetoken"
-	"github.com/videngage/engagement/shared/platform"
 	"github.com/videngage/engagement/shared/ratelimit"
 	"github.com/videngage/engagement/shared/reaction"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
@@ -31,8 +31,8 @@ import (
 )
 
 func init() {
-	platform.RegisterHTTP("Reactions", platform.NeedSpanner|platform.NeedBigtable|platform.NeedPubSub|platform.NeedVerifier,
-		func(ctx context.Context, c *platform.Clients) (http.Handler, error) {
+	host.RegisterHTTP("Reactions", host.NeedSpanner|host.NeedBigtable|host.NeedPubSub|host.NeedVerifier,
+		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
 			deps, err := Build(c)
 			if err != nil {
 				return nil, err
@@ -42,7 +42,7 @@ func init() {
 }
 
 // Build wires the handler's collaborators from an instance's clients.
-func Build(c *platform.Clients) (Deps, error) {
+func Build(c *host.Clients) (Deps, error) {
 	cfg := c.Config
 	db := spannerdb.Wrap(c.Spanner, cfg)
 	// Group commit: while a transaction runs, the requests that arrive form

@@ -16,19 +16,19 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/comment/commentstore"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/httpx"
-	"github.com/videngage/engagement/shared/platform"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
 	"github.com/videngage/engagement/shared/spannerdb"
 	"github.com/videngage/engagement/shared/telemetry"
 )
 
 func init() {
-	platform.RegisterHTTP("Reconcile", platform.NeedSpanner,
-		func(ctx context.Context, c *platform.Clients) (http.Handler, error) {
+	host.RegisterHTTP("Reconcile", host.NeedSpanner,
+		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
 			store := counterstore.New(spannerdb.Wrap(c.Spanner, c.Config), counterstore.Options{})
 			return New(Deps{Store: store, Sources: Sources(), Metrics: c.Metrics}), nil
 		})

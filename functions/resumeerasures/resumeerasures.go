@@ -11,17 +11,17 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/account"
 	"github.com/videngage/engagement/shared/account/accountstore"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/httpx"
-	"github.com/videngage/engagement/shared/platform"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 
 func init() {
-	platform.RegisterHTTP("ResumeErasures", platform.NeedSpanner|platform.NeedPubSub,
-		func(ctx context.Context, c *platform.Clients) (http.Handler, error) {
+	host.RegisterHTTP("ResumeErasures", host.NeedSpanner|host.NeedPubSub,
+		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
 			return New(Deps{
 				Store:        accountstore.New(spannerdb.Wrap(c.Spanner, c.Config)),
 				Publisher:    bus.NewPublisher(c.PubSub, c.Config.PubSub.ErasureTopic),

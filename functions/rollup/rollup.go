@@ -21,19 +21,19 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/httpx"
-	"github.com/videngage/engagement/shared/platform"
 	"github.com/videngage/engagement/shared/spannerdb"
 	"github.com/videngage/engagement/shared/telemetry"
 )
 
 func init() {
-	platform.RegisterHTTP("Rollup", platform.NeedSpanner|platform.NeedPubSub,
-		func(ctx context.Context, c *platform.Clients) (http.Handler, error) {
+	host.RegisterHTTP("Rollup", host.NeedSpanner|host.NeedPubSub,
+		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
 			cfg := c.Config
 			mode, err := counterstore.ParseMode(cfg.Counters.Mode)
 			if err != nil {

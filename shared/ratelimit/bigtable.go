@@ -55,7 +55,7 @@ type Bigtable struct {
 
 // NewBigtable limits kind to limit per minute in client c's rate_limits
 // table. The client's app profile must allow single-row transactions
-// (platform.Clients.BigtableTx).
+// (host.Clients.BigtableTx).
 func NewBigtable(c *bigtable.Client, kind string, limit int) *Bigtable {
 	return &Bigtable{t: c.Open(Table), kind: kind, limit: int64(limit), now: time.Now}
 }

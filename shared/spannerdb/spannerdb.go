@@ -80,7 +80,7 @@ func New(ctx context.Context, cfg *config.Config) (*DB, error) {
 	return Wrap(c, cfg), nil
 }
 
-// Wrap uses an existing client (platform.Clients builds one per instance).
+// Wrap uses an existing client (host.Clients builds one per instance).
 func Wrap(c *spanner.Client, cfg *config.Config) *DB {
 	return &DB{Client: c, serial: cfg.Spanner.EmulatorHost != ""}
 }

@@ -17,7 +17,7 @@ import (
 
 const (
 	frameworkImport = "github.com/GoogleCloudPlatform/functions-framework-go/functions"
-	platformImport  = "github.com/videngage/engagement/shared/platform"
+	hostImport      = "github.com/videngage/engagement/functions/host"
 	modulePath      = "github.com/videngage/engagement"
 )
 
@@ -26,7 +26,7 @@ type Registration struct {
 	Name    string
 	Kind    string          // "HTTP" or "CloudEvent"
 	Package string          // import path of the registering package
-	Needs   map[string]bool // platform.Need* names (Spanner, Bigtable, ...); nil if registered directly
+	Needs   map[string]bool // host.Need* names (Spanner, Bigtable, ...); nil if registered directly
 	Pos     string
 	// Topics the package publishes to: the defaults of the shared/config
 	// PubSub fields it reads (cfg.PubSub.CounterTopic -> counter-events).
@@ -139,7 +139,8 @@ func goFiles(dir string) ([]string, error) {
 }
 
 // scanRegistrations finds functions.HTTP/CloudEvent and
-// platform.RegisterHTTP/RegisterCloudEvent calls under functions/.
+// host.RegisterHTTP/RegisterCloudEvent calls under functions/, the host
+// itself aside.
 func (c *Code) scanRegistrations(repo string) error {
 	dir := filepath.Join(repo, "functions")
 	if _, err := os.Stat(dir); os.IsNotExist(err) {
@@ -158,6 +159,11 @@ func (c *Code) scanRegistrations(repo string) error {
 		}
 		rel0, _ := filepath.Rel(repo, filepath.Dir(path))
 		pkg0 := modulePath + "/" + filepath.ToSlash(rel0)
+		if pkg0 == hostImport {
+			// The host registers with the framework on the functions'
+			// behalf; its own calls name no function.
+			continue
+		}
 		ast.Inspect(f, func(n ast.Node) bool {
 			sel, ok := n.(*ast.SelectorExpr)
 			if !ok {
@@ -202,9 +208,9 @@ func (c *Code) scanRegistrations(repo string) error {
 			}
 			var kind string
 			switch imports[x.Name] + "." + sel.Sel.Name {
-			case frameworkImport + ".HTTP", platformImport + ".RegisterHTTP":
+			case frameworkImport + ".HTTP", hostImport + ".RegisterHTTP":
 				kind = "HTTP"
-			case frameworkImport + ".CloudEvent", platformImport + ".RegisterCloudEvent":
+			case frameworkImport + ".CloudEvent", hostImport + ".RegisterCloudEvent":
 				kind = "CloudEvent"
 			default:
 				return true
@@ -220,7 +226,7 @@ func (c *Code) scanRegistrations(repo string) error {
 			}
 			name, _ := strconv.Unquote(lit.Value)
 			r := Registration{Name: name, Kind: kind, Package: pkg, Pos: pos}
-			if imports[x.Name] == platformImport {
+			if imports[x.Name] == hostImport {
 				if len(call.Args) < 2 {
 					scanErr = fmt.Errorf("%s: registration without needs", pos)
 					return false
@@ -253,8 +259,8 @@ func (c *Code) scanRegistrations(repo string) error {
 	return nil
 }
 
-// needsOf reads an expression like platform.NeedSpanner|platform.NeedPubSub.
-func needsOf(e ast.Expr, platformName string) (map[string]bool, error) {
+// needsOf reads an expression like host.NeedSpanner|host.NeedPubSub.
+func needsOf(e ast.Expr, hostName string) (map[string]bool, error) {
 	needs := map[string]bool{}
 	var walk func(ast.Expr) error
 	walk = func(e ast.Expr) error {
@@ -270,7 +276,7 @@ func needsOf(e ast.Expr, platformName string) (map[string]bool, error) {
 			}
 			return walk(e.Y)
 		case *ast.SelectorExpr:
-			if x, ok := e.X.(*ast.Ident); ok && x.Name == platformName && strings.HasPrefix(e.Sel.Name, "Need") {
+			if x, ok := e.X.(*ast.Ident); ok && x.Name == hostName && strings.HasPrefix(e.Sel.Name, "Need") {
 				needs[strings.TrimPrefix(e.Sel.Name, "Need")] = true
 				return nil
 			}
@@ -279,7 +285,7 @@ func needsOf(e ast.Expr, platformName string) (map[string]bool, error) {
 				return nil
 			}
 		}
-		return fmt.Errorf("needs must be platform.Need* constants joined with |")
+		return fmt.Errorf("needs must be host.Need* constants joined with |")
 	}
 	return needs, walk(e)
 }

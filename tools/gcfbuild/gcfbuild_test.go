@@ -207,7 +207,7 @@ func checkServes(t *testing.T, fi *instance, top *topology.Topology, fn topology
 			t.Errorf("status %d, want a failure Pub/Sub redelivers", resp.StatusCode)
 		}
 		// The framework logs the function's error after it answers.
-		line, ok := fi.waitOutput(t.Context(), "platform.New")
+		line, ok := fi.waitOutput(t.Context(), "host.New")
 		if !ok {
 			t.Errorf("the function's client build error is not in its output:\n%s", fi.output())
 		}

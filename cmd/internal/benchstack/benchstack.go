@@ -24,6 +24,7 @@ import (
 
 	applycountersfn "github.com/videngage/engagement/functions/applycounters"
 	countsfn "github.com/videngage/engagement/functions/counts"
+	"github.com/videngage/engagement/functions/host"
 	reconcilefn "github.com/videngage/engagement/functions/reconcile"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/bus"
@@ -31,7 +32,6 @@ import (
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/emulators"
 	"github.com/videngage/engagement/shared/events"
-	"github.com/videngage/engagement/shared/platform"
 	"github.com/videngage/engagement/shared/spannerdb"
 	"github.com/videngage/engagement/shared/topology"
 )
@@ -162,7 +162,7 @@ func (w *World) Close() {
 // ROLLUP_INTERVAL.
 type Stack struct {
 	Config    *config.Config
-	Clients   *platform.Clients
+	Clients   *host.Clients
 	Issuer    *auth.LocalIssuer
 	DB        *spannerdb.DB
 	Counters  *counterstore.Store
@@ -202,7 +202,7 @@ func New(ctx context.Context, name string, cfg *config.Config, srv *Server, moun
 	cfg.Auth.Audience = cfg.Project
 	cfg.Auth.Issuer = ""
 	cfg.Auth.JWKSURL = srv.URL + "/jwks"
-	clients, err := platform.New(ctx, cfg, platform.NeedSpanner|platform.NeedBigtable|platform.NeedPubSub|platform.NeedVerifier)
+	clients, err := host.New(ctx, cfg, host.NeedSpanner|host.NeedBigtable|host.NeedPubSub|host.NeedVerifier)
 	if err != nil {
 		return nil, err
 	}

@@ -24,6 +24,8 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/bigtable"
+	"cloud.google.com/go/firestore"
 	"github.com/sethvargo/go-envconfig"
 
 	"github.com/videngage/engagement/shared/config"
@@ -182,4 +184,29 @@ func projectID() string {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	return fmt.Sprintf("t%d-%d-%s", os.Getpid(), worlds.Add(1), hex.EncodeToString(b[:]))
+}
+
+// Bigtable is a Bigtable client of cfg's world (as New returns it), closed
+// when the test ends: for the stores' own tests, which sit below the function
+// host that builds the clients of a deployed instance.
+func Bigtable(t testing.TB, cfg *config.Config) *bigtable.Client {
+	t.Helper()
+	c, err := bigtable.NewClientWithConfig(context.Background(), cfg.Project, cfg.Bigtable.Instance,
+		bigtable.ClientConfig{MetricsProvider: bigtable.NoopMetricsProvider{}})
+	if err != nil {
+		t.Fatalf("emulatortest.Bigtable: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// Firestore is a Firestore client of cfg's world, closed when the test ends.
+func Firestore(t testing.TB, cfg *config.Config) *firestore.Client {
+	t.Helper()
+	c, err := firestore.NewClientWithDatabase(context.Background(), cfg.Project, cfg.Firestore.Database)
+	if err != nil {
+		t.Fatalf("emulatortest.Firestore: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }

@@ -28,7 +28,7 @@ const claimConcurrency = 16
 
 // Claims records which batch counts each watch, in the watch's
 // watch_latest row. Its client is the transactional one
-// (platform.Clients.BigtableTx): a claim is a check-and-mutate, a
+// (host.Clients.BigtableTx): a claim is a check-and-mutate, a
 // single-row transaction, and the claims are read back on the same single
 // cluster, so a claim just written is always seen.
 type Claims struct {

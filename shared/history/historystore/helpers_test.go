@@ -20,7 +20,6 @@ import (
 
 	"github.com/videngage/engagement/shared/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/history"
-	"github.com/videngage/engagement/shared/platform"
 )
 
 func TestMain(m *testing.M) { emulatortest.Main(m) }
@@ -28,13 +27,8 @@ func TestMain(m *testing.M) { emulatortest.Main(m) }
 // newStore is a History store on fresh tables of the emulator.
 func newStore(t testing.TB) (*Store, *bigtable.Client) {
 	t.Helper()
-	cfg := emulatortest.New(t)
-	c, err := platform.New(context.Background(), cfg, platform.NeedBigtable)
-	if err != nil {
-		t.Fatalf("platform.New: %v", err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return New(c.Bigtable), c.Bigtable
+	c := emulatortest.Bigtable(t, emulatortest.New(t))
+	return New(c), c
 }
 
 // base is a recent millisecond: the tables' GC max age (36 months by

@@ -1,7 +1,6 @@
 package historystore
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -12,18 +11,12 @@ import (
 	"github.com/videngage/engagement/shared/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/history"
-	"github.com/videngage/engagement/shared/platform"
 )
 
 // newFirestore is a Firestore client of a fresh project of the emulator.
 func newFirestore(t *testing.T) *firestore.Client {
 	t.Helper()
-	c, err := platform.New(context.Background(), emulatortest.New(t), platform.NeedFirestore)
-	if err != nil {
-		t.Fatalf("platform.New: %v", err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c.Firestore
+	return emulatortest.Firestore(t, emulatortest.New(t))
 }
 
 var trickyUserIDs = []string{"alice", "a/b", "a", "a#b", "__x__", "__.*__", ".", "..", "日本", "\x00", strings.Repeat("x", 128)}

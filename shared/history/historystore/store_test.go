@@ -16,7 +16,6 @@ import (
 	"github.com/videngage/engagement/shared/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/history"
-	"github.com/videngage/engagement/shared/platform"
 )
 
 func TestApplyListNewestFirst(t *testing.T) {
@@ -645,11 +644,7 @@ func TestListIsOneBoundedRead(t *testing.T) {
 func TestTableRetention(t *testing.T) {
 	t.Parallel()
 	cfg := emulatortest.New(t, emulatortest.WithHistoryMaxAgeDays(1))
-	c, err := platform.New(context.Background(), cfg, platform.NeedBigtable)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := emulatortest.Bigtable(t, cfg)
 	ac, err := bigtable.NewAdminClient(t.Context(), cfg.Project, cfg.Bigtable.Instance)
 	if err != nil {
 		t.Fatal(err)
@@ -675,7 +670,7 @@ func TestTableRetention(t *testing.T) {
 		}
 	}
 
-	h := New(c.Bigtable)
+	h := New(c)
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	old := history.NewWatch("lou", "old", now.Add(-49*time.Hour), 1)
 	recent := history.NewWatch("lou", "recent", now.Add(-time.Hour), 2)

@@ -7,7 +7,7 @@
 
 locals {
   # What each function's code touches, as its registration declares it
-  # (platform.Need* in functions/<name>; terraform/check compares the two).
+  # (host.Need* in functions/<name>; terraform/check compares the two).
   # spanner/bigtable: "user" (read-write), "reader" or "" (none); firestore:
   # "user", "viewer" or ""; publish: the topics it publishes to.
   function_access = {

@@ -1,9 +1,10 @@
-// Package platform builds the Google Cloud clients of a function instance from
-// its configuration and registers functions with functions-framework-go so
-// that the clients are built once per instance, on first use, and built again
-// on the next request if building failed (never a start-up failure cached
-// forever).
-package platform
+// Package host is the Cloud Functions host every function package stands on,
+// not a function itself: it builds the Google Cloud clients of a function
+// instance from its configuration, registers functions with
+// functions-framework-go so that the clients are built once per instance, on
+// first use, and built again on the next request if building failed (never a
+// start-up failure cached forever), and checks the clients' health.
+package host
 
 import (
 	"context"
@@ -67,7 +68,7 @@ func New(ctx context.Context, cfg *config.Config, needs Needs) (_ *Clients, err 
 		}
 	}()
 	if c.Metrics, err = telemetry.NewMetrics(nil); err != nil {
-		return nil, fmt.Errorf("platform.New: metrics: %w", err)
+		return nil, fmt.Errorf("host.New: metrics: %w", err)
 	}
 	if needs&NeedSpanner != 0 {
 		c.Spanner, err = spanner.NewClientWithConfig(ctx, cfg.DatabasePath(), spanner.ClientConfig{
@@ -75,7 +76,7 @@ func New(ctx context.Context, cfg *config.Config, needs Needs) (_ *Clients, err 
 			DisableNativeMetrics: cfg.Spanner.EmulatorHost != "",
 		}, spannerdb.ClientOptions()...)
 		if err != nil {
-			return nil, fmt.Errorf("platform.New: spanner: %w", err)
+			return nil, fmt.Errorf("host.New: spanner: %w", err)
 		}
 	}
 	if needs&NeedBigtable != 0 {
@@ -85,33 +86,33 @@ func New(ctx context.Context, cfg *config.Config, needs Needs) (_ *Clients, err 
 		}
 		c.Bigtable, err = bigtable.NewClientWithConfig(ctx, cfg.Project, cfg.Bigtable.Instance, btc)
 		if err != nil {
-			return nil, fmt.Errorf("platform.New: bigtable: %w", err)
+			return nil, fmt.Errorf("host.New: bigtable: %w", err)
 		}
 		c.BigtableTx = c.Bigtable
 		if p := cfg.Bigtable.TransactionalAppProfile; p != "" && p != cfg.Bigtable.AppProfile {
 			btc.AppProfile = p
 			c.BigtableTx, err = bigtable.NewClientWithConfig(ctx, cfg.Project, cfg.Bigtable.Instance, btc)
 			if err != nil {
-				return nil, fmt.Errorf("platform.New: bigtable (transactional profile): %w", err)
+				return nil, fmt.Errorf("host.New: bigtable (transactional profile): %w", err)
 			}
 		}
 	}
 	if needs&NeedPubSub != 0 {
 		c.PubSub, err = pubsub.NewClient(ctx, cfg.Project)
 		if err != nil {
-			return nil, fmt.Errorf("platform.New: pubsub: %w", err)
+			return nil, fmt.Errorf("host.New: pubsub: %w", err)
 		}
 	}
 	if needs&NeedFirestore != 0 {
 		c.Firestore, err = firestore.NewClientWithDatabase(ctx, cfg.Project, cfg.Firestore.Database)
 		if err != nil {
-			return nil, fmt.Errorf("platform.New: firestore: %w", err)
+			return nil, fmt.Errorf("host.New: firestore: %w", err)
 		}
 	}
 	if needs&NeedVerifier != 0 {
 		c.Verifier, err = auth.NewVerifier(ctx, cfg.Auth, auth.WithTokenCache(cfg.Auth.TokenCache))
 		if err != nil {
-			return nil, fmt.Errorf("platform.New: verifier: %w", err)
+			return nil, fmt.Errorf("host.New: verifier: %w", err)
 		}
 	}
 	return c, nil
@@ -197,7 +198,7 @@ func remember(r Registered) {
 	regMu.Lock()
 	defer regMu.Unlock()
 	if _, dup := registered[r.Name]; dup {
-		panic("platform: function registered twice: " + r.Name)
+		panic("host: function registered twice: " + r.Name)
 	}
 	registered[r.Name] = r
 }
