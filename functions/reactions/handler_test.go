@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/videngage/engagement/functions/host"
 	reactionsfn "github.com/videngage/engagement/functions/reactions"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/bus"
@@ -27,7 +28,6 @@ import (
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/httpx/apitest"
 	"github.com/videngage/engagement/shared/pagetoken"
-	"github.com/videngage/engagement/shared/platform"
 	"github.com/videngage/engagement/shared/ratelimit"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -97,9 +97,9 @@ func newEnv(t *testing.T, perMinute int) *env {
 	}
 	cfg := emulatortest.New(t)
 	ctx := context.Background()
-	clients, err := platform.New(ctx, cfg, platform.NeedSpanner|platform.NeedBigtable|platform.NeedPubSub)
+	clients, err := host.New(ctx, cfg, host.NeedSpanner|host.NeedBigtable|host.NeedPubSub)
 	if err != nil {
-		t.Fatalf("platform.New: %v", err)
+		t.Fatalf("host.New: %v", err)
 	}
 	t.Cleanup(func() { clients.Close() })
 	jwks := httptest.NewServer(is.JWKSHandler())
@@ -248,4 +248,3 @@ func TestPutUnavailable(t *testing.T) {
 	e.limiter.down.Store(false)
 	e.put("dave", "v2", "dislike").want(t, 200, `"1"`, "")
 }
-
