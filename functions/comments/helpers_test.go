@@ -30,6 +30,7 @@ import (
 	"github.com/videngage/engagement/shared/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/httpx/apitest"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 
@@ -230,6 +231,10 @@ func (e *env) do(method, path, token string, body any, hdr ...string) response {
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		e.t.Fatal(err)
+	}
+	// Every answer, errors included, is what docs/openapi.yaml says.
+	if err := apitest.Check(method, path, resp.StatusCode, resp.Header, b); err != nil {
+		e.t.Error(err)
 	}
 	return response{status: resp.StatusCode, header: resp.Header, body: b}
 }

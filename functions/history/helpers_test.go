@@ -26,6 +26,7 @@ import (
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
 	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/httpx/apitest"
 	"github.com/videngage/engagement/shared/ratelimit"
 )
 
@@ -241,6 +242,10 @@ func (e *env) do(method, path, token string, body any) response {
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		e.t.Fatal(err)
+	}
+	// Every answer, errors included, is what docs/openapi.yaml says.
+	if err := apitest.Check(method, path, resp.StatusCode, resp.Header, b); err != nil {
+		e.t.Error(err)
 	}
 	return response{status: resp.StatusCode, header: resp.Header, body: b}
 }
