@@ -263,8 +263,9 @@ func TestDrillBigtableFrozen(t *testing.T) {
 }
 
 // Drill 4b. The Pub/Sub emulator stops answering for 10 s under load: a
-// write whose event cannot be published fails with 503 (the client retries
-// it), no event is dropped, and pushes resume.
+// reaction whose batch's publish hangs past the request's deadline is
+// answered 503 (it is recorded and pending; the client's retry republishes
+// it, the relay otherwise), no event is dropped, and pushes resume.
 func TestDrillPubSubFrozen(t *testing.T) {
 	st, l, samples, frozen, to := freezeUnderLoad(t, emulators.PubSub, workload.Spec{Reactors: 6, Watchers: 4, Commenters: 3, Readers: 1})
 	expect(t, "reaction writes answered 503 while Pub/Sub was frozen", workload.CountCode(workload.Between(samples, "PUT /v1/reactions", frozen, to), 503) > 0)

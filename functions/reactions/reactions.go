@@ -165,8 +165,6 @@ func (h *handler) put(w http.ResponseWriter, r *http.Request) error {
 	case errors.As(err, &limited):
 		h.Metrics.RateLimited(r.Context(), "reactions")
 		return httpx.ResourceExhausted(limited.RetryAfter, "too many reactions; retry after the time in Retry-After")
-	case errors.Is(err, reactionstore.ErrPublish):
-		return httpx.Unavailable(time.Second, "the reaction is recorded but not yet counted; retry the same request")
 	case err != nil:
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -274,4 +275,37 @@ func PublishAll(ctx context.Context, p Publisher, evs []Event) error {
 		evs = evs[n:]
 	}
 	return nil
+}
+
+// publishTimeout bounds the publish that follows a commit;
+// publishMargin is left of the request's deadline to write the answer.
+const (
+	publishTimeout = 15 * time.Second
+	publishMargin  = 250 * time.Millisecond
+)
+
+// PublishCommitted publishes the events of changes already committed with
+// their outbox rows (PendingDeltas), as every outbox writer does after its
+// transaction. A failure is logged, not returned: the change is recorded
+// and is the truth, its deltas stay pending (its author's own counts include
+// them at once), and the rollup's relay republishes them once they are older
+// than COUNTER_RELAY_AFTER. So a caller answers success for a committed
+// change whatever Pub/Sub does, and a client never retries a write that
+// took effect. It publishes even if ctx is cancelled (the change is
+// committed) but returns before ctx's deadline when Pub/Sub does not
+// answer.
+func PublishCommitted(ctx context.Context, p Publisher, evs []Event) {
+	if len(evs) == 0 {
+		return
+	}
+	deadline := time.Now().Add(publishTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Add(-publishMargin).Before(deadline) {
+		deadline = d.Add(-publishMargin)
+	}
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	defer cancel()
+	if err := PublishAll(ctx, p, evs); err != nil {
+		slog.WarnContext(ctx, "events: counter events of a committed change not published; the outbox relay will republish them",
+			"events", len(evs), "error", err.Error())
+	}
 }

@@ -2,18 +2,10 @@ package commentstore
 
 import (
 	"context"
-	"log/slog"
-	"time"
 
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/events"
 )
-
-// publishTimeout bounds the publish that follows a commit.
-const publishTimeout = 15 * time.Second
-
-// publishMargin is left of the request's deadline to write the answer.
-const publishMargin = 250 * time.Millisecond
 
 // Writer records comment changes and publishes their counter events. Posts
 // are group-committed when batched (the default): the posts that arrive
@@ -23,10 +15,10 @@ const publishMargin = 250 * time.Millisecond
 // own transaction and message.
 //
 // The change is recorded first, with its deltas in the outbox; the event is
-// published after the commit. When publishing fails the change stands (it is
-// the truth, and the caller's answer says so): its deltas stay pending, the
-// author's own counts already include them, and the rollup's relay
-// republishes them. The counter may lag the truth, never lead it.
+// published after the commit by events.PublishCommitted: when publishing
+// fails the change stands and is answered as done, and the rollup's relay
+// republishes its pending deltas. The counter may lag the truth, never lead
+// it.
 type Writer struct {
 	store *Store
 	pub   events.Publisher
@@ -59,7 +51,7 @@ func (w *Writer) post(ctx context.Context, reqs []CreateRequest) ([]CreateResult
 			evs = append(evs, *r.Event)
 		}
 	}
-	w.publish(ctx, evs)
+	events.PublishCommitted(ctx, w.pub, evs)
 	return res, nil
 }
 
@@ -70,7 +62,7 @@ func (w *Writer) Delete(ctx context.Context, actor Actor, id string) (RemoveResu
 	if err != nil {
 		return RemoveResult{}, err
 	}
-	w.publish(ctx, res.Events)
+	events.PublishCommitted(ctx, w.pub, res.Events)
 	return res, nil
 }
 
@@ -81,25 +73,6 @@ func (w *Writer) MarkSpam(ctx context.Context, actor Actor, ids []string) (Remov
 	if err != nil {
 		return RemoveResult{}, err
 	}
-	w.publish(ctx, res.Events)
+	events.PublishCommitted(ctx, w.pub, res.Events)
 	return res, nil
-}
-
-func (w *Writer) publish(ctx context.Context, evs []events.Event) {
-	if len(evs) == 0 {
-		return
-	}
-	// The change is committed: publish even if the caller has gone, but
-	// answer within the request's deadline when Pub/Sub does not (the
-	// outbox relay republishes what is left pending).
-	deadline := time.Now().Add(publishTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Add(-publishMargin).Before(deadline) {
-		deadline = d.Add(-publishMargin)
-	}
-	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
-	defer cancel()
-	if err := events.PublishAll(ctx, w.pub, evs); err != nil {
-		slog.WarnContext(ctx, "commentstore: counter events not published; the outbox relay will republish them",
-			"events", len(evs), "error", err.Error())
-	}
 }

@@ -393,15 +393,23 @@ func TestReadYourOwnWrites(t *testing.T) {
 	}
 }
 
-// A publish that fails after the reaction was recorded is answered with an
-// error; the client's retry changes nothing but sends the same event again.
+// A publish that fails after the reaction was recorded is answered as done
+// (the change stands, pending in the outbox, where the relay finds it); a
+// client's retry changes nothing but sends the same event again.
 func TestRetryRepublishesAfterLostPublish(t *testing.T) {
 	w := newWorld(t, worldOpts{batched: true})
 	ctx := context.Background()
 	w.pub.setFail(errors.New("pubsub down"))
 	res, err := w.writer.Set(ctx, reactionstore.SetRequest{UserID: "u", ContentID: "v", To: reaction.Like})
-	if err != nil || !errors.Is(res.Err, reactionstore.ErrPublish) {
-		t.Fatalf("failed publish: err %v, result err %v", err, res.Err)
+	if err != nil || res.Err != nil || res.State.Version != 1 {
+		t.Fatalf("failed publish: err %v, result %+v", err, res)
+	}
+	if msgs := w.pub.take(); len(msgs) != 0 {
+		t.Fatalf("a failed publish delivered %v", msgs)
+	}
+	stale, err := w.cs.Stale(ctx, -time.Minute)
+	if err != nil || len(stale) != 1 || res.Event == nil || stale[0].ID != res.Event.ID {
+		t.Fatalf("relay finds %+v (%v), want the recorded event %+v", stale, err, res.Event)
 	}
 	w.pub.setFail(nil)
 	retry := w.set(t, "u", "v", reaction.Like)
@@ -420,7 +428,7 @@ func TestRetryRepublishesAfterLostPublish(t *testing.T) {
 		t.Fatalf("counted %+v", got)
 	}
 	// The rollup's relay finds nothing left to republish.
-	stale, err := w.cs.Stale(ctx, 0)
+	stale, err = w.cs.Stale(ctx, 0)
 	if err != nil || len(stale) != 0 {
 		t.Fatalf("stale after delivery: %v %v", stale, err)
 	}

@@ -7,7 +7,6 @@ package reactionstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -85,8 +84,9 @@ type SetResult struct {
 	// a flagged account).
 	Event *events.Event
 	// Republish holds the user's earlier changes on the item that are still
-	// pending: a request that changes nothing may be the client's retry after
-	// a publish that failed, so their messages are sent again.
+	// pending: a request that changes nothing may be the client's retry of
+	// a request whose publish failed or whose answer was lost, so their
+	// messages are sent again without waiting for the relay.
 	Republish []events.Event
 	// Err is this request's own failure: *reaction.ErrVersionMismatch,
 	// *RateLimitedError or errs.ErrAccountErasing. The others in the batch are unaffected.
@@ -328,7 +328,3 @@ func queryKeys(ctx context.Context, tx *spanner.ReadOnlyTransaction, stmt spanne
 	})
 	return out, err
 }
-
-// ErrPublish marks a change that is recorded (and pending in the outbox) but
-// whose message could not be sent: the client retries, and the retry sends it.
-var ErrPublish = errors.New("reactionstore: publish failed")

@@ -48,9 +48,11 @@ func NewWriter(store *Store, pub events.Publisher, o WriterOptions) *Writer {
 	return w
 }
 
-// Set records one change and returns once its event is published. A
-// publish failure is ErrPublish (wrapping the cause): the change is recorded
-// and its deltas are pending, and the client's retry re-publishes them.
+// Set records one change and returns once its event is published, or once
+// publishing failed: the change is recorded either way, its deltas pending
+// until the relay republishes them (events.PublishCommitted). A client's
+// retry of a request that changes nothing republishes the user's pending
+// events on the item at once (SetResult.Republish).
 func (w *Writer) Set(ctx context.Context, r SetRequest) (SetResult, error) {
 	return w.sets.Do(ctx, r)
 }
@@ -115,13 +117,6 @@ func (w *Writer) record(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 			}
 		}
 	}
-	if err := events.PublishAll(ctx, w.pub, evs); err != nil {
-		perr := fmt.Errorf("%w: %w", ErrPublish, err)
-		for i := range res {
-			if res[i].Err == nil && (res[i].Event != nil || len(res[i].Republish) > 0) {
-				res[i].Err = perr
-			}
-		}
-	}
+	events.PublishCommitted(ctx, w.pub, evs)
 	return res, nil
 }
