@@ -22,9 +22,9 @@ import (
 
 	"github.com/videngage/engagement/cmd/internal/benchstack"
 	countsfn "github.com/videngage/engagement/functions/counts"
+	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
-	"github.com/videngage/engagement/shared/emulators"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/spannerdb"
 )

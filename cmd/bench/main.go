@@ -35,7 +35,7 @@ import (
 	"time"
 
 	"github.com/videngage/engagement/cmd/internal/benchstack"
-	"github.com/videngage/engagement/shared/emulators"
+	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/spannerdb"
 )

@@ -14,7 +14,7 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 
 	"github.com/videngage/engagement/cmd/internal/benchstack"
-	"github.com/videngage/engagement/shared/emulators/emulatortest"
+	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/history"
 )
 

@@ -26,8 +26,8 @@ import (
 
 	"github.com/videngage/engagement/cmd/internal/benchstack"
 	detectmanipulationfn "github.com/videngage/engagement/functions/detectmanipulation"
+	"github.com/videngage/engagement/internal/moderationtest"
 	"github.com/videngage/engagement/shared/moderation"
-	"github.com/videngage/engagement/shared/moderation/moderationtest"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
 	"github.com/videngage/engagement/shared/spannerdb"
 )

@@ -18,7 +18,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
 	"github.com/videngage/engagement/cmd/soak/workload"
-	"github.com/videngage/engagement/shared/emulators"
+	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/topology"
 )

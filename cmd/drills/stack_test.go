@@ -26,11 +26,11 @@ import (
 	_ "github.com/videngage/engagement" // every function registers itself
 	"github.com/videngage/engagement/cmd/soak/workload"
 	"github.com/videngage/engagement/functions/host"
+	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter/counterstore"
-	"github.com/videngage/engagement/shared/emulators"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/spannerdb"
 	"github.com/videngage/engagement/shared/topology"

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/videngage/engagement/shared/emulators/emulatortest"
-	"github.com/videngage/engagement/shared/httpx/apitest"
+	"github.com/videngage/engagement/internal/apitest"
+	"github.com/videngage/engagement/internal/emulators/emulatortest"
 )
 
 func TestMain(m *testing.M) { emulatortest.Main(m) }

@@ -22,9 +22,9 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/videngage/engagement/functions/host"
+	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/config"
-	"github.com/videngage/engagement/shared/emulators"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/telemetry"
 	"github.com/videngage/engagement/shared/topology"

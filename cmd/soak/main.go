@@ -36,10 +36,10 @@ import (
 
 	"github.com/videngage/engagement/cmd/soak/faults"
 	"github.com/videngage/engagement/cmd/soak/workload"
+	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
-	"github.com/videngage/engagement/shared/emulators"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 

@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/videngage/engagement/shared/emulators"
+	"github.com/videngage/engagement/internal/emulators"
 )
 
 func main() {

@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/videngage/engagement/internal/apitest"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/comment"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/httpx"
-	"github.com/videngage/engagement/shared/httpx/apitest"
 	"github.com/videngage/engagement/shared/reaction"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
 )

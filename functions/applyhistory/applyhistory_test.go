@@ -13,8 +13,8 @@ import (
 
 	applyhistoryfn "github.com/videngage/engagement/functions/applyhistory"
 	"github.com/videngage/engagement/functions/host"
+	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/bus"
-	"github.com/videngage/engagement/shared/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"

@@ -16,10 +16,10 @@ import (
 
 	commentsfn "github.com/videngage/engagement/functions/comments"
 	"github.com/videngage/engagement/functions/host"
+	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/comment"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
-	"github.com/videngage/engagement/shared/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/spannerdb"
 )

@@ -18,14 +18,14 @@ import (
 	"google.golang.org/grpc/status"
 
 	countsfn "github.com/videngage/engagement/functions/counts"
+	"github.com/videngage/engagement/internal/apitest"
+	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
-	"github.com/videngage/engagement/shared/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/httpx"
-	"github.com/videngage/engagement/shared/httpx/apitest"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 

@@ -14,9 +14,9 @@ import (
 	"cloud.google.com/go/spanner"
 
 	detectmanipulationfn "github.com/videngage/engagement/functions/detectmanipulation"
-	"github.com/videngage/engagement/shared/emulators/emulatortest"
+	"github.com/videngage/engagement/internal/emulators/emulatortest"
+	"github.com/videngage/engagement/internal/moderationtest"
 	"github.com/videngage/engagement/shared/moderation"
-	"github.com/videngage/engagement/shared/moderation/moderationtest"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
 	"github.com/videngage/engagement/shared/spannerdb"
 )

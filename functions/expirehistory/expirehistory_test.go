@@ -17,7 +17,7 @@ import (
 
 	expirehistoryfn "github.com/videngage/engagement/functions/expirehistory"
 	"github.com/videngage/engagement/functions/host"
-	"github.com/videngage/engagement/shared/emulators/emulatortest"
+	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"

@@ -18,10 +18,10 @@ import (
 
 	applyhistoryfn "github.com/videngage/engagement/functions/applyhistory"
 	historyfn "github.com/videngage/engagement/functions/history"
+	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
-	"github.com/videngage/engagement/shared/emulators"
 	"github.com/videngage/engagement/shared/history"
 )
 

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/videngage/engagement/internal/apitest"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/httpx"
-	"github.com/videngage/engagement/shared/httpx/apitest"
 	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/pagetoken"
 	"github.com/videngage/engagement/shared/reaction"

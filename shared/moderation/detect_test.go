@@ -9,8 +9,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/videngage/engagement/internal/moderationtest"
 	"github.com/videngage/engagement/shared/moderation"
-	"github.com/videngage/engagement/shared/moderation/moderationtest"
 )
 
 var t0 = time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)

@@ -5,7 +5,7 @@ import (
 
 	"cloud.google.com/go/bigtable"
 
-	"github.com/videngage/engagement/shared/emulators/emulatortest"
+	"github.com/videngage/engagement/internal/emulators/emulatortest"
 )
 
 func TestMain(m *testing.M) { emulatortest.Main(m) }

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/videngage/engagement/shared/emulators"
+	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/shared/topology"
 )
 

@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/videngage/engagement/shared/emulators"
+	"github.com/videngage/engagement/internal/emulators"
 )
 
 // Group finds the process group of one emulator of s (emulators.Spanner,

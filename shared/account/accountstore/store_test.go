@@ -7,8 +7,8 @@ import (
 
 	"cloud.google.com/go/spanner"
 
+	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/account"
-	"github.com/videngage/engagement/shared/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 

@@ -13,7 +13,7 @@ import (
 	"cloud.google.com/go/bigtable"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/videngage/engagement/shared/emulators/emulatortest"
+	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/history"
 )

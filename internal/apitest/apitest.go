@@ -30,7 +30,7 @@ var (
 // docPath is docs/openapi.yaml of this module, found from this file.
 func docPath() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "..", "docs", "openapi.yaml")
+	return filepath.Join(filepath.Dir(file), "..", "..", "docs", "openapi.yaml")
 }
 
 func load() (routers.Router, error) {

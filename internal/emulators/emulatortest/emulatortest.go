@@ -28,8 +28,8 @@ import (
 	"cloud.google.com/go/firestore"
 	"github.com/sethvargo/go-envconfig"
 
+	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/shared/config"
-	"github.com/videngage/engagement/shared/emulators"
 	"github.com/videngage/engagement/shared/topology"
 )
 
