@@ -20,6 +20,7 @@ import (
 	applycountersfn "github.com/videngage/engagement/functions/applycounters"
 	commentsfn "github.com/videngage/engagement/functions/comments"
 	countsfn "github.com/videngage/engagement/functions/counts"
+	"github.com/videngage/engagement/internal/apitest"
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/bus"
@@ -30,7 +31,6 @@ import (
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/httpx"
-	"github.com/videngage/engagement/shared/httpx/apitest"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 

@@ -19,6 +19,7 @@ import (
 	applyhistoryfn "github.com/videngage/engagement/functions/applyhistory"
 	historyfn "github.com/videngage/engagement/functions/history"
 	"github.com/videngage/engagement/functions/host"
+	"github.com/videngage/engagement/internal/apitest"
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/bus"
@@ -26,7 +27,6 @@ import (
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
 	"github.com/videngage/engagement/shared/httpx"
-	"github.com/videngage/engagement/shared/httpx/apitest"
 	"github.com/videngage/engagement/shared/ratelimit"
 )
 
