@@ -138,7 +138,7 @@ func (s sketches) estimate(vals map[string]counter.Values) {
 func (s *Store) Totals(ctx context.Context, ids []string) (counted, pending map[string]counter.Values, err error) {
 	err = s.db.InSnapshot(ctx, func(ctx context.Context, tx *spanner.ReadOnlyTransaction) error {
 		var err error
-		counted, err = countedValues(ctx, tx, ids)
+		counted, _, err = countedValues(ctx, tx, ids)
 		if err != nil {
 			return err
 		}
@@ -148,38 +148,72 @@ func (s *Store) Totals(ctx context.Context, ids []string) (counted, pending map[
 	return counted, pending, err
 }
 
-// countedValues sums snapshot and shards per key (unclamped).
-func countedValues(ctx context.Context, tx *spanner.ReadOnlyTransaction, ids []string) (map[string]counter.Values, error) {
-	return sumValues(ctx, tx, "counted", `SELECT CounterKey, Likes, Dislikes, Comments, Replies, Views FROM Counters WHERE CounterKey IN UNNEST(@ids)
-UNION ALL SELECT CounterKey, Likes, Dislikes, Comments, Replies, Views FROM CounterShards WHERE CounterKey IN UNNEST(@ids)`, ids)
+// countedValues sums snapshot and shards per key (unclamped) and returns
+// each snapshot's ReconcileTime (no entry: no snapshot). Read by key, the
+// snapshots and the shard rows under each key, not by an SQL query: the
+// emulator runs every query as a scan of its tables, even one that names a
+// single key, so a batch's query would cost the whole table.
+func countedValues(ctx context.Context, tx *spanner.ReadOnlyTransaction, ids []string) (map[string]counter.Values, map[string]spanner.NullTime, error) {
+	vals, reconciled := map[string]counter.Values{}, map[string]spanner.NullTime{}
+	if len(ids) == 0 {
+		return vals, reconciled, nil
+	}
+	cols := append([]string{"CounterKey", "ReconcileTime"}, valueColumns...)
+	err := tx.Read(ctx, tableCounters, keySet(ids), cols).Do(func(r *spanner.Row) error {
+		var k string
+		var t spanner.NullTime
+		if err := columns(r, &k, &t); err != nil {
+			return err
+		}
+		v, err := readValues(r, 2)
+		vals[k], reconciled[k] = vals[k].Plus(v), t
+		return err
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("read counted values: %w", err)
+	}
+	cols = append([]string{"CounterKey"}, valueColumns...)
+	if err := addValues(tx.Read(ctx, tableShards, prefixSet(ids), cols), vals); err != nil {
+		return nil, nil, fmt.Errorf("read counted values: %w", err)
+	}
+	return vals, reconciled, nil
 }
 
-// pendingValues sums every pending change per key.
+// pendingValues sums every pending change per key, from the outbox's
+// index by counter (by key, as countedValues).
 func pendingValues(ctx context.Context, tx *spanner.ReadOnlyTransaction, ids []string) (map[string]counter.Values, error) {
-	return sumValues(ctx, tx, "pending", `SELECT CounterKey, Likes, Dislikes, Comments, Replies, Views
-FROM PendingDeltas@{FORCE_INDEX=PendingDeltasByCounter} WHERE CounterKey IN UNNEST(@ids)`, ids)
+	out := map[string]counter.Values{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	cols := append([]string{"CounterKey"}, valueColumns...)
+	if err := addValues(tx.ReadUsingIndex(ctx, tablePending, indexPendingByCounter, prefixSet(ids), cols), out); err != nil {
+		return nil, fmt.Errorf("read pending values: %w", err)
+	}
+	return out, nil
 }
 
-// sumValues runs sql, whose rows are a CounterKey then the values, with
-// @ids bound to ids, and sums the values per key.
-func sumValues(ctx context.Context, tx *spanner.ReadOnlyTransaction, what, sql string, ids []string) (map[string]counter.Values, error) {
-	out := map[string]counter.Values{}
-	err := tx.Query(ctx, spanner.Statement{SQL: sql, Params: map[string]any{"ids": ids}}).Do(func(r *spanner.Row) error {
+// addValues adds up, per key, rows that are a CounterKey then the values.
+func addValues(it *spanner.RowIterator, vals map[string]counter.Values) error {
+	return it.Do(func(r *spanner.Row) error {
 		var k string
 		if err := columns(r, &k); err != nil {
 			return err
 		}
 		v, err := readValues(r, 1)
-		if err != nil {
-			return err
-		}
-		out[k] = out[k].Plus(v)
-		return nil
+		vals[k] = vals[k].Plus(v)
+		return err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("read %s values: %w", what, err)
+}
+
+// prefixSet is every row whose key starts with one of ids: a counter's
+// shards, its outbox rows in the index by counter.
+func prefixSet(ids []string) spanner.KeySet {
+	sets := make([]spanner.KeySet, len(ids))
+	for i, id := range ids {
+		sets[i] = spanner.Key{id}.AsPrefix()
 	}
-	return out, nil
+	return spanner.KeySets(sets...)
 }
 
 // maxRelay bounds the events one relay pass republishes.

@@ -176,13 +176,13 @@ func (s *Store) recentKeys(ctx context.Context, tx *spanner.ReadOnlyTransaction,
 	return sortedKeys(set), nil
 }
 
-// keyPageLimit lists the next keys after `after` of the counters and of every
-// source, merged: up to a page from each list, and of their union only the
+// keyPageLimit lists the next keys after `after` (up to upto, when valid) of
+// the counters and of every source, merged: up to a page from each list, and of their union only the
 // keys up to the smallest last key of a list that filled its page (beyond
 // it, that list may hold keys not yet seen). The next page starts after the
 // last key returned; done says no list had more.
-func (s *Store) keyPageLimit(ctx context.Context, tx *spanner.ReadOnlyTransaction, sources []Source, after string, limit int) (keys []string, last string, done bool, err error) {
-	counters, err := s.counterKeysAfter(ctx, tx, after, limit)
+func (s *Store) keyPageLimit(ctx context.Context, tx *spanner.ReadOnlyTransaction, sources []Source, after string, upto spanner.NullString, limit int) (keys []string, last string, done bool, err error) {
+	counters, err := counterKeysAfter(ctx, tx, after, upto, limit)
 	if err != nil {
 		return nil, "", false, err
 	}
@@ -215,12 +215,16 @@ func (s *Store) keyPageLimit(ctx context.Context, tx *spanner.ReadOnlyTransactio
 	return keys, bound, false, nil
 }
 
-func (s *Store) counterKeysAfter(ctx context.Context, tx *spanner.ReadOnlyTransaction, after string, limit int) ([]string, error) {
+// counterKeysAfter lists up to limit counters after `after`, up to upto when
+// valid: one key-range read (the emulator runs an SQL query as a scan of
+// the whole table; a read, of the range only).
+func counterKeysAfter(ctx context.Context, tx *spanner.ReadOnlyTransaction, after string, upto spanner.NullString, limit int) ([]string, error) {
+	r := spanner.KeyRange{Start: spanner.Key{after}, End: spanner.Key{}, Kind: spanner.OpenClosed}
+	if upto.Valid {
+		r.End = spanner.Key{upto.StringVal}
+	}
 	var out []string
-	err := tx.Query(ctx, spanner.Statement{
-		SQL:    `SELECT CounterKey FROM Counters WHERE CounterKey > @after ORDER BY CounterKey LIMIT @limit`,
-		Params: map[string]any{"after": after, "limit": int64(limit)},
-	}).Do(func(r *spanner.Row) error {
+	err := tx.ReadWithOptions(ctx, tableCounters, r, []string{"CounterKey"}, &spanner.ReadOptions{Limit: limit}).Do(func(r *spanner.Row) error {
 		var k string
 		if err := columns(r, &k); err != nil {
 			return err
@@ -285,7 +289,11 @@ func (s *Store) reconcileBatch(ctx context.Context, keys []string, sources []Sou
 
 func readView(ctx context.Context, tx *spanner.ReadOnlyTransaction, keys []string, sources []Source) (view, error) {
 	var v view
-	counted, err := countedValues(ctx, tx, keys)
+	if len(keys) == 0 {
+		// A slice's last, empty step: nothing to read.
+		return v, nil
+	}
+	counted, guards, err := countedValues(ctx, tx, keys)
 	if err != nil {
 		return v, err
 	}
@@ -306,23 +314,6 @@ func readView(ctx context.Context, tx *spanner.ReadOnlyTransaction, keys []strin
 		for k, n := range t {
 			truth[k] = truth[k].Plus(n.Only(src.Fields()))
 		}
-	}
-	guards := map[string]spanner.NullTime{}
-	var ks []spanner.Key
-	for _, k := range keys {
-		ks = append(ks, spanner.Key{k})
-	}
-	err = tx.Read(ctx, tableCounters, spanner.KeySetFromKeys(ks...), []string{"CounterKey", "ReconcileTime"}).Do(func(r *spanner.Row) error {
-		var k string
-		var t spanner.NullTime
-		if err := columns(r, &k, &t); err != nil {
-			return err
-		}
-		guards[k] = t
-		return nil
-	})
-	if err != nil {
-		return v, fmt.Errorf("read guards: %w", err)
 	}
 	v = view{readAt: readAt, counted: counted, pending: pending, truth: truth, guards: guards}
 	return v, nil

@@ -302,7 +302,7 @@ func (s *Store) workSlice(ctx context.Context, sl openSlice, holder string, sour
 			var err error
 			var bound string
 			var last bool
-			keys, bound, last, err = s.keyPageLimit(ctx, tx, sources, after, min(s.reconcilePage, slicePage))
+			keys, bound, last, err = s.keyPageLimit(ctx, tx, sources, after, upto, min(s.reconcilePage, slicePage))
 			more = !last && (!upto.Valid || bound < upto.StringVal)
 			return err
 		})

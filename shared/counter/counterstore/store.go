@@ -62,7 +62,9 @@ const (
 	tablePending       = "PendingDeltas"
 	tableReactions     = "Reactions"
 	indexPendingByUser = "PendingDeltasByUser"
-	tableApplied       = "AppliedEvents"
+	// indexPendingByCounter holds the outbox rows by counter.
+	indexPendingByCounter = "PendingDeltasByCounter"
+	tableApplied          = "AppliedEvents"
 	// colViewers is the unique-viewers sketch of a snapshot or shard row
 	// (NULL: none).
 	colViewers = "Viewers"

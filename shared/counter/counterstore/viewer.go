@@ -159,11 +159,9 @@ func (s *Store) ownByKeys(ctx context.Context, q OwnQuery, cached, uncached []st
 	out := Own{Fresh: map[string]counter.Values{}, Pending: map[string]counter.Values{}, Reactions: map[string]ViewerReaction{}, viewersHeld: map[string]bool{}}
 	own := make([]spanner.Key, len(q.IDs))
 	ownPrefixes := make([]spanner.KeySet, len(q.IDs))
-	prefixes := make([]spanner.KeySet, len(q.IDs))
 	for i, id := range q.IDs {
 		own[i] = spanner.Key{q.Viewer, id}
 		ownPrefixes[i] = own[i].AsPrefix()
-		prefixes[i] = spanner.Key{id}.AsPrefix()
 	}
 	rx := s.db.Single()
 	err := rx.Read(ctx, tableReactions, spanner.KeySetFromKeys(own...), []string{"ContentId", "Reaction", "Version"}).Do(func(r *spanner.Row) error {
@@ -203,7 +201,7 @@ func (s *Store) ownByKeys(ctx context.Context, q OwnQuery, cached, uncached []st
 		})
 	})
 	g.Go(func() error {
-		return readCounted(gctx, s.db.At(out.ReadTime), tableShards, spanner.KeySets(prefixes...), shards, shardViewers)
+		return readCounted(gctx, s.db.At(out.ReadTime), tableShards, prefixSet(q.IDs), shards, shardViewers)
 	})
 	g.Go(func() error {
 		// Values and FoldTime, not the snapshot's sketch (kilobytes a
