@@ -62,6 +62,9 @@ func New(store Store, m *telemetry.Metrics) func(context.Context, event.Event) e
 	// path mis-pairs concurrent requests, and batching happens upstream.
 	var mu sync.Mutex
 	consume := bus.Consume(name, m, func(ctx context.Context, msg bus.Message) error {
+		if err := CounterMessage(msg.Attributes); err != nil {
+			return poisoned(err)
+		}
 		evs, err := Decode(msg.Data)
 		if err != nil {
 			return poisoned(err)
@@ -85,13 +88,21 @@ func New(store Store, m *telemetry.Metrics) func(context.Context, event.Event) e
 	}
 }
 
-// Decode turns a counter message into its events; anything else (a
-// watch of history-events included: ApplyViews counts those) is invalid.
-func Decode(data []byte) ([]events.Event, error) {
-	m, isMessage, err := events.DecodeIfMessage(data)
-	if !isMessage {
-		return nil, fmt.Errorf("%w: not a counter message", events.ErrInvalid)
+// CounterMessage says, from a message's kind attribute, whether it is a
+// counter message: another topic's message (a watch, an erasure) routed
+// here is refused without reading its data. A message without the
+// attribute is one published before it was set, and is read as one.
+func CounterMessage(attrs map[string]string) error {
+	if k, ok := attrs[events.AttrKind]; ok && k != events.KindValue {
+		return fmt.Errorf("%w: a %q message, not a counter message", events.ErrInvalid, k)
 	}
+	return nil
+}
+
+// Decode turns a counter message's data into its events; errors wrap
+// events.ErrInvalid.
+func Decode(data []byte) ([]events.Event, error) {
+	m, err := events.Decode(data)
 	if err != nil {
 		return nil, err
 	}

@@ -26,7 +26,41 @@ func (f *fakeStore) Apply(_ context.Context, evs []events.Event) (counterstore.A
 }
 
 func push(_ *testing.T, data []byte) event.Event {
-	return bus.PushEvent(bus.Message{ID: "m1", Data: data}, "counter-apply")
+	return pushWith(data, nil)
+}
+
+func pushWith(data []byte, attrs map[string]string) event.Event {
+	return bus.PushEvent(bus.Message{ID: "m1", Data: data, Attributes: attrs}, "counter-apply")
+}
+
+// Messages are told apart by their kind attribute, not by their data: a
+// valid counter message marked as another kind is refused unread; one
+// marked as counters, or published before the attribute was set, is
+// applied.
+func TestKindAttribute(t *testing.T) {
+	s := &fakeStore{}
+	fn := New(s, nil)
+	msg, err := events.Encode(events.Message{Events: []events.Event{{ID: "c1", Kind: events.KindCounterDelta,
+		Deltas: []counter.Delta{{Key: "v", Field: counter.Comments, N: 1}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"watches", "account-erasure", ""} {
+		if err := fn(context.Background(), pushWith(msg, map[string]string{events.AttrKind: kind})); !errors.Is(err, bus.ErrPoison) {
+			t.Errorf("kind %q: %v, want bus.ErrPoison", kind, err)
+		}
+	}
+	if len(s.got) != 0 {
+		t.Fatalf("applied messages of another kind: %+v", s.got)
+	}
+	for _, attrs := range []map[string]string{{events.AttrKind: events.KindValue, events.AttrSchema: events.SchemaValue}, nil} {
+		if err := fn(context.Background(), pushWith(msg, attrs)); err != nil {
+			t.Errorf("attributes %v: %v", attrs, err)
+		}
+	}
+	if len(s.got) != 2 {
+		t.Fatalf("applied %d messages, want 2", len(s.got))
+	}
 }
 
 // A counter message is applied; a watch (history-events, which ApplyViews

@@ -36,7 +36,7 @@ func hotMessage(b testing.TB, n int) []byte {
 // of a hot item's 32 reactions, the store left out: the CloudEvent of the
 // Pub/Sub push, the message in it, and the events.
 func BenchmarkConsumeHotMessage(b *testing.B) {
-	body := bus.PushBody(bus.Message{ID: "m1", Data: hotMessage(b, 32), Attributes: map[string]string{"schema": "counter-events/v1"}}, "counter-apply")
+	body := bus.PushBody(bus.Message{ID: "m1", Data: hotMessage(b, 32), Attributes: map[string]string{events.AttrKind: events.KindValue, events.AttrSchema: events.SchemaValue}}, "counter-apply")
 	fn := New(discard{}, nil)
 	b.ReportAllocs()
 	for b.Loop() {

@@ -124,53 +124,6 @@ func Decode(b []byte) (Message, error) {
 	return m, nil
 }
 
-// DecodeIfMessage parses b once: when it is a Message (IsMessage), it
-// returns it validated (errors wrap ErrInvalid) and isMessage true;
-// otherwise isMessage is false and b is left to another topic's decoder.
-func DecodeIfMessage(b []byte) (m Message, isMessage bool, err error) {
-	if m, ok := decodeDirect(b); ok {
-		// The form Encode writes, read without reflection.
-		if err := m.Validate(); err != nil {
-			return Message{}, true, err
-		}
-		return m, true, nil
-	}
-	var probe struct {
-		V      *int     `json:"v"`
-		Events *[]Event `json:"events"`
-	}
-	if err := json.Unmarshal(b, &probe); err != nil {
-		// Not JSON, or not an object of this shape: if it has "v" and
-		// "events" all the same, it is a malformed message.
-		if IsMessage(b) {
-			return Message{}, true, fmt.Errorf("%w: %v", ErrInvalid, err)
-		}
-		return Message{}, false, nil
-	}
-	if probe.V == nil || probe.Events == nil {
-		// "events": null is still a message (IsMessage), with no events.
-		if IsMessage(b) {
-			return Message{}, true, fmt.Errorf("%w: no events", ErrInvalid)
-		}
-		return Message{}, false, nil
-	}
-	m = Message{V: *probe.V, Events: *probe.Events}
-	if err := m.Validate(); err != nil {
-		return Message{}, true, err
-	}
-	return m, true, nil
-}
-
-// IsMessage reports whether b looks like a Message (rather than another
-// topic's event): a JSON object with "v" and "events".
-func IsMessage(b []byte) bool {
-	var probe struct {
-		V      *int            `json:"v"`
-		Events json.RawMessage `json:"events"`
-	}
-	return json.Unmarshal(b, &probe) == nil && probe.V != nil && probe.Events != nil
-}
-
 // Validate checks the whole message; errors wrap ErrInvalid.
 func (m Message) Validate() error {
 	if m.V != Version {
@@ -231,8 +184,13 @@ type Publisher interface {
 	Publish(ctx context.Context, data []byte, attrs map[string]string) (string, error)
 }
 
-// Attributes set on every message, for filtering and dashboards.
+// Attributes set on every message. AttrKind says what a message is, as on
+// every topic ("watches" on history-events, "account-erasure" on
+// account-erasures): a consumer tells messages apart by it, never by
+// looking at the data. AttrSchema is the data's version, for dashboards.
 const (
+	AttrKind    = "kind"
+	KindValue   = "counters"
 	AttrSchema  = "schema"
 	SchemaValue = "counter-events/v1"
 )
@@ -256,7 +214,7 @@ func Publish(ctx context.Context, p Publisher, evs []Event) error {
 	if err != nil {
 		return fmt.Errorf("events.Publish: %w", err)
 	}
-	if _, err := p.Publish(ctx, b, map[string]string{AttrSchema: SchemaValue}); err != nil {
+	if _, err := p.Publish(ctx, b, map[string]string{AttrKind: KindValue, AttrSchema: SchemaValue}); err != nil {
 		return fmt.Errorf("events.Publish: %w", err)
 	}
 	published.Add(1)

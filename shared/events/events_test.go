@@ -29,9 +29,6 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !IsMessage(b) {
-		t.Fatal("IsMessage false on a message")
-	}
 	got, err := Decode(b)
 	if err != nil {
 		t.Fatal(err)
@@ -60,8 +57,8 @@ func TestDecodeRejects(t *testing.T) {
 			t.Errorf("%s: got %v, want ErrInvalid", name, err)
 		}
 	}
-	if IsMessage([]byte(`{"eventId":"watch-1","videoId":"v"}`)) {
-		t.Error("a history event taken for a counter message")
+	if _, err := Decode([]byte(`{"eventId":"watch-1","videoId":"v"}`)); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a history event: got %v, want ErrInvalid", err)
 	}
 }
 
@@ -86,8 +83,8 @@ func (f *fakePublisher) Publish(_ context.Context, data []byte, attrs map[string
 	if f.fail != nil {
 		return "", f.fail
 	}
-	if attrs[AttrSchema] != SchemaValue {
-		return "", errors.New("schema attribute missing")
+	if attrs[AttrSchema] != SchemaValue || attrs[AttrKind] != KindValue {
+		return "", errors.New("kind or schema attribute missing")
 	}
 	f.msgs = append(f.msgs, data)
 	return "id", nil
@@ -118,7 +115,7 @@ func TestPublishAllSplitsAtMaxEvents(t *testing.T) {
 }
 
 // BenchmarkDecodeHotMessage reads a hot item's message of 32 reactions
-// directly (DecodeIfMessage) and with encoding/json, side by side.
+// directly (Decode) and with encoding/json, side by side.
 func BenchmarkDecodeHotMessage(b *testing.B) {
 	evs := make([]Event, 32)
 	for i := range evs {
@@ -135,8 +132,8 @@ func BenchmarkDecodeHotMessage(b *testing.B) {
 	b.Run("direct", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, ok, err := DecodeIfMessage(data); !ok || err != nil {
-				b.Fatal(ok, err)
+			if _, err := Decode(data); err != nil {
+				b.Fatal(err)
 			}
 		}
 	})
