@@ -57,7 +57,7 @@ func main() { benchstack.Main("benchjobs", realMain) }
 func realMain(ctx context.Context) error {
 	var o options
 	var moved string
-	flag.StringVar(&moved, "moved", "10000", "sizes of the moved set folded by the rollup (comma-separated)")
+	flag.StringVar(&moved, "moved", "10000", "sizes of the moved set folded by the rollup (comma-separated; 0: skip)")
 	flag.IntVar(&o.workers, "workers", 8, "fold workers of the parallel rollup")
 	flag.IntVar(&o.partitions, "partitions", 4, "rollup partitions folded at once")
 	flag.IntVar(&o.counters, "counters", 5000, "counters reconciled (0: skip)")
@@ -67,10 +67,12 @@ func realMain(ctx context.Context) error {
 	flag.Parse()
 	for _, f := range strings.Split(moved, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
+		if err != nil || n < 0 {
 			return fmt.Errorf("-moved: %q is not a size", f)
 		}
-		o.moved = append(o.moved, n)
+		if n > 0 {
+			o.moved = append(o.moved, n)
+		}
 	}
 	if o.workers < 1 || o.partitions < 1 || o.drift < 1 || 2*o.drift > o.counters && o.counters > 0 || o.budget < time.Second {
 		return errors.New("want -workers ≥ 1, -partitions ≥ 1, 1 ≤ -drift ≤ -counters/2, -budget ≥ 1s")
@@ -199,6 +201,9 @@ func foldAll(ctx context.Context, cs *counterstore.Store, parts, workers int) (f
 }
 
 func benchRollup(ctx context.Context, db *spannerdb.DB, cs *counterstore.Store, o options) error {
+	if len(o.moved) == 0 {
+		return nil
+	}
 	type config struct {
 		name           string
 		parts, workers int

@@ -106,13 +106,11 @@ func (s *Store) FoldPart(ctx context.Context, o FoldOptions) (FoldStats, error) 
 	var keys []string
 	seen := map[string]bool{}
 	// Every marker of the partition is read (not only the first
-	// maxFoldPerPass keys) so that the oldest delta is the true oldest.
-	stmt := spanner.Statement{
-		SQL: `SELECT CounterKey, MovedTime FROM MovedCounters@{FORCE_INDEX=MovedCountersByPart}
-WHERE Part >= @lo AND Part < @hi`,
-		Params: map[string]any{"lo": int64(lo), "hi": int64(hi)},
-	}
-	err = s.db.Single().Query(ctx, stmt).Do(func(r *spanner.Row) error {
+	// maxFoldPerPass keys) so that the oldest delta is the true oldest. One
+	// range of the index by Part, read by key: the emulator would run an
+	// SQL query as a scan of the whole table.
+	parts := spanner.KeyRange{Start: spanner.Key{int64(lo)}, End: spanner.Key{int64(hi)}, Kind: spanner.ClosedOpen}
+	err = s.db.Single().ReadUsingIndex(ctx, tableMoved, indexMovedByPart, parts, []string{"CounterKey", "MovedTime"}).Do(func(r *spanner.Row) error {
 		var k string
 		var t spanner.NullTime
 		if err := columns(r, &k, &t); err != nil {

@@ -64,7 +64,9 @@ const (
 	indexPendingByUser = "PendingDeltasByUser"
 	// indexPendingByCounter holds the outbox rows by counter.
 	indexPendingByCounter = "PendingDeltasByCounter"
-	tableApplied          = "AppliedEvents"
+	// indexMovedByPart holds the moved markers by hash partition.
+	indexMovedByPart = "MovedCountersByPart"
+	tableApplied     = "AppliedEvents"
 	// colViewers is the unique-viewers sketch of a snapshot or shard row
 	// (NULL: none).
 	colViewers = "Viewers"
