@@ -223,9 +223,10 @@ func startEventFunctions() (http.Handler, error) {
 	}), nil
 }
 
-// mountFunctions builds every registered HTTP function on the shared clients
-// and serves it at its topology routes. A scheduled function that no package
-// registers yet answers 204.
+// mountFunctions builds every HTTP and scheduled function of the topology on
+// the shared clients and serves it at its topology routes. One that no
+// package registers is an error, as terraform/check makes it one for a
+// deployment.
 func mountFunctions(ctx context.Context, mux *http.ServeMux, top *topology.Topology, c *host.Clients) (map[string]http.Handler, error) {
 	builders := map[string]host.HTTPBuilder{}
 	for _, r := range host.All() {
@@ -238,19 +239,15 @@ func mountFunctions(ctx context.Context, mux *http.ServeMux, top *topology.Topol
 		if f.Kind == topology.KindEvent {
 			continue
 		}
-		var h http.Handler
-		if b, ok := builders[f.Name]; ok {
-			built, err := b(ctx, c)
-			if err != nil {
-				return nil, fmt.Errorf("build %s: %w", f.Name, err)
-			}
-			h = httpx.Standard(f.Name, c.Config.Project, c.Config.HTTP.AllowedOrigins, c.Config.HTTP.RequestTimeout)(built)
-		} else if f.Kind == topology.KindScheduled {
-			h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
-		} else {
-			slog.Warn("function not built yet; its routes answer 404", "function", f.Name)
-			continue
+		b, ok := builders[f.Name]
+		if !ok {
+			return nil, fmt.Errorf("%s is in topology.json but no function package registers it", f.Name)
 		}
+		built, err := b(ctx, c)
+		if err != nil {
+			return nil, fmt.Errorf("build %s: %w", f.Name, err)
+		}
+		h := httpx.Standard(f.Name, c.Config.Project, c.Config.HTTP.AllowedOrigins, c.Config.HTTP.RequestTimeout)(built)
 		handlers[f.Name] = h
 		for _, route := range f.Routes {
 			mux.Handle(route, h)
