@@ -5,7 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
-	"time"
+	"testing/synctest"
 )
 
 type ctxKey struct{}
@@ -37,68 +37,55 @@ func TestGroupCommitUnbatchedRunsEachItemOnTheCallersContext(t *testing.T) {
 }
 
 func TestGroupCommitBatchedGroupsConcurrentItems(t *testing.T) {
-	release := make(chan struct{})
-	var mu sync.Mutex
-	var sizes []int
-	g := NewGroupCommit(GroupCommitOptions{Batched: true, MaxInFlight: 1}, func(ctx context.Context, items []int) ([]int, error) {
-		if ctx.Value(ctxKey{}) != nil {
-			t.Error("a batch ran on one caller's context")
-		}
-		mu.Lock()
-		sizes = append(sizes, len(items))
-		first := len(sizes) == 1
-		mu.Unlock()
-		if first {
-			<-release
-		}
-		out := make([]int, len(items))
-		for i, v := range items {
-			out[i] = v + 100
-		}
-		return out, nil
-	})
-	ctx := context.WithValue(context.Background(), ctxKey{}, "caller")
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if got, err := g.Do(ctx, 0); err != nil || got != 100 {
-			t.Errorf("Do(0) = %d, %v", got, err)
-		}
-	})
-	// Wait until the first run holds the only slot, then queue more.
-	for {
-		mu.Lock()
-		n := len(sizes)
-		mu.Unlock()
-		if n == 1 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	const n = 10
-	for i := 1; i <= n; i++ {
+	// In a bubble, synctest.Wait returns once every goroutine waits.
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var mu sync.Mutex
+		var sizes []int
+		g := NewGroupCommit(GroupCommitOptions{Batched: true, MaxInFlight: 1}, func(ctx context.Context, items []int) ([]int, error) {
+			if ctx.Value(ctxKey{}) != nil {
+				t.Error("a batch ran on one caller's context")
+			}
+			mu.Lock()
+			sizes = append(sizes, len(items))
+			first := len(sizes) == 1
+			mu.Unlock()
+			if first {
+				<-release
+			}
+			out := make([]int, len(items))
+			for i, v := range items {
+				out[i] = v + 100
+			}
+			return out, nil
+		})
+		ctx := context.WithValue(context.Background(), ctxKey{}, "caller")
+		var wg sync.WaitGroup
 		wg.Go(func() {
-			if got, err := g.Do(ctx, i); err != nil || got != i+100 {
-				t.Errorf("Do(%d) = %d, %v", i, got, err)
+			if got, err := g.Do(ctx, 0); err != nil || got != 100 {
+				t.Errorf("Do(0) = %d, %v", got, err)
 			}
 		})
-	}
-	// Wait until all of them queue behind it, then let it finish.
-	for {
-		g.batcher.mu.Lock()
-		q := len(g.batcher.queue)
-		g.batcher.mu.Unlock()
-		if q == n {
-			break
+		// Wait until the first run holds the only slot, then queue more.
+		synctest.Wait()
+		const n = 10
+		for i := 1; i <= n; i++ {
+			wg.Go(func() {
+				if got, err := g.Do(ctx, i); err != nil || got != i+100 {
+					t.Errorf("Do(%d) = %d, %v", i, got, err)
+				}
+			})
 		}
-		time.Sleep(time.Millisecond)
-	}
-	close(release)
-	wg.Wait()
-	total := 0
-	for _, s := range sizes {
-		total += s
-	}
-	if total != n+1 || len(sizes) != 2 || sizes[1] != n {
-		t.Errorf("run sizes %v: want the first item alone, then the %d queued behind it in one run", sizes, n)
-	}
+		// Wait until all of them queue behind it, then let it finish.
+		synctest.Wait()
+		close(release)
+		wg.Wait()
+		total := 0
+		for _, s := range sizes {
+			total += s
+		}
+		if total != n+1 || len(sizes) != 2 || sizes[1] != n {
+			t.Errorf("run sizes %v: want the first item alone, then the %d queued behind it in one run", sizes, n)
+		}
+	})
 }
