@@ -3,8 +3,10 @@ package main
 // The views benchmark: watches recorded through the public API on one hot
 // video, counted end to end (POST /v1/history → Pub/Sub → ApplyViews →
 // Spanner), once with each watch its own message and its own transaction
-// (HISTORY_BATCHING=off, the path before batching) and once batched; then
-// the precision of uniqueViewers at 1,000 viewers (the same run, through the
+// (HISTORY_BATCHING=off, the path before batching), then batched, each batch
+// counted in a transaction of its own (VIEWS_COUNTING=direct) and staged in
+// Bigtable for the views fold (folded), at two client counts; then the
+// precision of uniqueViewers at 1,000 viewers (the same run, through the
 // API), 100,000 (through the counter store: shards, fold, read) and
 // 1,000,000 (the sketch code alone), with the bytes a sketch takes.
 
@@ -36,6 +38,8 @@ import (
 	"github.com/videngage/engagement/shared/history/historystore"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/spannerdb"
+	"github.com/videngage/engagement/shared/views"
+	"github.com/videngage/engagement/shared/views/viewstore"
 )
 
 type viewsOptions struct {
@@ -55,6 +59,7 @@ type viewsOptions struct {
 
 type viewsResult struct {
 	mode              string
+	counting          string
 	watchers          int
 	requests          int
 	accepted, applied float64 // views/s
@@ -66,28 +71,38 @@ type viewsResult struct {
 	watchesPerMessage float64
 	unique            int64
 	sketchBytes       int64
+	// drain is from the last watch accepted to the count exact.
+	drain time.Duration
 }
 
 func runViewsBench(ctx context.Context, es *emulators.Stack, o viewsOptions) error {
 	var rs []viewsResult
 	type run struct {
-		mode     string
-		watchers int
+		batching, counting string
+		watchers           int
 	}
-	runs := []run{{"on", o.watchers}}
+	var runs []run
 	if o.baseline {
-		runs = append([]run{{"off", o.watchers}}, runs...)
+		runs = append(runs, run{"off", "direct", o.watchers})
 	}
+	clients := []int{o.watchers}
 	if o.moreWatchers > 0 {
-		runs = append(runs, run{"on", o.moreWatchers})
+		clients = append(clients, o.moreWatchers)
 	}
+	for _, n := range clients {
+		runs = append(runs, run{"on", "direct", n}, run{"on", "folded", n})
+	}
+	batched := -1 // the folded run at o.watchers clients
 	for i, rn := range runs {
-		fmt.Fprintf(os.Stderr, "bench: views, HISTORY_BATCHING=%s, %d clients…\n", rn.mode, rn.watchers)
+		fmt.Fprintf(os.Stderr, "bench: views, HISTORY_BATCHING=%s VIEWS_COUNTING=%s, %d clients…\n", rn.batching, rn.counting, rn.watchers)
 		mo := o
 		mo.watchers = rn.watchers
-		r, err := viewsMode(ctx, es, rn.mode, 10+i, mo)
+		r, err := viewsMode(ctx, es, rn.batching, rn.counting, 10+i, mo)
 		if err != nil {
-			return fmt.Errorf("views, batching %s, %d clients: %w", rn.mode, rn.watchers, err)
+			return fmt.Errorf("views, batching %s, counting %s, %d clients: %w", rn.batching, rn.counting, rn.watchers, err)
+		}
+		if batched < 0 && rn.counting == "folded" {
+			batched = len(rs)
 		}
 		rs = append(rs, r)
 	}
@@ -97,11 +112,8 @@ func runViewsBench(ctx context.Context, es *emulators.Stack, o viewsOptions) err
 		return err
 	}
 	sk := sketchViewers(o.sketch)
-	batched := rs[0] // the batched run at o.watchers clients
-	if o.baseline {
-		batched = rs[1]
-	}
-	printViews(os.Stdout, o, rs, []precision{batched.precision(int64(o.viewers), fmt.Sprintf("API, the batched run, %d clients", batched.watchers)), store, sk})
+	b := rs[batched]
+	printViews(os.Stdout, o, rs, []precision{b.precision(int64(o.viewers), fmt.Sprintf("API, the folded run, %d clients", b.watchers)), store, sk})
 	return nil
 }
 
@@ -123,6 +135,8 @@ func viewsStack(ctx context.Context, es *emulators.Stack, srv *benchstack.Server
 // benchstack, on a provisioned world whose subscriptions push to srv.
 func newViewsStack(ctx context.Context, cfg *config.Config, srv *benchstack.Server) (*benchstack.Stack, func(), error) {
 	var more *host.Clients
+	var folding sync.WaitGroup
+	stopFold := func() {}
 	st, err := benchstack.New(ctx, "bench", cfg, srv, func(st *benchstack.Stack, mux *http.ServeMux) error {
 		var err error
 		more, err = host.New(ctx, cfg, host.NeedBigtable|host.NeedFirestore)
@@ -141,7 +155,29 @@ func newViewsStack(ctx context.Context, cfg *config.Config, srv *benchstack.Serv
 		})
 		mux.Handle("/v1/history", httpx.Standard("History", cfg.Project, nil, cfg.HTTP.RequestTimeout)(h))
 		mux.Handle("/push/ApplyHistory", st.PushHandler(applyhistoryfn.New(store, nil)))
-		mux.Handle("/push/ApplyViews", st.PushHandler(applyviewsfn.New(historystore.NewClaims(more.BigtableTx), st.Counters, nil)))
+		staging := viewstore.NewStaging(more.BigtableTx)
+		var sink applyviewsfn.Views = applyviewsfn.Direct{Counters: st.Counters}
+		if cfg.History.ViewsCounting == config.ViewsFolded {
+			sink = staging
+		}
+		mux.Handle("/push/ApplyViews", st.PushHandler(applyviewsfn.New(historystore.NewClaims(more.BigtableTx), sink, nil)))
+		// The rollup's views fold, every VIEWS_FOLD_INTERVAL.
+		fctx, cancel := context.WithCancel(context.Background())
+		stopFold = func() { cancel(); folding.Wait() }
+		folding.Go(func() {
+			t := time.NewTicker(cfg.Counters.ViewsFoldInterval)
+			defer t.Stop()
+			for {
+				select {
+				case <-fctx.Done():
+					return
+				case <-t.C:
+					if _, err := views.Fold(fctx, staging, st.Counters, views.FoldOptions{Hi: viewstore.Parts}); err != nil && fctx.Err() == nil {
+						fmt.Fprintln(os.Stderr, "bench: views fold:", err)
+					}
+				}
+			}
+		})
 		return nil
 	})
 	if err != nil {
@@ -150,11 +186,11 @@ func newViewsStack(ctx context.Context, cfg *config.Config, srv *benchstack.Serv
 		}
 		return nil, nil, err
 	}
-	return st, func() { st.Close(); more.Close() }, nil
+	return st, func() { stopFold(); st.Close(); more.Close() }, nil
 }
 
-func viewsMode(ctx context.Context, es *emulators.Stack, mode string, n int, o viewsOptions) (viewsResult, error) {
-	r := viewsResult{mode: map[string]string{"off": "a message and a tx a watch", "on": "batched"}[mode], watchers: o.watchers}
+func viewsMode(ctx context.Context, es *emulators.Stack, mode, counting string, n int, o viewsOptions) (viewsResult, error) {
+	r := viewsResult{mode: map[string]string{"off": "off (per watch)", "on": "on"}[mode], counting: counting, watchers: o.watchers}
 	srv, err := benchstack.StartServer()
 	if err != nil {
 		return r, err
@@ -162,6 +198,7 @@ func viewsMode(ctx context.Context, es *emulators.Stack, mode string, n int, o v
 	defer srv.Close()
 	st, closeAll, err := viewsStack(ctx, es, srv, fmt.Sprintf("bench-%d-%d", os.Getpid(), n), map[string]string{
 		"HISTORY_BATCHING": mode,
+		"VIEWS_COUNTING":   counting,
 		"RATE_LIMITS":      "off",
 	})
 	if err != nil {
@@ -238,6 +275,7 @@ func viewsMode(ctx context.Context, es *emulators.Stack, mode string, n int, o v
 		return r, err
 	}
 	appliedIn := time.Since(start)
+	r.drain = appliedIn - acceptedIn
 	after := spannerdb.CurrentStats()
 	m1 := bus.Published(topic) + bus.Published(st.Config.PubSub.CounterTopic)
 	// Exact once folded, and nothing more arrives.
@@ -377,28 +415,33 @@ func sketchViewers(n int) precision {
 
 func printViews(w io.Writer, o viewsOptions, rs []viewsResult, ps []precision) {
 	row := func(name string, f func(r viewsResult) string) {
-		fmt.Fprintf(w, "%-52s", name)
+		fmt.Fprintf(w, "%-44s", name)
 		for _, r := range rs {
-			fmt.Fprintf(w, " %26s", f(r))
+			fmt.Fprintf(w, " %16s", f(r))
 		}
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "\nViews on the local stack: %d watches of one video by %d users (%d requests with retries), 2 cores\n\n",
 		o.watches, o.viewers, rs[0].requests)
 	row("HISTORY_BATCHING", func(r viewsResult) string { return r.mode })
+	row("VIEWS_COUNTING", func(r viewsResult) string { return r.counting })
 	row("concurrent clients", func(r viewsResult) string { return fmt.Sprint(r.watchers) })
 	row("1. views/s accepted (HTTP 202)", func(r viewsResult) string { return fmt.Sprintf("%.0f", r.accepted) })
 	row("   views/s applied end to end", func(r viewsResult) string { return fmt.Sprintf("%.0f", r.applied) })
+	row("   last watch accepted → count exact (s)", func(r viewsResult) string { return fmt.Sprintf("%.1f", r.drain.Seconds()) })
 	row("   final count exact", func(r viewsResult) string { return fmt.Sprintf("%v (%d)", r.exact, r.final) })
 	row("2. Spanner rw commits per 1,000 views", func(r viewsResult) string { return fmt.Sprintf("%.1f", r.commitsPer1000) })
-	row("   beyond one per message (folds, retries)", func(r viewsResult) string {
-		return fmt.Sprintf("%.1f", r.commitsPer1000-r.messagesPer1000)
+	row("   commits per message", func(r viewsResult) string {
+		return fmt.Sprintf("%.2f", r.commitsPer1000/r.messagesPer1000)
 	})
 	row("   Spanner rows written per 1,000 views", func(r viewsResult) string { return fmt.Sprintf("%.1f", r.rowsPer1000) })
 	row("3. Pub/Sub messages per 1,000 views", func(r viewsResult) string { return fmt.Sprintf("%.1f", r.messagesPer1000) })
 	row("   requests per message", func(r viewsResult) string { return fmt.Sprintf("%.1f", r.watchesPerMessage) })
 	if o.baseline && rs[0].applied > 0 {
-		fmt.Fprintf(w, "\nend-to-end gain: %.1f× the per-watch path\n", rs[1].applied/rs[0].applied)
+		for _, r := range rs[1:] {
+			fmt.Fprintf(w, "\nend-to-end gain, batched %s at %d clients: %.1f× the per-watch path", r.counting, r.watchers, r.applied/rs[0].applied)
+		}
+		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "\n4. uniqueViewers (HyperLogLog++, precision %d)\n", counter.ViewersPrecision)
 	fmt.Fprintf(w, "%12s %12s %10s %12s  %s\n", "viewers", "estimate", "error", "sketch", "through")

@@ -31,6 +31,7 @@ import (
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
+		"github.com/videngage/engagement/shared/views/viewstore"
 )
 
 // runEventsChild is the events child: the registered event functions served
@@ -194,6 +195,32 @@ func (p *counterProbe) Apply(ctx context.Context, evs []events.Event) (counterst
 	return st, err
 }
 
+// viewsProbe is ApplyViews' stage (or count): "before-commit" is after
+// the batch's claims in Bigtable and before its events are staged,
+// "after-commit" after they are.
+type viewsProbe struct {
+	probe
+	inner applyviewsfn.Views
+}
+
+func (p *viewsProbe) Put(ctx context.Context, batchID string, evs []events.Event) error {
+	call := p.calls.Add(1)
+	l := probeLine{Function: p.function, Call: call}
+	for _, e := range evs {
+		l.IDs = append(l.IDs, e.ID)
+	}
+	p.crashIf(call, "before-commit", l)
+	err := p.inner.Put(ctx, batchID, evs)
+	if err != nil {
+		l.Err = err.Error()
+	} else {
+		l.Applied = len(evs)
+		p.crashIf(call, "after-commit", l)
+	}
+	p.write(l)
+	return err
+}
+
 type historyProbe struct {
 	probe
 	inner applyhistoryfn.Store
@@ -242,9 +269,11 @@ func registerProbes(targets map[string]string) error {
 	}
 	cp := &counterProbe{probe: probe{function: "ApplyCounters", plan: plan, out: out}, inner: store}
 	hp := &historyProbe{probe: probe{function: "ApplyHistory", plan: plan, out: out}, inner: historystore.New(c.Bigtable)}
-	// ApplyViews' count: "before-commit" is after the batch's claims in
-	// Bigtable and before its Spanner transaction.
-	vp := &counterProbe{probe: probe{function: "ApplyViews", plan: plan, out: out}, inner: store}
+	var views applyviewsfn.Views = viewstore.NewStaging(c.BigtableTx)
+	if cfg.History.ViewsCounting == config.ViewsDirect {
+		views = applyviewsfn.Direct{Counters: store}
+	}
+	vp := &viewsProbe{probe: probe{function: "ApplyViews", plan: plan, out: out}, inner: views}
 	functions.CloudEvent("ApplyCountersProbed", applycountersfn.New(cp, c.Metrics))
 	functions.CloudEvent("ApplyHistoryProbed", applyhistoryfn.New(hp, c.Metrics))
 	functions.CloudEvent("ApplyViewsProbed", applyviewsfn.New(historystore.NewClaims(c.BigtableTx), vp, c.Metrics))

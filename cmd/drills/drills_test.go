@@ -155,7 +155,7 @@ func (r *redeliverer) check(t *testing.T) {
 // Drill 2. The event function's instance dies (process exit) after its
 // store committed and before Pub/Sub got the ack, and before the commit, for
 // every event function (ApplyViews: after its claims in Bigtable, before or
-// after its Spanner commit); each time a new instance takes over.
+// after it staged the batch's views); each time a new instance takes over.
 func TestDrillEventFunctionCrashes(t *testing.T) {
 	probes := filepath.Join(t.TempDir(), "probes.jsonl")
 	plans := []string{
@@ -205,8 +205,12 @@ func TestDrillEventFunctionCrashes(t *testing.T) {
 		switch {
 		case again == nil:
 			t.Errorf("%s crashed %s on events %v, which no later call applied", cr.Function, cr.Crash, cr.IDs)
-		case cr.Function != "ApplyHistory" && cr.Crash == "after-commit" && (again.Applied != 0 || again.Duplicates != len(cr.IDs)):
+		case cr.Function == "ApplyCounters" && cr.Crash == "after-commit" && (again.Applied != 0 || again.Duplicates != len(cr.IDs)):
 			t.Errorf("%s redelivered after a crash after the commit: %d applied, %d duplicates; want 0 and %d", cr.Function, again.Applied, again.Duplicates, len(cr.IDs))
+		case cr.Function == "ApplyViews":
+			// Staged again, the same events in the same row: the fold
+			// counts them once (settle checks the views exact).
+			t.Logf("%s crashed %s on %d events; redelivered and staged again", cr.Function, cr.Crash, len(cr.IDs))
 		case cr.Function != "ApplyHistory":
 			t.Logf("%s crashed %s on %d events; redelivered: %d applied now, %d already", cr.Function, cr.Crash, len(cr.IDs), again.Applied, again.Duplicates)
 		default:

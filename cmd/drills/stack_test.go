@@ -102,6 +102,8 @@ type stackOptions struct {
 	child bool
 	// childEnv is added to the environment of the first events child.
 	childEnv map[string]string
+	// viewsFold, when set, is the Rollup's views fold's staging and store.
+	viewsFold *foldProbe
 }
 
 // drillStack is the whole system in one isolated project of the drills'
@@ -234,6 +236,9 @@ func startStack(t *testing.T, o stackOptions) *drillStack {
 		h, err := b(ctx, st.clients)
 		if err != nil {
 			t.Fatalf("build %s: %v", f.Name, err)
+		}
+		if f.Name == "Rollup" && o.viewsFold != nil {
+			h = st.rollupWithViewsFold(o.viewsFold)
 		}
 		h = httpx.Standard(f.Name, project, cfg.HTTP.AllowedOrigins, cfg.HTTP.RequestTimeout)(h)
 		st.handlers[f.Name] = h

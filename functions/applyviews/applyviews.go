@@ -4,13 +4,16 @@
 //
 // Each watch of the batch is claimed for the batch in Bigtable (the watch's
 // watch_latest row records the first batch that carried it), then the
-// watches the batch owns are counted in one Spanner transaction, under
-// event ids derived from the batch id and recorded once per batch. So:
+// counter events of the watches the batch owns, under ids derived from the
+// batch id, are staged in the batch's own Bigtable row (viewstore), which
+// the rollup's views fold counts with many other batches in one Spanner
+// transaction (VIEWS_COUNTING=folded); or they are counted at once in a
+// transaction of the batch's own (direct). So:
 //   - a redelivery, re-publish or replay of the batch owns the same watches
-//     and counts them under the same event ids, which the counter store
+//     and stages (or counts) the same events, which the counter store
 //     refuses a second time (idempotence per batch, not per view);
-//   - a crash after the claims and before the count leaves the claims to
-//     the batch's redelivery, which counts them;
+//   - a crash after the claims and before the stage (or count) leaves the
+//     claims to the batch's redelivery, which stages them;
 //   - a client's retry of the same watch (user, video, watchedAt), in
 //     another batch, finds the watch claimed and does not count it.
 package applyviewsfn
@@ -29,22 +32,28 @@ import (
 	applycountersfn "github.com/videngage/engagement/functions/applycounters"
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/bus"
+	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
 	"github.com/videngage/engagement/shared/telemetry"
+	"github.com/videngage/engagement/shared/views/viewstore"
 )
 
 func init() {
 	host.RegisterCloudEvent("ApplyViews", host.NeedSpanner|host.NeedBigtable,
 		func(ctx context.Context, c *host.Clients) (func(context.Context, event.Event) error, error) {
+			claims := historystore.NewClaims(c.BigtableTx)
+			if c.Config.History.ViewsCounting == config.ViewsFolded {
+				return New(claims, viewstore.NewStaging(c.BigtableTx), c.Metrics), nil
+			}
 			store, err := applycountersfn.Build(c)
 			if err != nil {
 				return nil, err
 			}
-			return New(historystore.NewClaims(c.BigtableTx), store, c.Metrics), nil
+			return New(claims, Direct{store}, c.Metrics), nil
 		})
 }
 
@@ -58,7 +67,22 @@ type (
 	Counters interface {
 		Apply(ctx context.Context, evs []events.Event) (counterstore.ApplyStats, error)
 	}
+	// Views takes the view events of the watches a batch owns: staged for
+	// the rollup's fold (viewstore.Staging) or counted at once (Direct).
+	Views interface {
+		Put(ctx context.Context, batchID string, evs []events.Event) error
+	}
 )
+
+// Direct counts a batch's view events at once, in a transaction of the
+// batch's own.
+type Direct struct{ Counters Counters }
+
+// Put counts evs.
+func (d Direct) Put(ctx context.Context, _ string, evs []events.Event) error {
+	_, err := d.Counters.Apply(ctx, evs)
+	return err
+}
 
 const name = "ApplyViews"
 
@@ -66,7 +90,7 @@ const name = "ApplyViews"
 // wanted (Bigtable or Spanner failed): Pub/Sub redelivers the batch, which
 // owns the same watches. A message that can never be applied is refused as
 // poison, so that Pub/Sub dead-letters it. m may be nil.
-func New(claims Claims, counters Counters, m *telemetry.Metrics) func(context.Context, event.Event) error {
+func New(claims Claims, views Views, m *telemetry.Metrics) func(context.Context, event.Event) error {
 	// One message at a time per instance (functions-framework's CloudEvent
 	// path mis-pairs concurrent requests); the batching is upstream.
 	var mu sync.Mutex
@@ -84,15 +108,12 @@ func New(claims Claims, counters Counters, m *telemetry.Metrics) func(context.Co
 		if len(evs) == 0 {
 			return nil
 		}
-		st, err := counters.Apply(ctx, evs)
-		if err != nil {
+		if err := views.Put(ctx, b.ID, evs); err != nil {
 			slog.WarnContext(ctx, "applyviews: count failed; Pub/Sub will redeliver", "messageId", msg.ID, "batchId", b.ID, "error", err.Error())
 			return fmt.Errorf("applyviews: batch %s: %w", b.ID, err)
 		}
-		m.EventsApplied(ctx, name, st.Applied)
-		m.EventsDuplicate(ctx, name, st.Duplicates)
 		slog.DebugContext(ctx, "applyviews: counted", "messageId", msg.ID, "batchId", b.ID,
-			"watches", len(b.Watches), "owned", len(owned), "applied", st.Applied, "duplicates", st.Duplicates)
+			"watches", len(b.Watches), "owned", len(owned), "events", len(evs))
 		return nil
 	})
 	return func(ctx context.Context, e event.Event) error {

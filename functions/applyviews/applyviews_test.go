@@ -14,10 +14,11 @@ import (
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/bus"
-	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
+	"github.com/videngage/engagement/shared/views"
+	"github.com/videngage/engagement/shared/views/viewstore"
 )
 
 func TestMain(m *testing.M) { emulatortest.Main(m) }
@@ -26,32 +27,39 @@ func push(_ *testing.T, id string, data []byte) event.Event {
 	return bus.PushEvent(bus.Message{ID: id, Data: data}, "history-views")
 }
 
-// crashing fails the count of the first n calls after the claims are
-// written: an instance that dies between its Bigtable claims and its Spanner
-// commit, or that commits and dies before the ack (after = true).
+// crashing fails the first n calls after the claims are written: an
+// instance that dies between its Bigtable claims and its stage (or count),
+// or that stages (or counts) and dies before the ack (after = true).
 type crashing struct {
-	inner applyviewsfn.Counters
+	inner applyviewsfn.Views
 	n     int
 	after bool
 }
 
-func (c *crashing) Apply(ctx context.Context, evs []events.Event) (counterstore.ApplyStats, error) {
+func (c *crashing) Put(ctx context.Context, batchID string, evs []events.Event) error {
 	if c.n > 0 {
 		c.n--
 		if c.after {
-			if _, err := c.inner.Apply(ctx, evs); err != nil {
-				return counterstore.ApplyStats{}, err
+			if err := c.inner.Put(ctx, batchID, evs); err != nil {
+				return err
 			}
 		}
-		return counterstore.ApplyStats{}, errors.New("instance gone")
+		return errors.New("instance gone")
 	}
-	return c.inner.Apply(ctx, evs)
+	return c.inner.Put(ctx, batchID, evs)
 }
 
 // Views are exact through redelivery, replay, re-publish, a crash before or
-// after the commit and a client's retry of a watch in another batch; unique
-// viewers count users, not watches.
+// after the stage (or the commit) and a client's retry of a watch in another
+// batch; unique viewers count users, not watches. Folded, the rollup's
+// views fold counts the staged batches before each check.
 func TestViewsCountOncePerWatch(t *testing.T) {
+	for _, mode := range []string{"folded", "direct"} {
+		t.Run(mode, func(t *testing.T) { testViewsCountOncePerWatch(t, mode == "folded") })
+	}
+}
+
+func testViewsCountOncePerWatch(t *testing.T, folded bool) {
 	cfg := emulatortest.New(t)
 	c, err := host.New(context.Background(), cfg, host.NeedSpanner|host.NeedBigtable)
 	if err != nil {
@@ -62,7 +70,12 @@ func TestViewsCountOncePerWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	counters := &crashing{inner: store}
+	staging := viewstore.NewStaging(c.BigtableTx)
+	var sink applyviewsfn.Views = applyviewsfn.Direct{Counters: store}
+	if folded {
+		sink = staging
+	}
+	counters := &crashing{inner: sink}
 	fn := applyviewsfn.New(historystore.NewClaims(c.BigtableTx), counters, nil)
 	at := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Hour)
 	watch := func(user, video string, min int) history.Watch {
@@ -83,6 +96,11 @@ func TestViewsCountOncePerWatch(t *testing.T) {
 	}
 	check := func(when string, want map[string][2]int64) {
 		t.Helper()
+		if folded {
+			if _, err := views.Fold(context.Background(), staging, store, views.FoldOptions{Hi: viewstore.Parts}); err != nil {
+				t.Fatal(err)
+			}
+		}
 		var ids []string
 		for id := range want {
 			ids = append(ids, id)

@@ -2,7 +2,9 @@
 // Cloud Scheduler each minute with OIDC). Inside the minute it ticks every
 // ROLLUP_INTERVAL: each tick folds the shards of the counters that moved into
 // their snapshots and sets their shard counts. The first tick also
-// republishes outbox events whose message was lost.
+// republishes outbox events whose message was lost. Beside it, every
+// VIEWS_FOLD_INTERVAL, it folds the views that ApplyViews staged in Bigtable
+// (shared/views.Fold): many batches of many videos a Spanner commit.
 //
 // Body: {"once":false,"partition":i,"partitions":n} (Cloud Scheduler's, one
 // job per partition) runs the minute over partition i of n of the moved
@@ -19,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/videngage/engagement/functions/host"
@@ -29,10 +32,12 @@ import (
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/spannerdb"
 	"github.com/videngage/engagement/shared/telemetry"
+	"github.com/videngage/engagement/shared/views"
+	"github.com/videngage/engagement/shared/views/viewstore"
 )
 
 func init() {
-	host.RegisterHTTP("Rollup", host.NeedSpanner|host.NeedPubSub,
+	host.RegisterHTTP("Rollup", host.NeedSpanner|host.NeedBigtable|host.NeedPubSub,
 		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
 			cfg := c.Config
 			mode, err := counterstore.ParseMode(cfg.Counters.Mode)
@@ -45,11 +50,13 @@ func init() {
 				RollupInterval: cfg.Counters.RollupInterval,
 			})
 			return New(Deps{
-				Store:      store,
-				Publisher:  bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic),
-				Interval:   cfg.Counters.RollupInterval,
-				RelayAfter: cfg.Counters.RelayAfter,
-				Metrics:    c.Metrics,
+				Store:         store,
+				Publisher:     bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic),
+				Interval:      cfg.Counters.RollupInterval,
+				RelayAfter:    cfg.Counters.RelayAfter,
+				Views:         FoldViews(viewstore.NewStaging(c.BigtableTx), store),
+				ViewsInterval: cfg.Counters.ViewsFoldInterval,
+				Metrics:       c.Metrics,
 			}), nil
 		})
 }
@@ -60,6 +67,16 @@ type Store interface {
 	Stale(ctx context.Context, age time.Duration) ([]events.Event, error)
 	Lease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
 	Release(ctx context.Context, name, holder string) error
+}
+
+// ViewsFolder folds the staged views of parts [o.Lo, o.Hi).
+type ViewsFolder func(ctx context.Context, o views.FoldOptions) (views.FoldStats, error)
+
+// FoldViews is the views fold of staging into counters.
+func FoldViews(staging views.Staging, counters views.Counters) ViewsFolder {
+	return func(ctx context.Context, o views.FoldOptions) (views.FoldStats, error) {
+		return views.Fold(ctx, staging, counters, o)
+	}
 }
 
 // Deps are the handler's collaborators.
@@ -73,7 +90,11 @@ type Deps struct {
 	// Workers is how many fold transactions a tick runs at once (default
 	// counterstore.DefaultFoldWorkers).
 	Workers int
-	Metrics *telemetry.Metrics // may be nil
+	// Views folds the staged views every ViewsInterval (default 1 s; nil:
+	// none).
+	Views         ViewsFolder
+	ViewsInterval time.Duration
+	Metrics       *telemetry.Metrics // may be nil
 }
 
 type handler struct{ Deps }
@@ -88,6 +109,9 @@ func New(d Deps) http.Handler {
 	}
 	if d.RelayAfter <= 0 {
 		d.RelayAfter = 2 * time.Minute
+	}
+	if d.ViewsInterval <= 0 {
+		d.ViewsInterval = time.Second
 	}
 	h := &handler{d}
 	// The minute outlives the request deadline of the public functions; it
@@ -109,7 +133,12 @@ type Report struct {
 	Shards   int            `json:"shards"`
 	Resized  map[string]int `json:"resized"`
 	Relayed  int            `json:"relayed"`
-	Errors   int            `json:"errors"`
+	// ViewFolds, ViewBatches and ViewsApplied are the views folds, the
+	// staged batches they read and the view events they counted.
+	ViewFolds    int `json:"viewFolds"`
+	ViewBatches  int `json:"viewBatches"`
+	ViewsApplied int `json:"viewsApplied"`
+	Errors       int `json:"errors"`
 	// Held says another invocation holds the partition: this one did nothing.
 	Held bool `json:"held,omitempty"`
 }
@@ -162,13 +191,28 @@ func (h *handler) run(ctx context.Context, b body) (Report, error) {
 	if b.Once {
 		until = start
 	}
+	// The views fold, on ticks of its own, to half its interval before the
+	// minute's end: the next minute's first fold follows within about that.
+	var viewsDone sync.WaitGroup
+	var vrep Report
+	if h.Views != nil {
+		lo, hi, _ := counterstore.PartRange(b.Partition, b.Partitions)
+		viewsUntil := start.Add(h.Period - h.ViewsInterval/2)
+		if b.Once {
+			viewsUntil = start
+		}
+		viewsDone.Go(func() { vrep = h.foldViews(ctx, viewsUntil, lo, hi) })
+	}
 	opts := counterstore.FoldOptions{Partition: b.Partition, Partitions: b.Partitions, Workers: h.Workers}
 	// Rollup lag: the age of the oldest delta not yet folded, as each pass
 	// finds it; while passes fail, at least the time since the last pass
 	// that succeeded, so that the alert fires when folding stops.
 	lastListed := start
 	var maxLag time.Duration
-	h.tick(ctx, until, opts, func(st counterstore.FoldStats, err error) {
+	every(ctx, h.Interval, until, func() {
+		started := time.Now()
+		st, err := h.Store.FoldPart(ctx, opts)
+		h.Metrics.RollupDuration(ctx, time.Since(started))
 		rep.Ticks++
 		if err != nil {
 			rep.Errors++
@@ -189,6 +233,9 @@ func (h *handler) run(ctx context.Context, b body) (Report, error) {
 			slog.InfoContext(ctx, "rollup: shard count changed", "counterKey", k, "shards", n)
 		}
 	})
+	viewsDone.Wait()
+	rep.ViewFolds, rep.ViewBatches, rep.ViewsApplied = vrep.ViewFolds, vrep.ViewBatches, vrep.ViewsApplied
+	rep.Errors += vrep.Errors
 	// One line per run (per partition): Terraform's log-based metric
 	// rollup_lag reads lagSeconds from it (monitoring.tf), so the alert
 	// exists on a fresh project before any metric was written, and its
@@ -196,18 +243,33 @@ func (h *handler) run(ctx context.Context, b body) (Report, error) {
 	// last pass that succeeded, so a run whose folds all failed reports the
 	// whole run as lag.
 	slog.InfoContext(ctx, "rollup: done", "partition", b.Partition, "partitions", b.Partitions,
-		"ticks", rep.Ticks, "errors", rep.Errors, "lagSeconds", maxLag.Seconds())
+		"ticks", rep.Ticks, "errors", rep.Errors, "lagSeconds", maxLag.Seconds(), "viewBatches", rep.ViewBatches)
 	return rep, nil
 }
 
-// tick folds every interval until until (at least once).
-func (h *handler) tick(ctx context.Context, until time.Time, opts counterstore.FoldOptions, report func(counterstore.FoldStats, error)) {
-	s, interval := h.Store, h.Interval
+// foldViews folds the staged views of parts [lo, hi) every ViewsInterval
+// until until (at least once), and reports its folds.
+func (h *handler) foldViews(ctx context.Context, until time.Time, lo, hi int) (rep Report) {
+	every(ctx, h.ViewsInterval, until, func() {
+		st, err := h.Views(ctx, views.FoldOptions{Lo: lo, Hi: hi})
+		rep.ViewFolds++
+		rep.ViewBatches += st.Batches
+		rep.ViewsApplied += st.Applied
+		if err != nil {
+			rep.Errors++
+			slog.ErrorContext(ctx, "rollup: views fold failed; the next fold retries (batches it counted are refused then)", "error", err.Error())
+		} else if st.Undecodable > 0 {
+			slog.ErrorContext(ctx, "rollup: staged views that cannot be decoded are left in place", "batches", st.Undecodable)
+		}
+	})
+	return rep
+}
+
+// every runs f every interval until until (at least once).
+func every(ctx context.Context, interval time.Duration, until time.Time, f func()) {
 	for {
 		started := time.Now()
-		st, err := s.FoldPart(ctx, opts)
-		h.Metrics.RollupDuration(ctx, time.Since(started))
-		report(st, err)
+		f()
 		next := started.Add(interval)
 		if !next.Before(until) || ctx.Err() != nil {
 			return

@@ -14,6 +14,7 @@ import (
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/shared/views"
 )
 
 type fakeStore struct {
@@ -146,5 +147,40 @@ func TestPartitionLease(t *testing.T) {
 		if rec.Code != 400 {
 			t.Errorf("%s: %d", b, rec.Code)
 		}
+	}
+}
+
+// TestViewsFoldOnTicksOfItsOwn: the views fold runs every ViewsInterval
+// over the parts of the run's partition, beside the counters' ticks; a
+// bare POST folds once.
+func TestViewsFoldOnTicksOfItsOwn(t *testing.T) {
+	var mu sync.Mutex
+	var calls []views.FoldOptions
+	fold := func(_ context.Context, o views.FoldOptions) (views.FoldStats, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, o)
+		if len(calls) == 2 {
+			return views.FoldStats{}, errors.New("bigtable down")
+		}
+		return views.FoldStats{Batches: 3, Applied: 2}, nil
+	}
+	h := New(Deps{Store: &fakeStore{}, Publisher: &fakePub{}, Interval: 200 * time.Millisecond, Period: 600 * time.Millisecond,
+		Views: fold, ViewsInterval: 50 * time.Millisecond})
+	rep := post(t, h, `{"once":false,"partition":1,"partitions":2}`)
+	if rep.ViewFolds < 9 || rep.ViewFolds > 12 || rep.ViewFolds != len(calls) {
+		t.Fatalf("%d views folds (%d calls) in 600 ms at 50 ms", rep.ViewFolds, len(calls))
+	}
+	if rep.ViewBatches != 3*(rep.ViewFolds-1) || rep.ViewsApplied != 2*(rep.ViewFolds-1) || rep.Errors != 1 {
+		t.Fatalf("report %+v", rep)
+	}
+	for _, o := range calls {
+		if o.Lo != counterstore.Parts/2 || o.Hi != counterstore.Parts {
+			t.Fatalf("partition 1 of 2 folded the views of parts [%d, %d)", o.Lo, o.Hi)
+		}
+	}
+	calls = nil
+	if rep := post(t, h, ``); rep.ViewFolds != 1 || len(calls) != 1 || calls[0].Lo != 0 || calls[0].Hi != counterstore.Parts {
+		t.Fatalf("bare POST: %+v, calls %+v", rep, calls)
 	}
 }

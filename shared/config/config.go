@@ -133,6 +133,10 @@ type Counters struct {
 	// counts: "range", one key-range delete per group-committed batch, or
 	// "row", one delete per row (the benchmark's comparison).
 	OutboxDelete OutboxDelete `env:"COUNTER_OUTBOX_DELETE, default=range"`
+	// ViewsFoldInterval is how often the rollup folds the staged views
+	// (VIEWS_COUNTING=folded) inside its minute: a staged view waits for
+	// it before it is counted.
+	ViewsFoldInterval time.Duration `env:"VIEWS_FOLD_INTERVAL, default=1s"`
 }
 
 type History struct {
@@ -146,6 +150,11 @@ type History struct {
 	// BatchLinger is how long a batch of watches waits for company before
 	// it is published; the request waits that much longer for its 202.
 	BatchLinger time.Duration `env:"HISTORY_BATCH_LINGER, default=50ms"`
+	// ViewsCounting "folded" has ApplyViews stage each batch's views in
+	// Bigtable, counted by the rollup's views fold (many batches a Spanner
+	// commit); "direct" counts each batch in a transaction of its own (the
+	// benchmark's comparison).
+	ViewsCounting ViewsCounting `env:"VIEWS_COUNTING, default=folded"`
 }
 
 type Erasure struct {
@@ -198,6 +207,17 @@ const (
 
 // EnvDecode implements envconfig.Decoder.
 func (l *LimitStore) EnvDecode(v string) error { return oneOf(l, v, LimitInBigtable, LimitInSpanner) }
+
+// ViewsCounting is how ApplyViews counts a batch's views.
+type ViewsCounting string
+
+const (
+	ViewsFolded ViewsCounting = "folded"
+	ViewsDirect ViewsCounting = "direct"
+)
+
+// EnvDecode implements envconfig.Decoder.
+func (v *ViewsCounting) EnvDecode(s string) error { return oneOf(v, s, ViewsFolded, ViewsDirect) }
 
 // OutboxDelete is how the counter consumer deletes the outbox rows it counts.
 type OutboxDelete string

@@ -59,9 +59,11 @@ locals {
     COUNTS_MAX_STALENESS            = var.counts_max_staleness
     COUNTER_RELAY_AFTER             = var.counter_relay_after
     COUNTER_OUTBOX_DELETE           = "range"
+    VIEWS_FOLD_INTERVAL             = "1s"
     HISTORY_MAX_AGE_DAYS            = tostring(local.bigtable_gc_days.history_max_age_days)
     HISTORY_BATCHING                = "on" # "off" only for the benchmark's baseline
     HISTORY_BATCH_LINGER            = var.history_batch_linger
+    VIEWS_COUNTING                  = "folded" # "direct" only for the benchmark's comparison
     TELEMETRY_EXPORTER              = "gcp"
     TELEMETRY_SAMPLE_RATIO          = "0.1"
     # An account erasure keeps the views' claims as long as Pub/Sub may

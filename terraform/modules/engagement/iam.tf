@@ -18,7 +18,7 @@ locals {
     Reactions          = { spanner = "user", bigtable = "user", firestore = "", publish = [local.counter_topic] }
     Counts             = { spanner = "reader", bigtable = "", firestore = "", publish = [] }
     Comments           = { spanner = "user", bigtable = "", firestore = "", publish = [local.counter_topic] }
-    Rollup             = { spanner = "user", bigtable = "", firestore = "", publish = [local.counter_topic] }
+    Rollup             = { spanner = "user", bigtable = "user", firestore = "", publish = [local.counter_topic] }
     Reconcile          = { spanner = "user", bigtable = "", firestore = "", publish = [] }
     DetectManipulation = { spanner = "user", bigtable = "", firestore = "", publish = [] }
     ExpireHistory      = { spanner = "", bigtable = "user", firestore = "user", publish = [] }
