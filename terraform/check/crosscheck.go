@@ -145,6 +145,10 @@ func cloudEnvVar(name string) bool {
 	return name != "PORT" && !strings.HasSuffix(name, "_EMULATOR_HOST")
 }
 
+// runtimeEnvVar reports whether the Go runtime, not shared/config, reads
+// name: the functions may set it without shared/config knowing it.
+func runtimeEnvVar(name string) bool { return name == "GOGC" || name == "GOMEMLIMIT" }
+
 // CrossCheck compares a plan of terraform/envs/<env> with the code, both ways.
 func CrossCheck(p *Plan, c *Code) []error {
 	var errs []error
@@ -222,6 +226,9 @@ func CrossCheck(p *Plan, c *Code) []error {
 			}
 		}
 		for k := range fnVars {
+			if runtimeEnvVar(k) {
+				continue
+			}
 			tfVars[k] = true
 			if !cloudEnvVar(k) {
 				add(fmt.Errorf("function %s sets %s, which only the local stack may set", ep, k))
