@@ -29,6 +29,17 @@ func push(_ *testing.T, data []byte) event.Event {
 	return pushWith(data, nil)
 }
 
+// oneComment is a counter message of one event: a comment on v.
+func oneComment(t *testing.T) []byte {
+	t.Helper()
+	msg, err := events.Encode(events.Message{Events: []events.Event{{ID: "c1", Kind: events.KindCounterDelta,
+		Deltas: []counter.Delta{{Key: "v", Field: counter.Comments, N: 1}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msg
+}
+
 func pushWith(data []byte, attrs map[string]string) event.Event {
 	return bus.PushEvent(bus.Message{ID: "m1", Data: data, Attributes: attrs}, "counter-apply")
 }
@@ -40,11 +51,7 @@ func pushWith(data []byte, attrs map[string]string) event.Event {
 func TestKindAttribute(t *testing.T) {
 	s := &fakeStore{}
 	fn := New(s, nil)
-	msg, err := events.Encode(events.Message{Events: []events.Event{{ID: "c1", Kind: events.KindCounterDelta,
-		Deltas: []counter.Delta{{Key: "v", Field: counter.Comments, N: 1}}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	msg := oneComment(t)
 	for _, kind := range []string{"watches", "account-erasure", ""} {
 		if err := fn(context.Background(), pushWith(msg, map[string]string{events.AttrKind: kind})); !errors.Is(err, bus.ErrPoison) {
 			t.Errorf("kind %q: %v, want bus.ErrPoison", kind, err)
@@ -68,11 +75,7 @@ func TestKindAttribute(t *testing.T) {
 func TestCounterMessagesOnly(t *testing.T) {
 	s := &fakeStore{}
 	fn := New(s, nil)
-	msg, err := events.Encode(events.Message{Events: []events.Event{{ID: "c1", Kind: events.KindCounterDelta,
-		Deltas: []counter.Delta{{Key: "v", Field: counter.Comments, N: 1}}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	msg := oneComment(t)
 	if err := fn(context.Background(), push(t, msg)); err != nil {
 		t.Fatal(err)
 	}
@@ -97,11 +100,7 @@ func TestPoisonIsRefusedForTheDeadLetterTopicAndFailuresRetried(t *testing.T) {
 		t.Fatalf("poison applied: %+v", s.got)
 	}
 	s.err = errors.New("spanner down")
-	msg, err := events.Encode(events.Message{Events: []events.Event{{ID: "c1", Kind: events.KindCounterDelta,
-		Deltas: []counter.Delta{{Key: "v", Field: counter.Comments, N: 1}}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	msg := oneComment(t)
 	if err := fn(context.Background(), push(t, msg)); err == nil || errors.Is(err, bus.ErrPoison) {
 		t.Fatalf("a store failure: %v, want a retryable error", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -135,20 +134,8 @@ func (e *env) get(path string, hdr ...string) answer {
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Add(hdr[i], hdr[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	// Every answer, errors and 304 included, is what the document says.
-	if err := apitest.Check("GET", path, resp.StatusCode, resp.Header, b); err != nil {
-		e.t.Error(err)
-	}
-	return answer{resp.StatusCode, resp.Header, b}
+	a := apitest.Do(e.t, req)
+	return answer{a.Code, a.Header, a.Body}
 }
 
 func (a answer) want(t *testing.T, code int) answer {

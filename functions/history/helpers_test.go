@@ -234,20 +234,8 @@ func (e *env) do(method, path, token string, body any) response {
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	// Every answer, errors included, is what docs/openapi.yaml says.
-	if err := apitest.Check(method, path, resp.StatusCode, resp.Header, b); err != nil {
-		e.t.Error(err)
-	}
-	return response{status: resp.StatusCode, header: resp.Header, body: b}
+	a := apitest.Do(e.t, req)
+	return response{status: a.Code, header: a.Header, body: a.Body}
 }
 
 // want fails unless the response has the status.

@@ -146,19 +146,8 @@ func (e *env) put(user, id, reaction string, hdr ...string) answer {
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := apitest.Check(http.MethodPut, path, resp.StatusCode, resp.Header, b); err != nil {
-		e.t.Error(err)
-	}
-	return answer{resp.StatusCode, resp.Header, b}
+	a := apitest.Do(e.t, req)
+	return answer{a.Code, a.Header, a.Body}
 }
 
 func (a answer) want(t *testing.T, code int, etag, status string) answer {

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -89,4 +90,31 @@ func Check(method, path string, status int, header http.Header, body []byte) err
 		return fmt.Errorf("apitest: %s %s answered %d: %w", method, path, status, err)
 	}
 	return nil
+}
+
+// Answer is one answer of the API as a test reads it.
+type Answer struct {
+	Code   int
+	Header http.Header
+	Body   []byte
+}
+
+// Do sends req, reads the answer and checks it against the document (Check,
+// with the request's path and query); a mismatch fails t, and so does a
+// request that gets no answer.
+func Do(t testing.TB, req *http.Request) Answer {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", req.Method, req.URL.RequestURI(), err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading the answer: %v", req.Method, req.URL.RequestURI(), err)
+	}
+	if err := Check(req.Method, req.URL.RequestURI(), resp.StatusCode, resp.Header, b); err != nil {
+		t.Error(err)
+	}
+	return Answer{Code: resp.StatusCode, Header: resp.Header, Body: b}
 }
