@@ -257,9 +257,13 @@ func mountFunctions(ctx context.Context, mux *http.ServeMux, top *topology.Topol
 }
 
 // startScheduler calls the scheduled functions on their Cloud Scheduler
-// schedules, in process.
+// schedules, in process. The jobs of every minute also run at once: in the
+// cloud their scheduler has been calling them all along, and a stack
+// started mid-minute would otherwise fold no staged views (nor anything
+// else of theirs) until the next minute.
 func startScheduler(top *topology.Topology, handlers map[string]http.Handler) (*cron.Cron, error) {
 	c := cron.New()
+	var now []func()
 	for _, job := range top.Scheduler {
 		h, ok := handlers[job.Function]
 		fn, _ := top.Function(job.Function)
@@ -273,17 +277,24 @@ func startScheduler(top *topology.Topology, handlers map[string]http.Handler) (*
 			return nil, err
 		}
 		name := job.Name
-		if _, err := c.AddFunc(job.Schedule, func() {
+		run := func() {
 			req := httptest.NewRequest(http.MethodPost, route, strings.NewReader(string(body)))
 			req.Header.Set("Content-Type", "application/json")
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)
 			slog.Info("scheduled job ran", "job", name, "status", rec.Code)
-		}); err != nil {
+		}
+		if _, err := c.AddFunc(job.Schedule, run); err != nil {
 			return nil, fmt.Errorf("scheduler job %s: %w", name, err)
+		}
+		if job.Schedule == "* * * * *" {
+			now = append(now, run)
 		}
 	}
 	c.Start()
+	for _, run := range now {
+		go run()
+	}
 	return c, nil
 }
 

@@ -9,9 +9,10 @@
 // Body: {"once":false,"partition":i,"partitions":n} (Cloud Scheduler's, one
 // job per partition) runs the minute over partition i of n of the moved
 // counters (counterstore.FoldOptions: disjoint hash ranges), holding the
-// partition's lease (JobLeases) for the minute: a late invocation of the
-// same job finds it held and leaves, so two instances never fold the same
-// counter at once. {"once":true} or no body at all (an operator's "roll up
+// partition's lease (JobLeases) for the minute: an invocation of the same
+// job that finds it held leaves the counters to its holder, so two
+// instances never fold the same counter at once, and folds only the
+// partition's staged views for its minute. {"once":true} or no body at all (an operator's "roll up
 // now") runs one tick without the lease and answers at once (a fold is one
 // transaction per batch, so it stays exact beside a scheduled one).
 package rollupfn
@@ -161,18 +162,23 @@ func (h *handler) run(ctx context.Context, b body) (Report, error) {
 			return Report{}, err
 		}
 		if !got {
-			slog.WarnContext(ctx, "rollup: partition held by another invocation; leaving it", "lease", lease)
+			// Held by a run that started off the minute (late, or whose
+			// instance died holding it until its lease expires): leave the
+			// counters to it, but fold the staged views all the same, as
+			// a staged view is not visible until folded. Two views folds of
+			// one partition stay exact (AppliedEvents, in each commit).
+			slog.WarnContext(ctx, "rollup: partition held by another invocation; folding only its staged views", "lease", lease)
 			rep.Held = true
-			return rep, nil
+		} else {
+			defer func() {
+				if err := h.Store.Release(context.WithoutCancel(ctx), lease, holder); err != nil {
+					slog.WarnContext(ctx, "rollup: lease not released; it expires by itself", "error", err.Error())
+				}
+			}()
 		}
-		defer func() {
-			if err := h.Store.Release(context.WithoutCancel(ctx), lease, holder); err != nil {
-				slog.WarnContext(ctx, "rollup: lease not released; it expires by itself", "error", err.Error())
-			}
-		}()
 	}
 
-	if b.Partition == 0 {
+	if b.Partition == 0 && !rep.Held {
 		// One relay per minute, not one per partition.
 		evs, err := h.Store.Stale(ctx, h.RelayAfter)
 		if err == nil && len(evs) > 0 {
@@ -209,30 +215,32 @@ func (h *handler) run(ctx context.Context, b body) (Report, error) {
 	// that succeeded, so that the alert fires when folding stops.
 	lastListed := start
 	var maxLag time.Duration
-	every(ctx, h.Interval, until, func() {
-		started := time.Now()
-		st, err := h.Store.FoldPart(ctx, opts)
-		h.Metrics.RollupDuration(ctx, time.Since(started))
-		rep.Ticks++
-		if err != nil {
-			rep.Errors++
-			lag := max(time.Since(lastListed), st.Lag())
-			maxLag = max(maxLag, lag)
-			h.Metrics.RollupLag(ctx, lag)
-			slog.ErrorContext(ctx, "rollup: fold failed; the next tick retries", "error", err.Error())
-			return
-		}
-		h.Metrics.RollupLag(ctx, st.Lag())
-		maxLag = max(maxLag, st.Lag())
-		lastListed = st.Listed
-		rep.Counters += st.Counters
-		rep.Shards += st.Shards
-		for k, n := range st.Resized {
-			h.Metrics.CounterShards(ctx, n)
-			rep.Resized[k] = n
-			slog.InfoContext(ctx, "rollup: shard count changed", "counterKey", k, "shards", n)
-		}
-	})
+	if !rep.Held { // the holder folds the counters
+		every(ctx, h.Interval, until, func() {
+			started := time.Now()
+			st, err := h.Store.FoldPart(ctx, opts)
+			h.Metrics.RollupDuration(ctx, time.Since(started))
+			rep.Ticks++
+			if err != nil {
+				rep.Errors++
+				lag := max(time.Since(lastListed), st.Lag())
+				maxLag = max(maxLag, lag)
+				h.Metrics.RollupLag(ctx, lag)
+				slog.ErrorContext(ctx, "rollup: fold failed; the next tick retries", "error", err.Error())
+				return
+			}
+			h.Metrics.RollupLag(ctx, st.Lag())
+			maxLag = max(maxLag, st.Lag())
+			lastListed = st.Listed
+			rep.Counters += st.Counters
+			rep.Shards += st.Shards
+			for k, n := range st.Resized {
+				h.Metrics.CounterShards(ctx, n)
+				rep.Resized[k] = n
+				slog.InfoContext(ctx, "rollup: shard count changed", "counterKey", k, "shards", n)
+			}
+		})
+	}
 	viewsDone.Wait()
 	rep.ViewFolds, rep.ViewBatches, rep.ViewsApplied = vrep.ViewFolds, vrep.ViewBatches, vrep.ViewsApplied
 	rep.Errors += vrep.Errors
@@ -242,6 +250,13 @@ func (h *handler) run(ctx context.Context, b body) (Report, error) {
 	// absence means the rollup stopped. A failed tick's lag counts from the
 	// last pass that succeeded, so a run whose folds all failed reports the
 	// whole run as lag.
+	// A run that found its partition held reports no lag: the holder's
+	// line does, or its absence.
+	if rep.Held {
+		slog.InfoContext(ctx, "rollup: views folded beside the partition's holder", "partition", b.Partition, "partitions", b.Partitions,
+			"viewFolds", rep.ViewFolds, "errors", rep.Errors, "viewBatches", rep.ViewBatches)
+		return rep, nil
+	}
 	slog.InfoContext(ctx, "rollup: done", "partition", b.Partition, "partitions", b.Partitions,
 		"ticks", rep.Ticks, "errors", rep.Errors, "lagSeconds", maxLag.Seconds(), "viewBatches", rep.ViewBatches)
 	return rep, nil

@@ -184,3 +184,26 @@ func TestViewsFoldOnTicksOfItsOwn(t *testing.T) {
 		t.Fatalf("bare POST: %+v, calls %+v", rep, calls)
 	}
 }
+
+// TestHeldPartitionFoldsViews: a run that finds its partition held leaves
+// the counters and the relay to the holder and folds the partition's staged
+// views for its minute.
+func TestHeldPartitionFoldsViews(t *testing.T) {
+	s := &fakeStore{held: true}
+	pub := &fakePub{}
+	s.stale = []events.Event{{ID: "e", Kind: events.KindCounterDelta, Outbox: true, Deltas: []counter.Delta{{Key: "k", Field: counter.Likes, N: 1}}}}
+	var folds []views.FoldOptions
+	fold := func(_ context.Context, o views.FoldOptions) (views.FoldStats, error) {
+		folds = append(folds, o)
+		return views.FoldStats{}, nil
+	}
+	h := New(Deps{Store: s, Publisher: pub, Interval: 100 * time.Millisecond, Period: 600 * time.Millisecond,
+		Views: fold, ViewsInterval: 50 * time.Millisecond})
+	rep := post(t, h, `{"once":false,"partition":0,"partitions":2}`)
+	if !rep.Held || rep.Ticks != 0 || len(s.folds) != 0 || pub.n != 0 {
+		t.Fatalf("held partition: report %+v, %d counter folds, %d published", rep, len(s.folds), pub.n)
+	}
+	if rep.ViewFolds < 2 || len(folds) != rep.ViewFolds || folds[0].Lo != 0 || folds[0].Hi != counterstore.Parts/2 {
+		t.Fatalf("held partition: %d views folds, %+v", rep.ViewFolds, folds)
+	}
+}
