@@ -20,7 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/videngage/engagement/cmd/internal/benchstack"
+	"github.com/videngage/engagement/cmd/internal/localstack"
 	countsfn "github.com/videngage/engagement/functions/counts"
 	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/shared/counter"
@@ -71,18 +71,18 @@ var countsSettings = []string{"before", "one query", "after"}
 
 func countsReadBench(ctx context.Context, es *emulators.Stack) error {
 	fmt.Fprintln(os.Stderr, "bench: counts reads…")
-	srv, err := benchstack.StartServer()
+	srv, err := localstack.StartServer()
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
-	cfg, teardown, err := benchstack.Provision(ctx, es, srv, fmt.Sprintf("bench-counts-%d", os.Getpid()), map[string]string{"RATE_LIMITS": "off"})
+	cfg, teardown, err := localstack.Provision(ctx, es, srv, fmt.Sprintf("bench-counts-%d", os.Getpid()), map[string]string{"RATE_LIMITS": "off"})
 	if err != nil {
 		return err
 	}
 	defer teardown()
 	stores := map[string]*countingStore{}
-	s, err := newStack(ctx, cfg, srv, func(st *benchstack.Stack, mux *http.ServeMux) error {
+	s, err := newStack(ctx, cfg, srv, func(st *localstack.Stack, mux *http.ServeMux) error {
 		// One code path, two settings: the cache TTL 0 turns the instance
 		// cache and the shared reads off.
 		oneQuery := counterstore.New(spannerdb.Wrap(st.Clients.Spanner, cfg), counterstore.Options{OneQuery: true})
@@ -320,7 +320,7 @@ func readPhase(client *http.Client, path string, tokens []string, signed bool, h
 		all = append(all, l...)
 	}
 	r := readResult{perSec: float64(len(all)) / elapsed.Seconds(), failed: int(fails.Load())}
-	r.p50, r.p99 = benchstack.Percentiles(all)
+	r.p50, r.p99 = localstack.Percentiles(all)
 	if store != nil {
 		r.per1000 = float64(store.queries.Load()-q0) * 1000 / float64(len(all))
 	}
@@ -375,7 +375,7 @@ func publicFreshness(client *http.Client, counts, api string, s *stack, name str
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	p50, p99 = benchstack.Percentiles(lat)
+	p50, p99 = localstack.Percentiles(lat)
 	return p50, p99, nil
 }
 

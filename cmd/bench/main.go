@@ -34,7 +34,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/videngage/engagement/cmd/internal/benchstack"
+	"github.com/videngage/engagement/cmd/internal/localstack"
 	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -55,7 +55,7 @@ func main() {
 	if os.Getenv(loadChildEnv) != "" {
 		runLoadChild()
 	}
-	benchstack.Main("bench", realMain)
+	localstack.Main("bench", realMain)
 }
 
 func realMain(ctx context.Context) error {
@@ -80,7 +80,7 @@ func realMain(ctx context.Context) error {
 	flag.DurationVar(&vo.timeout, "views-timeout", 15*time.Minute, "views benchmark: give up counting after this long")
 	flag.Parse()
 
-	st, err := benchstack.Emulators(ctx, "bench")
+	st, err := localstack.Emulators(ctx, "bench", emulators.Options{})
 	if err != nil {
 		return err
 	}
@@ -130,7 +130,7 @@ type result struct {
 }
 
 func runMode(ctx context.Context, es *emulators.Stack, c configuration, n int, o options) (result, error) {
-	srv, err := benchstack.StartServer()
+	srv, err := localstack.StartServer()
 	if err != nil {
 		return result{}, err
 	}
@@ -139,7 +139,7 @@ func runMode(ctx context.Context, es *emulators.Stack, c configuration, n int, o
 	// measures that): every counts read and freshness poll reads Spanner.
 	env := map[string]string{"COUNTS_CACHE_TTL": "0s"}
 	maps.Copy(env, c.env)
-	cfg, teardown, err := benchstack.Provision(ctx, es, srv, fmt.Sprintf("bench-%d-%d", os.Getpid(), n), env)
+	cfg, teardown, err := localstack.Provision(ctx, es, srv, fmt.Sprintf("bench-%d-%d", os.Getpid(), n), env)
 	if err != nil {
 		return result{}, err
 	}
@@ -162,7 +162,7 @@ func runMode(ctx context.Context, es *emulators.Stack, c configuration, n int, o
 	return r, nil
 }
 
-func newClient(conc int) *http.Client { return benchstack.NewClient(conc, 30*time.Second) }
+func newClient(conc int) *http.Client { return localstack.NewClient(conc, 30*time.Second) }
 
 func do(c *http.Client, method, url, token, body string) (int, []byte, error) {
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
@@ -186,7 +186,7 @@ func do(c *http.Client, method, url, token, body string) (int, []byte, error) {
 
 // hotItem: o.reactions users like one item as fast as o.concurrency clients
 // can; accepted = all answered 200, applied = the exact count reached.
-func hotItem(ctx context.Context, s *stack, srv *benchstack.Server, o options, r *result) error {
+func hotItem(ctx context.Context, s *stack, srv *localstack.Server, o options, r *result) error {
 	tokens := make([]string, o.reactions)
 	for i := range tokens {
 		t, err := s.token(fmt.Sprintf("user-%d", i), false)
@@ -283,7 +283,7 @@ func hotItem(ctx context.Context, s *stack, srv *benchstack.Server, o options, r
 	return nil
 }
 
-func countsLatency(ctx context.Context, s *stack, srv *benchstack.Server, o options, r *result) error {
+func countsLatency(ctx context.Context, s *stack, srv *localstack.Server, o options, r *result) error {
 	ids := make([]string, 50)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("item-%d", i)
@@ -306,13 +306,13 @@ func countsLatency(ctx context.Context, s *stack, srv *benchstack.Server, o opti
 	}
 	after := spannerdb.CurrentStats()
 	r.readsPerRequest = float64(after.Reads-before.Reads) / float64(o.countsReqs)
-	r.countsP50, r.P99 = benchstack.Percentiles(lat)
+	r.countsP50, r.P99 = localstack.Percentiles(lat)
 	return nil
 }
 
 // freshness: one write at a time on its own item, then anonymous counts
 // polled every 5 ms until the like shows.
-func freshness(ctx context.Context, s *stack, srv *benchstack.Server, o options, r *result) error {
+func freshness(ctx context.Context, s *stack, srv *localstack.Server, o options, r *result) error {
 	client := newClient(2)
 	tok, err := s.token("fresh-writer", false)
 	if err != nil {
@@ -341,7 +341,7 @@ func freshness(ctx context.Context, s *stack, srv *benchstack.Server, o options,
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	r.freshP50, r.freshP99 = benchstack.Percentiles(lat)
+	r.freshP50, r.freshP99 = localstack.Percentiles(lat)
 	return nil
 }
 

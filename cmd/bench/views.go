@@ -23,7 +23,7 @@ import (
 
 	"cloud.google.com/go/spanner"
 
-	"github.com/videngage/engagement/cmd/internal/benchstack"
+	"github.com/videngage/engagement/cmd/internal/localstack"
 	applyhistoryfn "github.com/videngage/engagement/functions/applyhistory"
 	applyviewsfn "github.com/videngage/engagement/functions/applyviews"
 	historyfn "github.com/videngage/engagement/functions/history"
@@ -118,8 +118,8 @@ func runViewsBench(ctx context.Context, es *emulators.Stack, o viewsOptions) err
 }
 
 // viewsStack provisions a world and serves the views path on it.
-func viewsStack(ctx context.Context, es *emulators.Stack, srv *benchstack.Server, project string, env map[string]string) (*benchstack.Stack, func(), error) {
-	cfg, teardown, err := benchstack.Provision(ctx, es, srv, project, env)
+func viewsStack(ctx context.Context, es *emulators.Stack, srv *localstack.Server, project string, env map[string]string) (*localstack.Stack, func(), error) {
+	cfg, teardown, err := localstack.Provision(ctx, es, srv, project, env)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -132,12 +132,12 @@ func viewsStack(ctx context.Context, es *emulators.Stack, srv *benchstack.Server
 }
 
 // newViewsStack serves History, ApplyHistory and ApplyViews over a
-// benchstack, on a provisioned world whose subscriptions push to srv.
-func newViewsStack(ctx context.Context, cfg *config.Config, srv *benchstack.Server) (*benchstack.Stack, func(), error) {
+// localstack, on a provisioned world whose subscriptions push to srv.
+func newViewsStack(ctx context.Context, cfg *config.Config, srv *localstack.Server) (*localstack.Stack, func(), error) {
 	var more *host.Clients
 	var folding sync.WaitGroup
 	stopFold := func() {}
-	st, err := benchstack.New(ctx, "bench", cfg, srv, func(st *benchstack.Stack, mux *http.ServeMux) error {
+	st, err := localstack.New(ctx, "bench", cfg, srv, func(st *localstack.Stack, mux *http.ServeMux) error {
 		var err error
 		more, err = host.New(ctx, cfg, host.NeedBigtable|host.NeedFirestore)
 		if err != nil {
@@ -191,7 +191,7 @@ func newViewsStack(ctx context.Context, cfg *config.Config, srv *benchstack.Serv
 
 func viewsMode(ctx context.Context, es *emulators.Stack, mode, counting string, n int, o viewsOptions) (viewsResult, error) {
 	r := viewsResult{mode: map[string]string{"off": "off (per watch)", "on": "on"}[mode], counting: counting, watchers: o.watchers}
-	srv, err := benchstack.StartServer()
+	srv, err := localstack.StartServer()
 	if err != nil {
 		return r, err
 	}
@@ -306,7 +306,7 @@ func viewsMode(ctx context.Context, es *emulators.Stack, mode, counting string, 
 }
 
 // waitViews waits until key has want views counted (snapshot and shards).
-func waitViews(ctx context.Context, st *benchstack.Stack, key string, want int64, timeout time.Duration) error {
+func waitViews(ctx context.Context, st *localstack.Stack, key string, want int64, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		c, _, err := st.Counters.Totals(ctx, []string{key})
@@ -359,12 +359,12 @@ func (r viewsResult) precision(viewers int64, path string) precision {
 // folds, and reads the estimate the counts API would answer.
 func storeViewers(ctx context.Context, es *emulators.Stack, n int) (precision, error) {
 	p := precision{viewers: int64(n), path: "counter store: 500-viewer batches, shards, fold, read"}
-	srv, err := benchstack.StartServer()
+	srv, err := localstack.StartServer()
 	if err != nil {
 		return p, err
 	}
 	defer srv.Close()
-	cfg, teardown, err := benchstack.Provision(ctx, es, srv, fmt.Sprintf("bench-%d-store", os.Getpid()), nil)
+	cfg, teardown, err := localstack.Provision(ctx, es, srv, fmt.Sprintf("bench-%d-store", os.Getpid()), nil)
 	if err != nil {
 		return p, err
 	}

@@ -30,7 +30,7 @@ import (
 
 	"cloud.google.com/go/spanner"
 
-	"github.com/videngage/engagement/cmd/internal/benchstack"
+	"github.com/videngage/engagement/cmd/internal/localstack"
 	commentsfn "github.com/videngage/engagement/functions/comments"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/comment/commentstore"
@@ -50,7 +50,7 @@ type options struct {
 	timeout     time.Duration
 }
 
-func main() { benchstack.Main("benchcomments", realMain) }
+func main() { localstack.Main("benchcomments", realMain) }
 
 func realMain(ctx context.Context) error {
 	var o options
@@ -65,7 +65,7 @@ func realMain(ctx context.Context) error {
 		return errors.New("want 0 ≤ -spam ≤ -comments, 1 ≤ -sweep ≤ 1000 and -concurrency ≥ 1")
 	}
 
-	w, err := benchstack.Start(ctx, "benchcomments", fmt.Sprintf("bench-comments-%d", os.Getpid()), map[string]string{
+	w, err := localstack.Start(ctx, "benchcomments", fmt.Sprintf("bench-comments-%d", os.Getpid()), map[string]string{
 		"COUNTER_MODE": o.mode,
 		"RATE_LIMITS":  "off", // one bench user posts far more than 10 a minute
 	})
@@ -84,14 +84,14 @@ func realMain(ctx context.Context) error {
 
 // stack is the functions of the bench's world, served as the local stack
 // serves them: the counter functions every benchmark serves
-// (benchstack.Stack) and the Comments API.
+// (localstack.Stack) and the Comments API.
 type stack struct {
-	*benchstack.Stack
+	*localstack.Stack
 	url string
 }
 
-func newStack(ctx context.Context, cfg *config.Config, srv *benchstack.Server) (*stack, error) {
-	bs, err := benchstack.New(ctx, "benchcomments", cfg, srv, func(st *benchstack.Stack, mux *http.ServeMux) error {
+func newStack(ctx context.Context, cfg *config.Config, srv *localstack.Server) (*stack, error) {
+	bs, err := localstack.New(ctx, "benchcomments", cfg, srv, func(st *localstack.Stack, mux *http.ServeMux) error {
 		deps, err := commentsfn.Build(st.Clients)
 		if err != nil {
 			return err
@@ -108,7 +108,7 @@ func newStack(ctx context.Context, cfg *config.Config, srv *benchstack.Server) (
 	return &stack{Stack: bs, url: srv.URL}, nil
 }
 
-func newClient(conc int) *http.Client { return benchstack.NewClient(conc, 60*time.Second) }
+func newClient(conc int) *http.Client { return localstack.NewClient(conc, 60*time.Second) }
 
 func do(c *http.Client, method, url, token string, body []byte, hdr ...string) (int, []byte, error) {
 	req, err := http.NewRequest(method, url, bytes.NewReader(body))

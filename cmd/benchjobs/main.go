@@ -36,7 +36,7 @@ import (
 
 	"cloud.google.com/go/spanner"
 
-	"github.com/videngage/engagement/cmd/internal/benchstack"
+	"github.com/videngage/engagement/cmd/internal/localstack"
 	reconcilefn "github.com/videngage/engagement/functions/reconcile"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
@@ -53,7 +53,7 @@ type options struct {
 	budget     time.Duration
 }
 
-func main() { benchstack.Main("benchjobs", realMain) }
+func main() { localstack.Main("benchjobs", realMain) }
 
 func realMain(ctx context.Context) error {
 	var o options
@@ -79,7 +79,7 @@ func realMain(ctx context.Context) error {
 		return errors.New("want -workers ≥ 1, -partitions ≥ 1, 1 ≤ -drift ≤ -counters/2, -budget ≥ 1s")
 	}
 
-	w, err := benchstack.Start(ctx, "benchjobs", fmt.Sprintf("bench-jobs-%d", os.Getpid()), nil)
+	w, err := localstack.Start(ctx, "benchjobs", fmt.Sprintf("bench-jobs-%d", os.Getpid()), nil)
 	if err != nil {
 		return err
 	}
@@ -101,7 +101,7 @@ func realMain(ctx context.Context) error {
 	// Reconciliation in a database of its own: the rollup's folded
 	// counters would be counters to check (and drifted: no truth holds
 	// their likes).
-	rcfg, rteardown, err := benchstack.Provision(ctx, w.Emulators, w.Server, fmt.Sprintf("bench-reconcile-%d", os.Getpid()), nil)
+	rcfg, rteardown, err := localstack.Provision(ctx, w.Emulators, w.Server, fmt.Sprintf("bench-reconcile-%d", os.Getpid()), nil)
 	if err != nil {
 		return err
 	}

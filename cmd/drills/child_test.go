@@ -7,8 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -17,21 +15,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/GoogleCloudPlatform/functions-framework-go/funcframework"
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
 	"github.com/cloudevents/sdk-go/v2/event"
 
+	"github.com/videngage/engagement/cmd/internal/localstack"
 	applycountersfn "github.com/videngage/engagement/functions/applycounters"
 	applyhistoryfn "github.com/videngage/engagement/functions/applyhistory"
 	applyviewsfn "github.com/videngage/engagement/functions/applyviews"
 	"github.com/videngage/engagement/functions/host"
-	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
-		"github.com/videngage/engagement/shared/views/viewstore"
+	"github.com/videngage/engagement/shared/views/viewstore"
 )
 
 // runEventsChild is the events child: the registered event functions served
@@ -62,39 +59,13 @@ func runEventsChild() int {
 			return 1
 		}
 	}
-	p, err := emulators.FreePort()
+	events, err := localstack.EventFunctions(targets)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "events child:", err)
 		return 1
 	}
-	fport := strconv.Itoa(p)
-	go func() {
-		err := funcframework.StartHostPort("127.0.0.1", fport)
-		fmt.Fprintln(os.Stderr, "events child: functions framework stopped:", err)
-		os.Exit(1)
-	}()
-	if err := waitListening("127.0.0.1:" + fport); err != nil {
-		fmt.Fprintln(os.Stderr, "events child:", err)
-		return 1
-	}
-	framework, _ := url.Parse("http://127.0.0.1:" + fport)
-	rp := httputil.NewSingleHostReverseProxy(framework)
-	var gates sync.Map
 	front := http.NewServeMux()
-	front.HandleFunc("POST /events/{function}", func(w http.ResponseWriter, r *http.Request) {
-		name := r.PathValue("function")
-		to, ok := targets[name]
-		if !ok {
-			http.Error(w, "no event function "+name, http.StatusNotFound)
-			return
-		}
-		g, _ := gates.LoadOrStore(name, &sync.Mutex{})
-		g.(*sync.Mutex).Lock()
-		defer g.(*sync.Mutex).Unlock()
-		r2 := r.Clone(r.Context())
-		r2.URL.Path = "/" + to
-		rp.ServeHTTP(w, r2)
-	})
+	front.Handle("POST /events/{function}", events)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "events child:", err)
@@ -324,16 +295,10 @@ var (
 	current atomic.Pointer[map[string]func(context.Context, event.Event) error]
 )
 
-// inProcess is a stack's way to its event functions in this process.
+// inProcess is a stack's way to its event functions in this process: the
+// address that serves their pushes at /events/<Name>, one at a time each.
 type inProcess struct {
-	addr  string
-	gates sync.Map
-}
-
-// gate lets one request at a time into a function, as an instance does.
-func (in *inProcess) gate(function string) *sync.Mutex {
-	g, _ := in.gates.LoadOrStore(function, &sync.Mutex{})
-	return g.(*sync.Mutex)
+	addr string
 }
 
 // serveInProcess builds the registered event functions on a stack's clients
@@ -362,12 +327,17 @@ func serveInProcess(t *testing.T, c *host.Clients) *inProcess {
 	return &inProcess{addr: frameworkAddr}
 }
 
+// startFramework registers, for every event function, one that dispatches
+// to the running drill stack's, and serves their pushes (localstack's event
+// front) on a loopback port, whose address it returns.
 func startFramework() (string, error) {
+	paths := map[string]string{}
 	for _, r := range host.All() {
 		if r.Event == nil {
 			continue
 		}
 		name := r.Name
+		paths[name] = inProcessPath(name)
 		functions.CloudEvent(inProcessPath(name), func(ctx context.Context, e event.Event) error {
 			fns := current.Load()
 			if fns == nil {
@@ -376,31 +346,16 @@ func startFramework() (string, error) {
 			return (*fns)[name](ctx, e)
 		})
 	}
-	p, err := emulators.FreePort()
+	events, err := localstack.EventFunctions(paths)
 	if err != nil {
 		return "", err
 	}
-	port := strconv.Itoa(p)
-	go func() {
-		err := funcframework.StartHostPort("127.0.0.1", port)
-		fmt.Fprintln(os.Stderr, "drills: functions framework stopped:", err)
-	}()
-	if err := waitListening("127.0.0.1:" + port); err != nil {
+	mux := http.NewServeMux()
+	mux.Handle("POST /events/{function}", events)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
 		return "", err
 	}
-	return "127.0.0.1:" + port, nil
-}
-
-// waitListening waits until addr accepts connections.
-func waitListening(addr string) error {
-	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-			return nil
-		}
-		if time.Since(start) > 20*time.Second {
-			return fmt.Errorf("the functions framework does not listen on %s: %w", addr, err)
-		}
-	}
+	go (&http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}).Serve(ln)
+	return ln.Addr().String(), nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/sethvargo/go-envconfig"
 
 	_ "github.com/videngage/engagement" // every function registers itself
+	"github.com/videngage/engagement/cmd/internal/localstack"
 	"github.com/videngage/engagement/cmd/soak/workload"
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/internal/emulators"
@@ -33,7 +34,6 @@ import (
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/spannerdb"
-	"github.com/videngage/engagement/shared/topology"
 )
 
 // emu is the drills' own emulator stack, started by TestMain.
@@ -182,25 +182,11 @@ func startStack(t *testing.T, o stackOptions) *drillStack {
 	}
 	t.Cleanup(func() { st.proxy.log.Close() })
 
-	target := emulators.Target{
-		Project:          project,
-		SpannerInstance:  cfg.Spanner.Instance,
-		SpannerDatabase:  cfg.Spanner.Database,
-		BigtableInstance: cfg.Bigtable.Instance,
-		PushEndpoint:     func(fn string) string { return base + "/events/" + fn },
-	}
-	pctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if err := emulators.Provision(pctx, emu.Hosts, target); err != nil {
+	teardown, err := localstack.ProvisionConfig(ctx, emu, cfg, func(fn string) string { return base + "/events/" + fn })
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := emulators.Teardown(ctx, emu.Hosts, target); err != nil {
-			t.Logf("teardown: %v", err)
-		}
-	})
+	t.Cleanup(teardown)
 
 	// The server answers 503 until the functions are built; JWKS first,
 	// since the verifier may fetch the keys while it is built.
@@ -222,29 +208,12 @@ func startStack(t *testing.T, o stackOptions) *drillStack {
 	st.db = spannerdb.Wrap(st.clients.Spanner, cfg)
 	st.counters = counterstore.New(st.db, counterstore.Options{})
 
-	builders := map[string]host.HTTPBuilder{}
-	for _, r := range host.All() {
-		if r.HTTP != nil {
-			builders[r.Name] = r.HTTP
-		}
+	instead := map[string]http.Handler{}
+	if o.viewsFold != nil {
+		instead["Rollup"] = st.rollupWithViewsFold(o.viewsFold)
 	}
-	for _, f := range topology.MustLoad().Functions {
-		b, ok := builders[f.Name]
-		if f.Kind == topology.KindEvent || !ok {
-			continue
-		}
-		h, err := b(ctx, st.clients)
-		if err != nil {
-			t.Fatalf("build %s: %v", f.Name, err)
-		}
-		if f.Name == "Rollup" && o.viewsFold != nil {
-			h = st.rollupWithViewsFold(o.viewsFold)
-		}
-		h = httpx.Standard(f.Name, project, cfg.HTTP.AllowedOrigins, cfg.HTTP.RequestTimeout)(h)
-		st.handlers[f.Name] = h
-		for _, route := range f.Routes {
-			mux.Handle(route, h)
-		}
+	if st.handlers, err = localstack.MountHTTP(ctx, mux, st.clients, instead); err != nil {
+		t.Fatal(err)
 	}
 
 	if o.child {
@@ -261,18 +230,8 @@ func startStack(t *testing.T, o stackOptions) *drillStack {
 // waitReady waits until every backend answers through the stack's clients.
 func (st *drillStack) waitReady() {
 	st.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := st.clients.Check(ctx)
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			st.t.Fatalf("backends do not answer: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
+	if err := localstack.WaitBackends(context.Background(), st.clients); err != nil {
+		st.t.Fatal(err)
 	}
 }
 
@@ -547,10 +506,7 @@ func (p *eventProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (p *eventProxy) forward(ctx context.Context, d delivery) int {
 	var url string
 	if in := p.st.inproc; in != nil {
-		url = "http://" + in.addr + "/" + inProcessPath(d.function)
-		g := in.gate(d.function)
-		g.Lock()
-		defer g.Unlock()
+		url = "http://" + in.addr + "/events/" + d.function
 	} else if c := p.st.child.Load(); c != nil {
 		url = "http://" + c.addr + "/events/" + d.function
 	} else {

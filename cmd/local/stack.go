@@ -9,18 +9,15 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/GoogleCloudPlatform/functions-framework-go/funcframework"
 	"github.com/robfig/cron/v3"
 
+	"github.com/videngage/engagement/cmd/internal/localstack"
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/shared/auth"
@@ -52,7 +49,11 @@ func realMain(ctx context.Context) error {
 	}()
 	defer srv.Close()
 
-	stack, err := startEmulators(ctx)
+	logDir := envOr("LOCAL_LOG_DIR", filepath.Join(os.TempDir(), "engagement-local"))
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return err
+	}
+	stack, err := localstack.Emulators(ctx, "local", emulators.Options{LogDir: logDir})
 	if err != nil {
 		return err
 	}
@@ -100,15 +101,8 @@ func realMain(ctx context.Context) error {
 		_ = shutdownTelemetry(ctx)
 	}()
 
-	top := topology.MustLoad()
-	err = emulators.Provision(ctx, stack.Hosts, emulators.Target{
-		Project:           cfg.Project,
-		SpannerInstance:   cfg.Spanner.Instance,
-		SpannerDatabase:   cfg.Spanner.Database,
-		BigtableInstance:  cfg.Bigtable.Instance,
-		PushEndpoint:      func(fn string) string { return base + "/events/" + fn },
-		HistoryMaxAgeDays: cfg.History.MaxAgeDays,
-	})
+	// The world stays when the stack stops: the next run finds its data.
+	_, err = localstack.ProvisionConfig(ctx, stack, cfg, func(fn string) string { return base + "/events/" + fn })
 	if err != nil {
 		return err
 	}
@@ -119,7 +113,7 @@ func realMain(ctx context.Context) error {
 	}
 	defer clients.Close()
 
-	events, err := startEventFunctions()
+	events, err := localstack.EventFunctions(nil)
 	if err != nil {
 		return err
 	}
@@ -129,11 +123,11 @@ func realMain(ctx context.Context) error {
 	mux.Handle("GET /{$}", playgroundHandler())
 	mux.Handle("GET /dev/jwks", issuer.JWKSHandler())
 	mux.Handle("POST /events/{function}", events)
-	functions, err := mountFunctions(ctx, mux, top, clients)
+	functions, err := localstack.MountHTTP(ctx, mux, clients, nil)
 	if err != nil {
 		return err
 	}
-	sched, err := startScheduler(top, functions)
+	sched, err := startScheduler(topology.MustLoad(), functions)
 	if err != nil {
 		return err
 	}
@@ -141,7 +135,7 @@ func realMain(ctx context.Context) error {
 
 	// The first Firestore call on a fresh emulator is slow: wait for every
 	// backend once, so that /healthz turning 200 means ready.
-	if err := waitBackends(ctx, clients); err != nil {
+	if err := localstack.WaitBackends(ctx, clients); err != nil {
 		return err
 	}
 	ready.set(clients)
@@ -163,97 +157,6 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
-}
-
-func startEmulators(ctx context.Context) (*emulators.Stack, error) {
-	if s, ok := emulators.Attach(); ok {
-		slog.Info("using the running emulators", "hosts", s.Hosts)
-		return s, nil
-	}
-	logDir := envOr("LOCAL_LOG_DIR", filepath.Join(os.TempDir(), "engagement-local"))
-	if err := os.MkdirAll(logDir, 0o755); err != nil {
-		return nil, err
-	}
-	started := time.Now()
-	s, err := emulators.Start(ctx, emulators.Options{LogDir: logDir})
-	if err != nil {
-		return nil, err
-	}
-	slog.Info("emulators started", "in", time.Since(started).Round(time.Millisecond), "logs", logDir)
-	return s, nil
-}
-
-// startEventFunctions serves the registered event functions with
-// functions-framework-go on a loopback port (each at /<Name>) and returns the
-// handler that Pub/Sub pushes reach. It lets one request at a time into each
-// function, as Cloud Functions does by default: the framework's CloudEvent
-// path mis-pairs concurrent requests.
-func startEventFunctions() (http.Handler, error) {
-	p, err := emulators.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	fport := strconv.Itoa(p)
-	go func() {
-		if err := funcframework.StartHostPort("127.0.0.1", fport); err != nil {
-			slog.Error("functions framework stopped", "error", err)
-		}
-	}()
-	target, _ := url.Parse("http://127.0.0.1:" + fport)
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	known := map[string]bool{}
-	for _, r := range host.All() {
-		if r.Event != nil {
-			known[r.Name] = true
-		}
-	}
-	var gates sync.Map
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name := r.PathValue("function")
-		if !known[name] {
-			httpx.WriteError(w, r, httpx.NotFound("no event function %q", name))
-			return
-		}
-		g, _ := gates.LoadOrStore(name, &sync.Mutex{})
-		g.(*sync.Mutex).Lock()
-		defer g.(*sync.Mutex).Unlock()
-		r2 := r.Clone(r.Context())
-		r2.URL.Path = "/" + name
-		proxy.ServeHTTP(w, r2)
-	}), nil
-}
-
-// mountFunctions builds every HTTP and scheduled function of the topology on
-// the shared clients and serves it at its topology routes. One that no
-// package registers is an error, as terraform/check makes it one for a
-// deployment.
-func mountFunctions(ctx context.Context, mux *http.ServeMux, top *topology.Topology, c *host.Clients) (map[string]http.Handler, error) {
-	builders := map[string]host.HTTPBuilder{}
-	for _, r := range host.All() {
-		if r.HTTP != nil {
-			builders[r.Name] = r.HTTP
-		}
-	}
-	handlers := map[string]http.Handler{}
-	for _, f := range top.Functions {
-		if f.Kind == topology.KindEvent {
-			continue
-		}
-		b, ok := builders[f.Name]
-		if !ok {
-			return nil, fmt.Errorf("%s is in topology.json but no function package registers it", f.Name)
-		}
-		built, err := b(ctx, c)
-		if err != nil {
-			return nil, fmt.Errorf("build %s: %w", f.Name, err)
-		}
-		h := httpx.Standard(f.Name, c.Config.Project, c.Config.HTTP.AllowedOrigins, c.Config.HTTP.RequestTimeout)(built)
-		handlers[f.Name] = h
-		for _, route := range f.Routes {
-			mux.Handle(route, h)
-		}
-	}
-	return handlers, nil
 }
 
 // startScheduler calls the scheduled functions on their Cloud Scheduler
@@ -296,22 +199,6 @@ func startScheduler(top *topology.Topology, handlers map[string]http.Handler) (*
 		go run()
 	}
 	return c, nil
-}
-
-func waitBackends(ctx context.Context, c *host.Clients) error {
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := c.Check(cctx)
-		cancel()
-		if err == nil || ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("backends do not answer: %w", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 // readiness answers /healthz: 200 once every backend answers.

@@ -1,9 +1,9 @@
-// Package benchstack serves engagement functions in process over the Google
-// Cloud emulators, the way the local stack serves them, for the benchmark
-// commands: a loopback server, a provisioned world, the counter functions
-// every benchmark needs (Counts, Reconcile, the ApplyCounters push endpoint,
-// the rollup folding every interval), and the measuring helpers.
-package benchstack
+// The benchmarks' part of the stack: a loopback server whose handler is set
+// after the world is provisioned, the counter functions every benchmark
+// needs (Counts, Reconcile, the ApplyCounters push endpoint, the rollup
+// folding every interval), and the measuring helpers.
+
+package localstack
 
 import (
 	"context"
@@ -33,7 +33,6 @@ import (
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/spannerdb"
-	"github.com/videngage/engagement/shared/topology"
 )
 
 // Server is a loopback HTTP server whose handler is set after start: the
@@ -73,34 +72,11 @@ func (s *Server) Close() { s.srv.Close() }
 // PushEndpoint is where the subscriptions of an event function push.
 func (s *Server) PushEndpoint(function string) string { return s.URL + "/push/" + function }
 
-// Emulators returns the running emulators named by the *_EMULATOR_HOST
-// variables, or starts them (saying so on stderr as name). Stop the stack
-// when done: stopping an attached one does nothing.
-func Emulators(ctx context.Context, name string) (*emulators.Stack, error) {
-	if es, ok := emulators.Attach(); ok {
-		return es, nil
-	}
-	fmt.Fprintf(os.Stderr, "%s: starting the emulators…\n", name)
-	return emulators.Start(ctx, emulators.Options{})
-}
-
 // Provision creates a world named project on es whose subscriptions push to
 // srv, sets the process environment the client libraries read (the
 // *_EMULATOR_HOST variables), and returns the world's configuration: the
 // emulators', the project's, and env's variables. Call teardown when done.
 func Provision(ctx context.Context, es *emulators.Stack, srv *Server, project string, env map[string]string) (cfg *config.Config, teardown func(), err error) {
-	top := topology.MustLoad()
-	target := emulators.Target{
-		Project:          project,
-		SpannerInstance:  top.Spanner.Instance,
-		SpannerDatabase:  top.Spanner.Database,
-		BigtableInstance: top.Bigtable.Instance,
-		PushEndpoint:     srv.PushEndpoint,
-	}
-	if err := emulators.Provision(ctx, es.Hosts, target); err != nil {
-		return nil, nil, err
-	}
-	teardown = func() { emulators.Teardown(context.WithoutCancel(ctx), es.Hosts, target) }
 	all := es.Env()
 	all["GOOGLE_CLOUD_PROJECT"] = project
 	for k, v := range env {
@@ -109,9 +85,10 @@ func Provision(ctx context.Context, es *emulators.Stack, srv *Server, project st
 	for k, v := range all {
 		os.Setenv(k, v)
 	}
-	cfg, err = config.FromLookuper(ctx, envconfig.MapLookuper(all))
-	if err != nil {
-		teardown()
+	if cfg, err = config.FromLookuper(ctx, envconfig.MapLookuper(all)); err != nil {
+		return nil, nil, err
+	}
+	if teardown, err = ProvisionConfig(ctx, es, cfg, srv.PushEndpoint); err != nil {
 		return nil, nil, err
 	}
 	return cfg, teardown, nil
@@ -130,7 +107,7 @@ type World struct {
 // and provisions project on them with env (see Provision). Close undoes all
 // three.
 func Start(ctx context.Context, name, project string, env map[string]string) (*World, error) {
-	es, err := Emulators(ctx, name)
+	es, err := Emulators(ctx, name, emulators.Options{})
 	if err != nil {
 		return nil, err
 	}

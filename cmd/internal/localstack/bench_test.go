@@ -1,4 +1,4 @@
-package benchstack
+package localstack
 
 import (
 	"io"

@@ -1,0 +1,204 @@
+// Package localstack assembles the system on the Google Cloud emulators, for
+// everything that runs it outside the cloud: cmd/local (make run), the
+// benchmark commands and the fault drills. It attaches to or starts the
+// emulators, provisions a world in them, builds the registered HTTP
+// functions on one set of clients and serves them at their topology routes
+// as the cloud does, serves the registered event functions with
+// functions-framework-go where Pub/Sub pushes, and waits until every
+// backend answers. The benchmarks' counter stack (bench.go) is built on the
+// same world.
+//
+// The per-package tests use internal/emulators/emulatortest instead: the
+// same emulators and the same provisioning (internal/emulators), one world
+// per test, with the package's own handlers built directly.
+package localstack
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/GoogleCloudPlatform/functions-framework-go/funcframework"
+
+	"github.com/videngage/engagement/functions/host"
+	"github.com/videngage/engagement/internal/emulators"
+	"github.com/videngage/engagement/shared/config"
+	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/topology"
+)
+
+// Emulators returns the running emulators named by the *_EMULATOR_HOST
+// variables, or starts them with opts (saying so on stderr as name). Stop
+// the stack when done: stopping an attached one does nothing.
+func Emulators(ctx context.Context, name string, opts emulators.Options) (*emulators.Stack, error) {
+	if es, ok := emulators.Attach(); ok {
+		slog.Info("using the running emulators", "hosts", es.Hosts)
+		return es, nil
+	}
+	fmt.Fprintf(os.Stderr, "%s: starting the emulators…\n", name)
+	started := time.Now()
+	es, err := emulators.Start(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	slog.Info("emulators started", "in", time.Since(started).Round(time.Millisecond), "logs", opts.LogDir)
+	return es, nil
+}
+
+// ProvisionConfig creates cfg's world in es (cfg.Project: the Spanner
+// instance and database, the Bigtable tables and their GC policies, the
+// Pub/Sub topics and subscriptions), the subscriptions of each event
+// function pushing to push(function). teardown deletes the world.
+func ProvisionConfig(ctx context.Context, es *emulators.Stack, cfg *config.Config, push func(function string) string) (teardown func(), err error) {
+	target := emulators.Target{
+		Project:           cfg.Project,
+		SpannerInstance:   cfg.Spanner.Instance,
+		SpannerDatabase:   cfg.Spanner.Database,
+		BigtableInstance:  cfg.Bigtable.Instance,
+		PushEndpoint:      push,
+		HistoryMaxAgeDays: cfg.History.MaxAgeDays,
+	}
+	pctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := emulators.Provision(pctx, es.Hosts, target); err != nil {
+		return nil, err
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if err := emulators.Teardown(ctx, es.Hosts, target); err != nil {
+			slog.Warn("teardown of the world failed", "project", target.Project, "error", err)
+		}
+	}, nil
+}
+
+// MountHTTP builds every HTTP and scheduled function of the topology with
+// its registered builder on c, wraps it as the cloud serves it
+// (httpx.Standard), and serves it at its routes on mux. It returns the
+// handlers by function name. A function of the topology that no package
+// registers is an error, as terraform/check makes it one for a deployment.
+// instead names handlers to serve in place of the built ones (a drill's
+// probed Rollup), wrapped the same way.
+func MountHTTP(ctx context.Context, mux *http.ServeMux, c *host.Clients, instead map[string]http.Handler) (map[string]http.Handler, error) {
+	builders := map[string]host.HTTPBuilder{}
+	for _, r := range host.All() {
+		if r.HTTP != nil {
+			builders[r.Name] = r.HTTP
+		}
+	}
+	handlers := map[string]http.Handler{}
+	for _, f := range topology.MustLoad().Functions {
+		if f.Kind == topology.KindEvent {
+			continue
+		}
+		b, ok := builders[f.Name]
+		if !ok {
+			return nil, fmt.Errorf("%s is in topology.json but no function package registers it", f.Name)
+		}
+		built, ok := instead[f.Name]
+		if !ok {
+			var err error
+			if built, err = b(ctx, c); err != nil {
+				return nil, fmt.Errorf("build %s: %w", f.Name, err)
+			}
+		}
+		h := httpx.Standard(f.Name, c.Config.Project, c.Config.HTTP.AllowedOrigins, c.Config.HTTP.RequestTimeout)(built)
+		handlers[f.Name] = h
+		for _, route := range f.Routes {
+			mux.Handle(route, h)
+		}
+	}
+	return handlers, nil
+}
+
+// EventFunctions serves the registered event functions with
+// functions-framework-go on a free loopback port and returns the handler of
+// their pushes, POST /events/{function}. It lets one request at a time into
+// each function, as Cloud Functions does by default: the framework's
+// CloudEvent path mis-pairs concurrent requests. paths names the framework
+// path of a function registered under another name than its own (the
+// drills' probes); by default a function is served at /<Name>. The
+// framework serves one port per process: call this once.
+func EventFunctions(paths map[string]string) (http.Handler, error) {
+	known := map[string]string{}
+	for _, r := range host.All() {
+		if r.Event != nil {
+			known[r.Name] = "/" + r.Name
+		}
+	}
+	for name, p := range paths {
+		if _, ok := known[name]; !ok {
+			return nil, fmt.Errorf("event functions: %s is not registered", name)
+		}
+		known[name] = "/" + p
+	}
+	p, err := emulators.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(p)
+	go func() {
+		err := funcframework.StartHostPort("127.0.0.1", strconv.Itoa(p))
+		slog.Error("functions framework stopped", "error", err)
+	}()
+	if err := WaitListening(addr); err != nil {
+		return nil, err
+	}
+	target, _ := url.Parse("http://" + addr)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var gates sync.Map
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("function")
+		to, ok := known[name]
+		if !ok {
+			httpx.WriteError(w, r, httpx.NotFound("no event function %q", name))
+			return
+		}
+		g, _ := gates.LoadOrStore(name, &sync.Mutex{})
+		g.(*sync.Mutex).Lock()
+		defer g.(*sync.Mutex).Unlock()
+		r2 := r.Clone(r.Context())
+		r2.URL.Path = to
+		proxy.ServeHTTP(w, r2)
+	}), nil
+}
+
+// WaitListening waits until addr accepts connections (20 s at most).
+func WaitListening(addr string) error {
+	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if time.Since(start) > 20*time.Second {
+			return fmt.Errorf("nothing listens on %s: %w", addr, err)
+		}
+	}
+}
+
+// WaitBackends waits until every backend answers through c (a minute at
+// most): the first Firestore call on a fresh emulator is slow.
+func WaitBackends(ctx context.Context, c *host.Clients) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := c.Check(cctx)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("backends do not answer: %w", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
