@@ -41,7 +41,6 @@ test-terraform:
 ## bench: benchmarks on the local stack, figures side by side
 bench:
 	$(GO) run ./cmd/bench
-	$(GO) run ./cmd/benchcomments
 	$(GO) run ./cmd/benchjobs
 	$(GO) test -run '^$$' -bench BenchmarkVerify ./shared/auth/
 	$(GO) run ./cmd/withemulators -- $(GO) test -run '^$$' -bench BenchmarkHistoryFirstPage -benchtime 200x ./shared/history/historystore/

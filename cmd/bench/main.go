@@ -15,9 +15,11 @@
 //
 // Then the views benchmark (views.go): watches of one hot video counted end
 // to end with each watch its own message and transaction, and batched; and
-// the precision of uniqueViewers.
+// the precision of uniqueViewers. Then the comments benchmark (comments.go):
+// comments on one hot video accepted and counted, a spam sweep, the final
+// count checked exact.
 //
-// Usage: go run ./cmd/bench [-only <configurations>,views] [-reactions 1000] [-concurrency 64] [-watches 20000] [-watchers 64] [-more-watchers 256] [-views-baseline=false]
+// Usage: go run ./cmd/bench [-only <configurations>,views,comments] [-reactions 1000] [-concurrency 64] [-watches 20000] [-watchers 64] [-more-watchers 256] [-views-baseline=false] [-comments 12000] [-spam 10000] [-sweep 1000] [-comments-mode sharded]
 package main
 
 import (
@@ -67,7 +69,7 @@ func realMain(ctx context.Context) error {
 	flag.DurationVar(&o.timeout, "timeout", 3*time.Minute, "give up applying after this long")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of each configuration's hot-item run to this file, suffixed with the configuration")
 	flag.StringVar(&o.memProfile, "memprofile", "", "write a profile of the heap allocations of each configuration's hot-item run to this file, suffixed with the configuration (and the allocations before the run to <file>.<configuration>.base: go tool pprof -sample_index=alloc_objects -diff_base ...)")
-	flag.StringVar(&o.only, "only", "", `run only these configurations (comma-separated names; "views" is the views benchmark)`)
+	flag.StringVar(&o.only, "only", "", `run only these configurations (comma-separated names; "views" is the views benchmark, "comments" the comments benchmark)`)
 	var vo viewsOptions
 	flag.IntVar(&vo.watches, "watches", 20000, "views benchmark: distinct watches of the hot video per mode")
 	flag.IntVar(&vo.watchers, "watchers", 64, "views benchmark: concurrent clients")
@@ -78,7 +80,18 @@ func realMain(ctx context.Context) error {
 	flag.IntVar(&vo.store, "store-viewers", 100000, "distinct viewers through the counter store")
 	flag.IntVar(&vo.sketch, "sketch-viewers", 1000000, "distinct viewers through the sketch alone")
 	flag.DurationVar(&vo.timeout, "views-timeout", 15*time.Minute, "views benchmark: give up counting after this long")
+	var co commentsOptions
+	flag.IntVar(&co.comments, "comments", 12000, "comments benchmark: comments posted on the hot video")
+	flag.IntVar(&co.spam, "spam", 10000, "comments benchmark: of which marked as spam afterwards")
+	flag.IntVar(&co.sweep, "sweep", 1000, "comments benchmark: comment ids per spam call (at most 1,000)")
+	flag.StringVar(&co.mode, "comments-mode", "sharded", `comments benchmark: COUNTER_MODE, "sharded" or "naive"`)
+	flag.DurationVar(&co.timeout, "comments-timeout", 5*time.Minute, "comments benchmark: give up waiting for the counts after this long")
 	flag.Parse()
+	co.concurrency = o.concurrency
+	if err := co.check(); err != nil {
+		return err
+	}
+	section := func(name string) bool { return o.only == "" || slices.Contains(strings.Split(o.only, ","), name) }
 
 	st, err := localstack.Emulators(ctx, "bench", emulators.Options{})
 	if err != nil {
@@ -108,8 +121,13 @@ func realMain(ctx context.Context) error {
 			return err
 		}
 	}
-	if o.only == "" || slices.Contains(strings.Split(o.only, ","), "views") {
-		return runViewsBench(ctx, st, vo)
+	if section("views") {
+		if err := runViewsBench(ctx, st, vo); err != nil {
+			return err
+		}
+	}
+	if section("comments") {
+		return runCommentsBench(ctx, st, co)
 	}
 	return nil
 }

@@ -639,7 +639,7 @@ func TestLargeSpamSweep(t *testing.T) {
 	w := newWorld(t, 0)
 	ctx := context.Background()
 	// A sweep of several full calls; the 10,000-comment sweep runs in
-	// cmd/benchcomments (make bench), which also checks the final count.
+	// cmd/bench -only comments (make bench), which also checks the final count.
 	const total, spam, batch = 3500, 3000, 500
 	var ids []string
 	for len(ids) < total {

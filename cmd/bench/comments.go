@@ -1,6 +1,6 @@
-// Command benchcomments measures comments and their counts on the local
-// stack (the Google Cloud emulators, the functions served in process over
-// real stores, Pub/Sub pushing to the real consumer):
+// The comments section (-only comments): comments and their counts on the
+// local stack (the functions served in process over real stores, Pub/Sub
+// pushing to the real consumer):
 //
 //  1. one hot video: comments/s accepted (HTTP 201) and counted end to end
 //     (HTTP → Spanner + outbox → Pub/Sub → ApplyCounters → Spanner shards),
@@ -10,8 +10,7 @@
 //     per call, the time until the count reflects it, and the exact final
 //     count against the source of truth (visible comments in Spanner), then
 //     a reconciliation run that must find nothing to correct.
-//
-// Usage: go run ./cmd/benchcomments [-comments 12000] [-spam 10000] [-concurrency 64]
+
 package main
 
 import (
@@ -19,7 +18,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -32,6 +30,7 @@ import (
 
 	"github.com/videngage/engagement/cmd/internal/localstack"
 	commentsfn "github.com/videngage/engagement/functions/comments"
+	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/comment/commentstore"
 	"github.com/videngage/engagement/shared/config"
@@ -41,7 +40,7 @@ import (
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 
-type options struct {
+type commentsOptions struct {
 	comments    int
 	spam        int
 	sweep       int
@@ -50,48 +49,47 @@ type options struct {
 	timeout     time.Duration
 }
 
-func main() { localstack.Main("benchcomments", realMain) }
-
-func realMain(ctx context.Context) error {
-	var o options
-	flag.IntVar(&o.comments, "comments", 12000, "comments posted on the hot video")
-	flag.IntVar(&o.spam, "spam", 10000, "of which marked as spam afterwards")
-	flag.IntVar(&o.sweep, "sweep", 1000, "comment ids per spam call (at most 1,000)")
-	flag.IntVar(&o.concurrency, "concurrency", 64, "concurrent clients")
-	flag.StringVar(&o.mode, "mode", "sharded", `COUNTER_MODE: "sharded" or "naive"`)
-	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up waiting for the counts after this long")
-	flag.Parse()
+func (o commentsOptions) check() error {
 	if o.spam > o.comments || o.sweep < 1 || o.sweep > 1000 || o.concurrency < 1 {
 		return errors.New("want 0 ≤ -spam ≤ -comments, 1 ≤ -sweep ≤ 1000 and -concurrency ≥ 1")
 	}
+	return nil
+}
 
-	w, err := localstack.Start(ctx, "benchcomments", fmt.Sprintf("bench-comments-%d", os.Getpid()), map[string]string{
+// runCommentsBench runs the comments section on a world of its own in es.
+func runCommentsBench(ctx context.Context, es *emulators.Stack, o commentsOptions) error {
+	srv, err := localstack.StartServer()
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	cfg, teardown, err := localstack.Provision(ctx, es, srv, fmt.Sprintf("bench-comments-%d", os.Getpid()), map[string]string{
 		"COUNTER_MODE": o.mode,
 		"RATE_LIMITS":  "off", // one bench user posts far more than 10 a minute
 	})
 	if err != nil {
 		return err
 	}
-	defer w.Close()
-	st, err := newStack(ctx, w.Config, w.Server)
+	defer teardown()
+	st, err := newCommentsStack(ctx, cfg, srv)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	fmt.Fprintf(os.Stderr, "benchcomments: %d comments on one video, %d clients, %s counters…\n", o.comments, o.concurrency, o.mode)
-	return run(ctx, st, o)
+	fmt.Fprintf(os.Stderr, "bench: comments: %d comments on one video, %d clients, %s counters…\n", o.comments, o.concurrency, o.mode)
+	return runComments(ctx, st, o)
 }
 
-// stack is the functions of the bench's world, served as the local stack
+// commentsStack is the functions of the comments section's world, served as the local stack
 // serves them: the counter functions every benchmark serves
 // (localstack.Stack) and the Comments API.
-type stack struct {
+type commentsStack struct {
 	*localstack.Stack
 	url string
 }
 
-func newStack(ctx context.Context, cfg *config.Config, srv *localstack.Server) (*stack, error) {
-	bs, err := localstack.New(ctx, "benchcomments", cfg, srv, func(st *localstack.Stack, mux *http.ServeMux) error {
+func newCommentsStack(ctx context.Context, cfg *config.Config, srv *localstack.Server) (*commentsStack, error) {
+	bs, err := localstack.New(ctx, "bench", cfg, srv, func(st *localstack.Stack, mux *http.ServeMux) error {
 		deps, err := commentsfn.Build(st.Clients)
 		if err != nil {
 			return err
@@ -105,12 +103,10 @@ func newStack(ctx context.Context, cfg *config.Config, srv *localstack.Server) (
 	if err != nil {
 		return nil, err
 	}
-	return &stack{Stack: bs, url: srv.URL}, nil
+	return &commentsStack{Stack: bs, url: srv.URL}, nil
 }
 
-func newClient(conc int) *http.Client { return localstack.NewClient(conc, 60*time.Second) }
-
-func do(c *http.Client, method, url, token string, body []byte, hdr ...string) (int, []byte, error) {
+func commentsDo(c *http.Client, method, url, token string, body []byte, hdr ...string) (int, []byte, error) {
 	req, err := http.NewRequest(method, url, bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, err
@@ -130,10 +126,10 @@ func do(c *http.Client, method, url, token string, body []byte, hdr ...string) (
 	return resp.StatusCode, b, err
 }
 
-const hot = "hot-video"
+const hotVideo = "hot-video"
 
-func run(ctx context.Context, st *stack, o options) error {
-	client := newClient(o.concurrency)
+func runComments(ctx context.Context, st *commentsStack, o commentsOptions) error {
+	client := localstack.NewClient(o.concurrency, 60*time.Second)
 	tokens := make([]string, o.concurrency)
 	for i := range tokens {
 		t, err := st.Issuer.Mint(fmt.Sprintf("viewer-%d", i))
@@ -147,7 +143,7 @@ func run(ctx context.Context, st *stack, o options) error {
 		return err
 	}
 	// Warm up: connections, the key set, one counted comment elsewhere.
-	if code, b, err := do(client, "POST", st.url+"/v1/videos/warmup/comments", tokens[0], []byte(`{"text":"warm"}`)); err != nil || code != 201 {
+	if code, b, err := commentsDo(client, "POST", st.url+"/v1/videos/warmup/comments", tokens[0], []byte(`{"text":"warm"}`)); err != nil || code != 201 {
 		return fmt.Errorf("warm-up: %d %s %v", code, b, err)
 	}
 	time.Sleep(time.Second)
@@ -173,7 +169,7 @@ func run(ctx context.Context, st *stack, o options) error {
 				body := []byte(fmt.Sprintf(`{"text":"comment %d: what a video"}`, i))
 				key := fmt.Sprintf("bench-%d", i)
 				for attempt := 0; ; attempt++ {
-					code, b, err := do(client, "POST", st.url+"/v1/videos/"+hot+"/comments", tokens[w], body, "Idempotency-Key", key)
+					code, b, err := commentsDo(client, "POST", st.url+"/v1/videos/"+hotVideo+"/comments", tokens[w], body, "Idempotency-Key", key)
 					if err == nil && code == http.StatusCreated {
 						var c struct{ ID string }
 						if err := json.Unmarshal(b, &c); err != nil || c.ID == "" {
@@ -210,7 +206,7 @@ func run(ctx context.Context, st *stack, o options) error {
 	after := spannerdb.CurrentStats()
 	m1, e1 := events.PublishedStats()
 	time.Sleep(st.Config.Counters.RollupInterval + time.Second) // a fold sets the shard count
-	shards, err := st.Counters.ShardCount(ctx, hot)
+	shards, err := st.Counters.ShardCount(ctx, hotVideo)
 	if err != nil {
 		return err
 	}
@@ -223,7 +219,7 @@ func run(ctx context.Context, st *stack, o options) error {
 		batch := ids[i:min(i+o.sweep, o.spam)]
 		body, _ := json.Marshal(map[string][]string{"commentIds": batch})
 		t0 := time.Now()
-		code, b, err := do(client, "POST", st.url+"/v1/moderation/spam", mod, body)
+		code, b, err := commentsDo(client, "POST", st.url+"/v1/moderation/spam", mod, body)
 		if err != nil || code != http.StatusOK {
 			return fmt.Errorf("spam call %d: %d %s %v", calls, code, b, err)
 		}
@@ -244,7 +240,7 @@ func run(ctx context.Context, st *stack, o options) error {
 
 	// 3. Exactness, after the rollup has folded.
 	time.Sleep(st.Config.Counters.RollupInterval + time.Second)
-	code, b, err := do(client, "GET", st.url+"/v1/counts?ids="+hot, "", nil)
+	code, b, err := commentsDo(client, "GET", st.url+"/v1/counts?ids="+hotVideo, "", nil)
 	if err != nil || code != 200 {
 		return fmt.Errorf("counts: %d %s %v", code, b, err)
 	}
@@ -254,19 +250,19 @@ func run(ctx context.Context, st *stack, o options) error {
 	if err := json.Unmarshal(b, &api); err != nil {
 		return err
 	}
-	counted, pending, err := st.Counters.Totals(ctx, []string{hot})
+	counted, pending, err := st.Counters.Totals(ctx, []string{hotVideo})
 	if err != nil {
 		return err
 	}
 	var truth map[string]counter.Values
 	err = st.DB.InSnapshot(ctx, func(ctx context.Context, tx *spanner.ReadOnlyTransaction) error {
-		truth, err = commentstore.Source{}.Truth(ctx, tx, []string{hot})
+		truth, err = commentstore.Source{}.Truth(ctx, tx, []string{hotVideo})
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	code, b, err = do(client, "POST", st.url+"/internal/reconcile", "", []byte(`{"scope":"all"}`))
+	code, b, err = commentsDo(client, "POST", st.url+"/internal/reconcile", "", []byte(`{"scope":"all"}`))
 	if err != nil || code != 200 {
 		return fmt.Errorf("reconcile: %d %s %v", code, b, err)
 	}
@@ -286,13 +282,13 @@ func run(ctx context.Context, st *stack, o options) error {
 	fmt.Printf("2. spam sweep of %d comments in %d calls of ≤%d ids\n", o.spam, calls, o.sweep)
 	fmt.Printf("   sweep calls answered in                   %8.2f s   (slowest call %.2f s)\n", sweptIn.Seconds(), slowest.Seconds())
 	fmt.Printf("   count reflects the sweep after            %8.2f s   (%d messages, %d events for the sweep)\n", sweepCountedIn.Seconds(), m2-m1, e2-e1)
-	fmt.Printf("3. final count of %s\n", hot)
-	fmt.Printf("   GET /v1/counts                            %8d\n", api.Counts[hot].Comments)
-	fmt.Printf("   counted (snapshot + shards) / pending     %8d / %d\n", counted[hot].Comments, pending[hot].Comments)
-	fmt.Printf("   source of truth (visible comments)        %8d  (expected %d)\n", truth[hot].Comments, want)
+	fmt.Printf("3. final count of %s\n", hotVideo)
+	fmt.Printf("   GET /v1/counts                            %8d\n", api.Counts[hotVideo].Comments)
+	fmt.Printf("   counted (snapshot + shards) / pending     %8d / %d\n", counted[hotVideo].Comments, pending[hotVideo].Comments)
+	fmt.Printf("   source of truth (visible comments)        %8d  (expected %d)\n", truth[hotVideo].Comments, want)
 	fmt.Printf("   reconciliation afterwards                 %8d corrections of %d counters checked\n", rep.Corrected, rep.Checked)
-	exact := api.Counts[hot].Comments == truth[hot].Comments && truth[hot].Comments == want &&
-		counted[hot].Comments == want && pending[hot].Comments == 0 && rep.Corrected == 0
+	exact := api.Counts[hotVideo].Comments == truth[hotVideo].Comments && truth[hotVideo].Comments == want &&
+		counted[hotVideo].Comments == want && pending[hotVideo].Comments == 0 && rep.Corrected == 0
 	fmt.Printf("   exact                                     %8v\n", exact)
 	if !exact {
 		return errors.New("the final count is not exact")
@@ -302,14 +298,14 @@ func run(ctx context.Context, st *stack, o options) error {
 
 // waitCounted waits until the hot counter (snapshot + shards, nothing
 // pending) holds want comments, and returns the time since start.
-func (st *stack) waitCounted(ctx context.Context, want int64, start time.Time, timeout time.Duration) (time.Duration, error) {
+func (st *commentsStack) waitCounted(ctx context.Context, want int64, start time.Time, timeout time.Duration) (time.Duration, error) {
 	deadline := time.Now().Add(timeout)
 	for {
-		counted, _, err := st.Counters.Totals(ctx, []string{hot})
+		counted, _, err := st.Counters.Totals(ctx, []string{hotVideo})
 		if err != nil {
 			return 0, err
 		}
-		if got := counted[hot].Comments; got == want {
+		if got := counted[hotVideo].Comments; got == want {
 			return time.Since(start), nil
 		} else if time.Now().After(deadline) {
 			return 0, fmt.Errorf("the count is %d after %v, want %d", got, timeout, want)
