@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/videngage/engagement/shared/counter"
@@ -76,26 +77,30 @@ func post(t *testing.T, h http.Handler, body string) Report {
 }
 
 func TestTicksInsideThePeriod(t *testing.T) {
-	s := &fakeStore{fail: true}
-	pub := &fakePub{}
-	s.stale = []events.Event{{ID: "e", Kind: events.KindCounterDelta, Outbox: true, Deltas: []counter.Delta{{Key: "k", Field: counter.Likes, N: 1}}}}
-	h := New(Deps{Store: s, Publisher: pub, Interval: 100 * time.Millisecond, Period: 600 * time.Millisecond})
-	start := time.Now()
-	rep := post(t, h, `{}`)
-	if took := time.Since(start); took > 700*time.Millisecond {
-		t.Fatalf("the minute's loop overran its period: %v", took)
-	}
-	if rep.Ticks < 5 || rep.Ticks > 6 || len(s.folds) != rep.Ticks {
-		t.Fatalf("%d ticks (%d folds) in 600 ms at 100 ms", rep.Ticks, len(s.folds))
-	}
-	if rep.Errors != 1 || rep.Counters != rep.Ticks-1 || rep.Resized["hot"] != 8 || rep.Relayed != 1 || pub.n != 1 {
-		t.Fatalf("report %+v, %d published", rep, pub.n)
-	}
-	for i := 1; i < len(s.folds); i++ {
-		if gap := s.folds[i].Sub(s.folds[i-1]); gap < 80*time.Millisecond {
-			t.Fatalf("ticks %v apart", gap)
+	// In a synctest bubble the minute runs on the bubble's clock: its
+	// ticks and their spacing are exact, however loaded the machine.
+	synctest.Test(t, func(t *testing.T) {
+		s := &fakeStore{fail: true}
+		pub := &fakePub{}
+		s.stale = []events.Event{{ID: "e", Kind: events.KindCounterDelta, Outbox: true, Deltas: []counter.Delta{{Key: "k", Field: counter.Likes, N: 1}}}}
+		h := New(Deps{Store: s, Publisher: pub, Interval: 100 * time.Millisecond, Period: 600 * time.Millisecond})
+		start := time.Now()
+		rep := post(t, h, `{}`)
+		if took := time.Since(start); took > 700*time.Millisecond {
+			t.Fatalf("the minute's loop overran its period: %v", took)
 		}
-	}
+		if rep.Ticks < 5 || rep.Ticks > 6 || len(s.folds) != rep.Ticks {
+			t.Fatalf("%d ticks (%d folds) in 600 ms at 100 ms", rep.Ticks, len(s.folds))
+		}
+		if rep.Errors != 1 || rep.Counters != rep.Ticks-1 || rep.Resized["hot"] != 8 || rep.Relayed != 1 || pub.n != 1 {
+			t.Fatalf("report %+v, %d published", rep, pub.n)
+		}
+		for i := 1; i < len(s.folds); i++ {
+			if gap := s.folds[i].Sub(s.folds[i-1]); gap < 80*time.Millisecond {
+				t.Fatalf("ticks %v apart", gap)
+			}
+		}
+	})
 }
 
 func TestOnce(t *testing.T) {
@@ -154,35 +159,39 @@ func TestPartitionLease(t *testing.T) {
 // over the parts of the run's partition, beside the counters' ticks; a
 // bare POST folds once.
 func TestViewsFoldOnTicksOfItsOwn(t *testing.T) {
-	var mu sync.Mutex
-	var calls []views.FoldOptions
-	fold := func(_ context.Context, o views.FoldOptions) (views.FoldStats, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		calls = append(calls, o)
-		if len(calls) == 2 {
-			return views.FoldStats{}, errors.New("bigtable down")
+	// In a synctest bubble the minute runs on the bubble's clock: the
+	// ticks are counted exactly, however loaded the machine.
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var calls []views.FoldOptions
+		fold := func(_ context.Context, o views.FoldOptions) (views.FoldStats, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			calls = append(calls, o)
+			if len(calls) == 2 {
+				return views.FoldStats{}, errors.New("bigtable down")
+			}
+			return views.FoldStats{Batches: 3, Applied: 2}, nil
 		}
-		return views.FoldStats{Batches: 3, Applied: 2}, nil
-	}
-	h := New(Deps{Store: &fakeStore{}, Publisher: &fakePub{}, Interval: 200 * time.Millisecond, Period: 600 * time.Millisecond,
-		Views: fold, ViewsInterval: 50 * time.Millisecond})
-	rep := post(t, h, `{"once":false,"partition":1,"partitions":2}`)
-	if rep.ViewFolds < 9 || rep.ViewFolds > 12 || rep.ViewFolds != len(calls) {
-		t.Fatalf("%d views folds (%d calls) in 600 ms at 50 ms", rep.ViewFolds, len(calls))
-	}
-	if rep.ViewBatches != 3*(rep.ViewFolds-1) || rep.ViewsApplied != 2*(rep.ViewFolds-1) || rep.Errors != 1 {
-		t.Fatalf("report %+v", rep)
-	}
-	for _, o := range calls {
-		if o.Lo != counterstore.Parts/2 || o.Hi != counterstore.Parts {
-			t.Fatalf("partition 1 of 2 folded the views of parts [%d, %d)", o.Lo, o.Hi)
+		h := New(Deps{Store: &fakeStore{}, Publisher: &fakePub{}, Interval: 200 * time.Millisecond, Period: 600 * time.Millisecond,
+			Views: fold, ViewsInterval: 50 * time.Millisecond})
+		rep := post(t, h, `{"once":false,"partition":1,"partitions":2}`)
+		if rep.ViewFolds < 9 || rep.ViewFolds > 12 || rep.ViewFolds != len(calls) {
+			t.Fatalf("%d views folds (%d calls) in 600 ms at 50 ms", rep.ViewFolds, len(calls))
 		}
-	}
-	calls = nil
-	if rep := post(t, h, ``); rep.ViewFolds != 1 || len(calls) != 1 || calls[0].Lo != 0 || calls[0].Hi != counterstore.Parts {
-		t.Fatalf("bare POST: %+v, calls %+v", rep, calls)
-	}
+		if rep.ViewBatches != 3*(rep.ViewFolds-1) || rep.ViewsApplied != 2*(rep.ViewFolds-1) || rep.Errors != 1 {
+			t.Fatalf("report %+v", rep)
+		}
+		for _, o := range calls {
+			if o.Lo != counterstore.Parts/2 || o.Hi != counterstore.Parts {
+				t.Fatalf("partition 1 of 2 folded the views of parts [%d, %d)", o.Lo, o.Hi)
+			}
+		}
+		calls = nil
+		if rep := post(t, h, ``); rep.ViewFolds != 1 || len(calls) != 1 || calls[0].Lo != 0 || calls[0].Hi != counterstore.Parts {
+			t.Fatalf("bare POST: %+v, calls %+v", rep, calls)
+		}
+	})
 }
 
 // TestHeldPartitionFoldsViews: a run that finds its partition held leaves
