@@ -14,12 +14,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"sync"
@@ -106,26 +104,6 @@ func newCommentsStack(ctx context.Context, cfg *config.Config, srv *localstack.S
 	return &commentsStack{Stack: bs, url: srv.URL}, nil
 }
 
-func commentsDo(c *http.Client, method, url, token string, body []byte, hdr ...string) (int, []byte, error) {
-	req, err := http.NewRequest(method, url, bytes.NewReader(body))
-	if err != nil {
-		return 0, nil, err
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, err
-}
-
 const hotVideo = "hot-video"
 
 func runComments(ctx context.Context, st *commentsStack, o commentsOptions) error {
@@ -143,7 +121,7 @@ func runComments(ctx context.Context, st *commentsStack, o commentsOptions) erro
 		return err
 	}
 	// Warm up: connections, the key set, one counted comment elsewhere.
-	if code, b, err := commentsDo(client, "POST", st.url+"/v1/videos/warmup/comments", tokens[0], []byte(`{"text":"warm"}`)); err != nil || code != 201 {
+	if code, b, err := do(client, "POST", st.url+"/v1/videos/warmup/comments", tokens[0], `{"text":"warm"}`); err != nil || code != 201 {
 		return fmt.Errorf("warm-up: %d %s %v", code, b, err)
 	}
 	time.Sleep(time.Second)
@@ -169,7 +147,7 @@ func runComments(ctx context.Context, st *commentsStack, o commentsOptions) erro
 				body := []byte(fmt.Sprintf(`{"text":"comment %d: what a video"}`, i))
 				key := fmt.Sprintf("bench-%d", i)
 				for attempt := 0; ; attempt++ {
-					code, b, err := commentsDo(client, "POST", st.url+"/v1/videos/"+hotVideo+"/comments", tokens[w], body, "Idempotency-Key", key)
+					code, b, err := do(client, "POST", st.url+"/v1/videos/"+hotVideo+"/comments", tokens[w], string(body), "Idempotency-Key", key)
 					if err == nil && code == http.StatusCreated {
 						var c struct{ ID string }
 						if err := json.Unmarshal(b, &c); err != nil || c.ID == "" {
@@ -219,7 +197,7 @@ func runComments(ctx context.Context, st *commentsStack, o commentsOptions) erro
 		batch := ids[i:min(i+o.sweep, o.spam)]
 		body, _ := json.Marshal(map[string][]string{"commentIds": batch})
 		t0 := time.Now()
-		code, b, err := commentsDo(client, "POST", st.url+"/v1/moderation/spam", mod, body)
+		code, b, err := do(client, "POST", st.url+"/v1/moderation/spam", mod, string(body))
 		if err != nil || code != http.StatusOK {
 			return fmt.Errorf("spam call %d: %d %s %v", calls, code, b, err)
 		}
@@ -240,7 +218,7 @@ func runComments(ctx context.Context, st *commentsStack, o commentsOptions) erro
 
 	// 3. Exactness, after the rollup has folded.
 	time.Sleep(st.Config.Counters.RollupInterval + time.Second)
-	code, b, err := commentsDo(client, "GET", st.url+"/v1/counts?ids="+hotVideo, "", nil)
+	code, b, err := do(client, "GET", st.url+"/v1/counts?ids="+hotVideo, "", "")
 	if err != nil || code != 200 {
 		return fmt.Errorf("counts: %d %s %v", code, b, err)
 	}
@@ -262,7 +240,7 @@ func runComments(ctx context.Context, st *commentsStack, o commentsOptions) erro
 	if err != nil {
 		return err
 	}
-	code, b, err = commentsDo(client, "POST", st.url+"/internal/reconcile", "", []byte(`{"scope":"all"}`))
+	code, b, err = do(client, "POST", st.url+"/internal/reconcile", "", `{"scope":"all"}`)
 	if err != nil || code != 200 {
 		return fmt.Errorf("reconcile: %d %s %v", code, b, err)
 	}

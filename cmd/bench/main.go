@@ -182,7 +182,9 @@ func runMode(ctx context.Context, es *emulators.Stack, c configuration, n int, o
 
 func newClient(conc int) *http.Client { return localstack.NewClient(conc, 30*time.Second) }
 
-func do(c *http.Client, method, url, token, body string) (int, []byte, error) {
+// do sends a request (JSON when it has a body, hdr as name, value pairs)
+// and returns the answer's status and body.
+func do(c *http.Client, method, url, token, body string, hdr ...string) (int, []byte, error) {
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		return 0, nil, err
@@ -192,6 +194,9 @@ func do(c *http.Client, method, url, token, body string) (int, []byte, error) {
 	}
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	resp, err := c.Do(req)
 	if err != nil {

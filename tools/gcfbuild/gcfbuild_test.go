@@ -43,15 +43,7 @@ func archive(t *testing.T, root string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b bytes.Buffer
-	if err := WriteZip(&b, root, files); err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(t.TempDir(), "source.zip")
-	if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return zipOf(t, root, files)
 }
 
 // copyTree copies the archive's files of the repository to a new root, for
