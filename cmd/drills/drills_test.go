@@ -194,10 +194,12 @@ func TestDrillEventFunctionCrashes(t *testing.T) {
 			continue
 		}
 		crashes = append(crashes, cr)
-		// The message the instance died on comes back to the next one.
+		// The message the instance died on comes back to the next one. A
+		// later crash line is no application: the next child may die on
+		// the same redelivered message before its own commit.
 		var again *probeLine
 		for _, later := range lines[i+1:] {
-			if later.Function == cr.Function && later.Err == "" && slices.Equal(later.IDs, cr.IDs) {
+			if later.Function == cr.Function && later.Crash == "" && later.Err == "" && slices.Equal(later.IDs, cr.IDs) {
 				again = &later
 				break
 			}
