@@ -140,16 +140,8 @@ func EventFunctions(paths map[string]string) (http.Handler, error) {
 		}
 		known[name] = "/" + p
 	}
-	p, err := emulators.FreePort()
+	addr, err := startFramework()
 	if err != nil {
-		return nil, err
-	}
-	addr := "127.0.0.1:" + strconv.Itoa(p)
-	go func() {
-		err := funcframework.StartHostPort("127.0.0.1", strconv.Itoa(p))
-		slog.Error("functions framework stopped", "error", err)
-	}()
-	if err := WaitListening(addr); err != nil {
 		return nil, err
 	}
 	target, _ := url.Parse("http://" + addr)
@@ -169,6 +161,56 @@ func EventFunctions(paths map[string]string) (http.Handler, error) {
 		r2.URL.Path = to
 		proxy.ServeHTTP(w, r2)
 	}), nil
+}
+
+// startFramework starts functions-framework-go on a loopback port and
+// returns its address once it listens there. The port was free when picked;
+// if another process binds it first, the framework's listen fails and a new
+// port is tried, so the address returned is the framework's own.
+func startFramework() (string, error) {
+	for attempt := 1; ; attempt++ {
+		p, err := emulators.FreePort()
+		if err != nil {
+			return "", err
+		}
+		addr := "127.0.0.1:" + strconv.Itoa(p)
+		stopped := make(chan error, 1)
+		go func() { stopped <- funcframework.StartHostPort("127.0.0.1", strconv.Itoa(p)) }()
+		err = waitServing(addr, stopped)
+		if err == nil {
+			go func() { slog.Error("functions framework stopped", "error", <-stopped) }()
+			return addr, nil
+		}
+		if attempt == 5 {
+			return "", fmt.Errorf("functions framework: %w", err)
+		}
+	}
+}
+
+// waitServing waits until addr accepts connections while the server that
+// reports on stopped still runs: a dial answered while it has stopped (its
+// listen failed) is another process's port. It polls, 20 s at most.
+func waitServing(addr string, stopped <-chan error) error {
+	listening := false
+	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+		select {
+		case err := <-stopped:
+			return fmt.Errorf("serving %s: %w", addr, err)
+		default:
+		}
+		// A dial answered, then a poll later the server still runs: its
+		// listen, which fails at once on a taken port, succeeded.
+		if listening {
+			return nil
+		}
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			listening = true
+		}
+		if time.Since(start) > 20*time.Second {
+			return fmt.Errorf("nothing listens on %s", addr)
+		}
+	}
 }
 
 // WaitListening waits until addr accepts connections (20 s at most).
