@@ -15,7 +15,6 @@ import (
 
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/bus"
-	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -35,15 +34,7 @@ func init() {
 
 // Build returns the counter store of an instance.
 func Build(c *host.Clients) (*counterstore.Store, error) {
-	mode, err := counterstore.ParseMode(c.Config.Counters.Mode)
-	if err != nil {
-		return nil, err
-	}
-	return counterstore.New(spannerdb.Wrap(c.Spanner, c.Config), counterstore.Options{
-		Mode:           mode,
-		Policy:         counter.ShardPolicy{WritesPerShard: c.Config.Counters.ShardWritesPerSecond, MinWindow: counter.DefaultShardPolicy.MinWindow},
-		RollupInterval: c.Config.Counters.RollupInterval,
-	}), nil
+	return counterstore.Consumer(spannerdb.Wrap(c.Spanner, c.Config), c.Config.Counters)
 }
 
 // Store applies events.

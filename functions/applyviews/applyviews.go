@@ -29,7 +29,6 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 
-	applycountersfn "github.com/videngage/engagement/functions/applycounters"
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
@@ -38,6 +37,7 @@ import (
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
+	"github.com/videngage/engagement/shared/spannerdb"
 	"github.com/videngage/engagement/shared/telemetry"
 	"github.com/videngage/engagement/shared/views/viewstore"
 )
@@ -49,7 +49,7 @@ func init() {
 			if c.Config.History.ViewsCounting == config.ViewsFolded {
 				return New(claims, viewstore.NewStaging(c.BigtableTx), c.Metrics), nil
 			}
-			store, err := applycountersfn.Build(c)
+			store, err := counterstore.Consumer(spannerdb.Wrap(c.Spanner, c.Config), c.Config.Counters)
 			if err != nil {
 				return nil, err
 			}

@@ -9,14 +9,15 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 
-	applycountersfn "github.com/videngage/engagement/functions/applycounters"
 	applyviewsfn "github.com/videngage/engagement/functions/applyviews"
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/bus"
+	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
+	"github.com/videngage/engagement/shared/spannerdb"
 	"github.com/videngage/engagement/shared/views"
 	"github.com/videngage/engagement/shared/views/viewstore"
 )
@@ -66,7 +67,7 @@ func testViewsCountOncePerWatch(t *testing.T, folded bool) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	store, err := applycountersfn.Build(c)
+	store, err := counterstore.Consumer(spannerdb.Wrap(c.Spanner, c.Config), c.Config.Counters)
 	if err != nil {
 		t.Fatal(err)
 	}

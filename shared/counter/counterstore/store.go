@@ -11,6 +11,7 @@ import (
 
 	"cloud.google.com/go/spanner"
 
+	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
@@ -105,6 +106,21 @@ type Options struct {
 	// OneQuery makes Own one SQL query instead of key lookups: the counts
 	// benchmark's baseline.
 	OneQuery bool
+}
+
+// Consumer returns the store the counting consumers apply events with
+// (ApplyCounters, and ApplyViews when it counts directly): the engine mode,
+// the shard policy and the rollup interval from the configuration.
+func Consumer(db *spannerdb.DB, c config.Counters) (*Store, error) {
+	mode, err := ParseMode(c.Mode)
+	if err != nil {
+		return nil, err
+	}
+	return New(db, Options{
+		Mode:           mode,
+		Policy:         counter.ShardPolicy{WritesPerShard: c.ShardWritesPerSecond, MinWindow: counter.DefaultShardPolicy.MinWindow},
+		RollupInterval: c.RollupInterval,
+	}), nil
 }
 
 // New returns the store over db.
