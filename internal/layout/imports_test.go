@@ -1,0 +1,117 @@
+package layout
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/videngage/engagement"
+
+// under says whether pkg is dir or below it (dir relative to the module).
+func under(pkg, dir string) bool {
+	p := module + "/" + dir
+	return pkg == p || strings.HasPrefix(pkg, p+"/")
+}
+
+// functionPackage is the function a package under functions/ belongs to, or
+// "" for one outside functions/ and for the host the functions stand on.
+func functionPackage(pkg string) string {
+	rest, ok := strings.CutPrefix(pkg, module+"/functions/")
+	if !ok {
+		return ""
+	}
+	name, _, _ := strings.Cut(rest, "/")
+	if name == "host" {
+		return ""
+	}
+	return name
+}
+
+// violations lists the edges of graph (package → the packages it imports,
+// tests left out) that the rules forbid: imports point from cmd/ and the root
+// to functions/ to shared/; nothing in shared/ imports functions/, cmd/,
+// internal/ (test and development tooling) or tools/; no function package
+// imports another (the host is not one); no package in shared/ but httpx
+// itself imports the HTTP layer, shared/httpx.
+func violations(graph map[string][]string) []string {
+	var out []string
+	for from, imports := range graph {
+		for _, to := range imports {
+			if !strings.HasPrefix(to, module+"/") && to != module {
+				continue
+			}
+			var why string
+			switch {
+			case under(from, "shared") && (under(to, "functions") || under(to, "cmd") || under(to, "internal") || under(to, "tools")):
+				why = "shared/ imports only shared/"
+			case under(from, "shared") && !under(from, "shared/httpx") && under(to, "shared/httpx"):
+				why = "below the HTTP layer nothing imports httpx"
+			case functionPackage(to) != "" && functionPackage(from) != "" && functionPackage(from) != functionPackage(to):
+				why = "no function package imports another"
+			case under(from, "functions/host") && functionPackage(to) != "":
+				why = "the host imports no function"
+			case !under(from, "cmd") && under(to, "cmd"):
+				why = "only cmd/ imports cmd/"
+			}
+			if why != "" {
+				out = append(out, from+" → "+to+": "+why)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestImportRules(t *testing.T) {
+	b, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	graph := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(line)
+		graph[f[0]] = f[1:]
+	}
+	// The graph is the module's: a broken listing would pass every rule.
+	for _, p := range []string{"functions/reactions", "functions/host", "shared/spannerdb", "shared/httpx", "cmd/local"} {
+		if _, ok := graph[module+"/"+p]; !ok {
+			t.Fatalf("go list did not list %s (%d packages)", p, len(graph))
+		}
+	}
+	for _, v := range violations(graph) {
+		t.Error(v)
+	}
+}
+
+// TestImportRulesRefuse: each rule reports the edge it forbids, and the
+// edges the layout allows pass.
+func TestImportRulesRefuse(t *testing.T) {
+	m := func(p string) string { return module + "/" + p }
+	bad := map[string][]string{
+		m("shared/spannerdb"):     {m("shared/httpx")},
+		m("shared/counter"):       {m("functions/host")},
+		m("shared/reaction"):      {m("internal/emulators")},
+		m("functions/applyviews"): {m("functions/applycounters")},
+		m("functions/host"):       {m("functions/rollup")},
+		m("functions/rollup"):     {m("cmd/internal/localstack")},
+		m("functions/counts/sub"): {m("functions/reactions")},
+		m("shared/events"):        {m("tools/gcfbuild")},
+	}
+	if got := violations(bad); len(got) != len(bad) {
+		t.Errorf("%d of %d forbidden edges reported: %q", len(got), len(bad), got)
+	}
+	good := map[string][]string{
+		module:                           {m("functions/reactions"), m("shared/httpx")},
+		m("functions/reactions"):         {m("functions/host"), m("shared/httpx"), m("shared/reaction"), m("functions/reactions/sub")},
+		m("functions/host"):              {m("shared/config"), m("shared/httpx")},
+		m("shared/httpx"):                {m("shared/errs"), m("shared/httpx/inner")},
+		m("cmd/local"):                   {m("cmd/internal/localstack"), m("internal/emulators"), m("functions/rollup")},
+		m("internal/emulatortest"):       {m("functions/host"), m("shared/config")},
+		m("shared/counter/counterstore"): {m("shared/spannerdb"), m("shared/config"), "cloud.google.com/go/spanner"},
+	}
+	if got := violations(good); len(got) != 0 {
+		t.Errorf("allowed edges reported: %q", got)
+	}
+}
