@@ -139,11 +139,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 		t.Fatal(err)
 	}
 	cfg := emulatortest.New(t)
-	db, err := spannerdb.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Client.Close)
+	db := emulatortest.Spanner(t, cfg)
 	jwks := httptest.NewServer(is.JWKSHandler())
 	t.Cleanup(jwks.Close)
 	verifier, err := auth.NewVerifier(context.Background(), config.Auth{Audience: audience, JWKSURL: jwks.URL})

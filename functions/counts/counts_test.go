@@ -25,7 +25,6 @@ import (
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/httpx"
-	"github.com/videngage/engagement/shared/spannerdb"
 )
 
 func TestMain(m *testing.M) { emulatortest.Main(m) }
@@ -364,11 +363,7 @@ func TestBackendDown(t *testing.T) {
 func TestReadYourOwnWritesThroughTheCache(t *testing.T) {
 	cfg := emulatortest.New(t)
 	ctx := context.Background()
-	db, err := spannerdb.New(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Client.Close)
+	db := emulatortest.Spanner(t, cfg)
 	cs := counterstore.New(db, counterstore.Options{})
 	if _, err := cs.Apply(ctx, []events.Event{{ID: "seed", Kind: events.KindCounterDelta, Deltas: counter.Deltas("v", counter.Values{Likes: 5})}}); err != nil {
 		t.Fatal(err)

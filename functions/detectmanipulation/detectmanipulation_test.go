@@ -78,11 +78,7 @@ func flagged(t *testing.T, rs *reactionstore.Store) map[string]moderation.Flag {
 func TestFlagsTheRingAndOnlyTheRing(t *testing.T) {
 	cfg := emulatortest.New(t)
 	ctx := context.Background()
-	db, err := spannerdb.New(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Client.Close)
+	db := emulatortest.Spanner(t, cfg)
 	now := time.Now().UTC()
 	world := moderationtest.Population{
 		Seed: 11, Ordinary: 2000, PerUser: 2, Catalogue: 10000, Heavy: 20, HeavyPerUser: 40, NewShare: 0.1,

@@ -12,7 +12,6 @@ import (
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/history"
-	"github.com/videngage/engagement/shared/spannerdb"
 	"github.com/videngage/engagement/shared/views"
 	"github.com/videngage/engagement/shared/views/viewstore"
 )
@@ -22,11 +21,7 @@ func TestMain(m *testing.M) { emulatortest.Main(m) }
 // stores are the counter store and the staging table of cfg's world.
 func stores(t *testing.T, cfg *config.Config) (*counterstore.Store, *viewstore.Staging) {
 	t.Helper()
-	db, err := spannerdb.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Client.Close() })
+	db := emulatortest.Spanner(t, cfg)
 	return counterstore.New(db, counterstore.Options{}), viewstore.NewStaging(emulatortest.Bigtable(t, cfg))
 }
 

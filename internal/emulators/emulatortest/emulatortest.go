@@ -30,6 +30,7 @@ import (
 
 	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/shared/config"
+	"github.com/videngage/engagement/shared/spannerdb"
 	"github.com/videngage/engagement/shared/topology"
 )
 
@@ -198,6 +199,17 @@ func Bigtable(t testing.TB, cfg *config.Config) *bigtable.Client {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// Spanner is a Spanner client of cfg's world, closed when the test ends.
+func Spanner(t testing.TB, cfg *config.Config) *spannerdb.DB {
+	t.Helper()
+	db, err := spannerdb.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("emulatortest.Spanner: %v", err)
+	}
+	t.Cleanup(db.Client.Close)
+	return db
 }
 
 // Firestore is a Firestore client of cfg's world, closed when the test ends.

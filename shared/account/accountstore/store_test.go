@@ -17,11 +17,7 @@ func TestMain(m *testing.M) { emulatortest.Main(m) }
 func newStore(t *testing.T) (*Store, *spannerdb.DB) {
 	t.Helper()
 	cfg := emulatortest.New(t)
-	db, err := spannerdb.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Client.Close)
+	db := emulatortest.Spanner(t, cfg)
 	return New(db), db
 }
 

@@ -64,11 +64,7 @@ type world struct {
 func newWorld(t *testing.T, limit int) *world {
 	t.Helper()
 	cfg := emulatortest.New(t)
-	db, err := spannerdb.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Client.Close)
+	db := emulatortest.Spanner(t, cfg)
 	w := &world{db: db, pub: &capture{}}
 	w.store = commentstore.New(db, limit)
 	w.cs = counterstore.New(db, counterstore.Options{RollupInterval: time.Second})

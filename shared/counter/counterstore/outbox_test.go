@@ -23,11 +23,7 @@ type outboxWorld struct {
 func newOutboxWorld(t *testing.T) outboxWorld {
 	t.Helper()
 	cfg := emulatortest.New(t)
-	db, err := spannerdb.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Client.Close)
+	db := emulatortest.Spanner(t, cfg)
 	return outboxWorld{db: db, cs: counterstore.New(db, counterstore.Options{})}
 }
 

@@ -19,11 +19,7 @@ import (
 //	go run ./cmd/withemulators -- go test -run '^$' -bench BatchReads -benchtime 1x ./shared/counter/counterstore/
 func BenchmarkBatchReads(b *testing.B) {
 	ctx := context.Background()
-	db, err := spannerdb.New(ctx, emulatortest.New(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(db.Client.Close)
+	db := emulatortest.Spanner(b, emulatortest.New(b))
 	// The slice of a 64-slice run in the middle of the key space, and the
 	// first batch of keys from its start.
 	bounds := sliceBounds(DefaultSlices)

@@ -13,7 +13,6 @@ import (
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
-	"github.com/videngage/engagement/shared/spannerdb"
 )
 
 const idAlphabet = "-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz"
@@ -64,11 +63,7 @@ func seedDrift(t *testing.T, cs *counterstore.Store, n int) (*source, []string, 
 func newStore(t *testing.T, o counterstore.Options) *counterstore.Store {
 	t.Helper()
 	cfg := emulatortest.New(t)
-	db, err := spannerdb.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Client.Close)
+	db := emulatortest.Spanner(t, cfg)
 	return counterstore.New(db, o)
 }
 

@@ -10,7 +10,6 @@ import (
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
-	"github.com/videngage/engagement/shared/spannerdb"
 )
 
 // TestOwnExactWhileCounted holds the public counts read once, then follows a
@@ -21,11 +20,7 @@ import (
 func TestOwnExactWhileCounted(t *testing.T) {
 	cfg := emulatortest.New(t)
 	ctx := context.Background()
-	db, err := spannerdb.New(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Client.Close)
+	db := emulatortest.Spanner(t, cfg)
 	cs := counterstore.New(db, counterstore.Options{})
 
 	// Five likes counted and folded; "quiet" has two, also folded.

@@ -83,12 +83,7 @@ type worldOpts struct {
 func newWorld(t *testing.T, o worldOpts) *world {
 	t.Helper()
 	cfg := emulatortest.New(t)
-	ctx := context.Background()
-	db, err := spannerdb.New(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Client.Close)
+	db := emulatortest.Spanner(t, cfg)
 	w := &world{cfg: cfg, db: db, pub: &capture{}}
 	w.rs = reactionstore.New(db, o.limit)
 	w.cs = counterstore.New(db, counterstore.Options{Policy: o.policy, RollupInterval: time.Second})
