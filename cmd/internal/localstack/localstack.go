@@ -213,20 +213,6 @@ func waitServing(addr string, stopped <-chan error) error {
 	}
 }
 
-// WaitListening waits until addr accepts connections (20 s at most).
-func WaitListening(addr string) error {
-	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-			return nil
-		}
-		if time.Since(start) > 20*time.Second {
-			return fmt.Errorf("nothing listens on %s: %w", addr, err)
-		}
-	}
-}
-
 // WaitBackends waits until every backend answers through c (a minute at
 // most): the first Firestore call on a fresh emulator is slow.
 func WaitBackends(ctx context.Context, c *host.Clients) error {
