@@ -61,6 +61,14 @@ func (h *Store) Apply(ctx context.Context, w history.Watch) error {
 	// A watch is its millisecond, the resolution of cell timestamps: the
 	// rewatch and delete paths rebuild this row's key from its timestamp.
 	w.WatchedAt = w.WatchedAt.UTC().Truncate(time.Millisecond)
+	if err := h.write(ctx, w); err != nil {
+		return err
+	}
+	return h.dropOlder(ctx, w)
+}
+
+// write adds the watch's entry and its mark: the first half of Apply.
+func (h *Store) write(ctx context.Context, w history.Watch) error {
 	ts := cellTime(w.WatchedAt)
 	entry := bigtable.NewMutation()
 	entry.Set(entriesFamily, colVideo, ts, []byte(w.VideoID))
@@ -68,13 +76,27 @@ func (h *Store) Apply(ctx context.Context, w history.Watch) error {
 	if err := h.entries.Apply(ctx, history.EntryKey(w.UserID, w.WatchedAt, w.VideoID), entry); err != nil {
 		return unavailable("write history entry", err)
 	}
+	// The mark's value is when the watch was accepted: another watch of
+	// the video applied meanwhile tells by it whether a deletion covers
+	// this one, which then is no newer watch to give way to.
 	latestKey := history.LatestKey(w.UserID, w.VideoID)
 	mark := bigtable.NewMutation()
-	mark.Set(latestFamily, colLatestTimes, ts, nil)
+	mark.Set(latestFamily, colLatestTimes, ts, msValue(w.AcceptedAt()))
 	if err := h.latest.Apply(ctx, latestKey, mark); err != nil {
 		return unavailable("write latest watch", err)
 	}
-	return h.dropOlder(ctx, w)
+	return nil
+}
+
+// msValue is a cell value holding t as 8 bytes, big-endian Unix milliseconds.
+func msValue(t time.Time) []byte { return binary.BigEndian.AppendUint64(nil, uint64(t.UnixMilli())) }
+
+// valueMs reads a value written by msValue; ok is false for any other value.
+func valueMs(b []byte) (t time.Time, ok bool) {
+	if len(b) != 8 {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(int64(binary.BigEndian.Uint64(b))).UTC(), true
 }
 
 // deletion is one recorded deletion of a video's watches.
@@ -94,31 +116,49 @@ func (d deletion) covers(w history.Watch) bool {
 // another application deleted the entry and before it deleted the mark, and
 // then nobody else would see that entry again.
 //
-// A watch before the video's deletion cut-off is removed as well: it was
-// in flight when the user deleted the video.
+// A watch covered by a deletion of the video or a clear of the history is
+// removed as well, and is no newer watch for the others: it was in flight
+// when the user deleted, and a watch accepted after the deletion must not
+// give way to it, even while that watch's own application has written its
+// entry and not yet removed it.
 func (h *Store) dropOlder(ctx context.Context, w history.Watch) error {
 	userID, videoID, own := w.UserID, w.VideoID, w.WatchedAt
-	times, deletions, err := h.watchTimes(ctx, userID, videoID)
+	marks, deletions, err := h.watchTimes(ctx, userID, videoID)
 	if err != nil {
 		return err
 	}
-	deleted := slices.ContainsFunc(deletions, func(d deletion) bool { return d.covers(w) })
+	covered := func(m watchMark) bool {
+		if m.at.Equal(own) {
+			// This watch, as this delivery knows it: a watch recorded again
+			// after a deletion is history again.
+			m.accepted = w.AcceptedAt()
+		} else if m.accepted.IsZero() {
+			return false // acceptance unknown: a mark written before marks held it
+		}
+		return slices.ContainsFunc(deletions, func(d deletion) bool {
+			return d.covers(history.Watch{WatchedAt: m.at, RecordedAt: m.accepted})
+		})
+	}
+	ownCovered := covered(watchMark{at: own})
 	newest := own
-	if deleted {
+	if ownCovered {
 		newest = time.Time{}
 	}
-	for _, t := range times {
-		if t.After(newest) && !(deleted && t.Equal(own)) {
-			newest = t
-		}
-	}
 	var stale []time.Time
-	for _, t := range times {
-		if t.Before(newest) || (deleted && t.Equal(own)) {
-			stale = append(stale, t)
+	for _, m := range marks {
+		switch {
+		case covered(m):
+			stale = append(stale, m.at)
+		case m.at.After(newest):
+			newest = m.at
 		}
 	}
-	if (own.Before(newest) || deleted) && !slices.ContainsFunc(times, own.Equal) {
+	for _, m := range marks {
+		if m.at.Before(newest) && !slices.ContainsFunc(stale, m.at.Equal) {
+			stale = append(stale, m.at)
+		}
+	}
+	if (own.Before(newest) || ownCovered) && !slices.ContainsFunc(stale, own.Equal) {
 		stale = append(stale, own)
 	}
 	if len(stale) == 0 {
@@ -131,22 +171,24 @@ func (h *Store) dropOlder(ctx context.Context, w history.Watch) error {
 // is empty, so it is no video's row. It holds the clears of the history.
 func historyKey(userID string) string { return history.LatestKey(userID, "") }
 
-// watchTimes lists the recorded times of a user's video and the recorded
+// watchMark is one recorded watch time of a user's video, with when the
+// watch was accepted (zero when its mark does not say).
+type watchMark struct{ at, accepted time.Time }
+
+// watchTimes lists the recorded watches of a user's video and the recorded
 // deletions that apply to it: the video's and the clears of the history.
-func (h *Store) watchTimes(ctx context.Context, userID, videoID string) (times []time.Time, deletions []deletion, err error) {
+func (h *Store) watchTimes(ctx context.Context, userID, videoID string) (marks []watchMark, deletions []deletion, err error) {
 	rows := bigtable.RowList{history.LatestKey(userID, videoID), historyKey(userID)}
 	err = h.latest.ReadRows(ctx, rows, func(row bigtable.Row) bool {
 		for _, item := range row[latestFamily] {
 			t := item.Timestamp.Time().UTC()
 			switch item.Column {
 			case latestFamily + ":" + colLatestTimes:
-				times = append(times, t)
+				accepted, _ := valueMs(item.Value)
+				marks = append(marks, watchMark{at: t, accepted: accepted})
 			case latestFamily + ":" + colDeletedBefore:
-				d := deletion{at: t}
-				if len(item.Value) == 8 {
-					d.before = time.UnixMilli(int64(binary.BigEndian.Uint64(item.Value))).UTC()
-				}
-				deletions = append(deletions, d)
+				before, _ := valueMs(item.Value)
+				deletions = append(deletions, deletion{at: t, before: before})
 			}
 		}
 		return true
@@ -154,7 +196,7 @@ func (h *Store) watchTimes(ctx context.Context, userID, videoID string) (times [
 	if err != nil {
 		return nil, nil, unavailable("read latest watch", err)
 	}
-	return times, deletions, nil
+	return marks, deletions, nil
 }
 
 // markDeleted records, before the watches go, that the user deleted the
@@ -168,7 +210,7 @@ func (h *Store) markDeleted(ctx context.Context, userID string, videos []string,
 		if b.Before(before) {
 			b = b.Add(time.Millisecond)
 		}
-		value = binary.BigEndian.AppendUint64(nil, uint64(b.UnixMilli()))
+		value = msValue(b)
 	}
 	// One millisecond on, so that a watch accepted in the same millisecond
 	// as the deletion counts as accepted before it.
@@ -295,9 +337,13 @@ func (h *Store) DeleteVideo(ctx context.Context, userID, videoID string) error {
 	if err := h.markDeleted(ctx, userID, []string{videoID}, time.Time{}); err != nil {
 		return err
 	}
-	times, _, err := h.watchTimes(ctx, userID, videoID)
+	marks, _, err := h.watchTimes(ctx, userID, videoID)
 	if err != nil {
 		return err
+	}
+	times := make([]time.Time, len(marks))
+	for i, m := range marks {
+		times[i] = m.at
 	}
 	return h.deleteWatches(ctx, userID, map[string][]time.Time{videoID: times})
 }

@@ -739,3 +739,34 @@ func TestLateDeliveryAfterDeleteStaysDeleted(t *testing.T) {
 		t.Errorf("after DeleteBefore and a late delivery (-want +got):\n%s", diff)
 	}
 }
+
+// A watch accepted before a clear whose first delivery wrote its entry and
+// mark and then failed (Bigtable frozen) is no newer watch to a watch of the
+// same video accepted after the clear: the later watch stays, at an older
+// watch time, whichever application removes the stale one.
+func TestWatchAfterClearOutlivesACoveredNewerOne(t *testing.T) {
+	t.Parallel()
+	h, _ := newStore(t)
+	ctx := context.Background()
+	b := base()
+	inFlight := history.NewWatch("erin", "v1", b.Add(2*time.Hour), 1)
+	inFlight.RecordedAt = time.Now().UTC().Add(-time.Second) // accepted before the clear
+	if err := h.DeleteBefore(ctx, "erin", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.write(ctx, inFlight); err != nil { // its delivery stops halfway
+		t.Fatal(err)
+	}
+	after := history.NewWatch("erin", "v1", b, 2)
+	after.RecordedAt = time.Now().UTC().Add(time.Second) // accepted after the clear
+	apply(t, h, after)
+	want := []history.Entry{entry(after)}
+	if diff := cmp.Diff(want, listAll(t, h, "erin", time.Time{}, 10)); diff != "" {
+		t.Errorf("a watch after the clear beside a half-applied covered one (-want +got):\n%s", diff)
+	}
+	apply(t, h, inFlight) // the redelivery
+	if diff := cmp.Diff(want, listAll(t, h, "erin", time.Time{}, 10)); diff != "" {
+		t.Errorf("after the covered watch's redelivery (-want +got):\n%s", diff)
+	}
+	checkOneRowPerVideo(t, h, "erin", want)
+}
