@@ -25,10 +25,11 @@ type Batcher[T, R any] struct {
 }
 
 type call[T, R any] struct {
-	item T
-	res  R
-	err  error
-	done chan struct{}
+	item     T
+	deadline time.Time // of the caller's context; zero: none
+	res      R
+	err      error
+	done     chan struct{}
 }
 
 // BatcherOptions tune a Batcher.
@@ -42,7 +43,9 @@ type BatcherOptions struct {
 	// runs at once with whatever has queued.
 	Linger time.Duration
 	// Timeout bounds one run; a batch serves many requests, so it does not
-	// run on any one request's context.
+	// run on any one request's context. A run also ends by the earliest
+	// deadline of its callers: what it does after that (a publish after
+	// the commit) would answer nobody in time.
 	Timeout time.Duration
 }
 
@@ -66,6 +69,7 @@ func NewBatcher[T, R any](opts BatcherOptions, run func(ctx context.Context, ite
 // items idempotent (a client retries after a timeout).
 func (b *Batcher[T, R]) Do(ctx context.Context, item T) (R, error) {
 	c := &call[T, R]{item: item, done: make(chan struct{})}
+	c.deadline, _ = ctx.Deadline()
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
 	if b.inFlight < b.maxInFlight {
@@ -119,10 +123,14 @@ func (b *Batcher[T, R]) safeRun(ctx context.Context, items []T) (res []R, err er
 
 func (b *Batcher[T, R]) runBatch(batch []*call[T, R]) {
 	items := make([]T, len(batch))
+	deadline := time.Now().Add(b.timeout)
 	for i, c := range batch {
 		items[i] = c.item
+		if !c.deadline.IsZero() && c.deadline.Before(deadline) {
+			deadline = c.deadline
+		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	res, err := b.safeRun(ctx, items)
 	if err == nil && len(res) != len(items) {

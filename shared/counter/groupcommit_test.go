@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 )
 
 type ctxKey struct{}
@@ -87,5 +88,49 @@ func TestGroupCommitBatchedGroupsConcurrentItems(t *testing.T) {
 		if total != n+1 || len(sizes) != 2 || sizes[1] != n {
 			t.Errorf("run sizes %v: want the first item alone, then the %d queued behind it in one run", sizes, n)
 		}
+	})
+}
+
+// A batch ends by its earliest caller's deadline: the publish after a commit
+// (events.PublishCommitted, bounded by the run's deadline) then leaves time
+// to answer the caller, instead of outlasting its request.
+func TestGroupCommitBatchEndsByItsEarliestCallersDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		got := make(chan time.Time, 2)
+		g := NewGroupCommit(GroupCommitOptions{Batched: true, MaxInFlight: 1, Linger: time.Millisecond}, func(ctx context.Context, items []int) ([]int, error) {
+			d, _ := ctx.Deadline()
+			got <- d
+			return items, nil
+		})
+		start := time.Now()
+		soon, cancelSoon := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancelSoon()
+		later, cancelLater := context.WithTimeout(context.Background(), 8*time.Second)
+		defer cancelLater()
+		var wg sync.WaitGroup
+		for _, ctx := range []context.Context{later, soon} {
+			wg.Go(func() {
+				if _, err := g.Do(ctx, 1); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if d := <-got; !d.Equal(start.Add(3 * time.Second)) {
+			t.Errorf("the batch's deadline is %v after its callers came, want the earliest caller's 3s", d.Sub(start))
+		}
+		if len(got) != 0 {
+			t.Errorf("the two callers ran in two batches")
+		}
+		// No caller deadline: the batch's own timeout.
+		start = time.Now()
+		if _, err := g.Do(context.Background(), 1); err != nil {
+			t.Fatal(err)
+		}
+		if d := <-got; !d.Equal(start.Add(time.Millisecond + groupCommitTimeout)) { // after the linger
+			t.Errorf("without a caller deadline the batch's deadline is %v away, want the linger and %v", d.Sub(start), groupCommitTimeout)
+		}
+		time.Sleep(time.Second) // the worker lingers, finds the queue empty and stops
+		synctest.Wait()
 	})
 }
