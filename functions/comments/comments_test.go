@@ -16,6 +16,7 @@ import (
 
 	commentsfn "github.com/videngage/engagement/functions/comments"
 	"github.com/videngage/engagement/functions/host"
+	"github.com/videngage/engagement/internal/apitest"
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/comment"
 	"github.com/videngage/engagement/shared/counter"
@@ -30,9 +31,9 @@ func TestEveryRoute(t *testing.T) {
 	before := time.Now().UTC()
 
 	// POST a comment: 201, the comment.
-	r := e.do("POST", "/v1/videos/vid/comments", e.token("alice"), `{"text":"first!"}`).want(t, http.StatusCreated, "POST")
+	r := e.do("POST", "/v1/videos/vid/comments", e.token("alice"), `{"text":"first!"}`).Want(t, http.StatusCreated, "POST")
 	var top commentJSON
-	decodeStrict(t, r.body, &top)
+	apitest.DecodeStrict(t, r.Body, &top)
 	created, err := time.Parse(time.RFC3339Nano, top.CreateTime)
 	if err != nil || created.Location() != time.UTC || created.Before(before.Add(-time.Second)) || created.After(time.Now().Add(time.Second)) {
 		t.Errorf("createTime %q: %v", top.CreateTime, err)
@@ -41,8 +42,8 @@ func TestEveryRoute(t *testing.T) {
 	if diff := cmp.Diff(want, top); diff != "" {
 		t.Errorf("POST answered (-want +got):\n%s", diff)
 	}
-	if strings.Contains(string(r.body), "parentId") {
-		t.Errorf("a top-level comment shows a parentId: %s", r.body)
+	if strings.Contains(string(r.Body), "parentId") {
+		t.Errorf("a top-level comment shows a parentId: %s", r.Body)
 	}
 
 	// A reply.
@@ -66,9 +67,9 @@ func TestEveryRoute(t *testing.T) {
 
 	// DELETE the reply: 204, twice.
 	for i := 0; i < 2; i++ {
-		r = e.do("DELETE", "/v1/comments/"+reply.ID, e.token("bob"), nil).want(t, http.StatusNoContent, "DELETE")
-		if len(r.body) != 0 {
-			t.Errorf("204 with a body %s", r.body)
+		r = e.do("DELETE", "/v1/comments/"+reply.ID, e.token("bob"), nil).Want(t, http.StatusNoContent, "DELETE")
+		if len(r.Body) != 0 {
+			t.Errorf("204 with a body %s", r.Body)
 		}
 	}
 	if diff := cmp.Diff(map[string]counter.Values{"vid": {Comments: 1}, top.ID: {}}, e.counts("", "vid", top.ID)); diff != "" {
@@ -77,8 +78,8 @@ func TestEveryRoute(t *testing.T) {
 
 	// Spam: 200 {"updated":n}.
 	r = e.do("POST", "/v1/moderation/spam", e.moderator("mod"), map[string]any{"commentIds": []string{top.ID, top.ID, "unknown"}}).
-		want(t, http.StatusOK, "POST spam")
-	if got := strings.TrimSpace(string(r.body)); got != `{"updated":1}` {
+		Want(t, http.StatusOK, "POST spam")
+	if got := strings.TrimSpace(string(r.Body)); got != `{"updated":1}` {
 		t.Errorf("spam answered %s", got)
 	}
 	if diff := cmp.Diff(map[string]counter.Values{"vid": {}, top.ID: {}}, e.counts("", "vid", top.ID)); diff != "" {
@@ -87,16 +88,16 @@ func TestEveryRoute(t *testing.T) {
 	if p := e.list("/v1/videos/vid/comments"); len(p.Comments) != 0 {
 		t.Errorf("spam listed: %+v", p)
 	}
-	checkError(t, "replies of a spam comment", e.do("GET", "/v1/comments/"+top.ID+"/replies", "", nil), 404, "NOT_FOUND")
+	apitest.CheckError(t, "replies of a spam comment", e.do("GET", "/v1/comments/"+top.ID+"/replies", "", nil), 404, "NOT_FOUND")
 	e.exact("vid", top.ID)
 
 	// Wrong methods answer 405 with Allow.
 	r = e.do("PUT", "/v1/videos/vid/comments", e.token("alice"), `{}`)
-	checkError(t, "PUT comments", r, 405, "INVALID_ARGUMENT")
-	if allow := r.header.Get("Allow"); !strings.Contains(allow, "GET") || !strings.Contains(allow, "POST") {
+	apitest.CheckError(t, "PUT comments", r, 405, "INVALID_ARGUMENT")
+	if allow := r.Header.Get("Allow"); !strings.Contains(allow, "GET") || !strings.Contains(allow, "POST") {
 		t.Errorf("Allow %q", allow)
 	}
-	checkError(t, "unknown path", e.do("GET", "/v1/videos/vid/other", "", nil), 404, "NOT_FOUND")
+	apitest.CheckError(t, "unknown path", e.do("GET", "/v1/videos/vid/other", "", nil), 404, "NOT_FOUND")
 }
 
 func TestPostValidation(t *testing.T) {
@@ -106,7 +107,7 @@ func TestPostValidation(t *testing.T) {
 	top := e.post("alice", "vid", "", "top")
 	reply := e.post("bob", "vid", top.ID, "reply")
 	gone := e.post("alice", "vid", "", "gone")
-	e.do("DELETE", "/v1/comments/"+gone.ID, tok, nil).want(t, http.StatusNoContent, "DELETE")
+	e.do("DELETE", "/v1/comments/"+gone.ID, tok, nil).Want(t, http.StatusNoContent, "DELETE")
 	path := "/v1/videos/vid/comments"
 	cases := []struct {
 		name   string
@@ -145,7 +146,7 @@ func TestPostValidation(t *testing.T) {
 		{"two Idempotency-Keys", path, tok, `{"text":"x"}`, []string{"Idempotency-Key", "a", "Idempotency-Key", "b"}, 400, "INVALID_ARGUMENT"},
 	}
 	for _, c := range cases {
-		checkError(t, c.name, e.do("POST", c.path, c.token, c.body, c.hdr...), c.code, c.status)
+		apitest.CheckError(t, c.name, e.do("POST", c.path, c.token, c.body, c.hdr...), c.code, c.status)
 	}
 	// Accepted edges: exactly 10,000 characters (of 4 bytes each), an explicit
 	// null parentId, escaped non-ASCII, a surrogate pair.
@@ -155,12 +156,12 @@ func TestPostValidation(t *testing.T) {
 		"escapes":           `{"text":"caf\u00e9 \ud83d\ude00"}`,
 	} {
 		r := e.do("POST", path, tok, body)
-		if r.status != http.StatusCreated {
-			t.Errorf("%s: %d %s", name, r.status, r.body)
+		if r.Code != http.StatusCreated {
+			t.Errorf("%s: %d %s", name, r.Code, r.Body)
 		}
 	}
 	var c commentJSON
-	decodeStrict(t, e.do("POST", path, tok, `{"text":"caf\u00e9 \ud83d\ude00"}`).want(t, 201, "escapes").body, &c)
+	apitest.DecodeStrict(t, e.do("POST", path, tok, `{"text":"caf\u00e9 \ud83d\ude00"}`).Want(t, 201, "escapes").Body, &c)
 	if c.Text != "café 😀" {
 		t.Errorf("text %q", c.Text)
 	}
@@ -175,15 +176,15 @@ func TestIdempotencyKey(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{})
 	path := "/v1/videos/vid/comments"
-	first := e.do("POST", path, e.token("alice"), `{"text":"hello"}`, "Idempotency-Key", "k1").want(t, 201, "first")
+	first := e.do("POST", path, e.token("alice"), `{"text":"hello"}`, "Idempotency-Key", "k1").Want(t, 201, "first")
 	top := commentJSON{}
-	decodeStrict(t, first.body, &top)
+	apitest.DecodeStrict(t, first.Body, &top)
 	// A reply, so that the retry's replyCount shows the counters.
 	e.post("bob", "vid", top.ID, "hi")
 	for i := 0; i < 3; i++ {
-		again := e.do("POST", path, e.token("alice"), `{"text":"hello"}`, "Idempotency-Key", "k1").want(t, 201, "retry")
+		again := e.do("POST", path, e.token("alice"), `{"text":"hello"}`, "Idempotency-Key", "k1").Want(t, 201, "retry")
 		var c commentJSON
-		decodeStrict(t, again.body, &c)
+		apitest.DecodeStrict(t, again.Body, &c)
 		want := top
 		want.ReplyCount = 1
 		if diff := cmp.Diff(want, c); diff != "" {
@@ -192,12 +193,12 @@ func TestIdempotencyKey(t *testing.T) {
 	}
 	// Another user's same key is theirs.
 	var bobs commentJSON
-	decodeStrict(t, e.do("POST", path, e.token("bob"), `{"text":"hello"}`, "Idempotency-Key", "k1").want(t, 201, "bob").body, &bobs)
+	apitest.DecodeStrict(t, e.do("POST", path, e.token("bob"), `{"text":"hello"}`, "Idempotency-Key", "k1").Want(t, 201, "bob").Body, &bobs)
 	if bobs.ID == top.ID || bobs.AuthorID != "bob" {
 		t.Errorf("bob's post with alice's key: %+v", bobs)
 	}
 	// The same key for another comment is refused.
-	checkError(t, "key reused", e.do("POST", path, e.token("alice"), `{"text":"different"}`, "Idempotency-Key", "k1"), 400, "INVALID_ARGUMENT")
+	apitest.CheckError(t, "key reused", e.do("POST", path, e.token("alice"), `{"text":"different"}`, "Idempotency-Key", "k1"), 400, "INVALID_ARGUMENT")
 	// Counted once: alice's comment, bob's reply, bob's comment.
 	if got := e.counts(e.token("alice"), "vid")["vid"].Comments; got != 3 {
 		t.Errorf("alice reads %d comments, want 3", got)
@@ -254,9 +255,9 @@ func TestListingPagesAndTokens(t *testing.T) {
 		"token of a video used for replies": "/v1/comments/" + parent + "/replies?pageToken=" + tok,
 		"bad comment id":                    "/v1/comments/bad.id/replies",
 	} {
-		checkError(t, name, e.do("GET", path, "", nil), 400, "INVALID_ARGUMENT")
+		apitest.CheckError(t, name, e.do("GET", path, "", nil), 400, "INVALID_ARGUMENT")
 	}
-	checkError(t, "replies of unknown", e.do("GET", "/v1/comments/unknown/replies", "", nil), 404, "NOT_FOUND")
+	apitest.CheckError(t, "replies of unknown", e.do("GET", "/v1/comments/unknown/replies", "", nil), 404, "NOT_FOUND")
 	if p := e.list("/v1/videos/novideo/comments"); len(p.Comments) != 0 || p.NextPageToken != "" {
 		t.Errorf("a video without comments: %+v", p)
 	}
@@ -264,8 +265,8 @@ func TestListingPagesAndTokens(t *testing.T) {
 	if p := e.list("/v1/comments/" + replies[0] + "/replies"); len(p.Comments) != 0 {
 		t.Errorf("replies of a reply: %+v", p)
 	}
-	if r := e.do("GET", "/v1/videos/vid/comments", "", nil); r.header.Get("Cache-Control") != "no-store" {
-		t.Errorf("Cache-Control %q", r.header.Get("Cache-Control"))
+	if r := e.do("GET", "/v1/videos/vid/comments", "", nil); r.Header.Get("Cache-Control") != "no-store" {
+		t.Errorf("Cache-Control %q", r.Header.Get("Cache-Control"))
 	}
 }
 
@@ -299,17 +300,17 @@ func TestDeleteAndSpamRules(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{})
 	c := e.post("alice", "vid", "", "mine")
-	checkError(t, "delete without token", e.do("DELETE", "/v1/comments/"+c.ID, "", nil), 401, "UNAUTHENTICATED")
-	checkError(t, "delete by another user", e.do("DELETE", "/v1/comments/"+c.ID, e.token("bob"), nil), 403, "PERMISSION_DENIED")
-	checkError(t, "delete unknown", e.do("DELETE", "/v1/comments/unknown", e.token("alice"), nil), 404, "NOT_FOUND")
-	checkError(t, "delete bad id", e.do("DELETE", "/v1/comments/a.b", e.token("alice"), nil), 400, "INVALID_ARGUMENT")
+	apitest.CheckError(t, "delete without token", e.do("DELETE", "/v1/comments/"+c.ID, "", nil), 401, "UNAUTHENTICATED")
+	apitest.CheckError(t, "delete by another user", e.do("DELETE", "/v1/comments/"+c.ID, e.token("bob"), nil), 403, "PERMISSION_DENIED")
+	apitest.CheckError(t, "delete unknown", e.do("DELETE", "/v1/comments/unknown", e.token("alice"), nil), 404, "NOT_FOUND")
+	apitest.CheckError(t, "delete bad id", e.do("DELETE", "/v1/comments/a.b", e.token("alice"), nil), 400, "INVALID_ARGUMENT")
 	d := e.post("carol", "vid", "", "rude")
-	e.do("DELETE", "/v1/comments/"+d.ID, e.moderator("mod"), nil).want(t, 204, "moderator's delete")
-	e.do("DELETE", "/v1/comments/"+d.ID, e.token("carol"), nil).want(t, 204, "author deletes again")
+	e.do("DELETE", "/v1/comments/"+d.ID, e.moderator("mod"), nil).Want(t, 204, "moderator's delete")
+	e.do("DELETE", "/v1/comments/"+d.ID, e.token("carol"), nil).Want(t, 204, "author deletes again")
 
 	spam := "/v1/moderation/spam"
-	checkError(t, "spam without token", e.do("POST", spam, "", `{"commentIds":["a"]}`), 401, "UNAUTHENTICATED")
-	checkError(t, "spam by a user", e.do("POST", spam, e.token("alice"), `{"commentIds":["a"]}`), 403, "PERMISSION_DENIED")
+	apitest.CheckError(t, "spam without token", e.do("POST", spam, "", `{"commentIds":["a"]}`), 401, "UNAUTHENTICATED")
+	apitest.CheckError(t, "spam by a user", e.do("POST", spam, e.token("alice"), `{"commentIds":["a"]}`), 403, "PERMISSION_DENIED")
 	many := make([]string, comment.MaxRemoveBatch+1)
 	for i := range many {
 		many[i] = fmt.Sprint("c", i)
@@ -321,19 +322,19 @@ func TestDeleteAndSpamRules(t *testing.T) {
 		"bad id":        `{"commentIds":["ok","not ok"]}`,
 		"unknown field": `{"commentIds":["a"],"all":true}`,
 	} {
-		checkError(t, name, e.do("POST", spam, e.moderator("mod"), body), 400, "INVALID_ARGUMENT")
+		apitest.CheckError(t, name, e.do("POST", spam, e.moderator("mod"), body), 400, "INVALID_ARGUMENT")
 	}
-	r := e.do("POST", spam, e.moderator("mod"), map[string]any{"commentIds": many[:comment.MaxRemoveBatch]}).want(t, 200, "1,000 unknown ids")
-	if strings.TrimSpace(string(r.body)) != `{"updated":0}` {
-		t.Errorf("1,000 unknown ids: %s", r.body)
+	r := e.do("POST", spam, e.moderator("mod"), map[string]any{"commentIds": many[:comment.MaxRemoveBatch]}).Want(t, 200, "1,000 unknown ids")
+	if strings.TrimSpace(string(r.Body)) != `{"updated":0}` {
+		t.Errorf("1,000 unknown ids: %s", r.Body)
 	}
 	// Spam over a deleted comment records the verdict (updated 1) and moves no count.
-	r = e.do("POST", spam, e.moderator("mod"), map[string]any{"commentIds": []string{d.ID, c.ID}}).want(t, 200, "spam")
-	if strings.TrimSpace(string(r.body)) != `{"updated":2}` {
-		t.Errorf("spam: %s", r.body)
+	r = e.do("POST", spam, e.moderator("mod"), map[string]any{"commentIds": []string{d.ID, c.ID}}).Want(t, 200, "spam")
+	if strings.TrimSpace(string(r.Body)) != `{"updated":2}` {
+		t.Errorf("spam: %s", r.Body)
 	}
 	// The author's delete of a spam comment is a 204 and changes nothing.
-	e.do("DELETE", "/v1/comments/"+c.ID, e.token("alice"), nil).want(t, 204, "delete spam")
+	e.do("DELETE", "/v1/comments/"+c.ID, e.token("alice"), nil).Want(t, 204, "delete spam")
 	if got := e.counts("", "vid")["vid"].Comments; got != 0 {
 		t.Errorf("%d comments, want 0", got)
 	}
@@ -352,7 +353,7 @@ func TestParentDeleteWithRepliesThroughTheAPI(t *testing.T) {
 	}
 	other := e.post("bob", "vid", "", "other")
 	e.bus.setHold(true)
-	e.do("DELETE", "/v1/comments/"+parent.ID, e.token("alice"), nil).want(t, 204, "DELETE parent")
+	e.do("DELETE", "/v1/comments/"+parent.ID, e.token("alice"), nil).Want(t, 204, "DELETE parent")
 	if got := e.counts(e.token("alice"), "vid", parent.ID); got["vid"].Comments != 1 || got[parent.ID].Replies != 0 {
 		t.Errorf("alice right after deleting her thread: %+v, want 1 comment and 0 replies", got)
 	}
@@ -368,7 +369,7 @@ func TestParentDeleteWithRepliesThroughTheAPI(t *testing.T) {
 	if len(p.Comments) != 1 || p.Comments[0].ID != other.ID {
 		t.Errorf("listing %+v", p)
 	}
-	checkError(t, "replies of the deleted parent", e.do("GET", "/v1/comments/"+parent.ID+"/replies", "", nil), 404, "NOT_FOUND")
+	apitest.CheckError(t, "replies of the deleted parent", e.do("GET", "/v1/comments/"+parent.ID+"/replies", "", nil), 404, "NOT_FOUND")
 	e.exact("vid", parent.ID)
 }
 
@@ -395,7 +396,7 @@ func TestReadYourOwnWrites(t *testing.T) {
 			t.Errorf("after the consumer (-want +got):\n%s", diff)
 		}
 	}
-	e.do("DELETE", "/v1/comments/"+reply.ID, alice, nil).want(t, 204, "DELETE")
+	e.do("DELETE", "/v1/comments/"+reply.ID, alice, nil).Want(t, 204, "DELETE")
 	if got := e.counts(alice, "vid", top.ID); got["vid"].Comments != 1 || got[top.ID].Replies != 0 {
 		t.Errorf("alice right after her delete: %+v", got)
 	}
@@ -468,19 +469,19 @@ func TestBuildThroughPubSub(t *testing.T) {
 			r := e.do("POST", "/v1/videos/vid/comments", e.token("alice"), `{"text":"hi"}`)
 			switch {
 			case limits == "on" && i >= 3:
-				checkError(t, "over the limit", r, 429, "RESOURCE_EXHAUSTED")
-				if ra := r.header.Get("Retry-After"); ra == "" || ra == "0" {
-					t.Errorf("429 without Retry-After: %v", r.header)
+				apitest.CheckError(t, "over the limit", r, 429, "RESOURCE_EXHAUSTED")
+				if ra := r.Header.Get("Retry-After"); ra == "" || ra == "0" {
+					t.Errorf("429 without Retry-After: %v", r.Header)
 				}
 				continue
-			case r.status != 201:
-				t.Fatalf("RATE_LIMITS=%s post %d: %d %s", limits, i, r.status, r.body)
+			case r.Code != 201:
+				t.Fatalf("RATE_LIMITS=%s post %d: %d %s", limits, i, r.Code, r.Body)
 			}
 			var c commentJSON
-			decodeStrict(t, r.body, &c)
+			apitest.DecodeStrict(t, r.Body, &c)
 			ids = append(ids, c.ID)
 		}
-		e.do("POST", "/v1/moderation/spam", e.moderator("mod"), map[string]any{"commentIds": ids[:2]}).want(t, 200, "spam")
+		e.do("POST", "/v1/moderation/spam", e.moderator("mod"), map[string]any{"commentIds": ids[:2]}).Want(t, 200, "spam")
 
 		// The counter subscription (a pull subscription in this world) holds
 		// one message per post and one for the sweep; applied, they count.

@@ -1,7 +1,6 @@
 package commentsfn_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -184,98 +182,11 @@ func (e *env) token(uid string, opts ...auth.MintOption) string {
 
 func (e *env) moderator(uid string) string { return e.token(uid, auth.Moderator()) }
 
-type response struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-// do sends a request; body may be a string or []byte (sent as is) or any
-// value (sent as JSON); token "" sends no Authorization header; hdr holds
-// extra header name/value pairs.
-func (e *env) do(method, path, token string, body any, hdr ...string) response {
+// do sends a request to the function and checks its answer against the
+// document (apitest.Request); token "" sends no Authorization header.
+func (e *env) do(method, path, token string, body any, hdr ...string) apitest.Answer {
 	e.t.Helper()
-	var r io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		r = bytes.NewBufferString(b)
-	case []byte:
-		r = bytes.NewReader(b)
-	default:
-		j, err := json.Marshal(b)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		r = bytes.NewReader(j)
-	}
-	req, err := http.NewRequest(method, e.url+path, r)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Add(hdr[i], hdr[i+1])
-	}
-	a := apitest.Do(e.t, req)
-	return response{status: a.Code, header: a.Header, body: a.Body}
-}
-
-// want fails unless the response has the status.
-func (r response) want(t *testing.T, status int, what string) response {
-	t.Helper()
-	if r.status != status {
-		t.Fatalf("%s: status %d, want %d; body %s", what, r.status, status, r.body)
-	}
-	return r
-}
-
-// checkError checks the spec's error body: one "error" object with exactly
-// code, status and a non-empty message.
-func checkError(t *testing.T, what string, r response, code int, status string) {
-	t.Helper()
-	if r.status != code {
-		t.Errorf("%s: status %d, want %d; body %s", what, r.status, code, r.body)
-		return
-	}
-	var outer map[string]json.RawMessage
-	if err := json.Unmarshal(r.body, &outer); err != nil {
-		t.Errorf("%s: body %s is not a JSON object: %v", what, r.body, err)
-		return
-	}
-	var inner map[string]any
-	if len(outer) != 1 || json.Unmarshal(outer["error"], &inner) != nil {
-		t.Errorf("%s: body %s is not {\"error\":{...}}", what, r.body)
-		return
-	}
-	keys := make([]string, 0, len(inner))
-	for k := range inner {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	if fmt.Sprint(keys) != "[code message status]" {
-		t.Errorf("%s: error fields %v: %s", what, keys, r.body)
-	}
-	if c, ok := inner["code"].(float64); !ok || int(c) != code {
-		t.Errorf("%s: error.code %v, want %d", what, inner["code"], code)
-	}
-	if s, ok := inner["status"].(string); !ok || s != status {
-		t.Errorf("%s: error.status %v, want %q", what, inner["status"], status)
-	}
-	if m, ok := inner["message"].(string); !ok || m == "" {
-		t.Errorf("%s: error.message %v", what, inner["message"])
-	}
-}
-
-func decodeStrict(t *testing.T, b []byte, v any) {
-	t.Helper()
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		t.Fatalf("body %s: %v", b, err)
-	}
+	return apitest.Request(e.t, method, e.url+path, token, body, hdr...)
 }
 
 // commentJSON is a comment as the API answers it.
@@ -301,9 +212,9 @@ func (e *env) post(uid, video, parent, text string) commentJSON {
 	if parent != "" {
 		body["parentId"] = parent
 	}
-	r := e.do("POST", "/v1/videos/"+video+"/comments", e.token(uid), body).want(e.t, http.StatusCreated, "POST comment")
+	r := e.do("POST", "/v1/videos/"+video+"/comments", e.token(uid), body).Want(e.t, http.StatusCreated, "POST comment")
 	var c commentJSON
-	decodeStrict(e.t, r.body, &c)
+	apitest.DecodeStrict(e.t, r.Body, &c)
 	return c
 }
 
@@ -311,7 +222,7 @@ func (e *env) post(uid, video, parent, text string) commentJSON {
 func (e *env) list(path string) pageJSON {
 	e.t.Helper()
 	var p pageJSON
-	decodeStrict(e.t, e.do("GET", path, "", nil).want(e.t, http.StatusOK, "GET "+path).body, &p)
+	apitest.DecodeStrict(e.t, e.do("GET", path, "", nil).Want(e.t, http.StatusOK, "GET "+path).Body, &p)
 	return p
 }
 
@@ -334,8 +245,8 @@ func (e *env) counts(token string, ids ...string) map[string]counter.Values {
 	if token != "" {
 		path = "/v1/me/counts"
 	}
-	r := e.do("GET", path+"?ids="+q, token, nil).want(e.t, http.StatusOK, "GET "+path)
-	if err := json.Unmarshal(r.body, &body); err != nil {
+	r := e.do("GET", path+"?ids="+q, token, nil).Want(e.t, http.StatusOK, "GET "+path)
+	if err := json.Unmarshal(r.Body, &body); err != nil {
 		e.t.Fatal(err)
 	}
 	for id, v := range body.Counts {

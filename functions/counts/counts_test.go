@@ -117,32 +117,11 @@ func serve(t *testing.T, store countsfn.Store, d countsfn.Deps) *env {
 	return &env{t: t, url: srv.URL, alice: alice}
 }
 
-type answer struct {
-	code int
-	hdr  http.Header
-	body []byte
-}
-
-func (e *env) get(path string, hdr ...string) answer {
+// get sends GET path from a browser's origin, with the header name/value
+// pairs in hdr, and checks the answer against the document.
+func (e *env) get(path string, hdr ...string) apitest.Answer {
 	e.t.Helper()
-	req, err := http.NewRequest("GET", e.url+path, nil)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	req.Header.Set("Origin", "https://example.com")
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Add(hdr[i], hdr[i+1])
-	}
-	a := apitest.Do(e.t, req)
-	return answer{a.Code, a.Header, a.Body}
-}
-
-func (a answer) want(t *testing.T, code int) answer {
-	t.Helper()
-	if a.code != code {
-		t.Fatalf("status %d, want %d: %s", a.code, code, a.body)
-	}
-	return a
+	return apitest.Request(e.t, "GET", e.url+path, "", nil, append([]string{"Origin", "https://example.com"}, hdr...)...)
 }
 
 func newFake() *fakeStore {
@@ -210,52 +189,52 @@ func cdnCacheable(code int, h http.Header) string {
 func TestPublicCounts(t *testing.T) {
 	f := newFake()
 	e := serve(t, f, deps)
-	a := e.get("/v1/counts?ids=a,b,unknown,neg").want(t, 200)
+	a := e.get("/v1/counts?ids=a,b,unknown,neg").Want(t, 200, "GET")
 	var body map[string]json.RawMessage
-	if err := json.Unmarshal(a.body, &body); err != nil {
+	if err := json.Unmarshal(a.Body, &body); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := body["viewer"]; ok || len(body) != 1 {
-		t.Errorf("public answer has %s, want counts only", a.body)
+		t.Errorf("public answer has %s, want counts only", a.Body)
 	}
 	var got countsfn.Body
-	if err := json.Unmarshal(a.body, &got); err != nil {
+	if err := json.Unmarshal(a.Body, &got); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]counter.Values{"a": {Likes: 3, Views: 10}, "b": {Comments: 2}, "unknown": {}, "neg": {}}
 	if fmt.Sprint(got.Counts) != fmt.Sprint(want) {
 		t.Errorf("counts %v, want %v (every id, never negative)", got.Counts, want)
 	}
-	if cc := a.hdr.Get("Cache-Control"); cc != "public, max-age=2" {
+	if cc := a.Header.Get("Cache-Control"); cc != "public, max-age=2" {
 		t.Errorf("Cache-Control %q, want public, max-age=2 (COUNTS_MAX_AGE, the spec's default)", cc)
 	}
-	if why := cdnCacheable(a.code, a.hdr); why != "" {
-		t.Errorf("Cloud CDN would not cache the public answer: %s (headers %v)", why, a.hdr)
+	if why := cdnCacheable(a.Code, a.Header); why != "" {
+		t.Errorf("Cloud CDN would not cache the public answer: %s (headers %v)", why, a.Header)
 	}
-	etag := a.hdr.Get("ETag")
+	etag := a.Header.Get("ETag")
 	if !strings.HasPrefix(etag, `"`) || len(etag) < 10 {
 		t.Errorf("ETag %q, want a strong quoted tag", etag)
 	}
 
 	// Any Authorization header, valid, invalid or several, changes nothing.
 	for _, auth := range [][]string{{"Authorization", "Bearer " + e.alice}, {"Authorization", "Bearer garbage"}, {"Authorization", "x", "Authorization", "y"}} {
-		b := e.get("/v1/counts?ids=a,b,unknown,neg", auth...).want(t, 200)
-		if string(b.body) != string(a.body) || b.hdr.Get("ETag") != etag || b.hdr.Get("Cache-Control") != a.hdr.Get("Cache-Control") {
-			t.Errorf("with %v: %s %v, want the anonymous answer", auth, b.body, b.hdr)
+		b := e.get("/v1/counts?ids=a,b,unknown,neg", auth...).Want(t, 200, "GET")
+		if string(b.Body) != string(a.Body) || b.Header.Get("ETag") != etag || b.Header.Get("Cache-Control") != a.Header.Get("Cache-Control") {
+			t.Errorf("with %v: %s %v, want the anonymous answer", auth, b.Body, b.Header)
 		}
 	}
 	// The order of the ids does not change the answer or its tag.
-	if b := e.get("/v1/counts?ids=neg,unknown,b,a,a").want(t, 200); b.hdr.Get("ETag") != etag {
-		t.Errorf("reordered ids: ETag %q, want %q", b.hdr.Get("ETag"), etag)
+	if b := e.get("/v1/counts?ids=neg,unknown,b,a,a").Want(t, 200, "GET"); b.Header.Get("ETag") != etag {
+		t.Errorf("reordered ids: ETag %q, want %q", b.Header.Get("ETag"), etag)
 	}
 	// If-None-Match naming the tag: 304, no body, the same validators.
 	for _, inm := range []string{etag, `"other", ` + etag, "W/" + etag, "*"} {
-		b := e.get("/v1/counts?ids=a,b,unknown,neg", "If-None-Match", inm).want(t, http.StatusNotModified)
-		if len(b.body) != 0 || b.hdr.Get("ETag") != etag || b.hdr.Get("Cache-Control") != "public, max-age=2" {
-			t.Errorf("If-None-Match %s: body %q headers %v", inm, b.body, b.hdr)
+		b := e.get("/v1/counts?ids=a,b,unknown,neg", "If-None-Match", inm).Want(t, http.StatusNotModified, "GET")
+		if len(b.Body) != 0 || b.Header.Get("ETag") != etag || b.Header.Get("Cache-Control") != "public, max-age=2" {
+			t.Errorf("If-None-Match %s: body %q headers %v", inm, b.Body, b.Header)
 		}
 	}
-	e.get("/v1/counts?ids=a,b,unknown,neg", "If-None-Match", `"other"`).want(t, 200)
+	e.get("/v1/counts?ids=a,b,unknown,neg", "If-None-Match", `"other"`).Want(t, 200, "GET")
 
 	// Held for the instance's TTL: a change shows on a later read.
 	f.mu.Lock()
@@ -263,10 +242,10 @@ func TestPublicCounts(t *testing.T) {
 	f.mu.Unlock()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		b := e.get("/v1/counts?ids=a,b,unknown,neg").want(t, 200)
-		if b.hdr.Get("ETag") != etag {
-			if !strings.Contains(string(b.body), `"likes":4`) {
-				t.Errorf("a new tag for %s", b.body)
+		b := e.get("/v1/counts?ids=a,b,unknown,neg").Want(t, 200, "GET")
+		if b.Header.Get("ETag") != etag {
+			if !strings.Contains(string(b.Body), `"likes":4`) {
+				t.Errorf("a new tag for %s", b.Body)
 			}
 			break
 		}
@@ -280,10 +259,10 @@ func TestPublicCounts(t *testing.T) {
 func TestMyCounts(t *testing.T) {
 	f := newFake()
 	e := serve(t, f, deps)
-	e.get("/v1/counts?ids=a,b").want(t, 200) // the instance now holds a and b
-	a := e.get("/v1/me/counts?ids=a,b", "Authorization", "Bearer "+e.alice).want(t, 200)
+	e.get("/v1/counts?ids=a,b").Want(t, 200, "GET") // the instance now holds a and b
+	a := e.get("/v1/me/counts?ids=a,b", "Authorization", "Bearer "+e.alice).Want(t, 200, "GET")
 	var got countsfn.Body
-	if err := json.Unmarshal(a.body, &got); err != nil {
+	if err := json.Unmarshal(a.Body, &got); err != nil {
 		t.Fatal(err)
 	}
 	if got.Counts["a"].Likes != 4 || got.Counts["b"].Comments != 2 {
@@ -291,18 +270,18 @@ func TestMyCounts(t *testing.T) {
 	}
 	if got.Viewer == nil || got.Viewer.Reactions["a"] != (countsfn.ReactionBody{Reaction: "like", Version: 4}) ||
 		got.Viewer.Reactions["b"] != (countsfn.ReactionBody{Reaction: "none"}) {
-		t.Errorf("viewer %s", a.body)
+		t.Errorf("viewer %s", a.Body)
 	}
-	if cc := a.hdr.Get("Cache-Control"); cc != "private, no-store" {
+	if cc := a.Header.Get("Cache-Control"); cc != "private, no-store" {
 		t.Errorf("Cache-Control %q, want private, no-store", cc)
 	}
-	if why := cdnCacheable(a.code, a.hdr); why == "" {
+	if why := cdnCacheable(a.Code, a.Header); why == "" {
 		t.Error("Cloud CDN would cache a personal answer")
 	}
-	etag := a.hdr.Get("ETag")
-	b := e.get("/v1/me/counts?ids=a,b", "Authorization", "Bearer "+e.alice, "If-None-Match", etag).want(t, http.StatusNotModified)
-	if b.hdr.Get("Cache-Control") != "private, no-store" {
-		t.Errorf("304 Cache-Control %q", b.hdr.Get("Cache-Control"))
+	etag := a.Header.Get("ETag")
+	b := e.get("/v1/me/counts?ids=a,b", "Authorization", "Bearer "+e.alice, "If-None-Match", etag).Want(t, http.StatusNotModified, "GET")
+	if b.Header.Get("Cache-Control") != "private, no-store" {
+		t.Errorf("304 Cache-Control %q", b.Header.Get("Cache-Control"))
 	}
 
 	for _, c := range []struct {
@@ -313,9 +292,9 @@ func TestMyCounts(t *testing.T) {
 		{[]string{"Authorization", "Bearer garbage"}, 401},
 		{[]string{"Authorization", "Basic YWxpY2U6"}, 401},
 	} {
-		r := e.get("/v1/me/counts?ids=a", c.hdr...).want(t, c.code)
-		if r.hdr.Get("WWW-Authenticate") != "Bearer" || !strings.Contains(string(r.body), `"UNAUTHENTICATED"`) {
-			t.Errorf("%v: %v %s", c.hdr, r.hdr, r.body)
+		r := e.get("/v1/me/counts?ids=a", c.hdr...).Want(t, c.code, "GET")
+		if r.Header.Get("WWW-Authenticate") != "Bearer" || !strings.Contains(string(r.Body), `"UNAUTHENTICATED"`) {
+			t.Errorf("%v: %v %s", c.hdr, r.Header, r.Body)
 		}
 	}
 }
@@ -328,14 +307,14 @@ func TestBadIDs(t *testing.T) {
 	}
 	for _, q := range []string{"", "?ids=", "?ids=a/b", "?ids=a,,b", "?ids=" + strings.Join(many, ",")} {
 		for _, path := range []string{"/v1/counts", "/v1/me/counts"} {
-			a := e.get(path+q, "Authorization", "Bearer "+e.alice).want(t, 400)
-			if !strings.Contains(string(a.body), `"INVALID_ARGUMENT"`) || a.hdr.Get("Cache-Control") != "no-store" {
-				t.Errorf("%s%s: %s %v", path, q, a.body, a.hdr)
+			a := e.get(path+q, "Authorization", "Bearer "+e.alice).Want(t, 400, "GET")
+			if !strings.Contains(string(a.Body), `"INVALID_ARGUMENT"`) || a.Header.Get("Cache-Control") != "no-store" {
+				t.Errorf("%s%s: %s %v", path, q, a.Body, a.Header)
 			}
 		}
 	}
 	// 50 distinct ids are allowed, repeats not counted twice.
-	e.get("/v1/counts?ids="+strings.Join(many[:50], ",")+",i0", "").want(t, 200)
+	e.get("/v1/counts?ids="+strings.Join(many[:50], ",")+",i0", "").Want(t, 200, "GET")
 }
 
 func TestBackendDown(t *testing.T) {
@@ -343,17 +322,17 @@ func TestBackendDown(t *testing.T) {
 	e := serve(t, f, deps)
 	f.down.Store(true)
 	for _, path := range []string{"/v1/counts?ids=a", "/v1/me/counts?ids=a"} {
-		a := e.get(path, "Authorization", "Bearer "+e.alice).want(t, http.StatusServiceUnavailable)
-		if a.hdr.Get("Retry-After") == "" || a.hdr.Get("Cache-Control") != "no-store" || !strings.Contains(string(a.body), `"UNAVAILABLE"`) {
-			t.Errorf("%s: %v %s", path, a.hdr, a.body)
+		a := e.get(path, "Authorization", "Bearer "+e.alice).Want(t, http.StatusServiceUnavailable, "GET")
+		if a.Header.Get("Retry-After") == "" || a.Header.Get("Cache-Control") != "no-store" || !strings.Contains(string(a.Body), `"UNAVAILABLE"`) {
+			t.Errorf("%s: %v %s", path, a.Header, a.Body)
 		}
-		if why := cdnCacheable(a.code, a.hdr); why == "" {
+		if why := cdnCacheable(a.Code, a.Header); why == "" {
 			t.Errorf("%s: Cloud CDN would cache the error", path)
 		}
 	}
 	// The failure was not held: back up, the next read answers.
 	f.down.Store(false)
-	e.get("/v1/counts?ids=a").want(t, 200)
+	e.get("/v1/counts?ids=a").Want(t, 200, "GET")
 }
 
 // TestReadYourOwnWritesThroughTheCache runs the handler over the real store
@@ -385,7 +364,7 @@ func TestReadYourOwnWritesThroughTheCache(t *testing.T) {
 			hdr = []string{"Authorization", "Bearer " + token}
 		}
 		var b countsfn.Body
-		if err := json.Unmarshal(e.get(path+"?ids=v,w", hdr...).want(t, 200).body, &b); err != nil {
+		if err := json.Unmarshal(e.get(path+"?ids=v,w", hdr...).Want(t, 200, "GET").Body, &b); err != nil {
 			t.Fatal(err)
 		}
 		return b.Counts["v"].Likes
@@ -428,13 +407,13 @@ func TestReadYourOwnWritesThroughTheCache(t *testing.T) {
 func TestSignedInReadFillsTheCache(t *testing.T) {
 	f := newFake()
 	e := serve(t, f, deps)
-	e.get("/v1/me/counts?ids=a,b", "Authorization", "Bearer "+e.alice).want(t, 200)
-	a := e.get("/v1/counts?ids=a,b").want(t, 200)
+	e.get("/v1/me/counts?ids=a,b", "Authorization", "Bearer "+e.alice).Want(t, 200, "GET")
+	a := e.get("/v1/counts?ids=a,b").Want(t, 200, "GET")
 	if n := f.publics.Load(); n != 0 {
 		t.Errorf("%d public reads after a signed-in read of the same ids, want 0", n)
 	}
 	var got countsfn.Body
-	if err := json.Unmarshal(a.body, &got); err != nil {
+	if err := json.Unmarshal(a.Body, &got); err != nil {
 		t.Fatal(err)
 	}
 	if got.Counts["a"].Likes != 3 || got.Counts["b"].Comments != 2 {

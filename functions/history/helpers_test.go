@@ -1,15 +1,12 @@
 package historyfn_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -202,89 +199,11 @@ func (e *env) token(uid string, opts ...auth.MintOption) string {
 	return tok
 }
 
-type response struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-// do sends a request; body may be a string (sent as is) or any value
-// (sent as JSON); token "" sends no Authorization header.
-func (e *env) do(method, path, token string, body any) response {
+// do sends a request to the function and checks its answer against the
+// document (apitest.Request); token "" sends no Authorization header.
+func (e *env) do(method, path, token string, body any) apitest.Answer {
 	e.t.Helper()
-	var r io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		r = bytes.NewBufferString(b)
-	default:
-		j, err := json.Marshal(b)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		r = bytes.NewReader(j)
-	}
-	req, err := http.NewRequest(method, e.url+path, r)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	a := apitest.Do(e.t, req)
-	return response{status: a.Code, header: a.Header, body: a.Body}
-}
-
-// want fails unless the response has the status.
-func (r response) want(t *testing.T, status int, what string) response {
-	t.Helper()
-	if r.status != status {
-		t.Fatalf("%s: status %d, want %d; body %s", what, r.status, status, r.body)
-	}
-	return r
-}
-
-// checkError checks the spec's error body exactly: one "error" object with
-// exactly code, status and a non-empty message.
-func checkError(t *testing.T, what string, r response, code int, status string) {
-	t.Helper()
-	if r.status != code {
-		t.Errorf("%s: status %d, want %d; body %s", what, r.status, code, r.body)
-		return
-	}
-	if ct := r.header.Get("Content-Type"); ct != "application/json; charset=utf-8" {
-		t.Errorf("%s: Content-Type %q", what, ct)
-	}
-	var outer map[string]json.RawMessage
-	if err := json.Unmarshal(r.body, &outer); err != nil {
-		t.Errorf("%s: body %s is not a JSON object: %v", what, r.body, err)
-		return
-	}
-	var inner map[string]any
-	if len(outer) != 1 || json.Unmarshal(outer["error"], &inner) != nil {
-		t.Errorf("%s: body %s is not {\"error\":{...}}", what, r.body)
-		return
-	}
-	keys := make([]string, 0, len(inner))
-	for k := range inner {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	if fmt.Sprint(keys) != "[code message status]" {
-		t.Errorf("%s: error fields %v, want exactly code, message, status: %s", what, keys, r.body)
-	}
-	if c, ok := inner["code"].(float64); !ok || int(c) != code {
-		t.Errorf("%s: error.code %v, want %d", what, inner["code"], code)
-	}
-	if s, ok := inner["status"].(string); !ok || s != status {
-		t.Errorf("%s: error.status %v, want %q", what, inner["status"], status)
-	}
-	if m, ok := inner["message"].(string); !ok || m == "" {
-		t.Errorf("%s: error.message %v, want a message", what, inner["message"])
-	}
+	return apitest.Request(e.t, method, e.url+path, token, body)
 }
 
 // listJSON is the body of GET /v1/history.
@@ -295,15 +214,6 @@ type listJSON struct {
 		PositionSeconds float64 `json:"positionSeconds"`
 	} `json:"entries"`
 	NextPageToken string `json:"nextPageToken"`
-}
-
-func decodeStrict(t *testing.T, b []byte, v any) {
-	t.Helper()
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		t.Fatalf("body %s: %v", b, err)
-	}
 }
 
 // listAll follows nextPageToken through every page, returning the video ids
@@ -320,9 +230,9 @@ func (e *env) listAll(uid string, pageSize int) []string {
 		if token != "" {
 			path += "&pageToken=" + token
 		}
-		r := e.do("GET", path, e.token(uid), nil).want(e.t, http.StatusOK, "GET "+path)
+		r := e.do("GET", path, e.token(uid), nil).Want(e.t, http.StatusOK, "GET "+path)
 		var l listJSON
-		decodeStrict(e.t, r.body, &l)
+		apitest.DecodeStrict(e.t, r.Body, &l)
 		if len(l.Entries) > pageSize {
 			e.t.Fatalf("page of %d entries for pageSize %d", len(l.Entries), pageSize)
 		}

@@ -18,6 +18,7 @@ import (
 
 	applyhistoryfn "github.com/videngage/engagement/functions/applyhistory"
 	historyfn "github.com/videngage/engagement/functions/history"
+	"github.com/videngage/engagement/internal/apitest"
 	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/bus"
@@ -40,8 +41,8 @@ func TestEveryRoute(t *testing.T) {
 		map[string]any{"videoId": "v2", "watchedAt": ts(t2)},
 		map[string]any{"videoId": "v3"},
 	} {
-		r := e.do("POST", "/v1/history", tok, body).want(t, http.StatusAccepted, "POST /v1/history")
-		if got := strings.TrimSpace(string(r.body)); got != `{"recorded":true}` {
+		r := e.do("POST", "/v1/history", tok, body).Want(t, http.StatusAccepted, "POST /v1/history")
+		if got := strings.TrimSpace(string(r.Body)); got != `{"recorded":true}` {
 			t.Errorf("POST %v: body %s", body, got)
 		}
 	}
@@ -61,55 +62,55 @@ func TestEveryRoute(t *testing.T) {
 	t3 := pub[2].WatchedAt
 
 	// GET /v1/history: newest first, exact body.
-	r := e.do("GET", "/v1/history", tok, nil).want(t, http.StatusOK, "GET /v1/history")
+	r := e.do("GET", "/v1/history", tok, nil).Want(t, http.StatusOK, "GET /v1/history")
 	want := fmt.Sprintf(`{"entries":[{"videoId":"v3","watchedAt":%q,"positionSeconds":0},{"videoId":"v2","watchedAt":%q,"positionSeconds":0},{"videoId":"v1","watchedAt":%q,"positionSeconds":12.5}]}`,
 		ts(t3), ts(t2), ts(t1))
-	if got := strings.TrimSpace(string(r.body)); got != want {
+	if got := strings.TrimSpace(string(r.Body)); got != want {
 		t.Errorf("GET /v1/history:\n got %s\nwant %s", got, want)
 	}
-	if cc := r.header.Get("Cache-Control"); cc != "private, no-store" {
+	if cc := r.Header.Get("Cache-Control"); cc != "private, no-store" {
 		t.Errorf("GET /v1/history: Cache-Control %q", cc)
 	}
 
 	// GET and PUT /v1/history/settings.
-	r = e.do("GET", "/v1/history/settings", tok, nil).want(t, http.StatusOK, "GET settings")
-	if got := strings.TrimSpace(string(r.body)); got != `{"paused":false,"autoDeleteMonths":0}` {
+	r = e.do("GET", "/v1/history/settings", tok, nil).Want(t, http.StatusOK, "GET settings")
+	if got := strings.TrimSpace(string(r.Body)); got != `{"paused":false,"autoDeleteMonths":0}` {
 		t.Errorf("default settings: %s", got)
 	}
-	r = e.do("PUT", "/v1/history/settings", tok, `{"paused":false,"autoDeleteMonths":18}`).want(t, http.StatusOK, "PUT settings")
-	if got := strings.TrimSpace(string(r.body)); got != `{"paused":false,"autoDeleteMonths":18}` {
+	r = e.do("PUT", "/v1/history/settings", tok, `{"paused":false,"autoDeleteMonths":18}`).Want(t, http.StatusOK, "PUT settings")
+	if got := strings.TrimSpace(string(r.Body)); got != `{"paused":false,"autoDeleteMonths":18}` {
 		t.Errorf("PUT settings answered %s", got)
 	}
-	r = e.do("GET", "/v1/history/settings", tok, nil).want(t, http.StatusOK, "GET settings")
-	if got := strings.TrimSpace(string(r.body)); got != `{"paused":false,"autoDeleteMonths":18}` {
+	r = e.do("GET", "/v1/history/settings", tok, nil).Want(t, http.StatusOK, "GET settings")
+	if got := strings.TrimSpace(string(r.Body)); got != `{"paused":false,"autoDeleteMonths":18}` {
 		t.Errorf("settings after PUT: %s", got)
 	}
 
 	// DELETE /v1/history/{videoId}.
-	r = e.do("DELETE", "/v1/history/v2", tok, nil).want(t, http.StatusNoContent, "DELETE /v1/history/v2")
-	if len(r.body) != 0 {
-		t.Errorf("204 with a body: %s", r.body)
+	r = e.do("DELETE", "/v1/history/v2", tok, nil).Want(t, http.StatusNoContent, "DELETE /v1/history/v2")
+	if len(r.Body) != 0 {
+		t.Errorf("204 with a body: %s", r.Body)
 	}
-	e.do("DELETE", "/v1/history/never-watched", tok, nil).want(t, http.StatusNoContent, "DELETE an unwatched video")
+	e.do("DELETE", "/v1/history/never-watched", tok, nil).Want(t, http.StatusNoContent, "DELETE an unwatched video")
 	if diff := cmp.Diff([]string{"v3@" + ts(t3), "v1@" + ts(t1)}, e.listAll("alice", 10)); diff != "" {
 		t.Errorf("after DELETE v2 (-want +got):\n%s", diff)
 	}
 
 	// DELETE /v1/history?before=: older entries only; exactly at the time is kept.
-	e.do("DELETE", "/v1/history?before="+url.QueryEscape(ts(t3)), tok, nil).want(t, http.StatusNoContent, "DELETE ?before")
+	e.do("DELETE", "/v1/history?before="+url.QueryEscape(ts(t3)), tok, nil).Want(t, http.StatusNoContent, "DELETE ?before")
 	if diff := cmp.Diff([]string{"v3@" + ts(t3)}, e.listAll("alice", 10)); diff != "" {
 		t.Errorf("after DELETE ?before=t3 (-want +got):\n%s", diff)
 	}
 	// A time before 1970 clears nothing.
-	e.do("DELETE", "/v1/history?before=1969-01-01T00:00:00Z", tok, nil).want(t, http.StatusNoContent, "DELETE ?before=1969")
+	e.do("DELETE", "/v1/history?before=1969-01-01T00:00:00Z", tok, nil).Want(t, http.StatusNoContent, "DELETE ?before=1969")
 	if got := e.listAll("alice", 10); len(got) != 1 {
 		t.Errorf("DELETE ?before=1969 removed entries: %v", got)
 	}
 
 	// DELETE /v1/history: everything.
-	e.do("DELETE", "/v1/history", tok, nil).want(t, http.StatusNoContent, "DELETE /v1/history")
-	r = e.do("GET", "/v1/history", tok, nil).want(t, http.StatusOK, "GET after clear")
-	if got := strings.TrimSpace(string(r.body)); got != `{"entries":[]}` {
+	e.do("DELETE", "/v1/history", tok, nil).Want(t, http.StatusNoContent, "DELETE /v1/history")
+	r = e.do("GET", "/v1/history", tok, nil).Want(t, http.StatusOK, "GET after clear")
+	if got := strings.TrimSpace(string(r.Body)); got != `{"entries":[]}` {
 		t.Errorf("GET after clearing: %s", got)
 	}
 }
@@ -122,7 +123,7 @@ func TestPaging(t *testing.T) {
 	for i := range 23 {
 		at := base.Add(time.Duration(i) * time.Second)
 		e.do("POST", "/v1/history", e.token("bob"), map[string]any{"videoId": fmt.Sprintf("v%02d", i), "watchedAt": ts(at)}).
-			want(t, http.StatusAccepted, "POST")
+			Want(t, http.StatusAccepted, "POST")
 		want = append([]string{fmt.Sprintf("v%02d@%s", i, ts(at))}, want...)
 	}
 	for _, size := range []int{1, 5, 10, 23, 100} {
@@ -132,7 +133,7 @@ func TestPaging(t *testing.T) {
 	}
 	// Default page size 10.
 	var l listJSON
-	decodeStrict(t, e.do("GET", "/v1/history", e.token("bob"), nil).want(t, http.StatusOK, "GET").body, &l)
+	apitest.DecodeStrict(t, e.do("GET", "/v1/history", e.token("bob"), nil).Want(t, http.StatusOK, "GET").Body, &l)
 	if len(l.Entries) != 10 || l.NextPageToken == "" {
 		t.Errorf("default page: %d entries, next %q; want 10 and a token", len(l.Entries), l.NextPageToken)
 	}
@@ -145,11 +146,11 @@ func TestPageTokens(t *testing.T) {
 	for _, uid := range []string{"carol", "carol#x"} {
 		for i := range 4 {
 			e.do("POST", "/v1/history", e.token(uid), map[string]any{"videoId": fmt.Sprintf("%s-%d", strings.ReplaceAll(uid, "#", "_"), i), "watchedAt": ts(base.Add(time.Duration(i) * time.Minute))}).
-				want(t, http.StatusAccepted, "POST")
+				Want(t, http.StatusAccepted, "POST")
 		}
 	}
 	var first listJSON
-	decodeStrict(t, e.do("GET", "/v1/history?pageSize=2", e.token("carol"), nil).want(t, http.StatusOK, "GET").body, &first)
+	apitest.DecodeStrict(t, e.do("GET", "/v1/history?pageSize=2", e.token("carol"), nil).Want(t, http.StatusOK, "GET").Body, &first)
 	tok := first.NextPageToken
 	if tok == "" {
 		t.Fatal("no nextPageToken")
@@ -176,11 +177,11 @@ func TestPageTokens(t *testing.T) {
 		"another secret's token": {"carol", history.NewPageTokens("another secret").Encode("carol", history.Cursor{At: base, VideoID: "carol-1"})},
 	} {
 		r := e.do("GET", "/v1/history?pageToken="+url.QueryEscape(c.token), e.token(c.uid), nil)
-		checkError(t, name, r, http.StatusBadRequest, "INVALID_ARGUMENT")
+		apitest.CheckError(t, name, r, http.StatusBadRequest, "INVALID_ARGUMENT")
 	}
 	// The genuine token still works for its user and continues the list.
 	var second listJSON
-	decodeStrict(t, e.do("GET", "/v1/history?pageSize=2&pageToken="+tok, e.token("carol"), nil).want(t, http.StatusOK, "GET page 2").body, &second)
+	apitest.DecodeStrict(t, e.do("GET", "/v1/history?pageSize=2&pageToken="+tok, e.token("carol"), nil).Want(t, http.StatusOK, "GET page 2").Body, &second)
 	if len(second.Entries) != 2 || second.Entries[0].VideoID != "carol-1" || second.NextPageToken != "" {
 		t.Errorf("second page: %+v", second)
 	}
@@ -233,13 +234,13 @@ func TestBadInput(t *testing.T) {
 		{"settings over 64 KiB", "PUT", "/v1/history/settings", `{"paused":true,"autoDeleteMonths":3,"x":"` + strings.Repeat("a", 70_000) + `"}`, 413, "INVALID_ARGUMENT"},
 	}
 	for _, tc := range tests {
-		checkError(t, tc.name, e.do(tc.method, tc.path, tok, tc.body), tc.code, tc.status)
+		apitest.CheckError(t, tc.name, e.do(tc.method, tc.path, tok, tc.body), tc.code, tc.status)
 	}
 	if n := len(e.bus.watches()); n != 0 {
 		t.Errorf("bad requests published %d watches", n)
 	}
-	settings := e.do("GET", "/v1/history/settings", tok, nil).want(t, http.StatusOK, "GET settings")
-	if got := strings.TrimSpace(string(settings.body)); got != `{"paused":false,"autoDeleteMonths":0}` {
+	settings := e.do("GET", "/v1/history/settings", tok, nil).Want(t, http.StatusOK, "GET settings")
+	if got := strings.TrimSpace(string(settings.Body)); got != `{"paused":false,"autoDeleteMonths":0}` {
 		t.Errorf("bad PUTs changed the settings: %s", got)
 	}
 
@@ -250,13 +251,13 @@ func TestBadInput(t *testing.T) {
 		fmt.Sprintf(`{"videoId":"v1","watchedAt":%q}`, fixed.In(time.FixedZone("", 3600)).Format(time.RFC3339)),
 		fmt.Sprintf(`{"videoId":"v1","positionSeconds":%d}`, history.MaxPositionSeconds),
 	} {
-		e.do("POST", "/v1/history", tok, body).want(t, http.StatusAccepted, "POST "+body)
+		e.do("POST", "/v1/history", tok, body).Want(t, http.StatusAccepted, "POST "+body)
 	}
 	for _, q := range []string{"pageSize=1", "pageSize=100"} {
-		e.do("GET", "/v1/history?"+q, tok, nil).want(t, http.StatusOK, "GET "+q)
+		e.do("GET", "/v1/history?"+q, tok, nil).Want(t, http.StatusOK, "GET "+q)
 	}
 	for _, m := range []int{0, 3, 18, 36} {
-		e.do("PUT", "/v1/history/settings", tok, fmt.Sprintf(`{"paused":false,"autoDeleteMonths":%d}`, m)).want(t, http.StatusOK, "PUT settings")
+		e.do("PUT", "/v1/history/settings", tok, fmt.Sprintf(`{"paused":false,"autoDeleteMonths":%d}`, m)).Want(t, http.StatusOK, "PUT settings")
 	}
 }
 
@@ -290,20 +291,20 @@ func TestUnauthenticated(t *testing.T) {
 			}
 			r := e.do(rt.method, rt.path, tok, body)
 			what := fmt.Sprintf("%s %s with %s", rt.method, rt.path, name)
-			checkError(t, what, r, http.StatusUnauthorized, "UNAUTHENTICATED")
-			if r.header.Get("WWW-Authenticate") != "Bearer" {
-				t.Errorf("%s: WWW-Authenticate %q", what, r.header.Get("WWW-Authenticate"))
+			apitest.CheckError(t, what, r, http.StatusUnauthorized, "UNAUTHENTICATED")
+			if r.Header.Get("WWW-Authenticate") != "Bearer" {
+				t.Errorf("%s: WWW-Authenticate %q", what, r.Header.Get("WWW-Authenticate"))
 			}
 		}
 	}
 	// Bad input with a bad token is still a 401: identity is checked first.
-	checkError(t, "bad body, no token", e.do("POST", "/v1/history", "", `{"videoId":`), http.StatusUnauthorized, "UNAUTHENTICATED")
+	apitest.CheckError(t, "bad body, no token", e.do("POST", "/v1/history", "", `{"videoId":`), http.StatusUnauthorized, "UNAUTHENTICATED")
 	if n := len(e.bus.watches()); n != 0 {
 		t.Errorf("unauthenticated requests published %d watches", n)
 	}
 	// The settings of erin were never written.
-	r := e.do("GET", "/v1/history/settings", e.token("erin"), nil).want(t, http.StatusOK, "GET settings")
-	if got := strings.TrimSpace(string(r.body)); got != `{"paused":false,"autoDeleteMonths":0}` {
+	r := e.do("GET", "/v1/history/settings", e.token("erin"), nil).Want(t, http.StatusOK, "GET settings")
+	if got := strings.TrimSpace(string(r.Body)); got != `{"paused":false,"autoDeleteMonths":0}` {
 		t.Errorf("settings written without a valid token: %s", got)
 	}
 }
@@ -325,19 +326,19 @@ func TestWrongMethod(t *testing.T) {
 	} {
 		r := e.do(tc.method, tc.path, tok, nil)
 		what := tc.method + " " + tc.path
-		checkError(t, what, r, http.StatusMethodNotAllowed, "INVALID_ARGUMENT")
+		apitest.CheckError(t, what, r, http.StatusMethodNotAllowed, "INVALID_ARGUMENT")
 		var allow []string
-		for _, m := range strings.Split(r.header.Get("Allow"), ",") {
+		for _, m := range strings.Split(r.Header.Get("Allow"), ",") {
 			if m = strings.TrimSpace(m); m != "" && m != "HEAD" {
 				allow = append(allow, m)
 			}
 		}
 		slices.Sort(allow)
 		if diff := cmp.Diff(tc.allow, allow); diff != "" {
-			t.Errorf("%s: Allow %q (-want +got):\n%s", what, r.header.Get("Allow"), diff)
+			t.Errorf("%s: Allow %q (-want +got):\n%s", what, r.Header.Get("Allow"), diff)
 		}
 	}
-	checkError(t, "unknown path", e.do("GET", "/v1/histories", tok, nil), http.StatusNotFound, "NOT_FOUND")
+	apitest.CheckError(t, "unknown path", e.do("GET", "/v1/histories", tok, nil), http.StatusNotFound, "NOT_FOUND")
 }
 
 func TestPaused(t *testing.T) {
@@ -345,9 +346,9 @@ func TestPaused(t *testing.T) {
 	e := newEnv(t)
 	tok := e.token("gina")
 	at := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Minute)
-	e.do("PUT", "/v1/history/settings", tok, `{"paused":true,"autoDeleteMonths":0}`).want(t, http.StatusOK, "pause")
-	r := e.do("POST", "/v1/history", tok, map[string]any{"videoId": "v1", "watchedAt": ts(at)}).want(t, http.StatusAccepted, "POST while paused")
-	if got := strings.TrimSpace(string(r.body)); got != `{"recorded":false}` {
+	e.do("PUT", "/v1/history/settings", tok, `{"paused":true,"autoDeleteMonths":0}`).Want(t, http.StatusOK, "pause")
+	r := e.do("POST", "/v1/history", tok, map[string]any{"videoId": "v1", "watchedAt": ts(at)}).Want(t, http.StatusAccepted, "POST while paused")
+	if got := strings.TrimSpace(string(r.Body)); got != `{"recorded":false}` {
 		t.Errorf("POST while paused: %s", got)
 	}
 	if n := len(e.bus.watches()); n != 0 {
@@ -357,14 +358,14 @@ func TestPaused(t *testing.T) {
 		t.Errorf("history while paused: %v", got)
 	}
 	// Another user is not paused.
-	r = e.do("POST", "/v1/history", e.token("gina2"), map[string]any{"videoId": "v1"}).want(t, http.StatusAccepted, "POST other user")
-	if got := strings.TrimSpace(string(r.body)); got != `{"recorded":true}` {
+	r = e.do("POST", "/v1/history", e.token("gina2"), map[string]any{"videoId": "v1"}).Want(t, http.StatusAccepted, "POST other user")
+	if got := strings.TrimSpace(string(r.Body)); got != `{"recorded":true}` {
 		t.Errorf("POST by another user: %s", got)
 	}
 	// Resumed, it records again.
-	e.do("PUT", "/v1/history/settings", tok, `{"paused":false,"autoDeleteMonths":0}`).want(t, http.StatusOK, "resume")
-	r = e.do("POST", "/v1/history", tok, map[string]any{"videoId": "v1", "watchedAt": ts(at)}).want(t, http.StatusAccepted, "POST after resume")
-	if got := strings.TrimSpace(string(r.body)); got != `{"recorded":true}` {
+	e.do("PUT", "/v1/history/settings", tok, `{"paused":false,"autoDeleteMonths":0}`).Want(t, http.StatusOK, "resume")
+	r = e.do("POST", "/v1/history", tok, map[string]any{"videoId": "v1", "watchedAt": ts(at)}).Want(t, http.StatusAccepted, "POST after resume")
+	if got := strings.TrimSpace(string(r.Body)); got != `{"recorded":true}` {
 		t.Errorf("POST after resume: %s", got)
 	}
 	if diff := cmp.Diff([]string{"v1@" + ts(at)}, e.listAll("gina", 10)); diff != "" {
@@ -384,20 +385,20 @@ func TestAutoDeleteHorizon(t *testing.T) {
 		v  string
 		at time.Time
 	}{{"old", old}, {"edge", edge}, {"recent", recent}} {
-		e.do("POST", "/v1/history", tok, map[string]any{"videoId": w.v, "watchedAt": ts(w.at)}).want(t, http.StatusAccepted, "POST")
+		e.do("POST", "/v1/history", tok, map[string]any{"videoId": w.v, "watchedAt": ts(w.at)}).Want(t, http.StatusAccepted, "POST")
 	}
 	all := []string{"recent@" + ts(recent), "edge@" + ts(edge), "old@" + ts(old)}
 	if diff := cmp.Diff(all, e.listAll("hank", 10)); diff != "" {
 		t.Errorf("autoDeleteMonths 0 (-want +got):\n%s", diff)
 	}
-	e.do("PUT", "/v1/history/settings", tok, `{"paused":false,"autoDeleteMonths":3}`).want(t, http.StatusOK, "PUT 3 months")
+	e.do("PUT", "/v1/history/settings", tok, `{"paused":false,"autoDeleteMonths":3}`).Want(t, http.StatusOK, "PUT 3 months")
 	for _, size := range []int{1, 2, 10} {
 		if diff := cmp.Diff(all[:2], e.listAll("hank", size)); diff != "" {
 			t.Errorf("autoDeleteMonths 3, pageSize %d (-want +got):\n%s", size, diff)
 		}
 	}
 	// The horizon hides; going back to 0 shows what the table still holds.
-	e.do("PUT", "/v1/history/settings", tok, `{"paused":false,"autoDeleteMonths":0}`).want(t, http.StatusOK, "PUT 0 months")
+	e.do("PUT", "/v1/history/settings", tok, `{"paused":false,"autoDeleteMonths":0}`).Want(t, http.StatusOK, "PUT 0 months")
 	if diff := cmp.Diff(all, e.listAll("hank", 10)); diff != "" {
 		t.Errorf("back to autoDeleteMonths 0 (-want +got):\n%s", diff)
 	}
@@ -417,7 +418,7 @@ func TestReadsApplyRetention(t *testing.T) {
 		v  string
 		at time.Time
 	}{{"past", past}, {"inside", inside}} {
-		e.do("POST", "/v1/history", tok, map[string]any{"videoId": w.v, "watchedAt": ts(w.at)}).want(t, http.StatusAccepted, "POST")
+		e.do("POST", "/v1/history", tok, map[string]any{"videoId": w.v, "watchedAt": ts(w.at)}).Want(t, http.StatusAccepted, "POST")
 	}
 	// The table still holds both (the emulator's collector does not run on
 	// the rules a table is created with).
@@ -433,7 +434,7 @@ func TestReadsApplyRetention(t *testing.T) {
 		t.Errorf("autoDeleteMonths 0 (-want +got):\n%s", diff)
 	}
 	// A 3-month horizon is older than the 60-day retention: the retention wins.
-	e.do("PUT", "/v1/history/settings", tok, `{"paused":false,"autoDeleteMonths":3}`).want(t, http.StatusOK, "PUT 3 months")
+	e.do("PUT", "/v1/history/settings", tok, `{"paused":false,"autoDeleteMonths":3}`).Want(t, http.StatusOK, "PUT 3 months")
 	if diff := cmp.Diff(want, e.listAll("ivy", 10)); diff != "" {
 		t.Errorf("autoDeleteMonths 3 (-want +got):\n%s", diff)
 	}
@@ -449,7 +450,7 @@ func TestDuplicateDeliveryStoresOneEntry(t *testing.T) {
 	// The client retries the same watch (lost answer): two publishes of one
 	// event, each delivered three times.
 	for range 2 {
-		e.do("POST", "/v1/history", tok, body).want(t, http.StatusAccepted, "POST")
+		e.do("POST", "/v1/history", tok, body).Want(t, http.StatusAccepted, "POST")
 	}
 	pub := e.bus.watches()
 	if len(pub) != 2 || pub[0].EventID != pub[1].EventID {
@@ -457,12 +458,12 @@ func TestDuplicateDeliveryStoresOneEntry(t *testing.T) {
 	}
 	// The same watch a few microseconds later is the same millisecond.
 	body["watchedAt"] = ts(at.Add(300 * time.Microsecond))
-	e.do("POST", "/v1/history", tok, body).want(t, http.StatusAccepted, "POST")
+	e.do("POST", "/v1/history", tok, body).Want(t, http.StatusAccepted, "POST")
 	if diff := cmp.Diff([]string{"v1@" + ts(at)}, e.listAll("ivy", 10)); diff != "" {
 		t.Errorf("history after duplicates (-want +got):\n%s", diff)
 	}
 	var l listJSON
-	decodeStrict(t, e.do("GET", "/v1/history", tok, nil).body, &l)
+	apitest.DecodeStrict(t, e.do("GET", "/v1/history", tok, nil).Body, &l)
 	if len(l.Entries) != 1 || l.Entries[0].PositionSeconds != 30 {
 		t.Errorf("entries %+v", l.Entries)
 	}
@@ -496,12 +497,12 @@ func TestPublisherDown(t *testing.T) {
 			}
 			tok := e.token("kate")
 			r := e.do("POST", "/v1/history", tok, map[string]any{"videoId": "v1"})
-			checkError(t, "POST with Pub/Sub down", r, http.StatusServiceUnavailable, "UNAVAILABLE")
-			if s, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || s < 1 {
-				t.Errorf("Retry-After %q, want a number of seconds", r.header.Get("Retry-After"))
+			apitest.CheckError(t, "POST with Pub/Sub down", r, http.StatusServiceUnavailable, "UNAVAILABLE")
+			if s, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || s < 1 {
+				t.Errorf("Retry-After %q, want a number of seconds", r.Header.Get("Retry-After"))
 			}
-			if strings.Contains(string(r.body), "recorded") || strings.Contains(string(r.body), "no-such-topic") {
-				t.Errorf("503 body claims or leaks: %s", r.body)
+			if strings.Contains(string(r.Body), "recorded") || strings.Contains(string(r.Body), "no-such-topic") {
+				t.Errorf("503 body claims or leaks: %s", r.Body)
 			}
 			if p, err := e.store.List(t.Context(), "kate", nil, time.Time{}, 10); err != nil || len(p.Entries) != 0 {
 				t.Errorf("history after a failed publish: %+v, %v", p, err)
@@ -515,19 +516,19 @@ func TestRateLimited(t *testing.T) {
 	e := newEnv(t, withLimit(2))
 	tok := e.token("jack")
 	for i := range 2 {
-		e.do("POST", "/v1/history", tok, map[string]any{"videoId": fmt.Sprintf("v%d", i)}).want(t, http.StatusAccepted, "POST within the limit")
+		e.do("POST", "/v1/history", tok, map[string]any{"videoId": fmt.Sprintf("v%d", i)}).Want(t, http.StatusAccepted, "POST within the limit")
 	}
 	r := e.do("POST", "/v1/history", tok, map[string]any{"videoId": "v9"})
-	checkError(t, "POST over the limit", r, http.StatusTooManyRequests, "RESOURCE_EXHAUSTED")
-	if s, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || s < 1 || s > 60 {
-		t.Errorf("Retry-After %q, want 1 to 60 seconds", r.header.Get("Retry-After"))
+	apitest.CheckError(t, "POST over the limit", r, http.StatusTooManyRequests, "RESOURCE_EXHAUSTED")
+	if s, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || s < 1 || s > 60 {
+		t.Errorf("Retry-After %q, want 1 to 60 seconds", r.Header.Get("Retry-After"))
 	}
 	if n := len(e.bus.watches()); n != 2 {
 		t.Errorf("published %d watches, want 2", n)
 	}
 	// Reads are not limited; another user is not limited.
-	e.do("GET", "/v1/history", tok, nil).want(t, http.StatusOK, "GET while limited")
-	e.do("POST", "/v1/history", e.token("jack2"), map[string]any{"videoId": "v1"}).want(t, http.StatusAccepted, "another user")
+	e.do("GET", "/v1/history", tok, nil).Want(t, http.StatusOK, "GET while limited")
+	e.do("POST", "/v1/history", e.token("jack2"), map[string]any{"videoId": "v1"}).Want(t, http.StatusAccepted, "another user")
 }
 
 // TestThroughPubSub sends the watches through the Pub/Sub emulator: the real
@@ -550,7 +551,7 @@ func TestThroughPubSub(t *testing.T) {
 		{"videoId": "v1", "watchedAt": ts(at.Add(2 * time.Minute)), "positionSeconds": 6}, // retried request
 	}
 	for _, b := range bodies {
-		e.do("POST", "/v1/history", tok, b).want(t, http.StatusAccepted, "POST")
+		e.do("POST", "/v1/history", tok, b).Want(t, http.StatusAccepted, "POST")
 	}
 
 	consume := applyhistoryfn.New(e.store, nil)
@@ -608,7 +609,7 @@ func TestBatchedPublishes(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			body := map[string]any{"videoId": fmt.Sprintf("b%02d", i), "watchedAt": ts(at.Add(time.Duration(i) * time.Second))}
-			e.do("POST", "/v1/history", e.token(fmt.Sprintf("batcher-%d", i)), body).want(t, http.StatusAccepted, "POST")
+			e.do("POST", "/v1/history", e.token(fmt.Sprintf("batcher-%d", i)), body).Want(t, http.StatusAccepted, "POST")
 		}()
 	}
 	wg.Wait()

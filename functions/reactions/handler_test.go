@@ -2,13 +2,11 @@ package reactionsfn_test
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -122,12 +120,6 @@ func newEnv(t *testing.T, perMinute int) *env {
 	return &env{t: t, url: srv.URL, issuer: is, pub: pub, limiter: limiter}
 }
 
-type answer struct {
-	code int
-	hdr  http.Header
-	body []byte
-}
-
 // put sets user's reaction on id; every answer is checked against the
 // document.
 func (e *env) put(user, id, reaction string, hdr ...string) answer {
@@ -136,37 +128,22 @@ func (e *env) put(user, id, reaction string, hdr ...string) answer {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	path := "/v1/reactions/" + id
-	req, err := http.NewRequest(http.MethodPut, e.url+path, strings.NewReader(`{"reaction":"`+reaction+`"}`))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+tok)
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	a := apitest.Do(e.t, req)
-	return answer{a.Code, a.Header, a.Body}
+	return answer{apitest.Request(e.t, http.MethodPut, e.url+"/v1/reactions/"+id, tok, `{"reaction":"`+reaction+`"}`, hdr...)}
 }
 
+// answer is a PUT's answer, with the checks the tests make of it.
+type answer struct{ apitest.Answer }
+
+// want fails t unless a has the status code, the ETag etag (when not "")
+// and, when status is not "", the spec's error body with that status.
 func (a answer) want(t *testing.T, code int, etag, status string) answer {
 	t.Helper()
-	if a.code != code {
-		t.Fatalf("status %d, want %d: %s", a.code, code, a.body)
-	}
-	if got := a.hdr.Get("ETag"); etag != "" && got != etag {
+	a.Want(t, code, "PUT")
+	if got := a.Header.Get("ETag"); etag != "" && got != etag {
 		t.Errorf("ETag %q, want %q", got, etag)
 	}
 	if status != "" {
-		var b struct {
-			Error struct {
-				Status string `json:"status"`
-			} `json:"error"`
-		}
-		if err := json.Unmarshal(a.body, &b); err != nil || b.Error.Status != status {
-			t.Errorf("error status %q (%v), want %q: %s", b.Error.Status, err, status, a.body)
-		}
+		apitest.CheckError(t, "PUT", a.Answer, code, status)
 	}
 	return a
 }
@@ -175,9 +152,9 @@ func (a answer) want(t *testing.T, code int, etag, status string) answer {
 // when it is missing or not a positive integer.
 func (a answer) retryAfter(t *testing.T) int {
 	t.Helper()
-	n, err := strconv.Atoi(a.hdr.Get("Retry-After"))
+	n, err := strconv.Atoi(a.Header.Get("Retry-After"))
 	if err != nil || n < 1 {
-		t.Fatalf("Retry-After %q, want whole seconds ≥ 1", a.hdr.Get("Retry-After"))
+		t.Fatalf("Retry-After %q, want whole seconds ≥ 1", a.Header.Get("Retry-After"))
 	}
 	return n
 }

@@ -6,6 +6,7 @@ package apitest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,8 @@ import (
 	"net/url"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -117,4 +120,102 @@ func Do(t testing.TB, req *http.Request) Answer {
 		t.Error(err)
 	}
 	return Answer{Code: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// Request sends method to url with token as its bearer (none when "") and
+// body — nil, a string or []byte sent as is, any other value as JSON — with
+// the header name/value pairs in hdr (added, so a name may repeat) and
+// Content-Type: application/json when there is a body and hdr names none,
+// and checks the answer (Do).
+func Request(t testing.TB, method, url, token string, body any, hdr ...string) Answer {
+	t.Helper()
+	var r io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		r = strings.NewReader(b)
+	case []byte:
+		r = bytes.NewReader(b)
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, url, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Add(hdr[i], hdr[i+1])
+	}
+	if body != nil && req.Header.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return Do(t, req)
+}
+
+// Want fails t at once unless the answer's status is code.
+func (a Answer) Want(t testing.TB, code int, what string) Answer {
+	t.Helper()
+	if a.Code != code {
+		t.Fatalf("%s: status %d, want %d; body %s", what, a.Code, code, a.Body)
+	}
+	return a
+}
+
+// CheckError checks the spec's error answer exactly: the status, JSON, and
+// a body of one "error" object with exactly code, status and a non-empty
+// message.
+func CheckError(t testing.TB, what string, a Answer, code int, status string) {
+	t.Helper()
+	if a.Code != code {
+		t.Errorf("%s: status %d, want %d; body %s", what, a.Code, code, a.Body)
+		return
+	}
+	if ct := a.Header.Get("Content-Type"); ct != "application/json; charset=utf-8" {
+		t.Errorf("%s: Content-Type %q", what, ct)
+	}
+	var outer map[string]json.RawMessage
+	if err := json.Unmarshal(a.Body, &outer); err != nil {
+		t.Errorf("%s: body %s is not a JSON object: %v", what, a.Body, err)
+		return
+	}
+	var inner map[string]any
+	if len(outer) != 1 || json.Unmarshal(outer["error"], &inner) != nil {
+		t.Errorf("%s: body %s is not {\"error\":{...}}", what, a.Body)
+		return
+	}
+	keys := make([]string, 0, len(inner))
+	for k := range inner {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	if !slices.Equal(keys, []string{"code", "message", "status"}) {
+		t.Errorf("%s: error fields %v, want exactly code, message, status: %s", what, keys, a.Body)
+	}
+	if c, ok := inner["code"].(float64); !ok || int(c) != code {
+		t.Errorf("%s: error.code %v, want %d", what, inner["code"], code)
+	}
+	if s, ok := inner["status"].(string); !ok || s != status {
+		t.Errorf("%s: error.status %v, want %q", what, inner["status"], status)
+	}
+	if m, ok := inner["message"].(string); !ok || m == "" {
+		t.Errorf("%s: error.message %v, want a message", what, inner["message"])
+	}
+}
+
+// DecodeStrict decodes the JSON b into v, failing t at once on a field v
+// does not have.
+func DecodeStrict(t testing.TB, b []byte, v any) {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		t.Fatalf("body %s: %v", b, err)
+	}
 }

@@ -1,6 +1,7 @@
 package apitest
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 )
@@ -40,5 +41,44 @@ func TestCheckRefusesWhatTheDocumentDoesNot(t *testing.T) {
 	}
 	if err := Check("OPTIONS", "/v1/me/export", 204, nil, nil); err != nil {
 		t.Errorf("a preflight: %v", err)
+	}
+}
+
+// errRecorder is a testing.TB that records Errorf instead of failing.
+type errRecorder struct {
+	testing.TB
+	errors []string
+}
+
+func (r *errRecorder) Helper() {}
+func (r *errRecorder) Errorf(format string, args ...any) {
+	r.errors = append(r.errors, fmt.Sprintf(format, args...))
+}
+
+// TestCheckErrorRefusesAnotherShape: CheckError passes the spec's error
+// body and refuses every way of straying from it.
+func TestCheckErrorRefusesAnotherShape(t *testing.T) {
+	json := http.Header{"Content-Type": {"application/json; charset=utf-8"}}
+	good := Answer{Code: 400, Header: json, Body: []byte(`{"error":{"code":400,"status":"INVALID_ARGUMENT","message":"bad id"}}`)}
+	r := &errRecorder{TB: t}
+	CheckError(r, "good", good, 400, "INVALID_ARGUMENT")
+	if len(r.errors) != 0 {
+		t.Fatalf("the spec's error body refused: %v", r.errors)
+	}
+	for name, a := range map[string]Answer{
+		"other status":  {Code: 404, Header: json, Body: good.Body},
+		"not JSON":      {Code: 400, Header: http.Header{"Content-Type": {"text/plain"}}, Body: good.Body},
+		"not an object": {Code: 400, Header: json, Body: []byte(`[]`)},
+		"extra member":  {Code: 400, Header: json, Body: []byte(`{"error":{"code":400,"status":"INVALID_ARGUMENT","message":"m"},"x":1}`)},
+		"extra field":   {Code: 400, Header: json, Body: []byte(`{"error":{"code":400,"status":"INVALID_ARGUMENT","message":"m","details":[]}}`)},
+		"wrong code":    {Code: 400, Header: json, Body: []byte(`{"error":{"code":500,"status":"INVALID_ARGUMENT","message":"m"}}`)},
+		"wrong status":  {Code: 400, Header: json, Body: []byte(`{"error":{"code":400,"status":"INTERNAL","message":"m"}}`)},
+		"no message":    {Code: 400, Header: json, Body: []byte(`{"error":{"code":400,"status":"INVALID_ARGUMENT","message":""}}`)},
+	} {
+		r := &errRecorder{TB: t}
+		CheckError(r, name, a, 400, "INVALID_ARGUMENT")
+		if len(r.errors) == 0 {
+			t.Errorf("%s: accepted", name)
+		}
 	}
 }
