@@ -27,14 +27,24 @@ func freeze(t *testing.T, name string) (thaw func()) {
 	return thaw
 }
 
-// outage freezes an emulator for d and continues it.
-func outage(t *testing.T, name string, d time.Duration) (from, to time.Time) {
+// outage freezes an emulator for d and continues it. during, when not nil,
+// runs beside the outage from the moment it began (from), and outage
+// returns once both are over.
+func outage(t *testing.T, name string, d time.Duration, during func(from time.Time)) (from, to time.Time) {
 	t.Helper()
 	thaw := freeze(t, name)
 	from = time.Now()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if during != nil {
+			during(from)
+		}
+	}()
 	time.Sleep(d)
 	to = time.Now()
 	thaw()
 	t.Logf("%s emulator running again", name)
+	<-done
 	return from, to
 }
