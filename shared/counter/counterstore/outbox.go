@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"cloud.google.com/go/spanner"
 
@@ -126,4 +128,143 @@ func takeOutbox(ctx context.Context, tx *spanner.ReadWriteTransaction, evs []eve
 		ms = append(ms, spanner.Delete(tablePending, spanner.Key{r.id, r.key}))
 	}
 	return ms, len(found), len(evs) - len(found), nil
+}
+
+// Summed outbox rows and their shares. A transaction that records many
+// users' changes on one counter (a hot item's group commit) writes one
+// PendingDeltas row per counter, the deltas summed and no UserId, instead of
+// one per change: a change then costs its source row and nothing more. Each
+// author's part of a summed row (their share) is kept on their own source
+// row (a reaction row's PendingShares), so the author's reads still add
+// exactly their own pending changes: a share counts as pending while the
+// summed row it names exists at the read's timestamp, and the consumer
+// deletes that row in the transaction that counts it. Every other reader
+// of the outbox (the consumer, reconciliation's pending sums, the relay)
+// reads a summed row as any other row.
+
+// Share is one author's part of a summed outbox row: the row (EventID,
+// Key) and the deltas the author's changes put in it.
+type Share struct {
+	EventID string
+	Key     string
+	Values  counter.Values
+}
+
+// shareSep separates the fields of a share's stored entry; it is in
+// neither the event id alphabet nor a decimal number.
+const shareSep = "/"
+
+// SummedID is the event id of the summed row of the i-th counter of outbox
+// batch batch.
+func SummedID(batch string, i int) string { return BatchedID(batch, "s"+strconv.Itoa(i)) }
+
+// Entry is the share as stored on its author's row:
+// "<event id>/<likes>/<dislikes>/<comments>/<replies>/<views>".
+func (s Share) Entry() string {
+	var b strings.Builder
+	b.WriteString(s.EventID)
+	for _, n := range s.Values.Slice() {
+		b.WriteString(shareSep)
+		b.WriteString(strconv.FormatInt(n, 10))
+	}
+	return b.String()
+}
+
+// ParseShare reads a stored entry of the row of counter key.
+func ParseShare(key, entry string) (Share, error) {
+	parts := strings.Split(entry, shareSep)
+	if len(parts) != 1+len(valueColumns) || parts[0] == "" {
+		return Share{}, fmt.Errorf("counterstore: bad outbox share %q", entry)
+	}
+	ns := make([]int64, len(valueColumns))
+	for i, p := range parts[1:] {
+		n, err := strconv.ParseInt(p, 10, 64)
+		if err != nil {
+			return Share{}, fmt.Errorf("counterstore: bad outbox share %q", entry)
+		}
+		ns[i] = n
+	}
+	return Share{EventID: parts[0], Key: key, Values: counter.FromSlice(ns)}, nil
+}
+
+// ParseShares reads the stored entries of the row of counter key.
+func ParseShares(key string, entries []string) ([]Share, error) {
+	out := make([]Share, 0, len(entries))
+	for _, e := range entries {
+		s, err := ParseShare(key, e)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// Entries is the stored form of shares (nil for none: a NULL column).
+func Entries(shares []Share) []string {
+	if len(shares) == 0 {
+		return nil
+	}
+	out := make([]string, len(shares))
+	for i, s := range shares {
+		out[i] = s.Entry()
+	}
+	return out
+}
+
+// RowKey is the PendingDeltas key of a row.
+type RowKey struct{ EventID, Key string }
+
+// RowKey is the key of the summed row the share is part of.
+func (s Share) RowKey() RowKey { return RowKey{s.EventID, s.Key} }
+
+// Summed returns the mutation inserting the summed outbox row id of counter
+// key with values v.
+func Summed(id, key string, v counter.Values) *spanner.Mutation {
+	return pendingRow(id, key, spanner.NullString{}, v)
+}
+
+// UpdateSummed returns the mutation setting the values of the existing
+// summed row k to v: an author's share taken out before it is counted.
+func UpdateSummed(k RowKey, v counter.Values) *spanner.Mutation {
+	cols, vals := withValues([]string{"EventId", "CounterKey"}, []any{k.EventID, k.Key}, v)
+	return spanner.Update(tablePending, cols, vals)
+}
+
+// ReadRows returns the values of the PendingDeltas rows keys that exist at
+// tx's timestamp (a share's row missing: counted, or taken out).
+func ReadRows(ctx context.Context, tx interface {
+	Read(context.Context, string, spanner.KeySet, []string) *spanner.RowIterator
+}, keys []RowKey) (map[RowKey]counter.Values, error) {
+	out := make(map[RowKey]counter.Values, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	ks := make([]spanner.Key, len(keys))
+	for i, k := range keys {
+		ks[i] = spanner.Key{k.EventID, k.Key}
+	}
+	cols := append([]string{"EventId", "CounterKey"}, valueColumns...)
+	err := tx.Read(ctx, tablePending, spanner.KeySetFromKeys(ks...), cols).Do(func(r *spanner.Row) error {
+		var k RowKey
+		if err := columns(r, &k.EventID, &k.Key); err != nil {
+			return err
+		}
+		v, err := readValues(r, 2)
+		if err != nil {
+			return err
+		}
+		out[k] = v
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("counterstore.ReadRows: %w", err)
+	}
+	return out, nil
+}
+
+// RowEvent is the outbox event of the row k holding v: what the relay and a
+// retry's republish send.
+func RowEvent(k RowKey, v counter.Values) events.Event {
+	return events.Event{ID: k.EventID, Kind: events.KindCounterDelta, Outbox: true, Deltas: counter.Deltas(k.Key, v)}
 }

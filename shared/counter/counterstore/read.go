@@ -3,6 +3,7 @@ package counterstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"cloud.google.com/go/spanner"
@@ -63,8 +64,9 @@ UNION ALL SELECT CounterKey, %[1]d, %[2]s, '', 0, Viewers FROM CounterShards WHE
 	if viewer != nil {
 		sql += fmt.Sprintf(`
 UNION ALL SELECT CounterKey, %[1]d, %[3]s, '', 0, CAST(NULL AS BYTES) FROM PendingDeltas@{FORCE_INDEX=PendingDeltasByUser} WHERE UserId = @viewer AND CounterKey IN UNNEST(@ids)
+%[4]s
 UNION ALL SELECT ContentId, %[2]d, 0, 0, 0, 0, 0, Reaction, Version, CAST(NULL AS BYTES) FROM Reactions WHERE UserId = @viewer AND ContentId IN UNNEST(@ids)`,
-			srcPending, srcViewer, cols)
+			srcPending, srcViewer, cols, sharesSQL(srcPending))
 		params["viewer"] = viewer.UserID
 		tx = s.db.Stale(0)
 	}
@@ -105,6 +107,21 @@ UNION ALL SELECT ContentId, %[2]d, 0, 0, 0, 0, 0, Reaction, Version, CAST(NULL A
 		out.Values[k] = v.Clamped()
 	}
 	return out, nil
+}
+
+// sharesSQL selects, as rows of source src, the viewer's shares of summed
+// outbox rows still pending (see Share): the entries of the viewer's
+// reaction rows on @ids whose PendingDeltas row exists.
+func sharesSQL(src int) string {
+	field := func(i int) string { return fmt.Sprintf("CAST(SPLIT(e, '%s')[OFFSET(%d)] AS INT64)", shareSep, i) }
+	vals := make([]string, len(valueColumns))
+	for i := range vals {
+		vals[i] = field(i + 1)
+	}
+	return fmt.Sprintf(`UNION ALL SELECT r.ContentId, %d, %s, '', 0, CAST(NULL AS BYTES)
+FROM Reactions r CROSS JOIN UNNEST(r.PendingShares) AS e
+JOIN PendingDeltas p ON p.EventId = SPLIT(e, '%s')[OFFSET(0)] AND p.CounterKey = r.ContentId
+WHERE r.UserId = @viewer AND r.ContentId IN UNNEST(@ids)`, src, strings.Join(vals, ", "), shareSep)
 }
 
 // sketches merges the unique-viewers sketches of a read's rows, per key.
@@ -299,21 +316,25 @@ FROM PendingDeltas@{FORCE_INDEX=PendingDeltasByUser} WHERE UserId = @user AND Co
 // authored by userID ("" for none), in the transaction that makes the change.
 func Pending(ev events.Event, userID string) []*spanner.Mutation {
 	var ms []*spanner.Mutation
+	var user spanner.NullString
+	if userID != "" {
+		user = spanner.NullString{StringVal: userID, Valid: true}
+	}
 	for key, v := range counter.Coalesce(ev.Deltas) {
-		var user spanner.NullString
-		if userID != "" {
-			user = spanner.NullString{StringVal: userID, Valid: true}
-		}
-		// Only the fields the event moves: an outbox row is inserted once,
-		// and the others default to 0 (fewer values for the client to
-		// encode on the hot path).
-		cols, vals := []string{"EventId", "CounterKey", "UserId", "CreateTime"}, []any{ev.ID, key, user, spanner.CommitTimestamp}
-		for i, n := range v.Slice() {
-			if n != 0 {
-				cols, vals = append(cols, valueColumns[i]), append(vals, n)
-			}
-		}
-		ms = append(ms, spanner.Insert(tablePending, cols, vals))
+		ms = append(ms, pendingRow(ev.ID, key, user, v))
 	}
 	return ms
+}
+
+// pendingRow inserts one outbox row. Only the fields it moves are written:
+// an outbox row is inserted once, and the others default to 0 (fewer values
+// for the client to encode on the hot path).
+func pendingRow(id, key string, user spanner.NullString, v counter.Values) *spanner.Mutation {
+	cols, vals := []string{"EventId", "CounterKey", "UserId", "CreateTime"}, []any{id, key, user, spanner.CommitTimestamp}
+	for i, n := range v.Slice() {
+		if n != 0 {
+			cols, vals = append(cols, valueColumns[i]), append(vals, n)
+		}
+	}
+	return spanner.Insert(tablePending, cols, vals)
 }

@@ -164,14 +164,18 @@ func (s *Store) ownByKeys(ctx context.Context, q OwnQuery, cached, uncached []st
 		ownPrefixes[i] = own[i].AsPrefix()
 	}
 	rx := s.db.Single()
-	err := rx.Read(ctx, tableReactions, spanner.KeySetFromKeys(own...), []string{"ContentId", "Reaction", "Version"}).Do(func(r *spanner.Row) error {
+	var shares []Share
+	err := rx.Read(ctx, tableReactions, spanner.KeySetFromKeys(own...), []string{"ContentId", "Reaction", "Version", "PendingShares"}).Do(func(r *spanner.Row) error {
 		var id string
 		var vr ViewerReaction
-		if err := columns(r, &id, &vr.Reaction, &vr.Version); err != nil {
+		var entries []string
+		if err := columns(r, &id, &vr.Reaction, &vr.Version, &entries); err != nil {
 			return err
 		}
 		out.Reactions[id] = vr
-		return nil
+		sh, err := ParseShares(id, entries)
+		shares = append(shares, sh...)
+		return err
 	})
 	if err != nil {
 		return Own{}, fmt.Errorf("reactions: %w", err)
@@ -184,7 +188,19 @@ func (s *Store) ownByKeys(ctx context.Context, q OwnQuery, cached, uncached []st
 	shards, shardViewers := map[string]counter.Values{}, sketches{}
 	snaps, foldTimes := map[string]counter.Values{}, map[string]spanner.NullTime{}
 	snapViewers := sketches{}
+	var summed map[RowKey]counter.Values
 	g, gctx := errgroup.WithContext(ctx)
+	if len(shares) > 0 {
+		g.Go(func() error {
+			keys := make([]RowKey, len(shares))
+			for i, sh := range shares {
+				keys[i] = sh.RowKey()
+			}
+			var err error
+			summed, err = ReadRows(gctx, s.db.At(out.ReadTime), keys)
+			return err
+		})
+	}
 	g.Go(func() error {
 		cols := append([]string{"UserId", "CounterKey"}, valueColumns...)
 		return s.db.At(out.ReadTime).ReadUsingIndex(gctx, tablePending, indexPendingByUser, spanner.KeySets(ownPrefixes...), cols).Do(func(r *spanner.Row) error {
@@ -235,6 +251,11 @@ func (s *Store) ownByKeys(ctx context.Context, q OwnQuery, cached, uncached []st
 	}
 	if err := g.Wait(); err != nil {
 		return Own{}, err
+	}
+	for _, sh := range shares {
+		if _, ok := summed[sh.RowKey()]; ok {
+			out.Pending[sh.Key] = out.Pending[sh.Key].Plus(sh.Values)
+		}
 	}
 	for _, id := range uncached {
 		out.Fresh[id] = snaps[id].Plus(shards[id])
@@ -310,8 +331,9 @@ func (s *Store) ownInOneQuery(ctx context.Context, q OwnQuery, cached, uncached 
 %[1]s
 UNION ALL SELECT CounterKey, %[2]d, 0, 0, 0, 0, 0, '', 0, CAST(NULL AS BYTES) FROM Fresh
 UNION ALL SELECT CounterKey, %[3]d, %[5]s, '', 0, CAST(NULL AS BYTES) FROM PendingDeltas@{FORCE_INDEX=PendingDeltasByUser} WHERE UserId = @viewer AND CounterKey IN UNNEST(@ids)
+%[6]s
 UNION ALL SELECT ContentId, %[4]d, 0, 0, 0, 0, 0, Reaction, Version, CAST(NULL AS BYTES) FROM Reactions WHERE UserId = @viewer AND ContentId IN UNNEST(@ids)`,
-		countedSQL(srcCounted, "(SELECT CounterKey FROM Fresh)"), srcFresh, srcPending, srcViewer, cols)
+		countedSQL(srcCounted, "(SELECT CounterKey FROM Fresh)"), srcFresh, srcPending, srcViewer, cols, sharesSQL(srcPending))
 	params := map[string]any{"ids": q.IDs, "cached": cached, "uncached": uncached, "since": since, "viewer": q.Viewer}
 	tx := s.db.Single()
 	viewers := sketches{}

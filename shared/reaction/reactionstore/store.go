@@ -97,8 +97,15 @@ type pairKey struct{ user, content string }
 
 // SetMany records reqs, in order, in one read-write transaction: for each,
 // the rate-limit check, the transition from the stored reaction, the new
-// row, and the outbox rows of its counter deltas (unless the account is
-// flagged). Requests of one user on one item see each other in order.
+// row, and its counter deltas in the outbox (unless the account is flagged).
+// Requests of one user on one item see each other in order.
+//
+// The outbox of the transaction is one summed row per item (see
+// counterstore.Share), each user's part of it kept on their reaction row:
+// a like costs its reaction row and nothing more. An undo deletes the row,
+// so its change, and the shares the row still held (taken out of their
+// summed rows), are one outbox row of the user's own, found by user as
+// before.
 func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, error) {
 	var results []SetResult
 	commitTS, err := s.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
@@ -119,17 +126,27 @@ func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 		type stored struct {
 			state   reaction.State
 			updated time.Time
+			shares  []counterstore.Share
 		}
 		states := map[pairKey]stored{}
+		var shareRows []counterstore.RowKey
 		err := tx.Read(ctx, tableReactions, spanner.KeySetFromKeys(pairKeys...),
-			[]string{"UserId", "ContentId", "Reaction", "Version", "Generation", "UpdateTime"}).Do(func(r *spanner.Row) error {
+			[]string{"UserId", "ContentId", "Reaction", "Version", "Generation", "UpdateTime", "PendingShares"}).Do(func(r *spanner.Row) error {
 			var k pairKey
 			var kind string
 			var st stored
-			if err := r.Columns(&k.user, &k.content, &kind, &st.state.Version, &st.state.Generation, &st.updated); err != nil {
+			var entries []string
+			if err := r.Columns(&k.user, &k.content, &kind, &st.state.Version, &st.state.Generation, &st.updated, &entries); err != nil {
 				return err
 			}
 			st.state.Reaction = reaction.Kind(kind)
+			var err error
+			if st.shares, err = counterstore.ParseShares(k.content, entries); err != nil {
+				return err
+			}
+			for _, sh := range st.shares {
+				shareRows = append(shareRows, sh.RowKey())
+			}
 			states[k] = st
 			return nil
 		})
@@ -157,7 +174,18 @@ func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 		if err != nil {
 			return err
 		}
+		// The summed rows the stored shares are part of: a share whose row
+		// is gone was counted, and is dropped.
+		box := summedOutbox{batch: batch, byKey: map[string]int{}}
+		if box.earlier, err = counterstore.ReadRows(ctx, tx, shareRows); err != nil {
+			return err
+		}
+		for k, st := range states {
+			st.shares = box.pending(st.shares)
+			states[k] = st
+		}
 		var ms []*spanner.Mutation
+		summedFor := make([]string, len(reqs)) // the item whose summed event a result carries
 		for i, r := range reqs {
 			res := &results[i]
 			if erasing[r.UserID] && !r.erase {
@@ -182,33 +210,58 @@ func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 				if err != nil {
 					return err
 				}
-				res.Republish = pend
+				res.Republish = append(pend, box.republish(cur.shares)...)
 				continue
 			}
 			res.State = tr.Next
+			var own counter.Values // what this change adds to the counts
+			if !flagged[r.UserID] {
+				own = counter.Coalesce(tr.Deltas)[r.ContentID]
+			}
+			shares := cur.shares
 			if tr.Next.Current() == reaction.None {
+				// The row goes, and with it the shares it held: they join
+				// this change in an outbox row of the user's own.
+				for _, sh := range shares {
+					own = own.Plus(sh.Values)
+					box.takeOut(sh)
+				}
+				shares = nil
 				ms = append(ms, spanner.Delete(tableReactions, spanner.Key{r.UserID, r.ContentID}))
 				delete(states, k)
-			} else {
-				cols := []string{"UserId", "ContentId", "Reaction", "Version", "Generation", "UpdateTime"}
-				vals := []any{r.UserID, r.ContentID, string(tr.Next.Reaction), tr.Next.Version, tr.Next.Generation, spanner.CommitTimestamp}
-				if _, exists := states[k]; !exists {
-					// A new row records its creation in the same mutation:
-					// the account's first-seen time is its earliest row's.
-					cols, vals = append(cols, "CreateTime"), append(vals, spanner.CommitTimestamp)
-				}
-				ms = append(ms, spanner.InsertOrUpdate(tableReactions, cols, vals))
-				states[k] = stored{state: tr.Next}
+			} else if !own.IsZero() && !s.rowByRow {
+				shares = box.add(shares, r.ContentID, own)
+				summedFor[i] = r.ContentID
+				own = counter.Values{}
 			}
-			if !flagged[r.UserID] && len(tr.Deltas) > 0 {
+			if !own.IsZero() {
 				ev := tr.Event(r.UserID, r.ContentID, now)
+				ev.Deltas = counter.Deltas(r.ContentID, own)
 				if !s.rowByRow {
 					ev.ID = counterstore.BatchedID(batch, ev.ID)
 				}
 				res.Event = &ev
 				ms = append(ms, counterstore.Pending(ev, r.UserID)...)
 			}
+			if tr.Next.Current() != reaction.None {
+				cols := []string{"UserId", "ContentId", "Reaction", "Version", "Generation", "UpdateTime", "PendingShares"}
+				vals := []any{r.UserID, r.ContentID, string(tr.Next.Reaction), tr.Next.Version, tr.Next.Generation, spanner.CommitTimestamp, counterstore.Entries(shares)}
+				if _, exists := states[k]; !exists {
+					// A new row records its creation in the same mutation:
+					// the account's first-seen time is its earliest row's.
+					cols, vals = append(cols, "CreateTime"), append(vals, spanner.CommitTimestamp)
+				}
+				ms = append(ms, spanner.InsertOrUpdate(tableReactions, cols, vals))
+				states[k] = stored{state: tr.Next, shares: shares}
+			}
 		}
+		summed, sms := box.finish(now)
+		for i, key := range summedFor {
+			if ev, ok := summed[key]; ok && key != "" {
+				results[i].Event = ev
+			}
+		}
+		ms = append(ms, sms...)
 		ms = append(ms, limits.Mutations()...)
 		if len(ms) == 0 {
 			return nil
@@ -224,6 +277,105 @@ func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 		}
 	}
 	return results, nil
+}
+
+// summedOutbox is the outbox of one SetMany transaction: one summed row per
+// item, and the summed rows of earlier transactions that shares are taken
+// out of.
+type summedOutbox struct {
+	batch string
+	// keys, sums and refs are this transaction's summed rows: the item, the
+	// deltas summed, how many shares are part of it.
+	keys  []string
+	sums  []counter.Values
+	refs  []int
+	byKey map[string]int
+	// earlier holds the summed rows of earlier transactions the stored
+	// shares are part of, as they are now; changed marks those to write.
+	earlier map[counterstore.RowKey]counter.Values
+	changed map[counterstore.RowKey]bool
+}
+
+// pending returns the shares whose summed row is still pending.
+func (b *summedOutbox) pending(shares []counterstore.Share) []counterstore.Share {
+	var out []counterstore.Share
+	for _, sh := range shares {
+		if _, ok := b.earlier[sh.RowKey()]; ok {
+			out = append(out, sh)
+		}
+	}
+	return out
+}
+
+// add puts v, a change of one user on key, in this transaction's summed
+// row of key and returns the user's shares with it.
+func (b *summedOutbox) add(shares []counterstore.Share, key string, v counter.Values) []counterstore.Share {
+	i, ok := b.byKey[key]
+	if !ok {
+		i = len(b.keys)
+		b.byKey[key] = i
+		b.keys, b.sums, b.refs = append(b.keys, key), append(b.sums, counter.Values{}), append(b.refs, 0)
+	}
+	b.sums[i] = b.sums[i].Plus(v)
+	id := counterstore.SummedID(b.batch, i)
+	out := append([]counterstore.Share(nil), shares...)
+	for j := range out {
+		if out[j].EventID == id {
+			out[j].Values = out[j].Values.Plus(v)
+			return out
+		}
+	}
+	b.refs[i]++
+	return append(out, counterstore.Share{EventID: id, Key: key, Values: v})
+}
+
+// takeOut removes a share from its summed row, this transaction's or an
+// earlier one's.
+func (b *summedOutbox) takeOut(sh counterstore.Share) {
+	if i, ok := b.byKey[sh.Key]; ok && sh.EventID == counterstore.SummedID(b.batch, i) {
+		b.sums[i] = b.sums[i].Minus(sh.Values)
+		b.refs[i]--
+		return
+	}
+	k := sh.RowKey()
+	b.earlier[k] = b.earlier[k].Minus(sh.Values)
+	if b.changed == nil {
+		b.changed = map[counterstore.RowKey]bool{}
+	}
+	b.changed[k] = true
+}
+
+// republish returns the events of the earlier summed rows of shares.
+func (b *summedOutbox) republish(shares []counterstore.Share) []events.Event {
+	var out []events.Event
+	for _, sh := range shares {
+		if v, ok := b.earlier[sh.RowKey()]; ok {
+			out = append(out, counterstore.RowEvent(sh.RowKey(), v))
+		}
+	}
+	return out
+}
+
+// finish returns this transaction's summed events by item and the outbox
+// mutations: a summed row for every item some share is part of or whose sum
+// moved, and the earlier rows shares were taken out of.
+func (b *summedOutbox) finish(now time.Time) (map[string]*events.Event, []*spanner.Mutation) {
+	evs := map[string]*events.Event{}
+	var ms []*spanner.Mutation
+	for i, key := range b.keys {
+		if b.refs[i] == 0 && b.sums[i].IsZero() {
+			continue
+		}
+		id := counterstore.SummedID(b.batch, i)
+		ev := counterstore.RowEvent(counterstore.RowKey{EventID: id, Key: key}, b.sums[i])
+		ev.Time = now
+		evs[key] = &ev
+		ms = append(ms, counterstore.Summed(id, key, b.sums[i]))
+	}
+	for k := range b.changed {
+		ms = append(ms, counterstore.UpdateSummed(k, b.earlier[k]))
+	}
+	return evs, ms
 }
 
 // Get returns the user's reactions on ids in one read; items without one are

@@ -62,16 +62,12 @@ func (s *Store) EraseSome(ctx context.Context, userID string, limit int) (int, [
 	if err != nil {
 		return 0, nil, fmt.Errorf("reactionstore.EraseSome: %w", err)
 	}
-	var evs []events.Event
 	for _, r := range res {
 		if r.Err != nil {
 			return 0, nil, fmt.Errorf("reactionstore.EraseSome: %w", r.Err)
 		}
-		if r.Event != nil {
-			evs = append(evs, *r.Event)
-		}
 	}
-	return len(rs), evs, nil
+	return len(rs), Events(res), nil
 }
 
 // EraseUserRows deletes the user's other rows of the reactions' tables:

@@ -103,6 +103,15 @@ func (w *Writer) record(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 	if err != nil {
 		return nil, err
 	}
+	evs := Events(res)
+	events.PublishCommitted(ctx, w.pub, evs)
+	return res, nil
+}
+
+// Events returns the events to publish of a SetMany: each result's change
+// and republished events, once each (the changes of one item in one
+// transaction share their summed event).
+func Events(res []SetResult) []events.Event {
 	var evs []events.Event
 	seen := map[string]bool{}
 	for _, r := range res {
@@ -117,6 +126,5 @@ func (w *Writer) record(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 			}
 		}
 	}
-	events.PublishCommitted(ctx, w.pub, evs)
-	return res, nil
+	return evs
 }
