@@ -247,7 +247,7 @@ func hotItem(ctx context.Context, s *stack, srv *localstack.Server, o options, r
 		return err
 	}
 
-	want := s.Applied() + int64(o.reactions)
+	want := s.CountedLikes() + int64(o.reactions)
 	before, tables0 := spannerdb.CurrentStats(), spannerdb.WritesByTable()
 	m0, _ := events.PublishedStats()
 	b0 := events.PublishedBytes()
@@ -262,10 +262,10 @@ func hotItem(ctx context.Context, s *stack, srv *localstack.Server, o options, r
 	if load.Failures > 0 {
 		return fmt.Errorf("%d reactions failed, first: %v", load.Failures, load.FirstErr)
 	}
-	// Applied: the consumer has counted every reaction (an in-process
+	// Applied: the consumer has counted every like (an in-process
 	// counter, so that waiting costs no Spanner work and no CPU to speak of).
 	deadline := time.Now().Add(o.timeout)
-	for s.Applied() < want && time.Now().Before(deadline) {
+	for s.CountedLikes() < want && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	appliedIn := time.Since(start)

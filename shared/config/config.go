@@ -129,9 +129,11 @@ type Counters struct {
 	// RelayAfter is the age at which the rollup republishes an outbox event
 	// whose message was lost.
 	RelayAfter time.Duration `env:"COUNTER_RELAY_AFTER, default=2m"`
-	// OutboxDelete is how the consumer deletes the reactions' outbox rows it
-	// counts: "range", one key-range delete per group-committed batch, or
-	// "row", one delete per row (the benchmark's comparison).
+	// OutboxDelete is the shape of the reactions' outbox: "range", one
+	// summed row per item and group-committed transaction (each user's
+	// share on their reaction row), deleted as one key range per batch, or
+	// "row", one row per change, deleted one by one (the benchmark's
+	// comparison).
 	OutboxDelete OutboxDelete `env:"COUNTER_OUTBOX_DELETE, default=range"`
 	// ViewsFoldInterval is how often the rollup folds the staged views
 	// (VIEWS_COUNTING=folded) inside its minute: a staged view waits for
@@ -219,7 +221,7 @@ const (
 // EnvDecode implements envconfig.Decoder.
 func (v *ViewsCounting) EnvDecode(s string) error { return oneOf(v, s, ViewsFolded, ViewsDirect) }
 
-// OutboxDelete is how the counter consumer deletes the outbox rows it counts.
+// OutboxDelete is the shape of the reactions' outbox (Counters.OutboxDelete).
 type OutboxDelete string
 
 const (

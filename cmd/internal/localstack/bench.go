@@ -149,22 +149,23 @@ type Stack struct {
 	stop    context.CancelFunc
 	done    sync.WaitGroup
 	pushes  atomic.Int64
-	applied atomic.Int64
+	likes   atomic.Int64
 }
 
-// Applied is how many events ApplyCounters has counted so far (duplicates
-// not included): a benchmark waits on it without reading Spanner.
-func (st *Stack) Applied() int64 { return st.applied.Load() }
+// CountedLikes is how many likes ApplyCounters has counted so far
+// (duplicates not included): a benchmark waits on it without reading
+// Spanner.
+func (st *Stack) CountedLikes() int64 { return st.likes.Load() }
 
-// countingStore counts the events its store applies.
+// countingStore counts the likes its store counts.
 type countingStore struct {
 	*counterstore.Store
-	applied *atomic.Int64
+	likes *atomic.Int64
 }
 
 func (c countingStore) Apply(ctx context.Context, evs []events.Event) (counterstore.ApplyStats, error) {
 	s, err := c.Store.Apply(ctx, evs)
-	c.applied.Add(int64(s.Applied))
+	c.likes.Add(s.Counted.Likes)
 	return s, err
 }
 
@@ -200,7 +201,7 @@ func New(ctx context.Context, name string, cfg *config.Config, srv *Server, moun
 	mux.Handle("/v1/counts", counts)
 	mux.Handle("/v1/me/counts", counts)
 	mux.Handle("/internal/reconcile", st.Reconcile)
-	mux.Handle("/push/ApplyCounters", st.PushHandler(applycountersfn.New(countingStore{st.Counters, &st.applied}, nil)))
+	mux.Handle("/push/ApplyCounters", st.PushHandler(applycountersfn.New(countingStore{st.Counters, &st.likes}, nil)))
 	mux.Handle("/push/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent) // other event functions: not part of this stack
 	}))

@@ -16,6 +16,9 @@ type ApplyStats struct {
 	Duplicates int // events already counted (redelivery, replay, re-publish)
 	Counters   int // counter rows written
 	Commits    int // read-write transactions
+	// Counted is the deltas counted now, summed over the counters (an
+	// outbox row's sum of many changes included whole).
+	Counted counter.Values
 }
 
 // Apply counts events idempotently. An outbox event counts iff its
@@ -41,6 +44,7 @@ func (s *Store) Apply(ctx context.Context, evs []events.Event) (ApplyStats, erro
 			total.Applied += st.Applied
 			total.Duplicates += st.Duplicates
 			total.Counters += st.Counters
+			total.Counted = total.Counted.Plus(st.Counted)
 			total.Commits++
 		}
 		return total, nil
@@ -126,6 +130,9 @@ func (s *Store) applyTx(ctx context.Context, evs []events.Event, sharded bool) (
 			if v.IsZero() && len(viewers[k]) == 0 {
 				delete(sums, k)
 			}
+		}
+		for _, v := range sums {
+			st.Counted = st.Counted.Plus(v)
 		}
 		for k := range viewers {
 			if _, ok := sums[k]; !ok {

@@ -50,8 +50,9 @@ func New(db *spannerdb.DB, perMinute int) *Store {
 	return &Store{db: db, limit: ratelimit.GCRA{PerMinute: max(perMinute, 0)}, now: time.Now}
 }
 
-// OutboxRowByRow makes each outbox event its own, deleted row by row when
-// counted, instead of one batch per transaction deleted as one key range
+// OutboxRowByRow makes each change its own outbox row with its own event,
+// deleted row by row when counted, instead of one summed row per item and
+// transaction deleted with its batch as one key range
 // (COUNTER_OUTBOX_DELETE=row, the benchmark's comparison); it returns s.
 func (s *Store) OutboxRowByRow(on bool) *Store {
 	s.rowByRow = on
@@ -229,7 +230,7 @@ func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 				shares = nil
 				ms = append(ms, spanner.Delete(tableReactions, spanner.Key{r.UserID, r.ContentID}))
 				delete(states, k)
-			} else if !own.IsZero() && !s.rowByRow {
+			} else if !own.IsZero() && !s.rowByRow && len(shares) < maxShares {
 				shares = box.add(shares, r.ContentID, own)
 				summedFor[i] = r.ContentID
 				own = counter.Values{}
@@ -278,6 +279,11 @@ func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 	}
 	return results, nil
 }
+
+// maxShares bounds the shares one reaction row holds (one per transaction
+// of its user on its item not yet counted: many only while the consumer is
+// behind); a change beyond it writes an outbox row of the user's own.
+const maxShares = 16
 
 // summedOutbox is the outbox of one SetMany transaction: one summed row per
 // item, and the summed rows of earlier transactions that shares are taken
