@@ -145,11 +145,11 @@ type Stack struct {
 	Counters  *counterstore.Store
 	Reconcile http.Handler
 
-	name    string
-	stop    context.CancelFunc
-	done    sync.WaitGroup
-	pushes  atomic.Int64
-	likes   atomic.Int64
+	name   string
+	stop   context.CancelFunc
+	done   sync.WaitGroup
+	pushes atomic.Int64
+	likes  atomic.Int64
 }
 
 // CountedLikes is how many likes ApplyCounters has counted so far
