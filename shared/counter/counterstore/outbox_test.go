@@ -128,3 +128,22 @@ func TestOutboxBatchIDs(t *testing.T) {
 		t.Fatalf("batched id %q longer than %d", id, events.MaxEventIDLen)
 	}
 }
+
+// A share's stored entry reads back as the share; anything else stored is
+// refused, never read as some other share.
+func TestShareEntry(t *testing.T) {
+	id := counterstore.SummedID(counterstore.NewOutboxBatch(), 3)
+	sh := counterstore.Share{EventID: id, Key: "v", Values: counter.Values{Likes: -1, Dislikes: 2, Views: 1 << 40}}
+	got, err := counterstore.ParseShare("v", sh.Entry())
+	if err != nil || got != sh {
+		t.Fatalf("round trip of %q: %+v %v, want %+v", sh.Entry(), got, err, sh)
+	}
+	for _, bad := range []string{"", id, id + "/1/0/0/0", id + "/1/0/0/0/0/0", "/1/0/0/0/0", id + "/1/x/0/0/0", id + "/1/0/0/0/0/"} {
+		if got, err := counterstore.ParseShare("v", bad); err == nil {
+			t.Errorf("%q read as %+v", bad, got)
+		}
+	}
+	if e := counterstore.Entries(nil); e != nil {
+		t.Errorf("no shares stored as %q, want NULL", e)
+	}
+}
