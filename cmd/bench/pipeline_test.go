@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 
 	"github.com/videngage/engagement/cmd/internal/localstack"
+	"github.com/videngage/engagement/internal/apitest"
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/history"
 )
@@ -50,33 +50,17 @@ type reply struct {
 	raw    string
 }
 
+// call sends one request and checks its answer against docs/openapi.yaml
+// (apitest.Request); body "" sends none.
 func call(t *testing.T, method, url, token, body string, headers ...string) reply {
 	t.Helper()
-	var rd io.Reader
+	var b any
 	if body != "" {
-		rd = strings.NewReader(body)
+		b = body
 	}
-	req, err := http.NewRequest(method, url, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	r := reply{status: resp.StatusCode, header: resp.Header, raw: string(b)}
-	_ = json.Unmarshal(b, &r.body)
+	a := apitest.Request(t, method, url, token, b, headers...)
+	r := reply{status: a.Code, header: a.Header, raw: string(a.Body)}
+	_ = json.Unmarshal(a.Body, &r.body)
 	return r
 }
 

@@ -42,6 +42,10 @@ func TestCheckRefusesWhatTheDocumentDoesNot(t *testing.T) {
 	if err := Check("OPTIONS", "/v1/me/export", 204, nil, nil); err != nil {
 		t.Errorf("a preflight: %v", err)
 	}
+	// The routes outside the public API are not the document's.
+	if err := Check("POST", "/internal/rollup", 200, json, []byte(`{"folded":1}`)); err != nil {
+		t.Errorf("a job's answer checked against the public API: %v", err)
+	}
 }
 
 // errRecorder is a testing.TB that records Errorf instead of failing.
