@@ -242,7 +242,7 @@ func run(ctx context.Context, o options) (code int, err error) {
 	if cerr != nil {
 		countDiffs = append(countDiffs, cerr.Error())
 	}
-	fmt.Printf("GET /v1/counts differing from the writes accepted: %d; GET /v1/reactions differing: %d\n", len(countDiffs), len(reactionDiffs))
+	fmt.Printf("GET /v1/counts differing from the writes accepted: %d; GET /v1/reactions or /v1/me/counts differing: %d\n", len(countDiffs), len(reactionDiffs))
 	for _, d := range first(append(countDiffs, reactionDiffs...), 10) {
 		fmt.Println("    " + d)
 	}

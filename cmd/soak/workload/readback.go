@@ -165,11 +165,14 @@ func CheckCounts(c *Client, m *Model) ([]string, error) {
 }
 
 // CheckReactions reads every reactor's reactions back: the last accepted
-// PUT of each item must stand.
+// PUT of each item must stand, in GET /v1/reactions and in the viewer part
+// of GET /v1/me/counts, whose counts must be the settled ones (every share
+// of the reactor's is counted by now, so none may be added again).
 func CheckReactions(c *Client, m *Model) []string {
 	var diffs []string
 	keys := m.Keys()
 	users := m.Users()
+	counts := m.Counts()
 	for _, u := range slices.Sorted(maps.Keys(users)) {
 		if !strings.HasPrefix(u, "reactor-") {
 			continue
@@ -186,6 +189,28 @@ func CheckReactions(c *Client, m *Model) []string {
 			for _, k := range chunk {
 				if got, want := resp.Reactions[k].Reaction, m.Reaction(u, k); got != want {
 					diffs = append(diffs, fmt.Sprintf("%s on %s: GET /v1/reactions says %q, the last accepted PUT set %q", u, k, got, want))
+				}
+			}
+			code, _, b = c.Do(nil, "", "GET", "/v1/me/counts?ids="+strings.Join(chunk, ","), users[u], "")
+			var own struct {
+				Counts map[string]counter.Values `json:"counts"`
+				Viewer struct {
+					Reactions map[string]struct{ Reaction string } `json:"reactions"`
+				} `json:"viewer"`
+			}
+			if code != 200 || json.Unmarshal(b, &own) != nil {
+				diffs = append(diffs, fmt.Sprintf("%s: GET /v1/me/counts: %d %s", u, code, b))
+				continue
+			}
+			for _, k := range chunk {
+				got := own.Counts[k]
+				got.UniqueViewers = 0
+				if got != counts[k] {
+					diffs = append(diffs, fmt.Sprintf("%s on %s: GET /v1/me/counts says %+v, want %+v", u, k, got, counts[k]))
+				}
+				want := m.Reaction(u, k)
+				if got := own.Viewer.Reactions[k].Reaction; got != want && !(got == "" && want == "none") {
+					diffs = append(diffs, fmt.Sprintf("%s on %s: GET /v1/me/counts says %q, the last accepted PUT set %q", u, k, got, want))
 				}
 			}
 		}
