@@ -906,3 +906,54 @@ func TestSummedOutboxSharesCountOnce(t *testing.T) {
 		t.Fatalf("outbox left %+v %v", stale, err)
 	}
 }
+
+// A reaction row holds a bounded number of shares: a user changing their
+// mind many times while nothing is counted goes on in rows of their own,
+// and every read of theirs stays exact.
+func TestManyPendingSharesOnOneRow(t *testing.T) {
+	w := newWorld(t, worldOpts{batched: true})
+	ctx := context.Background()
+	kinds := []reaction.Kind{reaction.Like, reaction.Dislike}
+	const changes = 20
+	for i := range changes {
+		w.set(t, "u", "v", kinds[i%2])
+	}
+	last := kinds[(changes-1)%2]
+	want := likes(0, 1)
+	if last == reaction.Like {
+		want = likes(1, 0)
+	}
+	sees := func(when string) {
+		t.Helper()
+		own, err := w.cs.Own(ctx, counterstore.OwnQuery{Viewer: "u", IDs: []string{"v"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := own.Merge([]string{"v"}, nil)["v"]; got != want {
+			t.Fatalf("%s: u sees %+v, want %+v", when, got, want)
+		}
+	}
+	sees("all pending")
+	var rows int64
+	if err := w.db.Client.Single().Query(ctx, spanner.Statement{SQL: `SELECT COUNT(*) FROM PendingDeltas WHERE UserId = 'u'`}).Do(func(r *spanner.Row) error {
+		return r.Columns(&rows)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if rows != changes-16 {
+		t.Errorf("%d outbox rows of u's own, want %d (the changes past 16 pending shares)", rows, changes-16)
+	}
+	w.deliver(t, w.pub.take())
+	sees("all counted")
+	if got := w.counted(t, "v"); got != want {
+		t.Fatalf("counted %+v, want %+v", got, want)
+	}
+	// The next change prunes the counted shares and is a share again.
+	w.set(t, "u", "v", reaction.Like)
+	want = likes(1, 0)
+	sees("one pending again")
+	w.deliver(t, w.pub.take())
+	if got := w.counted(t, "v"); got != want {
+		t.Fatalf("counted %+v, want %+v", got, want)
+	}
+}
