@@ -459,6 +459,11 @@ func TestGraphRulesFailWhenBroken(t *testing.T) {
 			edit: replaceIn(t, "functions.tf", "    google_project_iam_member.builder_staging,\n", ""),
 			want: "grant rule: google_cloudfunctions2_function.fn is built before its build identity has google_project_iam_member roles/storage.objectAdmin",
 		},
+		{
+			name: "schema: functions deployed without waiting for the database's DDL",
+			edit: replaceIn(t, "functions.tf", "    google_spanner_database.main,\n", ""),
+			want: "schema rule: google_cloudfunctions2_function.fn is deployed without waiting for google_spanner_database.main",
+		},
 	}
 	code := loadCode(t)
 	for _, tc := range cases {

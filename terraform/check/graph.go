@@ -385,12 +385,41 @@ func GrantRule(p *Plan, g *Graph, top *topology.Topology) []error {
 	return errs
 }
 
-// GraphRules runs the three fresh-project rules.
+// SchemaRule: every function is deployed after the Spanner database, whose
+// DDL is the schema the function's code reads. An apply that adds a column
+// (shared/topology/ddl) and the code reading it would otherwise update both
+// at once, and the new code could serve before the column exists.
+func SchemaRule(p *Plan, g *Graph) []error {
+	var errs []error
+	byBlock := instancesOf(p)
+	var dbs []string
+	for block := range byBlock {
+		if blockType(block) == "google_spanner_database" {
+			dbs = append(dbs, block)
+		}
+	}
+	for block := range byBlock {
+		if blockType(block) != "google_cloudfunctions2_function" {
+			continue
+		}
+		reach := g.Reach(block)
+		for _, db := range dbs {
+			if !reach[db] {
+				errs = append(errs, fmt.Errorf("schema rule: %s is deployed without waiting for %s, whose schema its code reads", block, db))
+			}
+		}
+	}
+	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
+	return errs
+}
+
+// GraphRules runs the fresh-project and ordering rules.
 func GraphRules(p *Plan, g *Graph, top *topology.Topology) []error {
 	var errs []error
 	errs = append(errs, APIRule(p, g)...)
 	errs = append(errs, MetricRule(p, g)...)
 	errs = append(errs, GrantRule(p, g, top)...)
+	errs = append(errs, SchemaRule(p, g)...)
 	return errs
 }
 

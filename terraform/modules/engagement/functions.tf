@@ -142,8 +142,10 @@ resource "google_cloudfunctions2_function" "fn" {
     }
   }
 
+  # The schema first: new code may read a column this apply adds.
   depends_on = [
     google_project_service.api,
+    google_spanner_database.main,
     google_secret_manager_secret_version.page_token,
     google_secret_manager_secret_iam_member.page_token,
     google_project_iam_member.builder,
