@@ -134,7 +134,7 @@ func run(ctx context.Context, o options) (code int, err error) {
 
 	spec := workload.Spec{
 		Reactors: o.reactors, Watchers: o.watchers, Commenters: o.commenters, Readers: o.readers,
-		Pace: o.pace, HistoryDeletes: true, ReadListings: true, ReadReplies: o.readReplies,
+		Pace: o.pace, HistoryDeletes: true, ReadListings: true, ReadReplies: o.readReplies, OwnReads: true,
 	}
 	for i := range o.keys {
 		spec.Keys = append(spec.Keys, fmt.Sprintf("video-%d", i))
@@ -246,6 +246,11 @@ func run(ctx context.Context, o options) (code int, err error) {
 	for _, d := range first(append(countDiffs, reactionDiffs...), 10) {
 		fmt.Println("    " + d)
 	}
+	own := load.Own()
+	fmt.Printf("read-your-own-writes during the load (GET /v1/me/counts right after a reactor's PUT on its own item): %d read, %d not exactly the reaction set\n", own.Checked, len(own.Wrong))
+	for _, d := range first(own.Wrong, 10) {
+		fmt.Println("    " + d)
+	}
 
 	expected, lost, wrong, unexpected := 0, 0, 0, 0
 	for _, es := range m.History() {
@@ -279,7 +284,8 @@ func run(ctx context.Context, o options) (code int, err error) {
 
 	failed := terr != nil || rerr != nil || settled == 0 || len(driftTruth) > 0 || len(driftAccepted) > 0 || len(drift) > 0 ||
 		pendingLeft > 0 || lost > 0 || wrong > 0 || unexpected > 0 || len(loadErrs) > 0 || len(countDiffs) > 0 ||
-		len(reactionDiffs) > 0 || len(commentDiffs) > 0 || rep.Corrected > 0 || len(violations) > 0
+		len(reactionDiffs) > 0 || len(commentDiffs) > 0 || rep.Corrected > 0 || len(violations) > 0 ||
+		len(own.Wrong) > 0 || (o.reactors > 0 && own.Checked == 0)
 	if failed {
 		fmt.Println("RESULT: FAIL")
 		return 1, nil

@@ -36,6 +36,12 @@ type Spec struct {
 	WriteDeadline time.Duration
 	// Seed makes the choices repeatable; zero takes the clock.
 	Seed uint64
+	// OwnReads makes each reactor also react, one time in five, on an item
+	// of its own (solo-<user>, reacted on by no one else) and read its own
+	// counts of it at once: GET /v1/me/counts must count exactly the
+	// reaction just set, whatever the pipeline is doing (pending, counted,
+	// folded, frozen).
+	OwnReads bool
 }
 
 // Tokens mints an ID token for a user (a moderator's when moderator).
@@ -54,6 +60,20 @@ type Load struct {
 
 	mu   sync.Mutex
 	errs []error
+	own  OwnReads
+}
+
+// OwnReads counts the reactors' reads of their own counts (Spec.OwnReads).
+type OwnReads struct {
+	Checked int
+	Wrong   []string
+}
+
+// Own returns the reads of the reactors' own counts so far.
+func (l *Load) Own() OwnReads {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return OwnReads{Checked: l.own.Checked, Wrong: slices.Clone(l.own.Wrong)}
 }
 
 // Start starts the users of spec against c.
@@ -191,11 +211,71 @@ func (l *Load) until(op, method, path, tok, body string, want int, notFound, acc
 func (l *Load) react(user, tok string, rnd *rand.Rand) {
 	kinds := []string{"like", "dislike", "none"}
 	for !l.stopped() {
-		if err := l.SetReaction(user, tok, l.key(rnd), kinds[rnd.IntN(len(kinds))]); err != nil {
+		item, kind := l.key(rnd), kinds[rnd.IntN(len(kinds))]
+		own := l.spec.OwnReads && rnd.IntN(5) == 0
+		if own {
+			item = "solo-" + user
+		}
+		if err := l.SetReaction(user, tok, item, kind); err != nil {
 			l.fail(err)
 			return
 		}
+		if own {
+			if err := l.readOwn(tok, item, kind); err != nil {
+				l.fail(err)
+				return
+			}
+		}
 		l.pause()
+	}
+}
+
+// readOwn reads the caller's counts of item, on which only the caller
+// reacts, right after its reaction kind was accepted, repeating the read
+// while the API answers 503 (or 5xx, 429, nothing) up to the write
+// deadline, and records whether the counts are exactly that reaction.
+func (l *Load) readOwn(tok, item, kind string) error {
+	var want [2]int64
+	switch kind {
+	case "like":
+		want[0] = 1
+	case "dislike":
+		want[1] = 1
+	}
+	deadline := time.Now().Add(l.spec.WriteDeadline)
+	for {
+		code, h, b := l.c.Do(l.Rec, "GET /v1/me/counts", "GET", "/v1/me/counts?ids="+item, tok, "")
+		if code == http.StatusOK {
+			var resp struct {
+				Counts map[string]struct{ Likes, Dislikes int64 } `json:"counts"`
+				Viewer struct {
+					Reactions map[string]struct{ Reaction string } `json:"reactions"`
+				} `json:"viewer"`
+			}
+			if err := json.Unmarshal(b, &resp); err != nil {
+				return fmt.Errorf("GET /v1/me/counts?ids=%s: answer %s", item, b)
+			}
+			got := resp.Counts[item]
+			r := resp.Viewer.Reactions[item].Reaction
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			l.own.Checked++
+			if [2]int64{got.Likes, got.Dislikes} != want || (r != kind && !(r == "" && kind == "none")) {
+				l.own.Wrong = append(l.own.Wrong, fmt.Sprintf("%s right after setting %s: %d likes, %d dislikes, reaction %q", item, kind, got.Likes, got.Dislikes, r))
+			}
+			return nil
+		}
+		if code < 500 && code != http.StatusTooManyRequests && code != 0 {
+			return fmt.Errorf("GET /v1/me/counts?ids=%s: %d %s", item, code, b)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("GET /v1/me/counts?ids=%s: no answer within %v (last: %d %s)", item, l.spec.WriteDeadline, code, b)
+		}
+		wait := 200 * time.Millisecond
+		if s, err := strconv.Atoi(h.Get("Retry-After")); err == nil {
+			wait = min(time.Duration(s)*time.Second, 2*time.Second)
+		}
+		time.Sleep(wait)
 	}
 }
 
