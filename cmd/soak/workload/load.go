@@ -231,9 +231,9 @@ func (l *Load) react(user, tok string, rnd *rand.Rand) {
 }
 
 // readOwn reads the caller's counts of item, on which only the caller
-// reacts, right after its reaction kind was accepted, repeating the read
-// while the API answers 503 (or 5xx, 429, nothing) up to the write
-// deadline, and records whether the counts are exactly that reaction.
+// reacts, right after its reaction kind was accepted (repeated as a write
+// is, see until), and records whether the counts are exactly that
+// reaction.
 func (l *Load) readOwn(tok, item, kind string) error {
 	var want [2]int64
 	switch kind {
@@ -242,41 +242,20 @@ func (l *Load) readOwn(tok, item, kind string) error {
 	case "dislike":
 		want[1] = 1
 	}
-	deadline := time.Now().Add(l.spec.WriteDeadline)
-	for {
-		code, h, b := l.c.Do(l.Rec, "GET /v1/me/counts", "GET", "/v1/me/counts?ids="+item, tok, "")
-		if code == http.StatusOK {
-			var resp struct {
-				Counts map[string]struct{ Likes, Dislikes int64 } `json:"counts"`
-				Viewer struct {
-					Reactions map[string]struct{ Reaction string } `json:"reactions"`
-				} `json:"viewer"`
-			}
-			if err := json.Unmarshal(b, &resp); err != nil {
-				return fmt.Errorf("GET /v1/me/counts?ids=%s: answer %s", item, b)
-			}
-			got := resp.Counts[item]
-			r := resp.Viewer.Reactions[item].Reaction
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			l.own.Checked++
-			if [2]int64{got.Likes, got.Dislikes} != want || (r != kind && !(r == "" && kind == "none")) {
-				l.own.Wrong = append(l.own.Wrong, fmt.Sprintf("%s right after setting %s: %d likes, %d dislikes, reaction %q", item, kind, got.Likes, got.Dislikes, r))
-			}
-			return nil
+	return l.until("GET /v1/me/counts", "GET", "/v1/me/counts?ids="+item, tok, "", http.StatusOK, nil, func(b []byte) error {
+		var resp MeCounts
+		if err := json.Unmarshal(b, &resp); err != nil {
+			return fmt.Errorf("GET /v1/me/counts?ids=%s: answer %s", item, b)
 		}
-		if code < 500 && code != http.StatusTooManyRequests && code != 0 {
-			return fmt.Errorf("GET /v1/me/counts?ids=%s: %d %s", item, code, b)
+		got, r := resp.Counts[item], resp.Reaction(item)
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.own.Checked++
+		if [2]int64{got.Likes, got.Dislikes} != want || r != kind {
+			l.own.Wrong = append(l.own.Wrong, fmt.Sprintf("%s right after setting %s: %d likes, %d dislikes, reaction %q", item, kind, got.Likes, got.Dislikes, r))
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("GET /v1/me/counts?ids=%s: no answer within %v (last: %d %s)", item, l.spec.WriteDeadline, code, b)
-		}
-		wait := 200 * time.Millisecond
-		if s, err := strconv.Atoi(h.Get("Retry-After")); err == nil {
-			wait = min(time.Duration(s)*time.Second, 2*time.Second)
-		}
-		time.Sleep(wait)
-	}
+		return nil
+	})
 }
 
 // SetReaction sends PUT /v1/reactions/{item} until it is accepted.
