@@ -36,10 +36,12 @@ var (
 	countsCold     = flag.Int("counts-cold", 1000, "counts benchmark: cold ids (40 in every request)")
 	countsWrites   = flag.Int("counts-writes", 10, "counts benchmark: likes per second on the hot ids during the reads")
 	countsOnly     = flag.Bool("counts-only", false, "run only the counts read benchmark")
+	countsInFlight = flag.String("counts-own-in-flight", "", "counts benchmark: COUNTS_OWN_IN_FLIGHT of the \"after\" column (default: the configuration's)")
 )
 
-// countingStore counts the Spanner queries of one Counts handler: each
-// Public or Own call is one query.
+// countingStore counts the Spanner reads of one Counts handler: each Public
+// call is one query, each OwnMany call one read of its callers' rows (one
+// query, or two round trips of key reads however many callers it serves).
 type countingStore struct {
 	countsfn.Store
 	queries atomic.Int64
@@ -50,14 +52,18 @@ func (c *countingStore) Public(ctx context.Context, ids []string, maxStaleness t
 	return c.Store.Public(ctx, ids, maxStaleness)
 }
 
-func (c *countingStore) Own(ctx context.Context, q counterstore.OwnQuery) (counterstore.Own, error) {
+func (c *countingStore) OwnMany(ctx context.Context, qs []counterstore.OwnQuery) ([]counterstore.Own, error) {
 	c.queries.Add(1)
-	return c.Store.Own(ctx, q)
+	return c.Store.OwnMany(ctx, qs)
 }
 
 type readResult struct {
 	p50, p99 time.Duration
 	per1000  float64
+	// wire1000 is every Spanner read call the process made during the
+	// phase (the writers' and the cache refreshes' included) per 1,000
+	// reads.
+	wire1000 float64
 	perSec   float64
 	failed   int // answers other than 200 (503 when Spanner is too slow)
 }
@@ -65,9 +71,10 @@ type readResult struct {
 // The settings, side by side: "before" reads Spanner for every request,
 // a signed-in one in one SQL query of every counter; "one query" holds the
 // public counts in the instance and reads a signed-in caller's rows and the
-// moved counters in one strong SQL query; "after" reads those by key
-// (counterstore.Store.Own).
-var countsSettings = []string{"before", "one query", "after"}
+// moved counters in one strong SQL query; "by key" reads those by key
+// (counterstore.Store.OwnMany), each request alone; "after" reads them by
+// key, the concurrent signed-in requests together (COUNTS_OWN_IN_FLIGHT).
+var countsSettings = []string{"before", "one query", "by key", "after"}
 
 func countsReadBench(ctx context.Context, es *emulators.Stack) error {
 	fmt.Fprintln(os.Stderr, "bench: counts reads…")
@@ -76,7 +83,11 @@ func countsReadBench(ctx context.Context, es *emulators.Stack) error {
 		return err
 	}
 	defer srv.Close()
-	cfg, teardown, err := localstack.Provision(ctx, es, srv, fmt.Sprintf("bench-counts-%d", os.Getpid()), map[string]string{"RATE_LIMITS": "off"})
+	env := map[string]string{"RATE_LIMITS": "off"}
+	if *countsInFlight != "" {
+		env["COUNTS_OWN_IN_FLIGHT"] = *countsInFlight
+	}
+	cfg, teardown, err := localstack.Provision(ctx, es, srv, fmt.Sprintf("bench-counts-%d", os.Getpid()), env)
 	if err != nil {
 		return err
 	}
@@ -92,14 +103,18 @@ func countsReadBench(ctx context.Context, es *emulators.Stack) error {
 				ttl = 0
 			}
 			cs := &countingStore{Store: st.Counters}
-			if name != "after" {
+			if name == "before" || name == "one query" {
 				cs.Store = oneQuery
+			}
+			inFlight := 0
+			if name == "after" {
+				inFlight = cfg.HTTP.CountsOwnInFlight
 			}
 			stores[name] = cs
 			h := countsfn.New(countsfn.Deps{
 				Verifier: st.Clients.Verifier, Store: cs,
 				MaxAge: cfg.HTTP.CountsMaxAge, MaxStaleness: cfg.Counters.CountsMaxStaleness,
-				CacheTTL: ttl, CacheEntries: cfg.HTTP.CountsCacheEntries,
+				CacheTTL: ttl, CacheEntries: cfg.HTTP.CountsCacheEntries, OwnInFlight: inFlight,
 			})
 			mux.Handle("/"+slug(name)+"/", http.StripPrefix("/"+slug(name), h))
 		}
@@ -215,14 +230,16 @@ func countsReadBench(ctx context.Context, es *emulators.Stack) error {
 	}
 	fmt.Printf("\nCounts reads on the local stack: 50 ids a request (10 of %d hot ids, liked %d/s during the reads; 40 of %d cold),\n%d concurrent readers, %d measured requests per phase, 2 cores\n\n",
 		len(hot), *countsWrites, len(cold), *countsReaders, *countsRequests)
-	fmt.Printf("%-44s %24s %24s %24s\n", "", "before (no instance cache)", fmt.Sprintf("cache %v, own: 1 query", cfg.HTTP.CountsCacheTTL), fmt.Sprintf("after (cache, own by key)"))
+	fmt.Printf("%-44s %24s %24s %24s %24s\n", "", "before (no instance cache)", fmt.Sprintf("cache %v, own: 1 query", cfg.HTTP.CountsCacheTTL),
+		"cache, own by key, alone", fmt.Sprintf("after (%d reads in flight)", cfg.HTTP.CountsOwnInFlight))
 	for _, signed := range []bool{false, true} {
 		label := "GET /v1/counts (anonymous)"
 		if signed {
 			label = "GET /v1/me/counts (signed in)"
 		}
 		row(label+": p50 / p99", func(r readResult) string { return ms(r.p50) + " / " + ms(r.p99) }, signed)
-		row("   Spanner reads per 1,000 (1 query, or by key)", func(r readResult) string { return fmt.Sprintf("%.0f", r.per1000) }, signed)
+		row("   store reads per 1,000 (a query, or 2 trips)", func(r readResult) string { return fmt.Sprintf("%.0f", r.per1000) }, signed)
+		row("   Spanner read calls per 1,000 (all, wire)", func(r readResult) string { return fmt.Sprintf("%.0f", r.wire1000) }, signed)
 		row("   reads/s", func(r readResult) string { return fmt.Sprintf("%.0f", r.perSec) }, signed)
 		row("   failed reads (503)", func(r readResult) string { return fmt.Sprint(r.failed) }, signed)
 	}
@@ -235,9 +252,10 @@ func countsReadBench(ctx context.Context, es *emulators.Stack) error {
 	if a.per1000 > 0 {
 		fmt.Printf("\nanonymous: %.0f× fewer Spanner queries per read with the instance cache\n", b.per1000/a.per1000)
 	}
-	q, a := results["true one query"], results["true after"]
-	if a.p99 > 0 {
-		fmt.Printf("signed in: p99 %.1f× lower reading the caller's rows by key than in one query\n", float64(q.p99)/float64(a.p99))
+	q, k, a := results["true one query"], results["true by key"], results["true after"]
+	if k.p99 > 0 && a.p99 > 0 {
+		fmt.Printf("signed in: p99 %.1f× lower reading the caller's rows by key than in one query, %.1f× lower again reading concurrent callers' rows together\n",
+			float64(q.p99)/float64(k.p99), float64(k.p99)/float64(a.p99))
 	}
 	fmt.Printf("hot-id likes accepted during the reads: %d (errors %d)\n", written.Load(), writeErrs.Load())
 	return nil
@@ -278,6 +296,7 @@ func readPhase(client *http.Client, path string, tokens []string, signed bool, h
 	if store != nil {
 		q0 = store.queries.Load()
 	}
+	wire0 := spannerdb.CurrentStats().ReadRPCs
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range tokens {
@@ -323,6 +342,7 @@ func readPhase(client *http.Client, path string, tokens []string, signed bool, h
 	r.p50, r.p99 = localstack.Percentiles(all)
 	if store != nil {
 		r.per1000 = float64(store.queries.Load()-q0) * 1000 / float64(len(all))
+		r.wire1000 = float64(spannerdb.CurrentStats().ReadRPCs-wire0) * 1000 / float64(len(all))
 	}
 	return r, nil
 }

@@ -48,6 +48,7 @@ func init() {
 				MaxStaleness: cfg.Counters.CountsMaxStaleness,
 				CacheTTL:     cfg.HTTP.CountsCacheTTL,
 				CacheEntries: cfg.HTTP.CountsCacheEntries,
+				OwnInFlight:  cfg.HTTP.CountsOwnInFlight,
 			}), nil
 		})
 }
@@ -59,7 +60,7 @@ type (
 	}
 	Store interface {
 		Public(ctx context.Context, ids []string, maxStaleness time.Duration) (counterstore.Snapshot, error)
-		Own(ctx context.Context, q counterstore.OwnQuery) (counterstore.Own, error)
+		OwnMany(ctx context.Context, qs []counterstore.OwnQuery) ([]counterstore.Own, error)
 	}
 )
 
@@ -78,7 +79,14 @@ type Deps struct {
 	CacheTTL time.Duration
 	// CacheEntries bounds the ids an instance holds (default 100,000).
 	CacheEntries int
+	// OwnInFlight is how many reads of signed-in callers' own rows run at
+	// once; the requests that arrive meanwhile are read together in the
+	// next one (0: each request reads alone).
+	OwnInFlight int
 }
+
+// maxOwnBatch bounds the signed-in requests read together (50 ids each).
+const maxOwnBatch = 64
 
 // MaxIDs is the most ids one request names.
 const MaxIDs = 50
@@ -86,6 +94,7 @@ const MaxIDs = 50
 type handler struct {
 	Deps
 	cache        *publicCache
+	own          *counter.Batcher[counterstore.OwnQuery, counterstore.Own]
 	cacheControl string
 }
 
@@ -97,6 +106,9 @@ func New(d Deps) http.Handler {
 	h := &handler{Deps: d, cache: &publicCache{
 		load: d.Store.Public, maxStaleness: d.MaxStaleness, ttl: d.CacheTTL, max: d.CacheEntries, now: time.Now,
 	}}
+	if d.OwnInFlight > 0 {
+		h.own = counter.NewBatcher(counter.BatcherOptions{MaxItems: maxOwnBatch, MaxInFlight: d.OwnInFlight, Timeout: fetchTimeout}, d.Store.OwnMany)
+	}
 	h.cacheControl = fmt.Sprintf("public, max-age=%d", int(d.MaxAge/time.Second))
 	rt := httpx.NewRouter()
 	rt.Handle("GET /v1/counts", h.public)
@@ -156,7 +168,7 @@ func (h *handler) mine(w http.ResponseWriter, r *http.Request) error {
 	for id := range held {
 		cached = append(cached, id)
 	}
-	own, err := h.Store.Own(r.Context(), counterstore.OwnQuery{Viewer: user.ID, IDs: ids, Cached: cached, Since: since})
+	own, err := h.readOwn(r.Context(), counterstore.OwnQuery{Viewer: user.ID, IDs: ids, Cached: cached, Since: since})
 	if err != nil {
 		return err
 	}
@@ -172,6 +184,21 @@ func (h *handler) mine(w http.ResponseWriter, r *http.Request) error {
 		body.Viewer.Reactions[id] = ReactionBody{Reaction: vr.Reaction, Version: vr.Version}
 	}
 	return h.write(w, r, "private, no-store", body)
+}
+
+// readOwn reads the caller's part of a signed-in read: together with the
+// other signed-in requests waiting for a read when batched (the strong read
+// starts after the request arrived, so it sees every write acknowledged
+// before it), else alone.
+func (h *handler) readOwn(ctx context.Context, q counterstore.OwnQuery) (counterstore.Own, error) {
+	if h.own != nil {
+		return h.own.Do(ctx, q)
+	}
+	out, err := h.Store.OwnMany(ctx, []counterstore.OwnQuery{q})
+	if err != nil {
+		return counterstore.Own{}, err
+	}
+	return out[0], nil
 }
 
 // write answers body with a strong ETag over its bytes, or 304 when the

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"cloud.google.com/go/spanner"
@@ -43,6 +44,7 @@ type fakeStore struct {
 	reactions map[string]map[string]counterstore.ViewerReaction
 	down      atomic.Bool
 	publics   atomic.Int64
+	owns      atomic.Int64
 }
 
 func (f *fakeStore) Public(_ context.Context, ids []string, _ time.Duration) (counterstore.Snapshot, error) {
@@ -61,12 +63,21 @@ func (f *fakeStore) Public(_ context.Context, ids []string, _ time.Duration) (co
 	return s, nil
 }
 
-func (f *fakeStore) Own(_ context.Context, q counterstore.OwnQuery) (counterstore.Own, error) {
+func (f *fakeStore) OwnMany(_ context.Context, qs []counterstore.OwnQuery) ([]counterstore.Own, error) {
+	f.owns.Add(1)
 	if f.down.Load() {
-		return counterstore.Own{}, fmt.Errorf("counterstore.Own: %w", status.Error(codes.Unavailable, "connection refused"))
+		return nil, fmt.Errorf("counterstore.Own: %w", status.Error(codes.Unavailable, "connection refused"))
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	out := make([]counterstore.Own, len(qs))
+	for i, q := range qs {
+		out[i] = f.own(q)
+	}
+	return out, nil
+}
+
+func (f *fakeStore) own(q counterstore.OwnQuery) counterstore.Own {
 	o := counterstore.Own{Fresh: map[string]counter.Values{}, Pending: map[string]counter.Values{}, Reactions: map[string]counterstore.ViewerReaction{}, ReadTime: time.Now()}
 	held := map[string]bool{}
 	for _, id := range q.Cached {
@@ -83,7 +94,7 @@ func (f *fakeStore) Own(_ context.Context, q counterstore.OwnQuery) (counterstor
 			o.Reactions[id] = r
 		}
 	}
-	return o, nil
+	return o
 }
 
 type env struct {
@@ -419,4 +430,86 @@ func TestSignedInReadFillsTheCache(t *testing.T) {
 	if got.Counts["a"].Likes != 3 || got.Counts["b"].Comments != 2 {
 		t.Errorf("public counts %v, want a 3 likes (not alice's pending one), b 2 comments", got.Counts)
 	}
+}
+
+// headerVerifier takes the caller's id from "Authorization: Bearer <uid>":
+// TestSignedInReadsTogether runs the handler in a synctest bubble, without
+// the network the real verifier (every other test's) fetches its keys over.
+type headerVerifier struct{}
+
+func (headerVerifier) FromRequest(r *http.Request) (auth.User, error) {
+	uid, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return auth.User{ID: uid}, nil
+}
+
+// gatedStore holds its first OwnMany call until release is closed and
+// records the viewers of every call.
+type gatedStore struct {
+	*fakeStore
+	release chan struct{}
+	mu      sync.Mutex
+	calls   [][]string
+}
+
+func (g *gatedStore) OwnMany(ctx context.Context, qs []counterstore.OwnQuery) ([]counterstore.Own, error) {
+	var viewers []string
+	for _, q := range qs {
+		viewers = append(viewers, q.Viewer)
+	}
+	g.mu.Lock()
+	g.calls = append(g.calls, viewers)
+	first := len(g.calls) == 1
+	g.mu.Unlock()
+	if first {
+		<-g.release
+	}
+	return g.fakeStore.OwnMany(ctx, qs)
+}
+
+// TestSignedInReadsTogether: while one signed-in read runs, the signed-in
+// requests that arrive wait and are read together in the next one, and each
+// caller gets their own reactions and pending changes back.
+func TestSignedInReadsTogether(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		users := make([]string, 10)
+		for i := range users {
+			users[i] = fmt.Sprintf("user-%d", i)
+			f.reactions[users[i]] = map[string]counterstore.ViewerReaction{"a": {Reaction: "like", Version: int64(i + 1)}}
+			f.pending[users[i]] = map[string]counter.Values{"a": {Likes: int64(i)}}
+		}
+		g := &gatedStore{fakeStore: f, release: make(chan struct{})}
+		h := countsfn.New(countsfn.Deps{Verifier: headerVerifier{}, Store: g, MaxAge: 2 * time.Second, OwnInFlight: 1})
+		answers := make([]*httptest.ResponseRecorder, len(users))
+		var wg sync.WaitGroup
+		read := func(i int) {
+			wg.Go(func() {
+				r := httptest.NewRequest("GET", "/v1/me/counts?ids=a,b", nil)
+				r.Header.Set("Authorization", "Bearer "+users[i])
+				answers[i] = httptest.NewRecorder()
+				h.ServeHTTP(answers[i], r)
+			})
+		}
+		read(0)
+		synctest.Wait() // the first read runs and holds
+		for i := 1; i < len(users); i++ {
+			read(i)
+		}
+		synctest.Wait() // the others wait behind it
+		close(g.release)
+		wg.Wait()
+
+		if len(g.calls) != 2 || len(g.calls[0]) != 1 || len(g.calls[1]) != len(users)-1 {
+			t.Errorf("store calls %v, want the first request alone, then the other %d together", g.calls, len(users)-1)
+		}
+		for i, a := range answers {
+			var got countsfn.Body
+			if err := json.Unmarshal(a.Body.Bytes(), &got); err != nil || a.Code != 200 {
+				t.Fatalf("%s: %d %s", users[i], a.Code, a.Body)
+			}
+			if got.Counts["a"].Likes != 3+int64(i) || got.Viewer.Reactions["a"].Version != int64(i+1) {
+				t.Errorf("%s got %s, want a 3 likes + their own %d, their reaction version %d", users[i], a.Body, i, i+1)
+			}
+		}
+	})
 }

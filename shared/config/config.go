@@ -97,7 +97,11 @@ type HTTP struct {
 	// reads off), and CountsCacheEntries how many ids it holds at most.
 	CountsCacheTTL     time.Duration `env:"COUNTS_CACHE_TTL, default=1s"`
 	CountsCacheEntries int           `env:"COUNTS_CACHE_ENTRIES, default=100000"`
-	RequestTimeout     time.Duration `env:"REQUEST_TIMEOUT, default=10s"`
+	// CountsOwnInFlight is how many reads of signed-in callers' own rows an
+	// instance runs at once; requests arriving meanwhile are read together
+	// in the next (0: each request reads alone).
+	CountsOwnInFlight int           `env:"COUNTS_OWN_IN_FLIGHT, default=2"`
+	RequestTimeout    time.Duration `env:"REQUEST_TIMEOUT, default=10s"`
 	// RateLimits off switches the per-user limits off (load tests of one
 	// user); read it through Config.UserLimits.
 	RateLimits Switch `env:"RATE_LIMITS, default=on"`

@@ -97,13 +97,27 @@ type Own struct {
 // Own reads the viewer's reactions and pending changes on q.IDs, strongly,
 // and the counted values of the ids whose held public value the caller
 // cannot use (see Own.Fresh); Merge combines them with the held public
-// values into counts exact for the viewer at ReadTime. Every read is a key
-// lookup (Spanner's Read, no SQL), in two round trips: the viewer's
-// reactions, strongly, which fixes ReadTime; then at ReadTime, side by side,
-// the viewer's pending changes, the ids' live shards, their snapshot rows'
-// values and FoldTime, and the unique-viewers sketches of the ids not held.
-// A held id read again keeps the held unique-viewers estimate (a snapshot's
-// sketch is kilobytes; the estimate is public and as stale as the rest).
+// values into counts exact for the viewer at ReadTime. It is OwnMany of one
+// query.
+func (s *Store) Own(ctx context.Context, q OwnQuery) (Own, error) {
+	out, err := s.OwnMany(ctx, []OwnQuery{q})
+	if err != nil {
+		return Own{}, err
+	}
+	return out[0], nil
+}
+
+// OwnMany is Own for several viewers' queries at once, read together: one
+// answer per query, in order, all at one ReadTime. Every read is a key
+// lookup (Spanner's Read, no SQL), in two round trips whatever the number
+// of queries: the viewers' reactions, strongly, which fixes ReadTime; then
+// at ReadTime, side by side, the viewers' pending changes, the ids' live
+// shards, their snapshot rows' values and FoldTime, the unique-viewers
+// sketches of the ids not held, and the summed outbox rows the viewers'
+// shares name. A held id read again keeps the held unique-viewers estimate
+// (a snapshot's sketch is kilobytes; the estimate is public and as stale as
+// the rest). The strong read starts after every query was asked, so each
+// viewer sees every write acknowledged before their request.
 //
 // Why it is exact: a held value read at Since counts every change counted
 // by then. A change counted after Since is added to a shard row, and that
@@ -115,115 +129,177 @@ type Own struct {
 // at ReadTime. In naive mode (counting straight into the snapshot row,
 // leaving no trace) every id is read again.
 //
-// Options.OneQuery reads the same in one SQL query instead (one round trip,
-// but the emulator spends tens of milliseconds compiling each query): the
-// benchmark's baseline.
-func (s *Store) Own(ctx context.Context, q OwnQuery) (Own, error) {
-	if len(q.IDs) == 0 {
-		return Own{Fresh: map[string]counter.Values{}, Pending: map[string]counter.Values{}, Reactions: map[string]ViewerReaction{}}, nil
+// Options.OneQuery reads each query in one SQL query instead (one round
+// trip, but the emulator spends tens of milliseconds compiling each query):
+// the benchmark's baseline.
+func (s *Store) OwnMany(ctx context.Context, qs []OwnQuery) ([]Own, error) {
+	plans := make([]ownPlan, len(qs))
+	for i, q := range qs {
+		plans[i] = s.plan(q)
 	}
+	var out []Own
+	var err error
+	if s.ownOneQuery {
+		out = make([]Own, len(plans))
+		g, gctx := errgroup.WithContext(ctx)
+		for i, p := range plans {
+			g.Go(func() (err error) {
+				out[i], err = s.ownInOneQuery(gctx, p)
+				return err
+			})
+		}
+		err = g.Wait()
+	} else {
+		out, err = s.ownByKeys(ctx, plans)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("counterstore.Own: %w", err)
+	}
+	return out, nil
+}
+
+// ownPlan is a query with its ids split into those whose public value the
+// caller holds (read at since or later) and the others.
+type ownPlan struct {
+	OwnQuery
+	cached, uncached []string
+	since            time.Time
+}
+
+func (s *Store) plan(q OwnQuery) ownPlan {
+	p := ownPlan{OwnQuery: q, cached: []string{}, uncached: []string{}, since: q.Since}
 	held := map[string]bool{}
 	if s.mode != Naive {
 		for _, id := range q.Cached {
 			held[id] = true
 		}
 	}
-	cached := make([]string, 0, len(held))
-	uncached := []string{}
 	for _, id := range q.IDs {
 		if held[id] {
-			cached = append(cached, id)
+			p.cached = append(p.cached, id)
 		} else {
-			uncached = append(uncached, id)
+			p.uncached = append(p.uncached, id)
 		}
 	}
-	since := q.Since
-	if since.IsZero() {
-		since = time.Unix(0, 0)
+	if p.since.IsZero() {
+		p.since = time.Unix(0, 0)
 	}
-	var out Own
-	var err error
-	if s.ownOneQuery {
-		out, err = s.ownInOneQuery(ctx, q, cached, uncached, since)
-	} else {
-		out, err = s.ownByKeys(ctx, q, cached, uncached, since)
-	}
-	if err != nil {
-		return Own{}, fmt.Errorf("counterstore.Own: %w", err)
-	}
-	return out, nil
+	return p
 }
 
-// ownByKeys is Own in key lookups (see Own).
-func (s *Store) ownByKeys(ctx context.Context, q OwnQuery, cached, uncached []string, since time.Time) (Own, error) {
-	out := Own{Fresh: map[string]counter.Values{}, Pending: map[string]counter.Values{}, Reactions: map[string]ViewerReaction{}, viewersHeld: map[string]bool{}}
-	own := make([]spanner.Key, len(q.IDs))
-	ownPrefixes := make([]spanner.KeySet, len(q.IDs))
-	for i, id := range q.IDs {
-		own[i] = spanner.Key{q.Viewer, id}
-		ownPrefixes[i] = own[i].AsPrefix()
+func newOwn() Own {
+	return Own{Fresh: map[string]counter.Values{}, Pending: map[string]counter.Values{}, Reactions: map[string]ViewerReaction{}, viewersHeld: map[string]bool{}}
+}
+
+// ownKey is a viewer's row of an id.
+type ownKey struct{ viewer, id string }
+
+// ownByKeys is OwnMany in key lookups (see OwnMany).
+func (s *Store) ownByKeys(ctx context.Context, plans []ownPlan) ([]Own, error) {
+	out := make([]Own, len(plans))
+	for i := range out {
+		out[i] = newOwn()
 	}
+	// The keys of every query, each once.
+	var own []spanner.Key
+	var viewers []spanner.KeySet
+	seenOwn, seenViewer := map[ownKey]bool{}, map[string]bool{}
+	var ids, uncached []string
+	seenID, seenUncached := map[string]bool{}, map[string]bool{}
+	for _, p := range plans {
+		for _, id := range p.IDs {
+			if k := (ownKey{p.Viewer, id}); !seenOwn[k] {
+				seenOwn[k] = true
+				own = append(own, spanner.Key{p.Viewer, id})
+			}
+			if !seenID[id] {
+				seenID[id] = true
+				ids = append(ids, id)
+			}
+		}
+		if !seenViewer[p.Viewer] {
+			seenViewer[p.Viewer] = true
+			viewers = append(viewers, spanner.Key{p.Viewer}.AsPrefix())
+		}
+		for _, id := range p.uncached {
+			if !seenUncached[id] {
+				seenUncached[id] = true
+				uncached = append(uncached, id)
+			}
+		}
+	}
+	if len(own) == 0 {
+		return out, nil
+	}
+
 	rx := s.db.Single()
-	var shares []Share
-	err := rx.Read(ctx, tableReactions, spanner.KeySetFromKeys(own...), []string{"ContentId", "Reaction", "Version", "PendingShares"}).Do(func(r *spanner.Row) error {
-		var id string
+	reactions := map[ownKey]ViewerReaction{}
+	shares := map[ownKey][]Share{}
+	var shareRows []RowKey
+	err := rx.Read(ctx, tableReactions, spanner.KeySetFromKeys(own...), []string{"UserId", "ContentId", "Reaction", "Version", "PendingShares"}).Do(func(r *spanner.Row) error {
+		var k ownKey
 		var vr ViewerReaction
 		var entries []string
-		if err := columns(r, &id, &vr.Reaction, &vr.Version, &entries); err != nil {
+		if err := columns(r, &k.viewer, &k.id, &vr.Reaction, &vr.Version, &entries); err != nil {
 			return err
 		}
-		out.Reactions[id] = vr
-		sh, err := ParseShares(id, entries)
-		shares = append(shares, sh...)
+		reactions[k] = vr
+		sh, err := ParseShares(k.id, entries)
+		for _, x := range sh {
+			shareRows = append(shareRows, x.RowKey())
+		}
+		shares[k] = sh
 		return err
 	})
 	if err != nil {
-		return Own{}, fmt.Errorf("reactions: %w", err)
+		return nil, fmt.Errorf("reactions: %w", err)
 	}
-	if out.ReadTime, err = rx.Timestamp(); err != nil {
-		return Own{}, fmt.Errorf("read timestamp: %w", err)
+	readTime, err := rx.Timestamp()
+	if err != nil {
+		return nil, fmt.Errorf("read timestamp: %w", err)
 	}
 
-	// At ReadTime, side by side. Each goroutine fills its own maps.
+	// At readTime, side by side. Each goroutine fills its own maps.
+	pending := map[ownKey]counter.Values{}
 	shards, shardViewers := map[string]counter.Values{}, sketches{}
 	snaps, foldTimes := map[string]counter.Values{}, map[string]spanner.NullTime{}
 	snapViewers := sketches{}
 	var summed map[RowKey]counter.Values
 	g, gctx := errgroup.WithContext(ctx)
-	if len(shares) > 0 {
+	if len(shareRows) > 0 {
 		g.Go(func() error {
-			keys := make([]RowKey, len(shares))
-			for i, sh := range shares {
-				keys[i] = sh.RowKey()
-			}
 			var err error
-			summed, err = ReadRows(gctx, s.db.At(out.ReadTime), keys)
+			summed, err = ReadRows(gctx, s.db.At(readTime), shareRows)
 			return err
 		})
 	}
 	g.Go(func() error {
+		// Every pending row of each viewer, one key range a viewer: a
+		// viewer's rows not yet counted are few (the consumer deletes
+		// them as it counts them), and one range is cheaper to read than
+		// one a requested id.
 		cols := append([]string{"UserId", "CounterKey"}, valueColumns...)
-		return s.db.At(out.ReadTime).ReadUsingIndex(gctx, tablePending, indexPendingByUser, spanner.KeySets(ownPrefixes...), cols).Do(func(r *spanner.Row) error {
-			var user, key string
-			if err := columns(r, &user, &key); err != nil {
+		return s.db.At(readTime).ReadUsingIndex(gctx, tablePending, indexPendingByUser, spanner.KeySets(viewers...), cols).Do(func(r *spanner.Row) error {
+			var k ownKey
+			if err := columns(r, &k.viewer, &k.id); err != nil {
 				return err
 			}
 			v, err := readValues(r, 2)
 			if err != nil {
 				return err
 			}
-			out.Pending[key] = out.Pending[key].Plus(v)
+			pending[k] = pending[k].Plus(v)
 			return nil
 		})
 	})
 	g.Go(func() error {
-		return readCounted(gctx, s.db.At(out.ReadTime), tableShards, prefixSet(q.IDs), shards, shardViewers)
+		return readCounted(gctx, s.db.At(readTime), tableShards, prefixSet(ids), shards, shardViewers)
 	})
 	g.Go(func() error {
 		// Values and FoldTime, not the snapshot's sketch (kilobytes a
 		// counter): a held id's unique viewers stay the held estimate.
 		cols := append([]string{"CounterKey", "FoldTime"}, valueColumns...)
-		return s.db.At(out.ReadTime).Read(gctx, tableCounters, keySet(q.IDs), cols).Do(func(r *spanner.Row) error {
+		return s.db.At(readTime).Read(gctx, tableCounters, keySet(ids), cols).Do(func(r *spanner.Row) error {
 			var key string
 			var t spanner.NullTime
 			if err := columns(r, &key, &t); err != nil {
@@ -239,7 +315,7 @@ func (s *Store) ownByKeys(ctx context.Context, q OwnQuery, cached, uncached []st
 	})
 	if len(uncached) > 0 {
 		g.Go(func() error {
-			return s.db.At(out.ReadTime).Read(gctx, tableCounters, keySet(uncached), []string{"CounterKey", colViewers}).Do(func(r *spanner.Row) error {
+			return s.db.At(readTime).Read(gctx, tableCounters, keySet(uncached), []string{"CounterKey", colViewers}).Do(func(r *spanner.Row) error {
 				var key string
 				var vb []byte
 				if err := columns(r, &key, &vb); err != nil {
@@ -250,30 +326,48 @@ func (s *Store) ownByKeys(ctx context.Context, q OwnQuery, cached, uncached []st
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return Own{}, err
+		return nil, err
 	}
-	for _, sh := range shares {
-		if _, ok := summed[sh.RowKey()]; ok {
-			out.Pending[sh.Key] = out.Pending[sh.Key].Plus(sh.Values)
-		}
-	}
+	// The ids not held, whole at readTime: the same for every query.
+	fresh := map[string]counter.Values{}
 	for _, id := range uncached {
-		out.Fresh[id] = snaps[id].Plus(shards[id])
+		fresh[id] = snaps[id].Plus(shards[id])
 		if sk := shardViewers[id]; sk != nil {
 			if snapViewers[id] == nil {
 				snapViewers[id] = counter.NewViewers()
 			}
 			if err := snapViewers[id].Merge(sk); err != nil {
-				return Own{}, fmt.Errorf("viewers of %s: %w", id, err)
+				return nil, fmt.Errorf("viewers of %s: %w", id, err)
 			}
 		}
 	}
-	snapViewers.estimate(out.Fresh)
-	for _, id := range cached {
-		_, sharded := shards[id]
-		if t := foldTimes[id]; sharded || t.Valid && t.Time.After(since) {
-			out.Fresh[id] = snaps[id].Plus(shards[id])
-			out.viewersHeld[id] = true
+	snapViewers.estimate(fresh)
+	for i, p := range plans {
+		o := &out[i]
+		o.ReadTime = readTime
+		for _, id := range p.IDs {
+			k := ownKey{p.Viewer, id}
+			if vr, ok := reactions[k]; ok {
+				o.Reactions[id] = vr
+			}
+			if v, ok := pending[k]; ok {
+				o.Pending[id] = o.Pending[id].Plus(v)
+			}
+			for _, sh := range shares[k] {
+				if _, ok := summed[sh.RowKey()]; ok {
+					o.Pending[id] = o.Pending[id].Plus(sh.Values)
+				}
+			}
+		}
+		for _, id := range p.uncached {
+			o.Fresh[id] = fresh[id]
+		}
+		for _, id := range p.cached {
+			_, sharded := shards[id]
+			if t := foldTimes[id]; sharded || t.Valid && t.Time.After(p.since) {
+				o.Fresh[id] = snaps[id].Plus(shards[id])
+				o.viewersHeld[id] = true
+			}
 		}
 	}
 	return out, nil
@@ -320,8 +414,12 @@ const srcFresh = 3
 // ownInOneQuery is Own in one SQL query: the ids whose public value cannot
 // be used are the uncached ones and the cached ones with a MovedCounters
 // row or a fold since since.
-func (s *Store) ownInOneQuery(ctx context.Context, q OwnQuery, cached, uncached []string, since time.Time) (Own, error) {
-	out := Own{Fresh: map[string]counter.Values{}, Pending: map[string]counter.Values{}, Reactions: map[string]ViewerReaction{}}
+func (s *Store) ownInOneQuery(ctx context.Context, p ownPlan) (Own, error) {
+	q, cached, uncached, since := p.OwnQuery, p.cached, p.uncached, p.since
+	out := newOwn()
+	if len(q.IDs) == 0 {
+		return out, nil
+	}
 	cols := "Likes, Dislikes, Comments, Replies, Views"
 	sql := fmt.Sprintf(`WITH Fresh AS (
   SELECT CounterKey FROM UNNEST(@uncached) AS CounterKey

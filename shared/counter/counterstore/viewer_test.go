@@ -2,14 +2,17 @@ package counterstore_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"cloud.google.com/go/spanner"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/shared/spannerdb"
 )
 
 // TestOwnExactWhileCounted holds the public counts read once, then follows a
@@ -164,5 +167,106 @@ func TestOwnUniqueViewers(t *testing.T) {
 	}
 	if got := own.Merge(ids, held.Values)["v"]; got.Views != 5 || got.UniqueViewers != 3 {
 		t.Errorf("held: %+v, want 5 views and the held 3 viewers", got)
+	}
+}
+
+// TestOwnManyIsEachAlone reads four viewers' queries together and each
+// alone: the same answers (counts merged with the held values, reactions,
+// the ids read again), one read timestamp for all, and no more Spanner
+// calls for the four than for the costliest one alone.
+func TestOwnManyIsEachAlone(t *testing.T) {
+	cfg := emulatortest.New(t)
+	ctx := context.Background()
+	db := emulatortest.Spanner(t, cfg)
+	cs := counterstore.New(db, counterstore.Options{})
+
+	seed := append(counter.Deltas("v", counter.Values{Likes: 5}), counter.Deltas("quiet", counter.Values{Likes: 2})...)
+	if _, err := cs.Apply(ctx, []events.Event{{ID: "seed", Kind: events.KindCounterDelta, Deltas: seed}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.Fold(ctx); err != nil {
+		t.Fatal(err)
+	}
+	held, err := cs.Public(ctx, []string{"v", "quiet"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// After the public read: w is counted into a shard; alice has a like
+	// pending on v in a row of her own; bob likes w, his share pending in a
+	// summed row beside two other likes.
+	if _, err := cs.Apply(ctx, []events.Event{{ID: "w-seed", Kind: events.KindCounterDelta, Deltas: counter.Deltas("w", counter.Values{Likes: 7})}}); err != nil {
+		t.Fatal(err)
+	}
+	aliceLike := events.Event{ID: "alice-like", Kind: events.KindCounterDelta, Outbox: true, Deltas: counter.Deltas("v", counter.Values{Likes: 1})}
+	bobShare := counterstore.Share{EventID: counterstore.SummedID("b", 0), Key: "w", Values: counter.Values{Likes: 1}}
+	if _, err := db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		return tx.BufferWrite(append(counterstore.Pending(aliceLike, "alice"),
+			counterstore.Summed(bobShare.EventID, "w", counter.Values{Likes: 3}),
+			spanner.InsertMap("Reactions", map[string]any{
+				"UserId": "bob", "ContentId": "w", "Reaction": "like", "Version": 1, "Generation": 1,
+				"UpdateTime": spanner.CommitTimestamp, "PendingShares": counterstore.Entries([]counterstore.Share{bobShare}),
+			})))
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	qs := []counterstore.OwnQuery{
+		{Viewer: "alice", IDs: []string{"v", "quiet", "none"}, Cached: []string{"v", "quiet"}, Since: held.ReadTime},
+		{Viewer: "bob", IDs: []string{"v", "w"}, Cached: []string{"v"}, Since: held.ReadTime},
+		{Viewer: "alice", IDs: []string{"w"}},
+		{Viewer: "carol", IDs: []string{"quiet"}, Cached: []string{"quiet"}, Since: held.ReadTime},
+	}
+	type view struct {
+		Counts    map[string]counter.Values
+		Reactions map[string]counterstore.ViewerReaction
+		Fresh     []string
+	}
+	viewOf := func(q counterstore.OwnQuery, o counterstore.Own) view {
+		v := view{Counts: o.Merge(q.IDs, held.Values), Reactions: o.Reactions}
+		for id := range o.Fresh {
+			v.Fresh = append(v.Fresh, id)
+		}
+		slices.Sort(v.Fresh)
+		return v
+	}
+	reads := func() int64 { return spannerdb.CurrentStats().ReadRPCs }
+	var alone []view
+	most := int64(0)
+	for _, q := range qs {
+		r0 := reads()
+		o, err := cs.Own(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		most = max(most, reads()-r0)
+		alone = append(alone, viewOf(q, o))
+	}
+	want := []view{
+		{Counts: map[string]counter.Values{"v": {Likes: 6}, "quiet": {Likes: 2}, "none": {}}, Reactions: map[string]counterstore.ViewerReaction{}, Fresh: []string{"none"}},
+		{Counts: map[string]counter.Values{"v": {Likes: 5}, "w": {Likes: 8}}, Reactions: map[string]counterstore.ViewerReaction{"w": {Reaction: "like", Version: 1}}, Fresh: []string{"w"}},
+		{Counts: map[string]counter.Values{"w": {Likes: 7}}, Reactions: map[string]counterstore.ViewerReaction{}, Fresh: []string{"w"}},
+		{Counts: map[string]counter.Values{"quiet": {Likes: 2}}, Reactions: map[string]counterstore.ViewerReaction{}},
+	}
+	if diff := cmp.Diff(want, alone); diff != "" {
+		t.Fatalf("each alone (-want +got):\n%s", diff)
+	}
+
+	r0 := reads()
+	together, err := cs.OwnMany(ctx, qs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := reads() - r0; n > most {
+		t.Errorf("%d Spanner read calls for %d queries together, more than the %d of the costliest alone", n, len(qs), most)
+	}
+	var got []view
+	for i, q := range qs {
+		got = append(got, viewOf(q, together[i]))
+		if !together[i].ReadTime.Equal(together[0].ReadTime) {
+			t.Errorf("query %d read at %v, query 0 at %v", i, together[i].ReadTime, together[0].ReadTime)
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("together (-want +got):\n%s", diff)
 	}
 }

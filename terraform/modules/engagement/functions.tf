@@ -54,6 +54,7 @@ locals {
     COUNTS_MAX_AGE                  = var.counts_max_age
     COUNTS_CACHE_TTL                = var.counts_cache_ttl
     COUNTS_CACHE_ENTRIES            = tostring(var.counts_cache_entries)
+    COUNTS_OWN_IN_FLIGHT            = tostring(var.counts_own_in_flight)
     REQUEST_TIMEOUT                 = var.request_timeout
     RATE_LIMITS                     = var.rate_limits
     RATE_LIMIT_REACTIONS            = tostring(var.rate_limit_per_minute.reactions)

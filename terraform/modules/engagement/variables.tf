@@ -110,6 +110,12 @@ variable "counts_cache_entries" {
   default     = 100000
 }
 
+variable "counts_own_in_flight" {
+  description = "Reads of signed-in callers' own rows an instance runs at once; the requests arriving meanwhile are read together in the next (COUNTS_OWN_IN_FLIGHT; 0: each request reads alone)."
+  type        = number
+  default     = 2
+}
+
 variable "request_timeout" {
   description = "Per-request deadline inside the functions (REQUEST_TIMEOUT, Go duration)."
   type        = string
