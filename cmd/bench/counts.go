@@ -36,6 +36,7 @@ var (
 	countsCold     = flag.Int("counts-cold", 1000, "counts benchmark: cold ids (40 in every request)")
 	countsWrites   = flag.Int("counts-writes", 10, "counts benchmark: likes per second on the hot ids during the reads")
 	countsOnly     = flag.Bool("counts-only", false, "run only the counts read benchmark")
+	countsRounds   = flag.Int("counts-rounds", 4, "counts benchmark: rounds in which the settings take turns")
 	countsInFlight = flag.String("counts-own-in-flight", "", "counts benchmark: COUNTS_OWN_IN_FLIGHT of the \"after\" column (default: the configuration's)")
 )
 
@@ -64,8 +65,12 @@ type readResult struct {
 	// phase (the writers' and the cache refreshes' included) per 1,000
 	// reads.
 	wire1000 float64
-	perSec   float64
-	failed   int // answers other than 200 (503 when Spanner is too slow)
+	// lead0 and lead1 are the emulator's clock lead before the setting's
+	// first round and after its last: what each strong read waits
+	// (localstack.SpannerClockLead).
+	lead0, lead1 time.Duration
+	perSec       float64
+	failed       int // answers other than 200 (503 when Spanner is too slow)
 }
 
 // The settings, side by side: "before" reads Spanner for every request,
@@ -94,29 +99,26 @@ func countsReadBench(ctx context.Context, es *emulators.Stack) error {
 	defer teardown()
 	stores := map[string]*countingStore{}
 	s, err := newStack(ctx, cfg, srv, func(st *localstack.Stack, mux *http.ServeMux) error {
-		// One code path, two settings: the cache TTL 0 turns the instance
-		// cache and the shared reads off.
+		// One code path, four settings: the cache TTL 0 turns the instance
+		// cache and the shared reads off, OwnInFlight 0 the batched reads.
 		oneQuery := counterstore.New(spannerdb.Wrap(st.Clients.Spanner, cfg), counterstore.Options{OneQuery: true})
 		for _, name := range countsSettings {
-			ttl := cfg.HTTP.CountsCacheTTL
-			if name == "before" {
-				ttl = 0
+			d, err := countsfn.Build(st.Clients)
+			if err != nil {
+				return err
 			}
 			cs := &countingStore{Store: st.Counters}
 			if name == "before" || name == "one query" {
 				cs.Store = oneQuery
 			}
-			inFlight := 0
-			if name == "after" {
-				inFlight = cfg.HTTP.CountsOwnInFlight
+			if name == "before" {
+				d.CacheTTL = 0
 			}
-			stores[name] = cs
-			h := countsfn.New(countsfn.Deps{
-				Verifier: st.Clients.Verifier, Store: cs,
-				MaxAge: cfg.HTTP.CountsMaxAge, MaxStaleness: cfg.Counters.CountsMaxStaleness,
-				CacheTTL: ttl, CacheEntries: cfg.HTTP.CountsCacheEntries, OwnInFlight: inFlight,
-			})
-			mux.Handle("/"+slug(name)+"/", http.StripPrefix("/"+slug(name), h))
+			if name != "after" {
+				d.OwnInFlight = 0
+			}
+			d.Store, stores[name] = cs, cs
+			mux.Handle("/"+slug(name)+"/", http.StripPrefix("/"+slug(name), countsfn.New(d)))
 		}
 		return nil
 	})
@@ -183,25 +185,58 @@ func countsReadBench(ctx context.Context, es *emulators.Stack) error {
 		}
 	}()
 
+	// The settings take turns, a share of the requests each round, so
+	// that each meets the emulator in the same state: the emulator's clock
+	// lead, which every strong read waits for, grows with the calls it
+	// serves (localstack.SpannerClockLead).
 	results := map[string]readResult{}
 	var firstErr error
 	for _, signed := range []bool{false, true} {
-		for _, name := range countsSettings {
-			path := srv.URL + "/" + slug(name) + "/v1/counts?ids="
+		path := func(name string) string {
 			if signed {
-				path = srv.URL + "/" + slug(name) + "/v1/me/counts?ids="
+				return srv.URL + "/" + slug(name) + "/v1/me/counts?ids="
 			}
-			fmt.Fprintf(os.Stderr, "bench: counts reads, %s, signed in %v…\n", name, signed)
-			// Warm-up (connections, and for "after" the instance cache).
-			if _, err := readPhase(client, path, tokens, signed, hot, cold, *countsRequests/5, nil); err != nil {
-				firstErr = err
-				break
+			return srv.URL + "/" + slug(name) + "/v1/counts?ids="
+		}
+		fmt.Fprintf(os.Stderr, "bench: counts reads, signed in %v…\n", signed)
+		rounds := map[string][]phase{}
+		leads := map[string][2]time.Duration{}
+		for round := 0; round < *countsRounds && firstErr == nil; round++ {
+			for i := range countsSettings {
+				name := countsSettings[(round+i)%len(countsSettings)]
+				// Warm-up (connections, and the instance cache, whose ids
+				// aged out while the other settings had their turns).
+				if _, err := readPhase(client, path(name), tokens, signed, hot, cold, *countsRequests/5 / *countsRounds, stores[name]); err != nil {
+					firstErr = err
+					break
+				}
+				lead0, err := localstack.SpannerClockLead(ctx, s.DB)
+				if err != nil {
+					firstErr = err
+					break
+				}
+				p, err := readPhase(client, path(name), tokens, signed, hot, cold, *countsRequests / *countsRounds, stores[name])
+				if err != nil {
+					firstErr = err
+					break
+				}
+				lead1, err := localstack.SpannerClockLead(ctx, s.DB)
+				if err != nil {
+					firstErr = err
+					break
+				}
+				rounds[name] = append(rounds[name], p)
+				l := leads[name]
+				if round == 0 {
+					l[0] = lead0
+				}
+				l[1] = lead1
+				leads[name] = l
 			}
-			r, err := readPhase(client, path, tokens, signed, hot, cold, *countsRequests, stores[name])
-			if err != nil {
-				firstErr = err
-				break
-			}
+		}
+		for _, name := range countsSettings {
+			r := merged(rounds[name])
+			r.lead0, r.lead1 = leads[name][0], leads[name][1]
 			results[fmt.Sprint(signed, name)] = r
 		}
 	}
@@ -242,6 +277,7 @@ func countsReadBench(ctx context.Context, es *emulators.Stack) error {
 		row("   Spanner read calls per 1,000 (all, wire)", func(r readResult) string { return fmt.Sprintf("%.0f", r.wire1000) }, signed)
 		row("   reads/s", func(r readResult) string { return fmt.Sprintf("%.0f", r.perSec) }, signed)
 		row("   failed reads (503)", func(r readResult) string { return fmt.Sprint(r.failed) }, signed)
+		row("   emulator clock lead, first → last round", func(r readResult) string { return ms(r.lead0) + " → " + ms(r.lead1) }, signed)
 	}
 	fmt.Printf("%-44s", "freshness (like → public count): p50 / p99")
 	for _, name := range countsSettings {
@@ -285,17 +321,45 @@ func seedCounts(ctx context.Context, s *stack, ids []string) error {
 	}
 }
 
+// phase is what one run of readPhase measured.
+type phase struct {
+	lats             []time.Duration
+	elapsed          time.Duration
+	failed           int
+	queries, readRPC int64
+}
+
+// merged folds the rounds of one setting into its figures.
+func merged(rounds []phase) readResult {
+	var all []time.Duration
+	var elapsed time.Duration
+	var r readResult
+	var queries, rpcs int64
+	for _, p := range rounds {
+		all = append(all, p.lats...)
+		elapsed += p.elapsed
+		r.failed += p.failed
+		queries += p.queries
+		rpcs += p.readRPC
+	}
+	if len(all) == 0 {
+		return r
+	}
+	r.perSec = float64(len(all)) / elapsed.Seconds()
+	r.p50, r.p99 = localstack.Percentiles(all)
+	r.per1000 = float64(queries) * 1000 / float64(len(all))
+	r.wire1000 = float64(rpcs) * 1000 / float64(len(all))
+	return r
+}
+
 // readPhase runs n requests of 50 ids (10 hot, 40 cold, drawn at random) on
 // path from len(tokens) concurrent readers, signed in as reader i or
-// anonymous; with store it measures, else it only warms up.
-func readPhase(client *http.Client, path string, tokens []string, signed bool, hot, cold []string, n int, store *countingStore) (readResult, error) {
+// anonymous, and counts store's reads.
+func readPhase(client *http.Client, path string, tokens []string, signed bool, hot, cold []string, n int, store *countingStore) (phase, error) {
 	var next, fails atomic.Int64
 	lats := make([][]time.Duration, len(tokens))
 	errs := make([]error, len(tokens))
-	var q0 int64
-	if store != nil {
-		q0 = store.queries.Load()
-	}
+	q0 := store.queries.Load()
 	wire0 := spannerdb.CurrentStats().ReadRPCs
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -331,20 +395,13 @@ func readPhase(client *http.Client, path string, tokens []string, signed bool, h
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil && fails.Load() > int64(n/10) {
-		return readResult{}, fmt.Errorf("counts reads: %d of %d failed: %w", fails.Load(), n, err)
+		return phase{}, fmt.Errorf("counts reads: %d of %d failed: %w", fails.Load(), n, err)
 	}
-	elapsed := time.Since(start)
-	var all []time.Duration
+	p := phase{elapsed: time.Since(start), failed: int(fails.Load()), queries: store.queries.Load() - q0, readRPC: spannerdb.CurrentStats().ReadRPCs - wire0}
 	for _, l := range lats {
-		all = append(all, l...)
+		p.lats = append(p.lats, l...)
 	}
-	r := readResult{perSec: float64(len(all)) / elapsed.Seconds(), failed: int(fails.Load())}
-	r.p50, r.p99 = localstack.Percentiles(all)
-	if store != nil {
-		r.per1000 = float64(store.queries.Load()-q0) * 1000 / float64(len(all))
-		r.wire1000 = float64(spannerdb.CurrentStats().ReadRPCs-wire0) * 1000 / float64(len(all))
-	}
-	return r, nil
+	return p, nil
 }
 
 // pick returns k distinct elements of from.

@@ -36,21 +36,30 @@ import (
 func init() {
 	host.RegisterHTTP("Counts", host.NeedSpanner|host.NeedVerifier,
 		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
-			cfg := c.Config
-			mode, err := counterstore.ParseMode(cfg.Counters.Mode)
+			d, err := Build(c)
 			if err != nil {
 				return nil, err
 			}
-			return New(Deps{
-				Verifier:     c.Verifier,
-				Store:        counterstore.New(spannerdb.Wrap(c.Spanner, cfg), counterstore.Options{Mode: mode}),
-				MaxAge:       cfg.HTTP.CountsMaxAge,
-				MaxStaleness: cfg.Counters.CountsMaxStaleness,
-				CacheTTL:     cfg.HTTP.CountsCacheTTL,
-				CacheEntries: cfg.HTTP.CountsCacheEntries,
-				OwnInFlight:  cfg.HTTP.CountsOwnInFlight,
-			}), nil
+			return New(d), nil
 		})
+}
+
+// Build makes the handler's Deps from an instance's clients and config.
+func Build(c *host.Clients) (Deps, error) {
+	cfg := c.Config
+	mode, err := counterstore.ParseMode(cfg.Counters.Mode)
+	if err != nil {
+		return Deps{}, err
+	}
+	return Deps{
+		Verifier:     c.Verifier,
+		Store:        counterstore.New(spannerdb.Wrap(c.Spanner, cfg), counterstore.Options{Mode: mode}),
+		MaxAge:       cfg.HTTP.CountsMaxAge,
+		MaxStaleness: cfg.Counters.CountsMaxStaleness,
+		CacheTTL:     cfg.HTTP.CountsCacheTTL,
+		CacheEntries: cfg.HTTP.CountsCacheEntries,
+		OwnInFlight:  cfg.HTTP.CountsOwnInFlight,
+	}, nil
 }
 
 // Interfaces of what the handler uses.
