@@ -3,12 +3,15 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"runtime"
 	"runtime/pprof"
 	"slices"
 	"time"
 
+	"github.com/videngage/engagement/cmd/internal/localstack"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 
@@ -150,4 +153,45 @@ func tablesWritten(rs []result) []string {
 	}
 	slices.Sort(ts)
 	return ts
+}
+
+// httpFloor is the CPU this process spends per request of the hot-item
+// load (the same child, clients, body and Authorization header) on a
+// handler that reads the body and answers a reaction's 200 at once: the
+// part of a reaction's CPU that serving one HTTP request costs whatever the
+// handler does.
+func httpFloor(n, concurrency int) (time.Duration, error) {
+	srv, err := localstack.StartServer()
+	if err != nil {
+		return 0, err
+	}
+	defer srv.Close()
+	answer := []byte(`{"contentId":"hot","reaction":"like","version":1,"updateTime":"2026-01-01T00:00:00.000000Z"}` + "\n")
+	srv.Set(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("ETag", `"1"`)
+		w.WriteHeader(http.StatusOK)
+		w.Write(answer)
+	}))
+	tokens := make([]string, n)
+	for i := range tokens {
+		tokens[i] = fmt.Sprintf("token-of-user-%d", i)
+	}
+	child, err := startLoadChild(loadJob{URL: srv.URL + "/v1/reactions/hot", Body: `{"reaction":"like"}`, Tokens: tokens, Concurrency: concurrency})
+	if err != nil {
+		return 0, err
+	}
+	cpu0 := processCPU()
+	load, err := child.run()
+	if err != nil {
+		return 0, err
+	}
+	if load.Failures > 0 {
+		return 0, fmt.Errorf("http floor: %d requests failed, first: %v", load.Failures, load.FirstErr)
+	}
+	return (processCPU() - cpu0) / time.Duration(n), nil
 }

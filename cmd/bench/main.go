@@ -115,6 +115,11 @@ func realMain(ctx context.Context) error {
 	}
 	if len(results) > 0 {
 		printTable(os.Stdout, o, results)
+		floor, err := httpFloor(o.reactions, o.concurrency)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("\nHTTP floor, the same load on a handler answering at once: %d µs of CPU a request\n", floor.Microseconds())
 	}
 	if o.only == "" {
 		if err := countsReadBench(ctx, st); err != nil {
@@ -238,7 +243,7 @@ func hotItem(ctx context.Context, s *stack, srv *localstack.Server, o options, r
 		return err
 	}
 	time.Sleep(time.Second)
-	child, err := startLoadChild()
+	child, err := startLoadChild(loadJob{URL: srv.URL + "/v1/reactions/hot", Body: `{"reaction":"like"}`, Tokens: tokens, Concurrency: o.concurrency})
 	if err != nil {
 		return err
 	}
@@ -255,7 +260,7 @@ func hotItem(ctx context.Context, s *stack, srv *localstack.Server, o options, r
 	runtime.ReadMemStats(&mem0)
 	cpu0 := processCPU()
 	start := time.Now()
-	load, err := child.run(loadJob{URL: srv.URL + "/v1/reactions/hot", Body: `{"reaction":"like"}`, Tokens: tokens, Concurrency: o.concurrency})
+	load, err := child.run()
 	if err != nil {
 		return err
 	}
