@@ -15,6 +15,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,14 +31,15 @@ import (
 )
 
 var (
-	countsReaders  = flag.Int("counts-readers", 16, "counts benchmark: concurrent readers")
-	countsRequests = flag.Int("counts-requests", 800, "counts benchmark: measured requests per phase")
-	countsHot      = flag.Int("counts-hot", 20, "counts benchmark: hot ids (being liked; 10 in every request)")
-	countsCold     = flag.Int("counts-cold", 1000, "counts benchmark: cold ids (40 in every request)")
-	countsWrites   = flag.Int("counts-writes", 10, "counts benchmark: likes per second on the hot ids during the reads")
-	countsOnly     = flag.Bool("counts-only", false, "run only the counts read benchmark")
-	countsRounds   = flag.Int("counts-rounds", 4, "counts benchmark: rounds in which the settings take turns")
-	countsInFlight = flag.String("counts-own-in-flight", "", "counts benchmark: COUNTS_OWN_IN_FLIGHT of the \"after\" column (default: the configuration's)")
+	countsReaders   = flag.Int("counts-readers", 16, "counts benchmark: concurrent readers")
+	countsRequests  = flag.Int("counts-requests", 800, "counts benchmark: measured requests per phase")
+	countsHot       = flag.Int("counts-hot", 20, "counts benchmark: hot ids (being liked; 10 in every request)")
+	countsCold      = flag.Int("counts-cold", 1000, "counts benchmark: cold ids (40 in every request)")
+	countsWrites    = flag.Int("counts-writes", 10, "counts benchmark: likes per second on the hot ids during the reads")
+	countsOnly      = flag.Bool("counts-only", false, "run only the counts read benchmark")
+	countsRounds    = flag.Int("counts-rounds", 4, "counts benchmark: rounds in which the settings take turns")
+	countsOnlyThese = flag.String("counts-settings", "", `counts benchmark: the settings to measure, comma-separated ("before", "one query", "by key", "after"; default all)`)
+	countsInFlight  = flag.String("counts-own-in-flight", "", "counts benchmark: COUNTS_OWN_IN_FLIGHT of the \"after\" column (default: the configuration's)")
 )
 
 // countingStore counts the Spanner reads of one Counts handler: each Public
@@ -81,8 +83,35 @@ type readResult struct {
 // key, the concurrent signed-in requests together (COUNTS_OWN_IN_FLIGHT).
 var countsSettings = []string{"before", "one query", "by key", "after"}
 
-func countsReadBench(ctx context.Context, es *emulators.Stack) error {
+// selectedSettings are the settings -counts-settings names, in the order of
+// countsSettings.
+func selectedSettings() ([]string, error) {
+	if *countsOnlyThese == "" {
+		return countsSettings, nil
+	}
+	want := map[string]bool{}
+	for _, n := range strings.Split(*countsOnlyThese, ",") {
+		n = strings.TrimSpace(n)
+		if !slices.Contains(countsSettings, n) {
+			return nil, fmt.Errorf("-counts-settings: no setting %q (have %s)", n, strings.Join(countsSettings, ", "))
+		}
+		want[n] = true
+	}
+	var out []string
+	for _, n := range countsSettings {
+		if want[n] {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+func countsReadBench(ctx context.Context, es *emulators.Stack, cpuProfile string) error {
 	fmt.Fprintln(os.Stderr, "bench: counts reads…")
+	settings, err := selectedSettings()
+	if err != nil {
+		return err
+	}
 	srv, err := localstack.StartServer()
 	if err != nil {
 		return err
@@ -202,25 +231,20 @@ func countsReadBench(ctx context.Context, es *emulators.Stack) error {
 		rounds := map[string][]phase{}
 		leads := map[string][2]time.Duration{}
 		for round := 0; round < *countsRounds && firstErr == nil; round++ {
-			for i := range countsSettings {
-				name := countsSettings[(round+i)%len(countsSettings)]
-				// Warm-up (connections, and the instance cache, whose ids
-				// aged out while the other settings had their turns).
-				if _, err := readPhase(client, path(name), tokens, signed, hot, cold, *countsRequests/5 / *countsRounds, stores[name]); err != nil {
-					firstErr = err
-					break
+			for i := range settings {
+				name := settings[(round+i)%len(settings)]
+				stopProfile := func() error { return nil }
+				if signed && round == 0 {
+					// The signed-in setting's first measured round.
+					if stopProfile, err = startProfile(cpuProfile, "", "me-counts-"+slug(name)); err != nil {
+						firstErr = err
+						break
+					}
 				}
-				lead0, err := localstack.SpannerClockLead(ctx, s.DB)
-				if err != nil {
-					firstErr = err
-					break
+				p, lead0, lead1, err := countsRound(ctx, s, client, path(name), tokens, signed, hot, cold, stores[name])
+				if perr := stopProfile(); err == nil {
+					err = perr
 				}
-				p, err := readPhase(client, path(name), tokens, signed, hot, cold, *countsRequests / *countsRounds, stores[name])
-				if err != nil {
-					firstErr = err
-					break
-				}
-				lead1, err := localstack.SpannerClockLead(ctx, s.DB)
 				if err != nil {
 					firstErr = err
 					break
@@ -234,7 +258,7 @@ func countsReadBench(ctx context.Context, es *emulators.Stack) error {
 				leads[name] = l
 			}
 		}
-		for _, name := range countsSettings {
+		for _, name := range settings {
 			r := merged(rounds[name])
 			r.lead0, r.lead1 = leads[name][0], leads[name][1]
 			results[fmt.Sprint(signed, name)] = r
@@ -246,7 +270,7 @@ func countsReadBench(ctx context.Context, es *emulators.Stack) error {
 		return firstErr
 	}
 	fresh := map[string][2]time.Duration{}
-	for _, name := range countsSettings {
+	for _, name := range settings {
 		fmt.Fprintf(os.Stderr, "bench: counts freshness, %s…\n", name)
 		p50, p99, err := publicFreshness(client, srv.URL+"/"+slug(name), srv.URL, s, slug(name))
 		if err != nil {
@@ -258,15 +282,22 @@ func countsReadBench(ctx context.Context, es *emulators.Stack) error {
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
 	row := func(label string, f func(readResult) string, signed bool) {
 		fmt.Printf("%-44s", label)
-		for _, name := range countsSettings {
+		for _, name := range settings {
 			fmt.Printf(" %24s", f(results[fmt.Sprint(signed, name)]))
 		}
 		fmt.Println()
 	}
 	fmt.Printf("\nCounts reads on the local stack: 50 ids a request (10 of %d hot ids, liked %d/s during the reads; 40 of %d cold),\n%d concurrent readers, %d measured requests per phase, 2 cores\n\n",
 		len(hot), *countsWrites, len(cold), *countsReaders, *countsRequests)
-	fmt.Printf("%-44s %24s %24s %24s %24s\n", "", "before (no instance cache)", fmt.Sprintf("cache %v, own: 1 query", cfg.HTTP.CountsCacheTTL),
-		"cache, own by key, alone", fmt.Sprintf("after (%d reads in flight)", cfg.HTTP.CountsOwnInFlight))
+	labels := map[string]string{
+		"before": "before (no instance cache)", "one query": fmt.Sprintf("cache %v, own: 1 query", cfg.HTTP.CountsCacheTTL),
+		"by key": "cache, own by key, alone", "after": fmt.Sprintf("after (%d reads in flight)", cfg.HTTP.CountsOwnInFlight),
+	}
+	fmt.Printf("%-44s", "")
+	for _, name := range settings {
+		fmt.Printf(" %24s", labels[name])
+	}
+	fmt.Println()
 	for _, signed := range []bool{false, true} {
 		label := "GET /v1/counts (anonymous)"
 		if signed {
@@ -280,7 +311,7 @@ func countsReadBench(ctx context.Context, es *emulators.Stack) error {
 		row("   emulator clock lead, first → last round", func(r readResult) string { return ms(r.lead0) + " → " + ms(r.lead1) }, signed)
 	}
 	fmt.Printf("%-44s", "freshness (like → public count): p50 / p99")
-	for _, name := range countsSettings {
+	for _, name := range settings {
 		fmt.Printf(" %24s", ms(fresh[name][0])+" / "+ms(fresh[name][1]))
 	}
 	fmt.Println()
@@ -319,6 +350,24 @@ func seedCounts(ctx context.Context, s *stack, ids []string) error {
 			return nil
 		}
 	}
+}
+
+// countsRound is one setting's turn in a round: a warm-up (connections,
+// and the instance cache, whose ids aged out while the other settings had
+// their turns), then its share of the measured requests, with the
+// emulator's clock lead before and after.
+func countsRound(ctx context.Context, s *stack, client *http.Client, path string, tokens []string, signed bool, hot, cold []string, store *countingStore) (p phase, lead0, lead1 time.Duration, err error) {
+	if _, err = readPhase(client, path, tokens, signed, hot, cold, *countsRequests/5 / *countsRounds, store); err != nil {
+		return
+	}
+	if lead0, err = localstack.SpannerClockLead(ctx, s.DB); err != nil {
+		return
+	}
+	if p, err = readPhase(client, path, tokens, signed, hot, cold, *countsRequests / *countsRounds, store); err != nil {
+		return
+	}
+	lead1, err = localstack.SpannerClockLead(ctx, s.DB)
+	return
 }
 
 // phase is what one run of readPhase measured.

@@ -67,7 +67,7 @@ func realMain(ctx context.Context) error {
 	flag.IntVar(&o.countsReqs, "counts", 400, "GET /v1/counts requests (50 ids each)")
 	flag.IntVar(&o.freshness, "freshness", 40, "freshness samples")
 	flag.DurationVar(&o.timeout, "timeout", 3*time.Minute, "give up applying after this long")
-	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of each configuration's hot-item run to this file, suffixed with the configuration")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of each configuration's hot-item run (and of each counts setting's first signed-in round) to this file, suffixed with the configuration")
 	flag.StringVar(&o.memProfile, "memprofile", "", "write a profile of the heap allocations of each configuration's hot-item run to this file, suffixed with the configuration (and the allocations before the run to <file>.<configuration>.base: go tool pprof -sample_index=alloc_objects -diff_base ...)")
 	flag.StringVar(&o.only, "only", "", `run only these configurations (comma-separated names; "views" is the views benchmark, "comments" the comments benchmark)`)
 	var vo viewsOptions
@@ -99,7 +99,7 @@ func realMain(ctx context.Context) error {
 	}
 	defer st.Stop()
 	if *countsOnly {
-		return countsReadBench(ctx, st)
+		return countsReadBench(ctx, st, o.cpuProfile)
 	}
 	var results []result
 	for i, c := range configurations {
@@ -122,7 +122,7 @@ func realMain(ctx context.Context) error {
 		fmt.Printf("\nHTTP floor, the same load on a handler answering at once: %d µs of CPU a request\n", floor.Microseconds())
 	}
 	if o.only == "" {
-		if err := countsReadBench(ctx, st); err != nil {
+		if err := countsReadBench(ctx, st, o.cpuProfile); err != nil {
 			return err
 		}
 	}

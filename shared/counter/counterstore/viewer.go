@@ -112,10 +112,11 @@ func (s *Store) Own(ctx context.Context, q OwnQuery) (Own, error) {
 // lookup (Spanner's Read, no SQL), in two round trips whatever the number
 // of queries: the viewers' reactions, strongly, which fixes ReadTime; then
 // at ReadTime, side by side, the viewers' pending changes, the ids' live
-// shards, their snapshot rows' values and FoldTime, the unique-viewers
-// sketches of the ids not held, and the summed outbox rows the viewers'
-// shares name. A held id read again keeps the held unique-viewers estimate
-// (a snapshot's sketch is kilobytes; the estimate is public and as stale as
+// shards' values, their snapshot rows' values and FoldTime, the
+// unique-viewers sketches of the ids not held (snapshots' and shards'), and
+// the summed outbox rows the viewers' shares name. A held id read again
+// keeps the held unique-viewers estimate (a sketch is kilobytes a row, and a
+// hot video has up to 64 shard rows; the estimate is public and as stale as
 // the rest). The strong read starts after every query was asked, so each
 // viewer sees every write acknowledged before their request.
 //
@@ -293,7 +294,13 @@ func (s *Store) ownByKeys(ctx context.Context, plans []ownPlan) ([]Own, error) {
 		})
 	})
 	g.Go(func() error {
-		return readCounted(gctx, s.db.At(readTime), tableShards, prefixSet(ids), shards, shardViewers)
+		// Values only: a held id keeps the held unique-viewers estimate,
+		// and a hot video's shards hold kilobytes of sketch each.
+		cols := append([]string{"CounterKey"}, valueColumns...)
+		if err := addValues(s.db.At(readTime).Read(gctx, tableShards, prefixSet(ids), cols), shards); err != nil {
+			return fmt.Errorf("read shards: %w", err)
+		}
+		return nil
 	})
 	g.Go(func() error {
 		// Values and FoldTime, not the snapshot's sketch (kilobytes a
@@ -314,15 +321,13 @@ func (s *Store) ownByKeys(ctx context.Context, plans []ownPlan) ([]Own, error) {
 		})
 	})
 	if len(uncached) > 0 {
+		// The unique-viewers sketches of the ids not held: snapshots' and
+		// shards'.
 		g.Go(func() error {
-			return s.db.At(readTime).Read(gctx, tableCounters, keySet(uncached), []string{"CounterKey", colViewers}).Do(func(r *spanner.Row) error {
-				var key string
-				var vb []byte
-				if err := columns(r, &key, &vb); err != nil {
-					return err
-				}
-				return snapViewers.add(key, vb)
-			})
+			return readSketches(gctx, s.db.At(readTime), tableCounters, keySet(uncached), snapViewers)
+		})
+		g.Go(func() error {
+			return readSketches(gctx, s.db.At(readTime), tableShards, prefixSet(uncached), shardViewers)
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -382,28 +387,19 @@ func keySet(ids []string) spanner.KeySet {
 	return spanner.KeySetFromKeys(ks...)
 }
 
-// readCounted adds up, per key, the values and sketches of the counted rows
-// (Counters or CounterShards) in keys.
-func readCounted(ctx context.Context, tx *spanner.ReadOnlyTransaction, table string, keys spanner.KeySet, vals map[string]counter.Values, viewers sketches) error {
-	cols := append(append([]string{"CounterKey"}, valueColumns...), colViewers)
-	err := tx.Read(ctx, table, keys, cols).Do(func(r *spanner.Row) error {
+// readSketches merges, per key, the unique-viewers sketches of the counted
+// rows (Counters or CounterShards) in keys.
+func readSketches(ctx context.Context, tx *spanner.ReadOnlyTransaction, table string, keys spanner.KeySet, viewers sketches) error {
+	err := tx.Read(ctx, table, keys, []string{"CounterKey", colViewers}).Do(func(r *spanner.Row) error {
 		var key string
 		var vb []byte
-		if err := columns(r, &key); err != nil {
+		if err := columns(r, &key, &vb); err != nil {
 			return err
 		}
-		v, err := readValues(r, 1)
-		if err != nil {
-			return err
-		}
-		if err := r.Column(1+len(valueColumns), &vb); err != nil {
-			return err
-		}
-		vals[key] = vals[key].Plus(v)
 		return viewers.add(key, vb)
 	})
 	if err != nil {
-		return fmt.Errorf("read %s: %w", table, err)
+		return fmt.Errorf("read %s sketches: %w", table, err)
 	}
 	return nil
 }

@@ -15,25 +15,30 @@ import (
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 
+// seeded is a store whose counter "v" has five likes and "quiet" two, both
+// counted and folded.
+func seeded(t *testing.T) (*spannerdb.DB, *counterstore.Store) {
+	t.Helper()
+	db := emulatortest.Spanner(t, emulatortest.New(t))
+	cs := counterstore.New(db, counterstore.Options{})
+	seed := append(counter.Deltas("v", counter.Values{Likes: 5}), counter.Deltas("quiet", counter.Values{Likes: 2})...)
+	if _, err := cs.Apply(context.Background(), []events.Event{{ID: "seed", Kind: events.KindCounterDelta, Deltas: seed}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.Fold(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return db, cs
+}
+
 // TestOwnExactWhileCounted holds the public counts read once, then follows a
 // viewer's like through every state it passes (pending, counted into a
 // shard, folded into the snapshot): merged with the old public values, the
 // viewer's view has the like exactly once at each step, and an id nothing
 // happened to is not read again.
 func TestOwnExactWhileCounted(t *testing.T) {
-	cfg := emulatortest.New(t)
 	ctx := context.Background()
-	db := emulatortest.Spanner(t, cfg)
-	cs := counterstore.New(db, counterstore.Options{})
-
-	// Five likes counted and folded; "quiet" has two, also folded.
-	seed := append(counter.Deltas("v", counter.Values{Likes: 5}), counter.Deltas("quiet", counter.Values{Likes: 2})...)
-	if _, err := cs.Apply(ctx, []events.Event{{ID: "seed", Kind: events.KindCounterDelta, Deltas: seed}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cs.Fold(ctx); err != nil {
-		t.Fatal(err)
-	}
+	db, cs := seeded(t)
 	ids := []string{"v", "quiet", "none"}
 	held, err := cs.Public(ctx, ids, 0)
 	if err != nil {
@@ -175,18 +180,8 @@ func TestOwnUniqueViewers(t *testing.T) {
 // the ids read again), one read timestamp for all, and no more Spanner
 // calls for the four than for the costliest one alone.
 func TestOwnManyIsEachAlone(t *testing.T) {
-	cfg := emulatortest.New(t)
 	ctx := context.Background()
-	db := emulatortest.Spanner(t, cfg)
-	cs := counterstore.New(db, counterstore.Options{})
-
-	seed := append(counter.Deltas("v", counter.Values{Likes: 5}), counter.Deltas("quiet", counter.Values{Likes: 2})...)
-	if _, err := cs.Apply(ctx, []events.Event{{ID: "seed", Kind: events.KindCounterDelta, Deltas: seed}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cs.Fold(ctx); err != nil {
-		t.Fatal(err)
-	}
+	db, cs := seeded(t)
 	held, err := cs.Public(ctx, []string{"v", "quiet"}, 0)
 	if err != nil {
 		t.Fatal(err)
