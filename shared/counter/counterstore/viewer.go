@@ -203,7 +203,7 @@ func (s *Store) ownByKeys(ctx context.Context, plans []ownPlan) ([]Own, error) {
 	}
 	// The keys of every query, each once.
 	var own []spanner.Key
-	var viewers, ownPrefixes []spanner.KeySet
+	var viewers []spanner.KeySet
 	seenOwn, seenViewer := map[ownKey]bool{}, map[string]bool{}
 	var ids, uncached []string
 	seenID, seenUncached := map[string]bool{}, map[string]bool{}
@@ -212,7 +212,6 @@ func (s *Store) ownByKeys(ctx context.Context, plans []ownPlan) ([]Own, error) {
 			if k := (ownKey{p.Viewer, id}); !seenOwn[k] {
 				seenOwn[k] = true
 				own = append(own, spanner.Key{p.Viewer, id})
-				ownPrefixes = append(ownPrefixes, spanner.Key{p.Viewer, id}.AsPrefix())
 			}
 			if !seenID[id] {
 				seenID[id] = true
@@ -289,7 +288,11 @@ func (s *Store) ownByKeys(ctx context.Context, plans []ownPlan) ([]Own, error) {
 			return err
 		}
 		clear(pending)
-		_, err = readPending(gctx, s.db.At(readTime), spanner.KeySets(ownPrefixes...), 0, pending)
+		prefixes := make([]spanner.KeySet, len(own))
+		for i, k := range own {
+			prefixes[i] = k.AsPrefix()
+		}
+		_, err = readPending(gctx, s.db.At(readTime), spanner.KeySets(prefixes...), 0, pending)
 		return err
 	})
 	g.Go(func() error {
