@@ -89,6 +89,9 @@ type Store struct {
 	sliceLease    time.Duration
 	ownOneQuery   bool
 	now           func() time.Time
+	// heavy holds the viewers whose reactions a signed-in read looks up by
+	// key: those found to hold reactionRangeRows or more.
+	heavy *viewerSet
 }
 
 // Options tune a Store.
@@ -140,7 +143,7 @@ func New(db *spannerdb.DB, o Options) *Store {
 	if o.SliceLease <= 0 {
 		o.SliceLease = defaultSliceLease
 	}
-	return &Store{db: db, mode: o.Mode, policy: o.Policy, window: o.RollupInterval, reconcilePage: o.ReconcilePage, sliceLease: o.SliceLease, ownOneQuery: o.OneQuery, now: time.Now}
+	return &Store{db: db, mode: o.Mode, policy: o.Policy, window: o.RollupInterval, reconcilePage: o.ReconcilePage, sliceLease: o.SliceLease, ownOneQuery: o.OneQuery, now: time.Now, heavy: newViewerSet(heavyViewers)}
 }
 
 // Mode is the store's mode.

@@ -3,6 +3,8 @@ package counterstore
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 
 	"cloud.google.com/go/spanner"
@@ -40,6 +42,63 @@ func TestOwnManyPendingPastTheRange(t *testing.T) {
 		alice, bob := out[0].Merge([]string{"a1", "z"}, nil), out[1].Merge([]string{"z"}, nil)
 		if alice["a1"].Likes != 1 || alice["z"].Likes != 5 || bob["z"] != (counter.Values{Dislikes: 1}) {
 			t.Errorf("range of %d rows: alice sees %+v, bob %+v; want a1 1 like, z 5 likes; bob z 1 dislike", limit, alice, bob)
+		}
+	}
+}
+
+// TestOwnManyReactionsPastTheRange: a viewer with more reactions than a read
+// takes as one key range (here 2) is read again by the requested ids, and
+// by key from then on; each viewer gets the reactions of the ids asked for,
+// wherever they sort, and no other.
+func TestOwnManyReactionsPastTheRange(t *testing.T) {
+	defer func(n int) { reactionRangeRows = n }(reactionRangeRows)
+	ctx := context.Background()
+	db := emulatortest.Spanner(t, emulatortest.New(t))
+	var ms []*spanner.Mutation
+	like := func(user, id string) {
+		ms = append(ms, spanner.Insert(tableReactions, []string{"UserId", "ContentId", "Reaction", "Version", "Generation", "UpdateTime"},
+			[]any{user, id, "like", int64(1), int64(1), spanner.CommitTimestamp}))
+	}
+	for _, id := range []string{"a1", "a2", "a3", "a4", "z"} {
+		like("alice", id)
+	}
+	like("bob", "z")
+	if _, err := db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error { return tx.BufferWrite(ms) }); err != nil {
+		t.Fatal(err)
+	}
+	queries := []OwnQuery{{Viewer: "alice", IDs: []string{"a1", "z", "none"}}, {Viewer: "bob", IDs: []string{"a1", "z"}}}
+	want := []map[string]ViewerReaction{
+		{"a1": {Reaction: "like", Version: 1}, "z": {Reaction: "like", Version: 1}},
+		{"z": {Reaction: "like", Version: 1}},
+	}
+	for _, tc := range []struct {
+		rangeRows int
+		heavy     []string // remembered after each of the two reads
+	}{
+		{1000, nil},
+		{2, []string{"alice"}},
+	} {
+		reactionRangeRows = tc.rangeRows
+		cs := New(db, Options{})
+		for read := 1; read <= 2; read++ {
+			out, err := cs.OwnMany(ctx, queries)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, o := range out {
+				if !maps.Equal(o.Reactions, want[i]) {
+					t.Errorf("ranges of %d rows, read %d: %s's reactions %v, want %v", tc.rangeRows, read, queries[i].Viewer, o.Reactions, want[i])
+				}
+			}
+			var heavy []string
+			for _, v := range []string{"alice", "bob"} {
+				if cs.heavy.has(v) {
+					heavy = append(heavy, v)
+				}
+			}
+			if !slices.Equal(heavy, tc.heavy) {
+				t.Errorf("ranges of %d rows, read %d: read by key %v, want %v", tc.rangeRows, read, heavy, tc.heavy)
+			}
 		}
 	}
 }
