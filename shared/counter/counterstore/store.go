@@ -91,7 +91,10 @@ type Store struct {
 	now           func() time.Time
 	// heavy holds the viewers whose reactions a signed-in read looks up by
 	// key: those found to hold reactionRangeRows or more.
-	heavy *viewerSet
+	heavy *bounded[string, struct{}]
+	// gone holds summed outbox rows a signed-in read found gone (counted),
+	// with the timestamp it read at (sharesToRead).
+	gone *bounded[RowKey, time.Time]
 }
 
 // Options tune a Store.
@@ -143,7 +146,7 @@ func New(db *spannerdb.DB, o Options) *Store {
 	if o.SliceLease <= 0 {
 		o.SliceLease = defaultSliceLease
 	}
-	return &Store{db: db, mode: o.Mode, policy: o.Policy, window: o.RollupInterval, reconcilePage: o.ReconcilePage, sliceLease: o.SliceLease, ownOneQuery: o.OneQuery, now: time.Now, heavy: newViewerSet(heavyViewers)}
+	return &Store{db: db, mode: o.Mode, policy: o.Policy, window: o.RollupInterval, reconcilePage: o.ReconcilePage, sliceLease: o.SliceLease, ownOneQuery: o.OneQuery, now: time.Now, heavy: newBounded[string, struct{}](heavyViewers), gone: newBounded[RowKey, time.Time](countedShares)}
 }
 
 // Mode is the store's mode.

@@ -243,7 +243,7 @@ func (s *Store) ownByKeys(ctx context.Context, plans []ownPlan) ([]Own, error) {
 	var heavyKeys []spanner.Key
 	heavy := map[string]bool{}
 	for i, v := range viewerIDs {
-		if s.heavy.has(v) {
+		if _, ok := s.heavy.get(v); ok {
 			heavy[v] = true
 		} else {
 			ranges = append(ranges, viewers[i])
@@ -275,7 +275,7 @@ func (s *Store) ownByKeys(ctx context.Context, plans []ownPlan) ([]Own, error) {
 		// again by key, at readTime.
 		for v, c := range perViewer {
 			if c >= reactionRangeRows {
-				s.heavy.add(v)
+				s.heavy.put(v, struct{}{})
 			}
 		}
 		rs = ownReactions{}
@@ -292,11 +292,18 @@ func (s *Store) ownByKeys(ctx context.Context, plans []ownPlan) ([]Own, error) {
 	snapViewers := sketches{}
 	var summed map[RowKey]counter.Values
 	g, gctx := errgroup.WithContext(ctx)
-	if len(shareRows) > 0 {
+	if toRead := s.sharesToRead(shareRows, readTime); len(toRead) > 0 {
 		g.Go(func() error {
 			var err error
-			summed, err = ReadRows(gctx, s.db.At(readTime), shareRows)
-			return err
+			if summed, err = ReadRows(gctx, s.db.At(readTime), toRead); err != nil {
+				return err
+			}
+			for _, k := range toRead {
+				if _, ok := summed[k]; !ok {
+					s.gone.put(k, readTime)
+				}
+			}
+			return nil
 		})
 	}
 	g.Go(func() error {
@@ -470,40 +477,60 @@ func (o *ownReactions) read(ctx context.Context, tx *spanner.ReadOnlyTransaction
 	return perViewer, n, nil
 }
 
-// viewerSet is a set of viewers of bounded size: when full, adding one
-// first drops another at random (map order).
-type viewerSet struct {
+// bounded is a map of bounded size: when full, putting a new key first
+// drops another at random (map order). The store's memories of facts that
+// only save reads are kept in one.
+type bounded[K comparable, V any] struct {
 	mu  sync.Mutex
 	max int
-	m   map[string]struct{}
+	m   map[K]V
 }
 
-// heavyViewers is how many viewers with more than reactionRangeRows
-// reactions a store remembers.
-const heavyViewers = 100_000
-
-func newViewerSet(max int) *viewerSet { return &viewerSet{max: max, m: map[string]struct{}{}} }
-
-func (s *viewerSet) has(v string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.m[v]
-	return ok
+func newBounded[K comparable, V any](max int) *bounded[K, V] {
+	return &bounded[K, V]{max: max, m: map[K]V{}}
 }
 
-func (s *viewerSet) add(v string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.m[v]; ok {
-		return
-	}
-	if len(s.m) >= s.max {
-		for k := range s.m {
-			delete(s.m, k)
+func (b *bounded[K, V]) get(k K) (V, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	v, ok := b.m[k]
+	return v, ok
+}
+
+func (b *bounded[K, V]) put(k K, v V) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.m[k]; !ok && len(b.m) >= b.max {
+		for old := range b.m {
+			delete(b.m, old)
 			break
 		}
 	}
-	s.m[v] = struct{}{}
+	b.m[k] = v
+}
+
+// heavyViewers is how many viewers with reactionRangeRows reactions or
+// more a store remembers (Store.heavy).
+const heavyViewers = 100_000
+
+// countedShares is how many summed outbox rows found gone a store
+// remembers (Store.gone).
+const countedShares = 100_000
+
+// sharesToRead are the summed rows of keys not known to be gone at t: a
+// summed row, once counted, is deleted and never written again (its event
+// id names one transaction's outbox batch), so a row read as gone at some
+// timestamp is gone at every later one. A read at an earlier timestamp
+// reads it.
+func (s *Store) sharesToRead(keys []RowKey, t time.Time) []RowKey {
+	var out []RowKey
+	for _, k := range keys {
+		if at, ok := s.gone.get(k); ok && !t.Before(at) {
+			continue
+		}
+		out = append(out, k)
+	}
+	return out
 }
 
 // pendingRangeRows is how many pending rows of each viewer a read takes as

@@ -6,12 +6,14 @@ import (
 	"maps"
 	"slices"
 	"testing"
+	"time"
 
 	"cloud.google.com/go/spanner"
 
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/shared/spannerdb"
 )
 
 // TestOwnManyPendingPastTheRange: a viewer with more pending rows than a
@@ -92,13 +94,81 @@ func TestOwnManyReactionsPastTheRange(t *testing.T) {
 			}
 			var heavy []string
 			for _, v := range []string{"alice", "bob"} {
-				if cs.heavy.has(v) {
+				if _, ok := cs.heavy.get(v); ok {
 					heavy = append(heavy, v)
 				}
 			}
 			if !slices.Equal(heavy, tc.heavy) {
 				t.Errorf("ranges of %d rows, read %d: read by key %v, want %v", tc.rangeRows, read, heavy, tc.heavy)
 			}
+		}
+	}
+}
+
+// TestOwnManyRemembersCountedShares: a summed outbox row a signed-in read
+// found gone (counted) is not read again by a later read; a row still
+// there is read, and counted as the viewer's pending change, every time.
+func TestOwnManyRemembersCountedShares(t *testing.T) {
+	ctx := context.Background()
+	db := emulatortest.Spanner(t, emulatortest.New(t))
+	cs := New(db, Options{})
+	gone := Share{EventID: SummedID("0000000000000001", 0), Key: "v", Values: counter.Values{Likes: 1}}
+	there := Share{EventID: SummedID("0000000000000002", 0), Key: "w", Values: counter.Values{Likes: 1}}
+	ms := []*spanner.Mutation{
+		Summed(there.EventID, there.Key, counter.Values{Likes: 3}),
+	}
+	for _, r := range []struct {
+		user  string
+		share Share
+	}{{"alice", gone}, {"bob", there}} {
+		ms = append(ms, spanner.Insert(tableReactions, []string{"UserId", "ContentId", "Reaction", "Version", "Generation", "UpdateTime", "PendingShares"},
+			[]any{r.user, r.share.Key, "like", int64(1), int64(1), spanner.CommitTimestamp, Entries([]Share{r.share})}))
+	}
+	if _, err := db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error { return tx.BufferWrite(ms) }); err != nil {
+		t.Fatal(err)
+	}
+	reads := func() int64 { return spannerdb.CurrentStats().ReadRPCs }
+	var calls []int64
+	for read := 1; read <= 2; read++ {
+		n := reads()
+		out, err := cs.OwnMany(ctx, []OwnQuery{{Viewer: "alice", IDs: []string{"v"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls = append(calls, reads()-n)
+		if p := out[0].Pending["v"]; !p.IsZero() {
+			t.Errorf("read %d: alice's counted share pending: %+v", read, p)
+		}
+		out, err = cs.OwnMany(ctx, []OwnQuery{{Viewer: "bob", IDs: []string{"w"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := out[0].Pending["w"]; p != (counter.Values{Likes: 1}) {
+			t.Errorf("read %d: bob's share pending %+v, want 1 like", read, p)
+		}
+	}
+	if calls[1] != calls[0]-1 {
+		t.Errorf("Spanner read calls of alice's reads: %v; want the second one fewer (her share's row not read again)", calls)
+	}
+}
+
+// sharesToRead skips a row known gone only at or after the timestamp it
+// was found gone at.
+func TestSharesToRead(t *testing.T) {
+	s := &Store{gone: newBounded[RowKey, time.Time](10)}
+	t1 := time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC)
+	k, other := RowKey{"a", "v"}, RowKey{"b", "v"}
+	s.gone.put(k, t1)
+	for _, tc := range []struct {
+		at   time.Time
+		want []RowKey
+	}{
+		{t1.Add(-time.Microsecond), []RowKey{k, other}},
+		{t1, []RowKey{other}},
+		{t1.Add(time.Second), []RowKey{other}},
+	} {
+		if got := s.sharesToRead([]RowKey{k, other}, tc.at); !slices.Equal(got, tc.want) {
+			t.Errorf("at %v: %v, want %v", tc.at, got, tc.want)
 		}
 	}
 }
