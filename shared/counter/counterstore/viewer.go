@@ -510,12 +510,12 @@ func (b *bounded[K, V]) put(k K, v V) {
 }
 
 // heavyViewers is how many viewers with reactionRangeRows reactions or
-// more a store remembers (Store.heavy).
-const heavyViewers = 100_000
-
-// countedShares is how many summed outbox rows found gone a store
-// remembers (Store.gone).
-const countedShares = 100_000
+// more a store remembers (Store.heavy), and countedShares how many summed
+// outbox rows found gone (Store.gone): about 10 MB together when full.
+const (
+	heavyViewers  = 50_000
+	countedShares = 50_000
+)
 
 // sharesToRead are the summed rows of keys not known to be gone at t: a
 // summed row, once counted, is deleted and never written again (its event
