@@ -92,6 +92,14 @@ func (db *DB) Serial() bool { return db.serial }
 // fn may run more than once (Spanner retries aborted transactions), so it must
 // not have effects outside the transaction. Errors are wrapped with ErrUnavailable
 // when Spanner is unavailable or the deadline passed.
+//
+// InTx returns by ctx's deadline even when the client does not: after a
+// failed transaction body the Spanner client rolls back under a context of
+// its own, without a deadline, so an unresponsive Spanner would hold the
+// caller until it answers. The transaction then ends on its own (and lets
+// the next one start, against the emulator) while the caller gets the
+// deadline's error, as for a commit whose outcome is unknown. A panic of
+// fn is raised again in the caller (lost if the caller has left by then).
 func (db *DB) InTx(ctx context.Context, fn func(context.Context, *spanner.ReadWriteTransaction) error) (time.Time, error) {
 	if db.serial {
 		select {
@@ -99,14 +107,43 @@ func (db *DB) InTx(ctx context.Context, fn func(context.Context, *spanner.ReadWr
 		case <-ctx.Done():
 			return time.Time{}, fmt.Errorf("spannerdb.InTx: waiting for the emulator: %w", errors.Join(ErrUnavailable, ctx.Err()))
 		}
-		defer func() { <-emulatorTx }()
 	}
-	ts, err := db.Client.ReadWriteTransaction(ctx, fn)
-	if err != nil {
-		return time.Time{}, Map(err)
+	type result struct {
+		ts       time.Time
+		err      error
+		panicked any // fn's panic, raised again in the caller
+	}
+	done := make(chan result, 1)
+	go func() {
+		if db.serial {
+			defer func() { <-emulatorTx }()
+		}
+		defer func() {
+			if p := recover(); p != nil {
+				done <- result{panicked: p}
+			}
+		}()
+		ts, err := db.Client.ReadWriteTransaction(ctx, fn)
+		done <- result{ts: ts, err: err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-ctx.Done():
+		select {
+		case r = <-done:
+		default:
+			return time.Time{}, fmt.Errorf("spannerdb.InTx: %w", errors.Join(ErrUnavailable, ctx.Err()))
+		}
+	}
+	if r.panicked != nil {
+		panic(r.panicked)
+	}
+	if r.err != nil {
+		return time.Time{}, Map(r.err)
 	}
 	commits.Add(1)
-	return ts, nil
+	return r.ts, nil
 }
 
 // Single is a strong single-use read-only transaction, counted as one read.
