@@ -431,7 +431,7 @@ func (d delivery) key() string { return d.sub + "|" + d.id }
 type fault func(d delivery) (code int, handled bool)
 
 // eventProxy passes pushes to the current events child, one answer per push
-// (503 while no child runs, so Pub/Sub redelivers), counts deliveries per
+// (held while no child runs, 503 past childWait, so Pub/Sub redelivers), counts deliveries per
 // message and lets a drill put a fault in between.
 type eventProxy struct {
 	st     *drillStack
@@ -501,13 +501,19 @@ func (p *eventProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(code)
 }
 
-// forward passes d to the event function and returns its answer: 503 while
-// no instance runs.
+// childWait is how long a push waits for an events child to serve it while
+// none runs (one crashed and the next is starting), as Cloud Run holds a
+// request while it starts an instance; past it, or when the push gives up
+// first, the answer is 503.
+const childWait = 30 * time.Second
+
+// forward passes d to the event function and returns its answer: 503 when
+// no instance runs within childWait.
 func (p *eventProxy) forward(ctx context.Context, d delivery) int {
 	var url string
 	if in := p.st.inproc; in != nil {
 		url = "http://" + in.addr + "/events/" + d.function
-	} else if c := p.st.child.Load(); c != nil {
+	} else if c := p.waitChild(ctx); c != nil {
 		url = "http://" + c.addr + "/events/" + d.function
 	} else {
 		return http.StatusServiceUnavailable
@@ -524,6 +530,25 @@ func (p *eventProxy) forward(ctx context.Context, d delivery) int {
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// waitChild returns the running events child, waiting up to childWait for
+// one to start; nil if none did or ctx ended first.
+func (p *eventProxy) waitChild(ctx context.Context) *eventsChild {
+	ctx, cancel := context.WithTimeout(ctx, childWait)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if c := p.st.child.Load(); c != nil {
+			return c
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
 }
 
 func parsePush(function string, h http.Header, body []byte) delivery {
