@@ -181,7 +181,7 @@ func httpFloor(n, concurrency int) (time.Duration, error) {
 	for i := range tokens {
 		tokens[i] = fmt.Sprintf("token-of-user-%d", i)
 	}
-	child, err := startLoadChild(loadJob{URL: srv.URL + "/v1/reactions/hot", Body: `{"reaction":"like"}`, Tokens: tokens, Concurrency: concurrency})
+	child, err := startLoadChild(hotLoad(srv.URL, tokens, concurrency))
 	if err != nil {
 		return 0, err
 	}

@@ -25,6 +25,12 @@ type loadJob struct {
 	Concurrency int      `json:"concurrency"`
 }
 
+// hotLoad is the hot-item load: one like of the item "hot" per token, sent
+// to the server at base by concurrency clients.
+func hotLoad(base string, tokens []string, concurrency int) loadJob {
+	return loadJob{URL: base + "/v1/reactions/hot", Body: `{"reaction":"like"}`, Tokens: tokens, Concurrency: concurrency}
+}
+
 // loadResult is what the child answers on stdout.
 type loadResult struct {
 	Elapsed  time.Duration `json:"elapsed"`

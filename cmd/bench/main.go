@@ -243,7 +243,7 @@ func hotItem(ctx context.Context, s *stack, srv *localstack.Server, o options, r
 		return err
 	}
 	time.Sleep(time.Second)
-	child, err := startLoadChild(loadJob{URL: srv.URL + "/v1/reactions/hot", Body: `{"reaction":"like"}`, Tokens: tokens, Concurrency: o.concurrency})
+	child, err := startLoadChild(hotLoad(srv.URL, tokens, o.concurrency))
 	if err != nil {
 		return err
 	}
