@@ -424,8 +424,9 @@ func keySet(ids []string) spanner.KeySet {
 // reactionRangeRows is how many reaction rows of each viewer a signed-in
 // read takes as one key range. Most viewers have reacted to fewer items
 // than that, and one range costs less than a lookup a requested id (on the
-// emulator, signed-in p99 28.6-32.1 ms against 39.3-70.6 ms with the
-// lookups, the counts benchmark's deployed setting alone); a viewer found
+// emulator, signed-in p99 36.3-52.7 ms in seven runs against 39.3-70.6 ms
+// in four with the lookups, the counts benchmark's deployed setting alone,
+// README "Counts reads"); a viewer found
 // to hold more is read by key from then on (Store.heavy).
 var reactionRangeRows = 100
 
