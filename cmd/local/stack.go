@@ -131,7 +131,7 @@ func realMain(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer sched.Stop()
+	defer sched.stop()
 
 	// The first Firestore call on a fresh emulator is slow: wait for every
 	// backend once, so that /healthz turning 200 means ready.
@@ -159,13 +159,23 @@ func envOr(name, def string) string {
 	return def
 }
 
-// startScheduler calls the scheduled functions on their Cloud Scheduler
-// schedules, in process. The jobs of every minute also run at once: in the
-// cloud their scheduler has been calling them all along, and a stack
-// started mid-minute would otherwise fold no staged views (nor anything
-// else of theirs) until the next minute.
-func startScheduler(top *topology.Topology, handlers map[string]http.Handler) (*cron.Cron, error) {
-	c := cron.New()
+// scheduler calls the scheduled functions on their Cloud Scheduler
+// schedules, in process.
+type scheduler struct {
+	cron *cron.Cron
+	// jobs is the context of the jobs' requests, which stopJobs ends.
+	jobs     context.Context
+	stopJobs context.CancelFunc
+	// atOnce are the runs started with the stack, outside cron.
+	atOnce sync.WaitGroup
+}
+
+// startScheduler starts the jobs' schedules. The jobs of every minute also
+// run at once: in the cloud their scheduler has been calling them all
+// along, and a stack started mid-minute would otherwise fold no staged
+// views (nor anything else of theirs) until the next minute.
+func startScheduler(top *topology.Topology, handlers map[string]http.Handler) (*scheduler, error) {
+	s := &scheduler{cron: cron.New()}
 	var now []func()
 	for _, job := range top.Scheduler {
 		h, ok := handlers[job.Function]
@@ -181,24 +191,35 @@ func startScheduler(top *topology.Topology, handlers map[string]http.Handler) (*
 		}
 		name := job.Name
 		run := func() {
-			req := httptest.NewRequest(http.MethodPost, route, strings.NewReader(string(body)))
+			req := httptest.NewRequestWithContext(s.jobs, http.MethodPost, route, strings.NewReader(string(body)))
 			req.Header.Set("Content-Type", "application/json")
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)
 			slog.Info("scheduled job ran", "job", name, "status", rec.Code)
 		}
-		if _, err := c.AddFunc(job.Schedule, run); err != nil {
+		if _, err := s.cron.AddFunc(job.Schedule, run); err != nil {
 			return nil, fmt.Errorf("scheduler job %s: %w", name, err)
 		}
 		if job.Schedule == "* * * * *" {
 			now = append(now, run)
 		}
 	}
-	c.Start()
+	s.jobs, s.stopJobs = context.WithCancel(httpx.JobEndsWithRequest(context.Background()))
+	s.cron.Start()
 	for _, run := range now {
-		go run()
+		s.atOnce.Go(run)
 	}
-	return c, nil
+	return s, nil
+}
+
+// stop starts no more jobs, ends the running ones (their requests, which
+// end their runs here: httpx.JobEndsWithRequest) and waits for them to
+// return: a job cut off by the clients closing under it would log its work
+// as failed.
+func (s *scheduler) stop() {
+	s.stopJobs()
+	<-s.cron.Stop().Done()
+	s.atOnce.Wait()
 }
 
 // readiness answers /healthz: 200 once every backend answers.

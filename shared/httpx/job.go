@@ -13,7 +13,8 @@ import (
 // no body; nil is the zero B — and decodes the JSON body over it, so that a
 // field left out keeps its default. run gets a context detached from the
 // request's, because a run outlives the public functions' request deadline
-// and the scheduler's attempt, that ends after timeout. Its report is
+// and the scheduler's attempt, that ends after timeout (unless the caller
+// marked the request with JobEndsWithRequest). Its report is
 // answered 200 as JSON with Cache-Control: no-store, its error as every
 // handler's error.
 func Job[B, R any](pattern string, timeout time.Duration, body func(bare bool) B, run func(ctx context.Context, b B) (R, error)) http.Handler {
@@ -29,7 +30,11 @@ func Job[B, R any](pattern string, timeout time.Duration, body func(bare bool) B
 				return err
 			}
 		}
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), timeout)
+		ctx := r.Context()
+		if ctx.Value(jobEndsWithRequest{}) == nil {
+			ctx = context.WithoutCancel(ctx)
+		}
+		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		rep, err := run(ctx, b)
 		if err != nil {
@@ -40,4 +45,13 @@ func Job[B, R any](pattern string, timeout time.Duration, body func(bare bool) B
 		return nil
 	})
 	return rt
+}
+
+type jobEndsWithRequest struct{}
+
+// JobEndsWithRequest marks a job's request context so that the run ends
+// when the request does: the local stack's scheduler calls jobs in process
+// and, stopping, ends their runs by ending their requests.
+func JobEndsWithRequest(ctx context.Context) context.Context {
+	return context.WithValue(ctx, jobEndsWithRequest{}, true)
 }

@@ -95,3 +95,19 @@ func TestJob(t *testing.T) {
 		t.Errorf("GET: status %d, want 405", rec.Code)
 	}
 }
+
+// A request marked JobEndsWithRequest (the local stack's scheduler) ends
+// the run when it ends.
+func TestJobEndsWithAMarkedRequest(t *testing.T) {
+	var runErr error
+	h := Job("POST /internal/job", time.Hour, nil, func(ctx context.Context, _ jobBody) (jobReport, error) {
+		runErr = ctx.Err()
+		return jobReport{}, nil
+	})
+	ctx, cancel := context.WithCancel(JobEndsWithRequest(context.Background()))
+	cancel()
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequestWithContext(ctx, "POST", "/internal/job", nil))
+	if runErr != context.Canceled {
+		t.Errorf("run context: %v, want it canceled with its request", runErr)
+	}
+}
