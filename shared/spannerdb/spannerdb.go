@@ -101,12 +101,9 @@ func (db *DB) Serial() bool { return db.serial }
 // deadline's error, as for a commit whose outcome is unknown. A panic of
 // fn is raised again in the caller (lost if the caller has left by then).
 func (db *DB) InTx(ctx context.Context, fn func(context.Context, *spanner.ReadWriteTransaction) error) (time.Time, error) {
-	if db.serial {
-		select {
-		case emulatorTx <- struct{}{}:
-		case <-ctx.Done():
-			return time.Time{}, fmt.Errorf("spannerdb.InTx: waiting for the emulator: %w", errors.Join(ErrUnavailable, ctx.Err()))
-		}
+	release, err := db.serialise(ctx, "InTx")
+	if err != nil {
+		return time.Time{}, err
 	}
 	type result struct {
 		ts       time.Time
@@ -115,9 +112,7 @@ func (db *DB) InTx(ctx context.Context, fn func(context.Context, *spanner.ReadWr
 	}
 	done := make(chan result, 1)
 	go func() {
-		if db.serial {
-			defer func() { <-emulatorTx }()
-		}
+		defer release()
 		defer func() {
 			if p := recover(); p != nil {
 				done <- result{panicked: p}
@@ -176,18 +171,30 @@ func (db *DB) At(ts time.Time) *spanner.ReadOnlyTransaction {
 // with the read-write transactions, which the emulator does not run beside a
 // multi-use read-only one; fn must not start a read-write transaction.
 func (db *DB) InSnapshot(ctx context.Context, fn func(context.Context, *spanner.ReadOnlyTransaction) error) error {
-	if db.serial {
-		select {
-		case emulatorTx <- struct{}{}:
-		case <-ctx.Done():
-			return fmt.Errorf("spannerdb.InSnapshot: waiting for the emulator: %w", errors.Join(ErrUnavailable, ctx.Err()))
-		}
-		defer func() { <-emulatorTx }()
+	release, err := db.serialise(ctx, "InSnapshot")
+	if err != nil {
+		return err
 	}
+	defer release()
 	reads.Add(1)
 	tx := db.Client.ReadOnlyTransaction()
 	defer tx.Close()
 	return Map(fn(ctx, tx))
+}
+
+// serialise waits for the emulator's one transaction at a time (against
+// the emulator only) and returns what ends the caller's turn; op names the
+// caller in the error of a wait cut short by ctx.
+func (db *DB) serialise(ctx context.Context, op string) (release func(), err error) {
+	if !db.serial {
+		return func() {}, nil
+	}
+	select {
+	case emulatorTx <- struct{}{}:
+		return func() { <-emulatorTx }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("spannerdb.%s: waiting for the emulator: %w", op, errors.Join(ErrUnavailable, ctx.Err()))
+	}
 }
 
 // Map wraps transient errors (errs.Transient) with ErrUnavailable; other errors are
