@@ -36,6 +36,8 @@ func TestDecodeRejects(t *testing.T) {
 		"not base64":           {"list\x00a", "!!!.???"},
 		"payload of another":   {"list\x00a", strings.Split(s.Encode("list\x00a", "other"), ".")[0] + "." + mac},
 		"mac of another scope": {"list\x00a", payload + "." + strings.Split(s.Encode("list\x00b", "cursor"), ".")[1]},
+		"CR in the mac":        {"list\x00a", payload + "." + mac[:3] + "\r" + mac[3:]},
+		"LF in the payload":    {"list\x00a", payload[:2] + "\n" + payload[2:] + "." + mac},
 	} {
 		if got, err := s.Decode(tc.scope, tc.token); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: Decode = %q, %v; want ErrInvalid", name, got, err)
