@@ -122,8 +122,8 @@ func (h *handler) post(ctx context.Context, b body) (Report, error) {
 	started := time.Now()
 	rep, err := h.run(ctx, b.Users, started.Add(h.Budget))
 	if err != nil {
-		slog.ErrorContext(ctx, "expire-history: run stopped; the next one resumes at its last page",
-			"users", rep.Users, "entries", rep.Entries, "error", err.Error())
+		httpx.LogJobFailure(ctx, "expire-history: run stopped; the next one resumes at its last page", err,
+			"users", rep.Users, "entries", rep.Entries)
 		return Report{}, err
 	}
 	slog.InfoContext(ctx, "expire-history: done", "users", rep.Users, "entries", rep.Entries,

@@ -19,7 +19,6 @@ package rollupfn
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -187,7 +186,7 @@ func (h *handler) run(ctx context.Context, b body) (Report, error) {
 		}
 		if err != nil {
 			rep.Errors++
-			failed(ctx, "rollup: outbox relay failed; the next minute retries", err)
+			httpx.LogJobFailure(ctx, "rollup: outbox relay failed; the next minute retries", err)
 		} else if len(evs) > 0 {
 			rep.Relayed = len(evs)
 			slog.WarnContext(ctx, "rollup: republished outbox events whose message was lost", "events", len(evs))
@@ -227,7 +226,7 @@ func (h *handler) run(ctx context.Context, b body) (Report, error) {
 				lag := max(time.Since(lastListed), st.Lag())
 				maxLag = max(maxLag, lag)
 				h.Metrics.RollupLag(ctx, lag)
-				failed(ctx, "rollup: fold failed; the next tick retries", err)
+				httpx.LogJobFailure(ctx, "rollup: fold failed; the next tick retries", err)
 				return
 			}
 			h.Metrics.RollupLag(ctx, st.Lag())
@@ -273,24 +272,12 @@ func (h *handler) foldViews(ctx context.Context, until time.Time, lo, hi int) (r
 		rep.ViewsApplied += st.Applied
 		if err != nil {
 			rep.Errors++
-			failed(ctx, "rollup: views fold failed; the next fold retries (batches it counted are refused then)", err)
+			httpx.LogJobFailure(ctx, "rollup: views fold failed; the next fold retries (batches it counted are refused then)", err)
 		} else if st.Undecodable > 0 {
 			slog.ErrorContext(ctx, "rollup: staged views that cannot be decoded are left in place", "batches", st.Undecodable)
 		}
 	})
 	return rep
-}
-
-// failed logs a step's failure at ERROR, or at INFO when the run's caller
-// has gone (its context canceled, as when the local stack stops): the step
-// then failed because the run was stopped, and the next run does it. A run
-// past its deadline is an error.
-func failed(ctx context.Context, msg string, err error) {
-	if errors.Is(ctx.Err(), context.Canceled) {
-		slog.InfoContext(ctx, msg+" (the run was stopped)", "error", err.Error())
-		return
-	}
-	slog.ErrorContext(ctx, msg, "error", err.Error())
 }
 
 // every runs f every interval until until (at least once).

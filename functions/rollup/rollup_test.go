@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -215,35 +214,5 @@ func TestHeldPartitionFoldsViews(t *testing.T) {
 	}
 	if rep.ViewFolds < 2 || len(folds) != rep.ViewFolds || folds[0].Lo != 0 || folds[0].Hi != counterstore.Parts/2 {
 		t.Fatalf("held partition: %d views folds, %+v", rep.ViewFolds, folds)
-	}
-}
-
-// A step that fails because the run's caller hung up (the local stack
-// stopping) is logged at INFO; a failure of a live run, or of one past its
-// deadline, at ERROR.
-func TestStepFailureLevel(t *testing.T) {
-	var logs strings.Builder
-	prev := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
-	t.Cleanup(func() { slog.SetDefault(prev) })
-
-	canceled, cancel := context.WithCancel(context.Background())
-	cancel()
-	late, cancelLate := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
-	defer cancelLate()
-	for _, c := range []struct {
-		name  string
-		ctx   context.Context
-		level string
-	}{
-		{"live", context.Background(), "level=ERROR"},
-		{"canceled", canceled, "level=INFO"},
-		{"past its deadline", late, "level=ERROR"},
-	} {
-		logs.Reset()
-		failed(c.ctx, "rollup: step failed", errors.New("spanner down"))
-		if !strings.Contains(logs.String(), c.level) {
-			t.Errorf("%s run: logged %q, want %s", c.name, logs.String(), c.level)
-		}
 	}
 }

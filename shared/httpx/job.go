@@ -2,6 +2,8 @@ package httpx
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"net/http"
 	"time"
 )
@@ -54,4 +56,18 @@ type jobEndsWithRequest struct{}
 // and, stopping, ends their runs by ending their requests.
 func JobEndsWithRequest(ctx context.Context) context.Context {
 	return context.WithValue(ctx, jobEndsWithRequest{}, true)
+}
+
+// LogJobFailure logs a failure of a job's run, or of one of its steps, at
+// ERROR — or at INFO when the run was canceled (a request marked
+// JobEndsWithRequest that ended, as when the local stack stops): it then
+// failed because it was stopped, and the next run does its work. A run past
+// its deadline is an error. args are slog's key-value pairs.
+func LogJobFailure(ctx context.Context, msg string, err error, args ...any) {
+	args = append(args, "error", err.Error())
+	if errors.Is(ctx.Err(), context.Canceled) {
+		slog.InfoContext(ctx, msg+" (the run was stopped)", args...)
+		return
+	}
+	slog.ErrorContext(ctx, msg, args...)
 }

@@ -3,6 +3,8 @@ package httpx
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -109,5 +111,35 @@ func TestJobEndsWithAMarkedRequest(t *testing.T) {
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequestWithContext(ctx, "POST", "/internal/job", nil))
 	if runErr != context.Canceled {
 		t.Errorf("run context: %v, want it canceled with its request", runErr)
+	}
+}
+
+// A failure of a run canceled with its request (the local stack stopping)
+// is logged at INFO; that of a live run, or of one past its deadline, at
+// ERROR.
+func TestLogJobFailureLevel(t *testing.T) {
+	var logs strings.Builder
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	late, cancelLate := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancelLate()
+	for _, c := range []struct {
+		name  string
+		ctx   context.Context
+		level string
+	}{
+		{"live", context.Background(), "level=ERROR"},
+		{"canceled", canceled, "level=INFO"},
+		{"past its deadline", late, "level=ERROR"},
+	} {
+		logs.Reset()
+		LogJobFailure(c.ctx, "job: step failed", errors.New("spanner down"), "n", 1)
+		if got := logs.String(); !strings.Contains(got, c.level) || !strings.Contains(got, "n=1") {
+			t.Errorf("%s run: logged %q, want %s with its arguments", c.name, got, c.level)
+		}
 	}
 }
