@@ -163,7 +163,8 @@ func envOr(name, def string) string {
 // schedules, in process.
 type scheduler struct {
 	cron *cron.Cron
-	// jobs is the context of the jobs' requests, which stopJobs ends.
+	// jobs is the context of the jobs' requests and stops their runs
+	// (httpx.JobStopsWith) when stopJobs ends it.
 	jobs     context.Context
 	stopJobs context.CancelFunc
 	// atOnce are the runs started with the stack, outside cron.
@@ -191,7 +192,7 @@ func startScheduler(top *topology.Topology, handlers map[string]http.Handler) (*
 		}
 		name := job.Name
 		run := func() {
-			req := httptest.NewRequestWithContext(s.jobs, http.MethodPost, route, strings.NewReader(string(body)))
+			req := httptest.NewRequestWithContext(httpx.JobStopsWith(s.jobs, s.jobs), http.MethodPost, route, strings.NewReader(string(body)))
 			req.Header.Set("Content-Type", "application/json")
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)
@@ -204,7 +205,7 @@ func startScheduler(top *topology.Topology, handlers map[string]http.Handler) (*
 			now = append(now, run)
 		}
 	}
-	s.jobs, s.stopJobs = context.WithCancel(httpx.JobEndsWithRequest(context.Background()))
+	s.jobs, s.stopJobs = context.WithCancel(context.Background())
 	s.cron.Start()
 	for _, run := range now {
 		s.atOnce.Go(run)
@@ -212,10 +213,9 @@ func startScheduler(top *topology.Topology, handlers map[string]http.Handler) (*
 	return s, nil
 }
 
-// stop starts no more jobs, ends the running ones (their requests, which
-// end their runs here: httpx.JobEndsWithRequest) and waits for them to
-// return: a job cut off by the clients closing under it would log its work
-// as failed.
+// stop starts no more jobs, ends the running ones (httpx.JobStopsWith) and
+// waits for them to return: a job cut off by the clients closing under it
+// would log its work as failed.
 func (s *scheduler) stop() {
 	s.stopJobs()
 	<-s.cron.Stop().Done()

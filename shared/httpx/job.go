@@ -15,10 +15,10 @@ import (
 // no body; nil is the zero B — and decodes the JSON body over it, so that a
 // field left out keeps its default. run gets a context detached from the
 // request's, because a run outlives the public functions' request deadline
-// and the scheduler's attempt, that ends after timeout (unless the caller
-// marked the request with JobEndsWithRequest). Its report is
-// answered 200 as JSON with Cache-Control: no-store, its error as every
-// handler's error.
+// and the scheduler's attempt; it ends after timeout, or earlier when the
+// caller marked the request with JobStopsWith and that stop ends. Its
+// report is answered 200 as JSON with Cache-Control: no-store, its error as
+// every handler's error.
 func Job[B, R any](pattern string, timeout time.Duration, body func(bare bool) B, run func(ctx context.Context, b B) (R, error)) http.Handler {
 	rt := NewRouter()
 	rt.Handle(pattern, func(w http.ResponseWriter, r *http.Request) error {
@@ -32,12 +32,11 @@ func Job[B, R any](pattern string, timeout time.Duration, body func(bare bool) B
 				return err
 			}
 		}
-		ctx := r.Context()
-		if ctx.Value(jobEndsWithRequest{}) == nil {
-			ctx = context.WithoutCancel(ctx)
-		}
-		ctx, cancel := context.WithTimeout(ctx, timeout)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), timeout)
 		defer cancel()
+		if stop, ok := r.Context().Value(jobStop{}).(context.Context); ok {
+			defer context.AfterFunc(stop, cancel)()
+		}
 		rep, err := run(ctx, b)
 		if err != nil {
 			return err
@@ -49,20 +48,21 @@ func Job[B, R any](pattern string, timeout time.Duration, body func(bare bool) B
 	return rt
 }
 
-type jobEndsWithRequest struct{}
+type jobStop struct{}
 
-// JobEndsWithRequest marks a job's request context so that the run ends
-// when the request does: the local stack's scheduler calls jobs in process
-// and, stopping, ends their runs by ending their requests.
-func JobEndsWithRequest(ctx context.Context) context.Context {
-	return context.WithValue(ctx, jobEndsWithRequest{}, true)
+// JobStopsWith marks a job's request context so that its run, which lasts
+// its own deadline as in the cloud, also ends when stop does: the local
+// stack's scheduler calls jobs in process and, stopping, ends their runs.
+// The request's own deadline (REQUEST_TIMEOUT) still does not end the run.
+func JobStopsWith(ctx, stop context.Context) context.Context {
+	return context.WithValue(ctx, jobStop{}, stop)
 }
 
 // LogJobFailure logs a failure of a job's run, or of one of its steps, at
-// ERROR — or at INFO when the run was canceled (a request marked
-// JobEndsWithRequest that ended, as when the local stack stops): it then
-// failed because it was stopped, and the next run does its work. A run past
-// its deadline is an error. args are slog's key-value pairs.
+// ERROR — or at INFO when the run was canceled (its JobStopsWith stop
+// ended, as when the local stack stops): it then failed because it was
+// stopped, and the next run does its work. A run past its deadline is an
+// error. args are slog's key-value pairs.
 func LogJobFailure(ctx context.Context, msg string, err error, args ...any) {
 	args = append(args, "error", err.Error())
 	if errors.Is(ctx.Err(), context.Canceled) {

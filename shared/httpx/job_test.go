@@ -98,19 +98,52 @@ func TestJob(t *testing.T) {
 	}
 }
 
-// A request marked JobEndsWithRequest (the local stack's scheduler) ends
-// the run when it ends.
-func TestJobEndsWithAMarkedRequest(t *testing.T) {
-	var runErr error
-	h := Job("POST /internal/job", time.Hour, nil, func(ctx context.Context, _ jobBody) (jobReport, error) {
-		runErr = ctx.Err()
+// A run marked JobStopsWith (the local stack's scheduler) outlives its
+// request's deadline, as in the cloud, and ends promptly when its stop does.
+func TestJobOutlivesItsRequestAndEndsWithItsStop(t *testing.T) {
+	var reqCtx context.Context
+	outlived := make(chan error, 1)
+	ended := make(chan error, 1)
+	job := Job("POST /internal/job", time.Hour, nil, func(ctx context.Context, _ jobBody) (jobReport, error) {
+		<-reqCtx.Done()
+		outlived <- ctx.Err()
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Minute):
+		}
+		ended <- ctx.Err()
 		return jobReport{}, nil
 	})
-	ctx, cancel := context.WithCancel(JobEndsWithRequest(context.Background()))
-	cancel()
-	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequestWithContext(ctx, "POST", "/internal/job", nil))
-	if runErr != context.Canceled {
-		t.Errorf("run context: %v, want it canceled with its request", runErr)
+	// The request deadline of every HTTP function, and a look at the
+	// request's context under it.
+	h := Chain(job, Timeout(20*time.Millisecond), func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			reqCtx = r.Context()
+			next.ServeHTTP(w, r)
+		})
+	})
+	stop, stopJobs := context.WithCancel(context.Background())
+	defer stopJobs()
+	served := make(chan int)
+	go func() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequestWithContext(JobStopsWith(stop, stop), "POST", "/internal/job", nil))
+		served <- rec.Code
+	}()
+	if err := <-outlived; err != nil {
+		t.Fatalf("run context ended with its request's deadline: %v", err)
+	}
+	stopJobs()
+	select {
+	case err := <-ended:
+		if err != context.Canceled {
+			t.Errorf("run context after its stop: %v, want canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run did not end when its stop did")
+	}
+	if code := <-served; code != http.StatusOK {
+		t.Errorf("status %d, want 200", code)
 	}
 }
 
