@@ -77,9 +77,13 @@ type OwnQuery struct {
 	IDs    []string
 	Cached []string
 	Since  time.Time
+	// At, when set, is the timestamp to read at instead of strongly: one
+	// that holds every write the viewer is to see (a session token's), and
+	// not before Since.
+	At time.Time
 }
 
-// Own is the viewer's part of a counts read, read strongly at ReadTime.
+// Own is the viewer's part of a counts read, read at ReadTime.
 type Own struct {
 	// Fresh holds the counted values, at ReadTime, of every id whose held
 	// public value cannot be used: not held, or its counter was counted
@@ -95,8 +99,8 @@ type Own struct {
 	viewersHeld map[string]bool
 }
 
-// Own reads the viewer's reactions and pending changes on q.IDs, strongly,
-// and the counted values of the ids whose held public value the caller
+// Own reads the viewer's reactions and pending changes on q.IDs, strongly
+// or at q.At, and the counted values of the ids whose held public value the caller
 // cannot use (see Own.Fresh); Merge combines them with the held public
 // values into counts exact for the viewer at ReadTime. It is OwnMany of one
 // query.
@@ -115,7 +119,10 @@ func (s *Store) Own(ctx context.Context, q OwnQuery) (Own, error) {
 // at ReadTime, side by side, the viewers' pending changes, the ids' live
 // shards' values, their snapshot rows' values and FoldTime, the
 // unique-viewers sketches of the ids not held (snapshots' and shards'), and
-// the summed outbox rows the viewers' shares name. A held id read again
+// the summed outbox rows the viewers' shares name. When every query names
+// its timestamp (OwnQuery.At), there is no strong read: ReadTime is the
+// newest named, and every read runs at once, the summed outbox rows right
+// after the reactions that name them. A held id read again
 // keeps the held unique-viewers estimate (a sketch is kilobytes a row, and a
 // hot video has up to 64 shard rows; the estimate is public and as stale as
 // the rest). The strong read starts after every query was asked, so each
@@ -170,6 +177,10 @@ type ownPlan struct {
 
 func (s *Store) plan(q OwnQuery) ownPlan {
 	p := ownPlan{OwnQuery: q, cached: []string{}, uncached: []string{}, since: q.Since}
+	if !p.At.IsZero() && p.At.Before(p.Since) {
+		// The held values are exact only for a read at Since or later.
+		p.At = p.Since
+	}
 	held := map[string]bool{}
 	if s.mode != Naive {
 		for _, id := range q.Cached {
@@ -234,7 +245,7 @@ func (s *Store) ownByKeys(ctx context.Context, plans []ownPlan) ([]Own, error) {
 		return out, nil
 	}
 
-	// The viewers' reactions, strongly: one key range a viewer, up to
+	// The viewers' reactions: one key range a viewer, up to
 	// reactionRangeRows rows each; the rows of the requested ids of the
 	// viewers known to have more (s.heavy).
 	var light []string
@@ -252,58 +263,46 @@ func (s *Store) ownByKeys(ctx context.Context, plans []ownPlan) ([]Own, error) {
 			heavyKeys = append(heavyKeys, k)
 		}
 	}
-	limit := 0
-	if len(light) > 0 {
-		limit = reactionRangeRows*len(light) + len(heavyKeys)
-	}
-	rx := s.db.Single()
-	rs := ownReactions{}
-	perViewer, n, err := rs.read(ctx, rx, spanner.KeySets(prefixSet(light), spanner.KeySetFromKeys(heavyKeys...)), limit, seenOwn)
-	if err != nil {
-		return nil, err
-	}
-	readTime, err := rx.Timestamp()
-	if err != nil {
-		return nil, fmt.Errorf("read timestamp: %w", err)
-	}
-	if limit > 0 && n == limit {
-		// Cut short: some viewer holds at least reactionRangeRows rows
-		// (the rows of the heavy viewers' keys are at most len(heavyKeys)).
-		// Those viewers are remembered, and this read's rows are read
-		// again by key, at readTime.
-		for v, c := range perViewer {
-			if c >= reactionRangeRows {
-				s.heavy.put(v, struct{}{})
-			}
+	rk := reactionKeys{light: light, heavy: heavyKeys, own: own, requested: seenOwn}
+
+	// The timestamp: strongly (the reactions read fixes it, and the other
+	// reads follow) unless every query names one, then the newest named,
+	// and every read at once.
+	var readTime time.Time
+	strong := false
+	for _, p := range plans {
+		strong = strong || p.At.IsZero()
+		if p.At.After(readTime) {
+			readTime = p.At
 		}
-		rs = ownReactions{}
-		if _, _, err := rs.read(ctx, s.db.At(readTime), spanner.KeySetFromKeys(own...), 0, seenOwn); err != nil {
+	}
+	var rs ownReactions
+	var summed map[RowKey]counter.Values
+	g, gctx := errgroup.WithContext(ctx)
+	if strong {
+		var err error
+		if rs, readTime, err = s.viewerReactions(ctx, s.db.Single(), rk); err != nil {
 			return nil, err
 		}
+		g.Go(func() (err error) {
+			summed, err = s.summedShares(gctx, rs.shareRows, readTime)
+			return err
+		})
+	} else {
+		g.Go(func() (err error) {
+			if rs, _, err = s.viewerReactions(gctx, s.db.At(readTime), rk); err != nil {
+				return err
+			}
+			summed, err = s.summedShares(gctx, rs.shareRows, readTime)
+			return err
+		})
 	}
-	reactions, shares, shareRows := rs.reactions, rs.shares, rs.shareRows
 
 	// At readTime, side by side. Each goroutine fills its own maps.
 	pending := map[ownKey]counter.Values{}
 	shards, shardViewers := map[string]counter.Values{}, sketches{}
 	snaps, foldTimes := map[string]counter.Values{}, map[string]spanner.NullTime{}
 	snapViewers := sketches{}
-	var summed map[RowKey]counter.Values
-	g, gctx := errgroup.WithContext(ctx)
-	if toRead := s.sharesToRead(shareRows, readTime); len(toRead) > 0 {
-		g.Go(func() error {
-			var err error
-			if summed, err = ReadRows(gctx, s.db.At(readTime), toRead); err != nil {
-				return err
-			}
-			for _, k := range toRead {
-				if _, ok := summed[k]; !ok {
-					s.gone.put(k, readTime)
-				}
-			}
-			return nil
-		})
-	}
 	g.Go(func() error {
 		// Every pending row of each viewer, one key range a viewer: a
 		// viewer's rows not yet counted are few (the consumer deletes
@@ -365,6 +364,7 @@ func (s *Store) ownByKeys(ctx context.Context, plans []ownPlan) ([]Own, error) {
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	reactions, shares := rs.reactions, rs.shares
 	// The ids not held, whole at readTime: the same for every query.
 	fresh := map[string]counter.Values{}
 	for _, id := range uncached {
@@ -408,6 +408,70 @@ func (s *Store) ownByKeys(ctx context.Context, plans []ownPlan) ([]Own, error) {
 		}
 	}
 	return out, nil
+}
+
+// reactionKeys are the reaction rows a read of viewers' own rows takes:
+// one key range of each light viewer (up to reactionRangeRows rows each),
+// the heavy viewers' requested keys, and all requested keys (own) when the
+// ranges were cut short.
+type reactionKeys struct {
+	light     []string
+	heavy     []spanner.Key
+	own       []spanner.Key
+	requested map[ownKey]bool
+}
+
+// viewerReactions reads the viewers' reaction rows of the requested keys
+// through tx and returns them with tx's read timestamp.
+func (s *Store) viewerReactions(ctx context.Context, tx *spanner.ReadOnlyTransaction, k reactionKeys) (ownReactions, time.Time, error) {
+	limit := 0
+	if len(k.light) > 0 {
+		limit = reactionRangeRows*len(k.light) + len(k.heavy)
+	}
+	rs := ownReactions{}
+	perViewer, n, err := rs.read(ctx, tx, spanner.KeySets(prefixSet(k.light), spanner.KeySetFromKeys(k.heavy...)), limit, k.requested)
+	if err != nil {
+		return ownReactions{}, time.Time{}, err
+	}
+	readTime, err := tx.Timestamp()
+	if err != nil {
+		return ownReactions{}, time.Time{}, fmt.Errorf("read timestamp: %w", err)
+	}
+	if limit > 0 && n == limit {
+		// Cut short: some viewer holds at least reactionRangeRows rows
+		// (the rows of the heavy viewers' keys are at most len(k.heavy)).
+		// Those viewers are remembered, and this read's rows are read
+		// again by key, at readTime.
+		for v, c := range perViewer {
+			if c >= reactionRangeRows {
+				s.heavy.put(v, struct{}{})
+			}
+		}
+		rs = ownReactions{}
+		if _, _, err := rs.read(ctx, s.db.At(readTime), spanner.KeySetFromKeys(k.own...), 0, k.requested); err != nil {
+			return ownReactions{}, time.Time{}, err
+		}
+	}
+	return rs, readTime, nil
+}
+
+// summedShares reads, at readTime, the summed outbox rows of keys not known
+// to be gone (sharesToRead), and remembers the ones found gone.
+func (s *Store) summedShares(ctx context.Context, keys []RowKey, readTime time.Time) (map[RowKey]counter.Values, error) {
+	toRead := s.sharesToRead(keys, readTime)
+	if len(toRead) == 0 {
+		return nil, nil
+	}
+	summed, err := ReadRows(ctx, s.db.At(readTime), toRead)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range toRead {
+		if _, ok := summed[k]; !ok {
+			s.gone.put(k, readTime)
+		}
+	}
+	return summed, nil
 }
 
 // keySet is the set of ids' primary keys in a table keyed by CounterKey.
@@ -603,6 +667,9 @@ UNION ALL SELECT ContentId, %[4]d, 0, 0, 0, 0, 0, Reaction, Version, CAST(NULL A
 		countedSQL(srcCounted, "(SELECT CounterKey FROM Fresh)"), srcFresh, srcPending, srcViewer, cols, sharesSQL(srcPending))
 	params := map[string]any{"ids": q.IDs, "cached": cached, "uncached": uncached, "since": since, "viewer": q.Viewer}
 	tx := s.db.Single()
+	if !q.At.IsZero() {
+		tx = s.db.At(q.At)
+	}
 	viewers := sketches{}
 	err := tx.Query(ctx, spanner.Statement{SQL: sql, Params: params}).Do(func(r *spanner.Row) error {
 		var key string
