@@ -26,6 +26,7 @@ import (
 	"github.com/videngage/engagement/shared/comment/commentstore"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/session"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 
@@ -204,6 +205,7 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
 		replies = counts.Values[res.Comment.ID].Replies
 	}
 	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set(session.Header, session.Encode(res.CommitTime))
 	httpx.WriteJSON(w, http.StatusCreated, bodyOf(res.Comment, replies))
 	return nil
 }
@@ -315,7 +317,7 @@ func (h *handler) delete(w http.ResponseWriter, r *http.Request) error {
 	if err := httpx.ValidateID("commentId", id); err != nil {
 		return err
 	}
-	_, err = h.Writer.Delete(r.Context(), commentstore.Actor{UserID: user.ID, Moderator: user.Moderator}, id)
+	res, err := h.Writer.Delete(r.Context(), commentstore.Actor{UserID: user.ID, Moderator: user.Moderator}, id)
 	switch {
 	case errors.Is(err, commentstore.ErrNotFound):
 		return httpx.NotFound("no comment %s", id)
@@ -324,6 +326,7 @@ func (h *handler) delete(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
+	w.Header().Set(session.Header, session.Encode(res.CommitTime))
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -357,6 +360,7 @@ func (h *handler) spam(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set(session.Header, session.Encode(res.CommitTime))
 	httpx.WriteJSON(w, http.StatusOK, map[string]int{"updated": res.Updated})
 	return nil
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/session"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 
@@ -161,8 +162,9 @@ func (h *handler) public(w http.ResponseWriter, r *http.Request) error {
 
 // mine answers GET /v1/me/counts: the held public counts where the
 // caller's view is the same, the rest and the caller's own rows read
-// strongly (counterstore.Store.Own); the ids it did not hold it holds from
-// then on.
+// (counterstore.Store.Own) strongly, or with a session token at its
+// timestamp or later (readTime); the ids it did not hold it holds from then
+// on.
 func (h *handler) mine(w http.ResponseWriter, r *http.Request) error {
 	user, err := h.Verifier.FromRequest(r)
 	if err != nil {
@@ -172,12 +174,20 @@ func (h *handler) mine(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	token, err := sessionToken(r)
+	if err != nil {
+		return err
+	}
 	held, since, missing := h.cache.peek(ids)
 	cached := make([]string, 0, len(held))
 	for id := range held {
 		cached = append(cached, id)
 	}
-	own, err := h.readOwn(r.Context(), counterstore.OwnQuery{Viewer: user.ID, IDs: ids, Cached: cached, Since: since})
+	q := counterstore.OwnQuery{Viewer: user.ID, IDs: ids, Cached: cached, Since: since}
+	if !token.IsZero() {
+		q.At = h.readTime(token, since)
+	}
+	own, err := h.readOwn(r.Context(), q)
 	if err != nil {
 		return err
 	}
@@ -195,10 +205,49 @@ func (h *handler) mine(w http.ResponseWriter, r *http.Request) error {
 	return h.write(w, r, "private, no-store", body)
 }
 
+// maxTokenLead is how far past the instance's clock a session token may
+// be: the clock skew between the instance and Spanner's commit timestamps
+// (on the emulator, its clock's lead). A read at a later timestamp would
+// wait for it.
+const maxTokenLead = time.Second
+
+// sessionToken is the commit timestamp of the request's Session-Token
+// (zero when it sends none).
+func sessionToken(r *http.Request) (time.Time, error) {
+	v := r.Header.Get(session.Header)
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := session.Parse(v)
+	if err != nil {
+		return time.Time{}, httpx.InvalidArgument("%s is not a token this service issued: send the %s of a write's answer, or none", session.Header, session.Header)
+	}
+	if time.Until(t) > maxTokenLead {
+		return time.Time{}, httpx.InvalidArgument("%s is from the future: send the %s of a write's answer, or none", session.Header, session.Header)
+	}
+	return t, nil
+}
+
+// readTime is the timestamp a signed-in read with a session token reads
+// at: the newest of the token's, that of the public values the instance
+// holds (since), and the oldest a public read may be (MaxStaleness ago),
+// so that an old token reads no staler than an anonymous caller does and
+// never older than Spanner keeps versions.
+func (h *handler) readTime(token, since time.Time) time.Time {
+	t := time.Now().Add(-h.MaxStaleness)
+	for _, c := range []time.Time{token, since} {
+		if c.After(t) {
+			t = c
+		}
+	}
+	return t
+}
+
 // readOwn reads the caller's part of a signed-in read: together with the
-// other signed-in requests waiting for a read when batched (the strong read
-// starts after the request arrived, so it sees every write acknowledged
-// before it), else alone.
+// other signed-in requests waiting for a read when batched (at the newest
+// timestamp the batch's queries name when they all name one, else strongly:
+// the strong read starts after the request arrived, so it sees every write
+// acknowledged before it), else alone.
 func (h *handler) readOwn(ctx context.Context, q counterstore.OwnQuery) (counterstore.Own, error) {
 	if h.own != nil {
 		return h.own.Do(ctx, q)

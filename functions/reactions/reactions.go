@@ -26,6 +26,7 @@ import (
 	"github.com/videngage/engagement/shared/ratelimit"
 	"github.com/videngage/engagement/shared/reaction"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
+	"github.com/videngage/engagement/shared/session"
 	"github.com/videngage/engagement/shared/spannerdb"
 	"github.com/videngage/engagement/shared/telemetry"
 )
@@ -170,6 +171,7 @@ func (h *handler) put(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.Header().Set("ETag", etag(res.State.Version))
 	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set(session.Header, session.Encode(res.CommitTime))
 	writeReaction(w, ReactionBody{
 		ContentID: id, Reaction: string(res.State.Current()), Version: res.State.Version, UpdateTime: res.UpdateTime.UTC(),
 	})

@@ -253,12 +253,12 @@ func TestCORS(t *testing.T) {
 				t.Errorf("Allow-Origin = %q, want %q", got, tt.wantAllowed)
 			}
 			if tt.wantAllowed != "" {
-				if got := rec.Header().Get("Access-Control-Expose-Headers"); got != "ETag, Retry-After" {
+				if got := rec.Header().Get("Access-Control-Expose-Headers"); got != "ETag, Retry-After, Session-Token" {
 					t.Errorf("Expose-Headers = %q", got)
 				}
 			}
 			if tt.preflight && tt.wantCode == 204 {
-				if got := rec.Header().Get("Access-Control-Allow-Headers"); got != "Authorization, If-Match, Idempotency-Key, Content-Type" {
+				if got := rec.Header().Get("Access-Control-Allow-Headers"); got != "Authorization, If-Match, Idempotency-Key, Content-Type, Session-Token" {
 					t.Errorf("Allow-Headers = %q", got)
 				}
 			}

@@ -66,8 +66,8 @@ func Timeout(d time.Duration) Middleware {
 }
 
 var (
-	corsAllowHeaders  = "Authorization, If-Match, Idempotency-Key, Content-Type"
-	corsExposeHeaders = "ETag, Retry-After"
+	corsAllowHeaders  = "Authorization, If-Match, Idempotency-Key, Content-Type, Session-Token"
+	corsExposeHeaders = "ETag, Retry-After, Session-Token"
 	corsAllowMethods  = "GET, POST, PUT, DELETE, OPTIONS"
 )
 

@@ -3,6 +3,7 @@ package commentstore
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"cloud.google.com/go/spanner"
 
@@ -24,6 +25,8 @@ type RemoveResult struct {
 	// Events are the counter events to publish: the batch's decrements,
 	// one delta per counter.
 	Events []events.Event
+	// CommitTime is the removal's commit timestamp.
+	CommitTime time.Time
 }
 
 // Delete removes one comment for its author or a moderator. Unknown is
@@ -71,7 +74,7 @@ func (s *Store) MarkSpam(ctx context.Context, actor Actor, ids []string) (Remove
 // erasure): a comment leaves the counts and the table at once.
 func (s *Store) remove(ctx context.Context, actor Actor, ids []string, to comment.Status, eraseRows bool, check func(map[string]comment.Comment) error) (RemoveResult, error) {
 	var res RemoveResult
-	_, err := s.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+	commitTS, err := s.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		res = RemoveResult{}
 		now := s.now()
 		var keys []spanner.Key
@@ -171,5 +174,6 @@ func (s *Store) remove(ctx context.Context, actor Actor, ids []string, to commen
 		}
 		return tx.BufferWrite(ms)
 	})
+	res.CommitTime = commitTS
 	return res, err
 }

@@ -97,6 +97,9 @@ type CreateResult struct {
 	Replayed bool
 	// Event is the post's counter event to publish (nil when replayed).
 	Event *events.Event
+	// CommitTime is the commit timestamp of the transaction that answered
+	// the request (after the comment's CreateTime when replayed).
+	CommitTime time.Time
 	// Err is this request's own failure: comment.ErrParentNotFound,
 	// ErrParentIsReply, ErrParentElsewhere, ErrKeyReused,
 	// *RateLimitedError or errs.ErrAccountErasing. The others of the batch are unaffected.
@@ -248,6 +251,7 @@ func (s *Store) CreateMany(ctx context.Context, reqs []CreateRequest) ([]CreateR
 			// Created by this transaction (or replayed from a request of it).
 			c.CreateTime, c.UpdateTime = commitTS, commitTS
 		}
+		results[i].CommitTime = commitTS
 	}
 	return results, nil
 }

@@ -81,6 +81,10 @@ func (e *RateLimitedError) Error() string {
 type SetResult struct {
 	State      reaction.State
 	UpdateTime time.Time
+	// CommitTime is the commit timestamp of the transaction that answered
+	// the request (UpdateTime is older when nothing changed): a read at it
+	// sees the request and every earlier one of its user.
+	CommitTime time.Time
 	// Event is the change to publish; nil when nothing counts (no change, or
 	// a flagged account).
 	Event *events.Event
@@ -276,6 +280,7 @@ func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 		if results[i].Err == nil && results[i].UpdateTime.IsZero() {
 			results[i].UpdateTime = commitTS
 		}
+		results[i].CommitTime = commitTS
 	}
 	return results, nil
 }
