@@ -247,7 +247,7 @@ func run(ctx context.Context, o options) (code int, err error) {
 		fmt.Println("    " + d)
 	}
 	own := load.Own()
-	fmt.Printf("read-your-own-writes during the load (GET /v1/me/counts right after a reactor's PUT on its own item): %d read, %d not exactly the reaction set\n", own.Checked, len(own.Wrong))
+	fmt.Printf("read-your-own-writes during the load (GET /v1/me/counts with the Session-Token of a reactor's PUT on its own item, right after it): %d read, %d not exactly the reaction set\n", own.Checked, len(own.Wrong))
 	for _, d := range first(own.Wrong, 10) {
 		fmt.Println("    " + d)
 	}

@@ -183,12 +183,17 @@ func (l *Load) key(rnd *rand.Rand) string { return l.spec.Keys[rnd.IntN(len(l.sp
 // keeps the model exact. notFound, when set, takes a 404 as the end of the
 // write (nothing done).
 func (l *Load) until(op, method, path, tok, body string, want int, notFound, accepted func([]byte) error, hdr ...string) error {
+	return l.untilHeader(op, method, path, tok, body, want, notFound, func(_ http.Header, b []byte) error { return accepted(b) }, hdr...)
+}
+
+// untilHeader is until with the accepted answer's headers.
+func (l *Load) untilHeader(op, method, path, tok, body string, want int, notFound func([]byte) error, accepted func(http.Header, []byte) error, hdr ...string) error {
 	deadline := time.Now().Add(l.spec.WriteDeadline)
 	for {
 		code, h, b := l.c.Do(l.Rec, op, method, path, tok, body, hdr...)
 		switch {
 		case code == want:
-			return accepted(b)
+			return accepted(h, b)
 		case code == http.StatusNotFound && notFound != nil:
 			return notFound(b)
 		case code >= 500, code == http.StatusTooManyRequests, code == 0:
@@ -216,12 +221,13 @@ func (l *Load) react(user, tok string, rnd *rand.Rand) {
 		if own {
 			item = "solo-" + user
 		}
-		if err := l.SetReaction(user, tok, item, kind); err != nil {
+		session, err := l.setReaction(user, tok, item, kind)
+		if err != nil {
 			l.fail(err)
 			return
 		}
 		if own {
-			if err := l.readOwn(tok, item, kind); err != nil {
+			if err := l.readOwn(tok, item, kind, session); err != nil {
 				l.fail(err)
 				return
 			}
@@ -232,15 +238,18 @@ func (l *Load) react(user, tok string, rnd *rand.Rand) {
 
 // readOwn reads the caller's counts of item, on which only the caller
 // reacts, right after its reaction kind was accepted (repeated as a write
-// is, see until), and records whether the counts are exactly that
-// reaction.
-func (l *Load) readOwn(tok, item, kind string) error {
+// is, see until), with the write's session token as a client sends it, and
+// records whether the counts are exactly that reaction.
+func (l *Load) readOwn(tok, item, kind, session string) error {
 	var want [2]int64
 	switch kind {
 	case "like":
 		want[0] = 1
 	case "dislike":
 		want[1] = 1
+	}
+	if session == "" {
+		return fmt.Errorf("PUT /v1/reactions/%s: no Session-Token in the answer", item)
 	}
 	return l.until("GET /v1/me/counts", "GET", "/v1/me/counts?ids="+item, tok, "", http.StatusOK, nil, func(b []byte) error {
 		var resp MeCounts
@@ -255,20 +264,28 @@ func (l *Load) readOwn(tok, item, kind string) error {
 			l.own.Wrong = append(l.own.Wrong, fmt.Sprintf("%s right after setting %s: %d likes, %d dislikes, reaction %q", item, kind, got.Likes, got.Dislikes, r))
 		}
 		return nil
-	})
+	}, "Session-Token", session)
 }
 
 // SetReaction sends PUT /v1/reactions/{item} until it is accepted.
 func (l *Load) SetReaction(user, tok, item, kind string) error {
+	_, err := l.setReaction(user, tok, item, kind)
+	return err
+}
+
+// setReaction is SetReaction, returning the answer's session token.
+func (l *Load) setReaction(user, tok, item, kind string) (session string, err error) {
 	body := `{"reaction":"` + kind + `"}`
-	return l.until("PUT /v1/reactions", "PUT", "/v1/reactions/"+item, tok, body, http.StatusOK, nil, func(b []byte) error {
+	err = l.untilHeader("PUT /v1/reactions", "PUT", "/v1/reactions/"+item, tok, body, http.StatusOK, nil, func(h http.Header, b []byte) error {
 		var r struct{ Reaction string }
 		if err := json.Unmarshal(b, &r); err != nil || r.Reaction != kind {
 			return fmt.Errorf("PUT /v1/reactions/%s %s: answer %s", item, kind, b)
 		}
+		session = h.Get("Session-Token")
 		l.Model.SetReaction(user, item, kind)
 		return nil
 	})
+	return session, err
 }
 
 // ---- watch history
