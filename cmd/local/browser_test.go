@@ -222,7 +222,12 @@ func drivePlayground(t *testing.T, browser context.Context, apiBase, pageURL, na
 
 	// Like: the count and the viewer's reaction, and the ETag to send next.
 	p.click("#like")
-	p.waitFor("the like stored", logged("PUT", "/v1/reactions/"+video, 200, `e.dataset.etag === '"1"'`), stepWait)
+	p.waitFor("the like stored", logged("PUT", "/v1/reactions/"+video, 200, `e.dataset.etag === '"1"' && e.dataset.issuedToken.length === 11`), stepWait)
+	p.waitFor("the counts read at the like's Session-Token", `(() => {
+		const es = [...document.querySelectorAll("#log .entry")];
+		const put = es.find(e => e.dataset.method === "PUT" && e.dataset.etag === '"1"');
+		return put && es.some(e => e.dataset.path.startsWith("/v1/me/counts") && e.dataset.status === "200" && e.dataset.sessionToken === put.dataset.issuedToken);
+	})()`, stepWait)
 	p.waitFor("one like counted and shown as mine",
 		textIs("#count-likes", "1")+" && "+pressed("#like")+" && "+textIs("#viewer-reaction", "like")+` && document.querySelector("#if-match").value === '"1"'`, stepWait)
 
