@@ -8,7 +8,9 @@ package main
 // their counters keep moving), cold ones are not.
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -27,6 +29,7 @@ import (
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/shared/session"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 
@@ -40,6 +43,9 @@ var (
 	countsRounds    = flag.Int("counts-rounds", 4, "counts benchmark: rounds in which the settings take turns")
 	countsOnlyThese = flag.String("counts-settings", "", `counts benchmark: the settings to measure, comma-separated ("before", "one query", "by key", "after"; default all)`)
 	countsInFlight  = flag.String("counts-own-in-flight", "", "counts benchmark: COUNTS_OWN_IN_FLIGHT of the \"after\" column (default: the configuration's)")
+	sessionClients  = flag.Int("counts-session-clients", 64, "counts benchmark, read after write: concurrent clients, each reading its counts right after its own write (0: skip)")
+	sessionRequests = flag.Int("counts-session-requests", 1280, "counts benchmark, read after write: measured reads per side (with and without the Session-Token)")
+	sessionOnly     = flag.Bool("counts-session-only", false, "counts benchmark: only the read-after-write phase")
 )
 
 // countingStore counts the Spanner reads of one Counts handler: each Public
@@ -220,7 +226,15 @@ func countsReadBench(ctx context.Context, es *emulators.Stack, cpuProfile string
 	// serves (localstack.SpannerClockLead).
 	results := map[string]readResult{}
 	var firstErr error
-	for _, signed := range []bool{false, true} {
+	kinds := []bool{false, true}
+	if *sessionOnly {
+		kinds, settings = nil, nil
+	}
+	var session sessionResult
+	if *sessionClients > 0 {
+		session, firstErr = sessionReads(ctx, s, newClient(*sessionClients+4), srv.URL, hot, cold, stores["after"])
+	}
+	for _, signed := range kinds {
 		path := func(name string) string {
 			if signed {
 				return srv.URL + "/" + slug(name) + "/v1/me/counts?ids="
@@ -268,6 +282,11 @@ func countsReadBench(ctx context.Context, es *emulators.Stack, cpuProfile string
 	writers.Wait()
 	if firstErr != nil {
 		return firstErr
+	}
+	if *sessionOnly {
+		session.print(cfg.HTTP.CountsOwnInFlight, len(hot), len(cold))
+		fmt.Printf("hot-id likes accepted during the reads: %d (errors %d)\n", written.Load(), writeErrs.Load())
+		return nil
 	}
 	fresh := map[string][2]time.Duration{}
 	for _, name := range settings {
@@ -325,7 +344,179 @@ func countsReadBench(ctx context.Context, es *emulators.Stack, cpuProfile string
 			float64(q.p99)/float64(k.p99), float64(k.p99)/float64(a.p99))
 	}
 	fmt.Printf("hot-id likes accepted during the reads: %d (errors %d)\n", written.Load(), writeErrs.Load())
+	if *sessionClients > 0 {
+		session.print(cfg.HTTP.CountsOwnInFlight, len(hot), len(cold))
+	}
 	return nil
+}
+
+// sessionSides are the two sides of the read-after-write phase.
+var sessionSides = []string{"no token", "Session-Token"}
+
+// sessionResult is what the read-after-write phase measured, per side.
+type sessionResult struct {
+	sides map[string]readResult
+	// checked and wrong count the reads of each side and those whose
+	// client's own item did not show exactly the reaction just set.
+	checked, wrong map[string]int
+	examples       []string
+	clients        int
+}
+
+// sessionReads is the read-after-write phase: *sessionClients clients, each
+// in turn setting its reaction on an item of its own (solo-<i>, which no
+// one else touches) and reading GET /v1/me/counts of that item and 49
+// others (10 hot, 39 cold) from the deployed setting ("after"), with the
+// write's Session-Token or without; only the read is timed. Each read must
+// show the client's item exactly as just set (its reaction, and likes and
+// dislikes 1 or 0): read-your-own-writes. The sides take turns in rounds, as
+// the settings do.
+func sessionReads(ctx context.Context, s *stack, client *http.Client, api string, hot, cold []string, store *countingStore) (sessionResult, error) {
+	fmt.Fprintf(os.Stderr, "bench: counts reads right after the caller's write, %d clients…\n", *sessionClients)
+	tokens := make([]string, *sessionClients)
+	for i := range tokens {
+		var err error
+		if tokens[i], err = s.token(fmt.Sprintf("session-%d", i), false); err != nil {
+			return sessionResult{}, err
+		}
+	}
+	res := sessionResult{sides: map[string]readResult{}, checked: map[string]int{}, wrong: map[string]int{}, clients: len(tokens)}
+	rounds := map[string][]phase{}
+	leads := map[string][2]time.Duration{}
+	var mu sync.Mutex
+	for round := 0; round < *countsRounds; round++ {
+		for i := range sessionSides {
+			side := sessionSides[(round+i)%len(sessionSides)]
+			withToken := side == "Session-Token"
+			run := func(n int) (phase, error) {
+				var next, fails atomic.Int64
+				lats := make([][]time.Duration, len(tokens))
+				errs := make([]error, len(tokens))
+				q0, wire0 := store.queries.Load(), spannerdb.CurrentStats().ReadRPCs
+				start := time.Now()
+				var wg sync.WaitGroup
+				for c := range tokens {
+					wg.Go(func() {
+						rnd := rand.New(rand.NewPCG(uint64(c), uint64(time.Now().UnixNano())))
+						own := fmt.Sprintf("solo-%d", c)
+						kinds := []string{"like", "dislike", "none"}
+						ids := make([]string, 0, 50)
+						for k := 0; next.Add(1) <= int64(n); k++ {
+							kind := kinds[rnd.IntN(len(kinds))]
+							code, h, b, err := doHeader(client, "PUT", api+"/v1/reactions/"+own, tokens[c], `{"reaction":"`+kind+`"}`)
+							if err == nil && code != 200 {
+								err = fmt.Errorf("PUT status %d: %s", code, b)
+							}
+							if err != nil {
+								fails.Add(1)
+								errs[c] = cmp.Or(errs[c], err)
+								continue
+							}
+							var hdr []string
+							if withToken {
+								hdr = []string{session.Header, h.Get(session.Header)}
+							}
+							ids = append(append(ids[:0], own), pick(rnd, hot, 10)...)
+							ids = append(ids, pick(rnd, cold, 39)...)
+							t0 := time.Now()
+							code, b, err = do(client, "GET", api+"/after/v1/me/counts?ids="+strings.Join(ids, ","), tokens[c], "", hdr...)
+							lat := time.Since(t0)
+							if err == nil && code != 200 {
+								err = fmt.Errorf("GET status %d: %s", code, b)
+							}
+							if err != nil {
+								fails.Add(1)
+								errs[c] = cmp.Or(errs[c], err)
+								continue
+							}
+							lats[c] = append(lats[c], lat)
+							var body countsfn.Body
+							if err := json.Unmarshal(b, &body); err != nil {
+								fails.Add(1)
+								errs[c] = cmp.Or(errs[c], fmt.Errorf("GET answer %s: %w", b, err))
+								continue
+							}
+							want := counter.Values{}
+							switch kind {
+							case "like":
+								want.Likes = 1
+							case "dislike":
+								want.Dislikes = 1
+							}
+							got := body.Counts[own]
+							mu.Lock()
+							res.checked[side]++
+							if got.Likes != want.Likes || got.Dislikes != want.Dislikes || body.Viewer == nil || body.Viewer.Reactions[own].Reaction != kind {
+								res.wrong[side]++
+								if len(res.examples) < 10 {
+									res.examples = append(res.examples, fmt.Sprintf("%s, %s right after %s: %d likes, %d dislikes, reaction %+v", side, own, kind, got.Likes, got.Dislikes, body.Viewer))
+								}
+							}
+							mu.Unlock()
+						}
+					})
+				}
+				wg.Wait()
+				if err := errors.Join(errs...); err != nil && fails.Load() > int64(n/10) {
+					return phase{}, fmt.Errorf("read after write: %d of %d failed: %w", fails.Load(), n, err)
+				}
+				p := phase{elapsed: time.Since(start), failed: int(fails.Load()), queries: store.queries.Load() - q0, readRPC: spannerdb.CurrentStats().ReadRPCs - wire0}
+				for _, l := range lats {
+					p.lats = append(p.lats, l...)
+				}
+				return p, nil
+			}
+			// A warm-up (its reads are checked too), then the measured share.
+			if _, err := run(*sessionRequests / 5 / *countsRounds); err != nil {
+				return res, err
+			}
+			lead0, err := localstack.SpannerClockLead(ctx, s.DB)
+			if err != nil {
+				return res, err
+			}
+			p, err := run(*sessionRequests / *countsRounds)
+			if err != nil {
+				return res, err
+			}
+			lead1, err := localstack.SpannerClockLead(ctx, s.DB)
+			if err != nil {
+				return res, err
+			}
+			rounds[side] = append(rounds[side], p)
+			l := leads[side]
+			if round == 0 {
+				l[0] = lead0
+			}
+			l[1] = lead1
+			leads[side] = l
+		}
+	}
+	for _, side := range sessionSides {
+		r := merged(rounds[side])
+		r.lead0, r.lead1 = leads[side][0], leads[side][1]
+		res.sides[side] = r
+	}
+	return res, nil
+}
+
+// print writes the read-after-write table.
+func (r sessionResult) print(inFlight, hot, cold int) {
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+	fmt.Printf("\nSigned-in reads right after the caller's own write: %d clients, each PUT on its own item then GET /v1/me/counts of it\nand 49 others (10 of %d hot, 39 of %d cold), the deployed setting (%d reads in flight); only the GET timed\n\n", r.clients, hot, cold, inFlight)
+	fmt.Printf("%-44s %24s %24s\n", "", sessionSides[0], sessionSides[1])
+	row := func(label string, f func(side string) string) {
+		fmt.Printf("%-44s %24s %24s\n", label, f(sessionSides[0]), f(sessionSides[1]))
+	}
+	row("GET /v1/me/counts after a write: p50 / p99", func(s string) string { return ms(r.sides[s].p50) + " / " + ms(r.sides[s].p99) })
+	row("   read-your-own-writes: wrong / checked", func(s string) string { return fmt.Sprintf("%d / %d", r.wrong[s], r.checked[s]) })
+	row("   store reads per 1,000", func(s string) string { return fmt.Sprintf("%.0f", r.sides[s].per1000) })
+	row("   Spanner read calls per 1,000 (all, wire)", func(s string) string { return fmt.Sprintf("%.0f", r.sides[s].wire1000) })
+	row("   reads/s (each after a write)", func(s string) string { return fmt.Sprintf("%.0f", r.sides[s].perSec) })
+	row("   failed requests", func(s string) string { return fmt.Sprint(r.sides[s].failed) })
+	row("   emulator clock lead, first → last round", func(s string) string { return ms(r.sides[s].lead0) + " → " + ms(r.sides[s].lead1) })
+	for _, e := range r.examples {
+		fmt.Println("   wrong: " + e)
+	}
 }
 
 // seedCounts gives every id some counts, counted and folded, as an

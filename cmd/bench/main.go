@@ -190,9 +190,15 @@ func newClient(conc int) *http.Client { return localstack.NewClient(conc, 30*tim
 // do sends a request (JSON when it has a body, hdr as name, value pairs)
 // and returns the answer's status and body.
 func do(c *http.Client, method, url, token, body string, hdr ...string) (int, []byte, error) {
+	code, _, b, err := doHeader(c, method, url, token, body, hdr...)
+	return code, b, err
+}
+
+// doHeader is do with the answer's headers.
+func doHeader(c *http.Client, method, url, token, body string, hdr ...string) (int, http.Header, []byte, error) {
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -205,11 +211,11 @@ func do(c *http.Client, method, url, token, body string, hdr ...string) (int, []
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, err
+	return resp.StatusCode, resp.Header, b, err
 }
 
 // hotItem: o.reactions users like one item as fast as o.concurrency clients
