@@ -12,8 +12,9 @@ import (
 )
 
 type cloudBuild struct {
-	Substitutions map[string]string `yaml:"substitutions"`
-	Options       struct {
+	ServiceAccount string            `yaml:"serviceAccount"`
+	Substitutions  map[string]string `yaml:"substitutions"`
+	Options        struct {
 		DynamicSubstitutions bool     `yaml:"dynamicSubstitutions"`
 		SubstitutionOption   string   `yaml:"substitutionOption"`
 		Env                  []string `yaml:"env"`
@@ -30,6 +31,7 @@ type buildStep struct {
 	Entrypoint string   `yaml:"entrypoint"`
 	Args       []string `yaml:"args"`
 	Dir        string   `yaml:"dir"`
+	Env        []string `yaml:"env"`
 	WaitFor    []string `yaml:"waitFor"`
 }
 
@@ -41,6 +43,15 @@ var substRef = regexp.MustCompile(`(?:^|[^$])\$\{?([A-Z_][A-Z0-9_]*)\}?`)
 // Built-in substitutions Cloud Build provides.
 var builtins = []string{"PROJECT_ID", "PROJECT_NUMBER", "BUILD_ID", "LOCATION", "SHORT_SHA", "COMMIT_SHA", "REVISION_ID", "BRANCH_NAME", "TAG_NAME", "REPO_NAME", "TRIGGER_NAME", "SERVICE_ACCOUNT_EMAIL"}
 
+// decodeBuild decodes a Cloud Build file with unknown fields rejected.
+func decodeBuild(b []byte) (cloudBuild, error) {
+	var cb cloudBuild
+	dec := yaml.NewDecoder(strings.NewReader(string(b)))
+	dec.KnownFields(true)
+	err := dec.Decode(&cb)
+	return cb, err
+}
+
 // loadBuild decodes a Cloud Build file with unknown fields rejected, so a
 // misspelt key fails, and checks its substitutions: every one used is
 // declared (or built in), every declared one is used.
@@ -50,10 +61,8 @@ func loadBuild(t *testing.T, file string) (cloudBuild, map[string]buildStep, []s
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cb cloudBuild
-	dec := yaml.NewDecoder(strings.NewReader(string(b)))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cb); err != nil {
+	cb, err := decodeBuild(b)
+	if err != nil {
 		t.Fatalf("%s: %v", file, err)
 	}
 	used := map[string]bool{}
@@ -65,11 +74,15 @@ func loadBuild(t *testing.T, file string) (cloudBuild, map[string]buildStep, []s
 	for _, v := range cb.Substitutions {
 		refs(v)
 	}
+	refs(cb.ServiceAccount)
 	for _, s := range cb.Steps {
 		refs(s.Name)
 		refs(s.Dir)
 		for _, a := range s.Args {
 			refs(a)
+		}
+		for _, e := range s.Env {
+			refs(e)
 		}
 	}
 	for name := range used {
@@ -85,7 +98,7 @@ func loadBuild(t *testing.T, file string) (cloudBuild, map[string]buildStep, []s
 			t.Errorf("%s: substitution %s is declared but not used", file, name)
 		}
 	}
-	if env := cb.Substitutions["_ENV"]; !slices.Contains(Environments, env) {
+	if env, ok := cb.Substitutions["_ENV"]; ok && !slices.Contains(Environments, env) {
 		t.Errorf("%s: _ENV defaults to %q, not an environment", file, env)
 	}
 	if !cb.Options.DynamicSubstitutions {
@@ -113,16 +126,11 @@ func inOrder(t *testing.T, file string, ids, want []string, steps map[string]bui
 	}
 }
 
-// cloudbuild.yaml tests, builds the archive and plans; it never applies.
-func TestCloudBuild(t *testing.T) {
-	cb, steps, ids := loadBuild(t, "cloudbuild.yaml")
-	for _, name := range []string{"_ENV", "_API_DOMAIN", "_SOURCE_VERSION", "_TF_STATE_BUCKET", "_ALERT_EMAILS"} {
-		if _, ok := cb.Substitutions[name]; !ok {
-			t.Errorf("substitution %s is missing", name)
-		}
-	}
-	inOrder(t, "cloudbuild.yaml", ids, []string{"vet", "test", "archive", "terraform-init", "terraform-plan", "store-plan"}, steps)
-
+// cloudbuild-test.yaml runs make test and nothing that deploys.
+func TestCloudBuildTest(t *testing.T) {
+	const file = "cloudbuild-test.yaml"
+	cb, steps, ids := loadBuild(t, file)
+	inOrder(t, file, ids, []string{"vet", "test"}, steps)
 	if c := steps["vet"].command(); !strings.Contains(c, "go vet ./...") {
 		t.Errorf("vet step runs %q", c)
 	}
@@ -136,27 +144,31 @@ func TestCloudBuild(t *testing.T) {
 			t.Errorf("test step does not mention %q: %s", want, test.command())
 		}
 	}
-	// The archive's file list is tools/gcfbuild's, which make test builds as
-	// Cloud Functions would.
-	if a := steps["archive"]; a.Entrypoint != "go" || !slices.Equal(a.Args, []string{"run", "./tools/gcfbuild", "-zip", "/workspace/source.zip"}) {
-		t.Errorf("archive step runs %q, want go run ./tools/gcfbuild -zip /workspace/source.zip", a.command())
-	}
+}
 
-	for _, id := range []string{"terraform-init", "terraform-plan"} {
-		s := steps[id]
-		if s.Dir != "terraform/envs/${_ENV}" {
-			t.Errorf("step %s runs in %q, want terraform/envs/${_ENV}", id, s.Dir)
+// cloudbuild.yaml validates its substitutions, snapshots the commit, builds
+// the archive and plans from the snapshot; it never tests and never applies.
+func TestCloudBuild(t *testing.T) {
+	const file = "cloudbuild.yaml"
+	cb, steps, ids := loadBuild(t, file)
+	for _, name := range []string{"_ENV", "_API_DOMAIN", "_SOURCE_VERSION", "_TF_STATE_BUCKET", "_ALERT_EMAILS", "_TERRAFORM_VERSION"} {
+		if _, ok := cb.Substitutions[name]; !ok {
+			t.Errorf("substitution %s is missing", name)
 		}
-		if s.Name != "${_TERRAFORM_IMAGE}" {
-			t.Errorf("step %s runs in %q", id, s.Name)
-		}
+	}
+	inOrder(t, file, ids, []string{"validate", "snapshot", "archive", "terraform-init", "terraform-plan", "store-plan"}, steps)
+
+	// The archive's file list is tools/gcfbuild's, which make test builds as
+	// Cloud Functions would, from the snapshot.
+	if a := steps["archive"]; a.Entrypoint != "go" || a.Dir != snapshotDir || !slices.Equal(a.Args, []string{"run", "./tools/gcfbuild", "-zip", "/workspace/source.zip"}) {
+		t.Errorf("archive step runs %q in %q, want go run ./tools/gcfbuild -zip /workspace/source.zip in %s", a.command(), a.Dir, snapshotDir)
 	}
 	for _, env := range Environments {
 		if _, err := os.Stat(filepath.Join(repo, "terraform", "envs", env, "main.tf")); err != nil {
 			t.Errorf("_ENV=%s has no root: %v", env, err)
 		}
 	}
-	checkInit(t, "cloudbuild.yaml", steps["terraform-init"])
+	checkInit(t, file, steps["terraform-init"])
 	plan := steps["terraform-plan"].command()
 	for _, want := range []string{"plan", "-out=tfplan", "-var=project_id=${PROJECT_ID}", "-var=api_domain=${_API_DOMAIN}", "-var=source_archive=/workspace/source.zip", "-var=source_version=${_SOURCE_VERSION}"} {
 		if !strings.Contains(plan, want) {
@@ -166,7 +178,8 @@ func TestCloudBuild(t *testing.T) {
 	if strings.Contains(plan, "-lock=false") {
 		t.Errorf("terraform-plan must hold the state lock: %s", plan)
 	}
-	// Every variable an environment requires is passed by the plan step.
+	// Every variable an environment requires is passed by the plan step
+	// (source_archive is passed too: its SHA-256 names the source object).
 	for _, env := range Environments {
 		for _, v := range requiredVariables(t, filepath.Join(repo, "terraform", "envs", env)) {
 			if !strings.Contains(plan, "-var="+v+"=") {
@@ -175,9 +188,9 @@ func TestCloudBuild(t *testing.T) {
 		}
 	}
 	store := steps["store-plan"].command()
-	for _, want := range []string{"tfplan", "/workspace/source.zip", "gs://${_TF_STATE_BUCKET}/plans/${_ENV}/${BUILD_ID}/"} {
+	for _, want := range []string{"tfplan", "tree.tgz", "source.zip", "sha256sum", "$$BUILDER_OUTPUT/output", "gs://${_TF_STATE_BUCKET}/plans/${_ENV}/${BUILD_ID}/"} {
 		if !strings.Contains(store, want) {
-			t.Errorf("store-plan does not store %q: %s", want, store)
+			t.Errorf("store-plan does not mention %q: %s", want, store)
 		}
 	}
 	for _, s := range cb.Steps {
@@ -192,26 +205,26 @@ func TestCloudBuildApply(t *testing.T) {
 	const file = "cloudbuild-apply.yaml"
 	cb, steps, ids := loadBuild(t, file)
 	plan, _, _ := loadBuild(t, "cloudbuild.yaml")
-	for _, name := range []string{"_ENV", "_PLAN_BUILD_ID", "_TF_STATE_BUCKET", "_TERRAFORM_IMAGE"} {
+	for _, name := range []string{"_ENV", "_PLAN_BUILD_ID", "_TF_STATE_BUCKET", "_TERRAFORM_VERSION"} {
 		if _, ok := cb.Substitutions[name]; !ok {
 			t.Errorf("%s: substitution %s is missing", file, name)
 		}
 	}
-	for _, name := range []string{"_TF_STATE_BUCKET", "_TERRAFORM_IMAGE"} {
+	for _, name := range []string{"_TF_STATE_BUCKET", "_TERRAFORM_VERSION", "_GCLOUD_IMAGE"} {
 		if cb.Substitutions[name] != plan.Substitutions[name] {
 			t.Errorf("%s: %s=%q, but the plan build uses %q", file, name, cb.Substitutions[name], plan.Substitutions[name])
 		}
 	}
-	inOrder(t, file, ids, []string{"fetch-plan", "terraform-init", "terraform-apply"}, steps)
+	inOrder(t, file, ids, []string{"verify-plan", "fetch-plan", "terraform-init", "terraform-apply"}, steps)
 	fetch := steps["fetch-plan"].command()
-	for _, want := range []string{"gs://${_TF_STATE_BUCKET}/plans/${_ENV}/${_PLAN_BUILD_ID}/tfplan", "terraform/envs/${_ENV}/tfplan", "/workspace/source.zip"} {
+	for _, want := range []string{"gs://${_TF_STATE_BUCKET}/plans/${_ENV}/${_PLAN_BUILD_ID}/tfplan", "tree.tgz", "source.zip", "/workspace/source.zip"} {
 		if !strings.Contains(fetch, want) {
 			t.Errorf("fetch-plan does not fetch %q: %s", want, fetch)
 		}
 	}
 	checkInit(t, file, steps["terraform-init"])
 	apply := steps["terraform-apply"]
-	if apply.Dir != "terraform/envs/${_ENV}" || apply.Name != "${_TERRAFORM_IMAGE}" {
+	if apply.Dir != snapshotDir+"/terraform/envs/${_ENV}" || apply.Name != terraformImage {
 		t.Errorf("terraform-apply runs in %q with %q", apply.Dir, apply.Name)
 	}
 	if !slices.Equal(apply.Args, []string{"apply", "-input=false", "tfplan"}) {
@@ -228,7 +241,7 @@ func checkInit(t *testing.T, file string, s buildStep) {
 			t.Errorf("%s: terraform-init does not pass %q: %s", file, want, c)
 		}
 	}
-	if s.Dir != "terraform/envs/${_ENV}" {
+	if s.Dir != snapshotDir+"/terraform/envs/${_ENV}" {
 		t.Errorf("%s: terraform-init runs in %q", file, s.Dir)
 	}
 }

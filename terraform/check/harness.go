@@ -174,13 +174,16 @@ func CopyTree(repo, dst string) error {
 	return nil
 }
 
+// PlaceholderArchive is the content of the source archive the checks plan
+// with.
+const PlaceholderArchive = "placeholder source archive\n"
+
 // PlanVars are the values a pipeline passes on the command line; they are
 // placeholders here, which the stand-in provider never sends anywhere.
 func PlanVars(env string) []string {
 	return []string{
 		"-var", "project_id=check-" + env,
 		"-var", "api_domain=api." + env + ".example.test",
-		"-var", "source_archive=/nonexistent/source.zip",
 		"-var", "source_version=0000000",
 		"-var", `alert_emails=["oncall@example.test"]`,
 	}
@@ -214,7 +217,13 @@ func (tc *Toolchain) CheckEnvironment(root, env string, extraVars ...string) (*R
 	if res.Validate, err = tc.Run(dir, "validate", "-no-color"); err != nil {
 		return res, err
 	}
-	args := append([]string{"plan", "-refresh=false", "-input=false", "-no-color", "-lock=false", "-out=check.tfplan"}, PlanVars(env)...)
+	// The source object is named by the archive's SHA-256, so the plan
+	// reads the archive: a placeholder of known content.
+	archive := filepath.Join(root, "source.zip")
+	if err := os.WriteFile(archive, []byte(PlaceholderArchive), 0o644); err != nil {
+		return nil, err
+	}
+	args := append([]string{"plan", "-refresh=false", "-input=false", "-no-color", "-lock=false", "-out=check.tfplan", "-var", "source_archive=" + archive}, PlanVars(env)...)
 	args = append(args, extraVars...)
 	if res.Plan, err = tc.Run(dir, args...); err != nil {
 		return res, err

@@ -13,10 +13,13 @@ resource "google_storage_bucket" "source" {
   depends_on = [google_project_service.api]
 }
 
+# Named by the archive's SHA-256: the same content keeps its name (no
+# redeploy), other content gets another name, whatever the commit says.
 resource "google_storage_bucket_object" "source" {
-  bucket = google_storage_bucket.source.name
-  name   = "engagement-${var.source_version}.zip"
-  source = var.source_archive
+  bucket   = google_storage_bucket.source.name
+  name     = "engagement-${filesha256(var.source_archive)}.zip"
+  source   = var.source_archive
+  metadata = { commit = var.source_version }
 }
 
 locals {
