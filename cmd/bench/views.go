@@ -154,13 +154,13 @@ func newViewsStack(ctx context.Context, cfg *config.Config, srv *localstack.Serv
 			Tokens:    history.NewPageTokens(cfg.HTTP.PageTokenSecret),
 		})
 		mux.Handle("/v1/history", httpx.Standard("History", cfg.Project, nil, cfg.HTTP.RequestTimeout)(h))
-		mux.Handle("/push/ApplyHistory", st.PushHandler(applyhistoryfn.New(store, nil)))
+		mux.Handle("/push/ApplyHistory", applyhistoryfn.New(store, nil))
 		staging := viewstore.NewStaging(more.BigtableTx)
 		var sink applyviewsfn.Views = applyviewsfn.Direct{Counters: st.Counters}
 		if cfg.History.ViewsCounting == config.ViewsFolded {
 			sink = staging
 		}
-		mux.Handle("/push/ApplyViews", st.PushHandler(applyviewsfn.New(historystore.NewClaims(more.BigtableTx), sink, nil)))
+		mux.Handle("/push/ApplyViews", applyviewsfn.New(historystore.NewClaims(more.BigtableTx), sink, nil))
 		// The rollup's views fold, every VIEWS_FOLD_INTERVAL.
 		fctx, cancel := context.WithCancel(context.Background())
 		stopFold = func() { cancel(); folding.Wait() }

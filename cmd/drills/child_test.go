@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
-	"github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/videngage/engagement/cmd/internal/localstack"
 	applycountersfn "github.com/videngage/engagement/functions/applycounters"
@@ -28,14 +27,13 @@ import (
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
+	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/views/viewstore"
 )
 
 // runEventsChild is the events child: the registered event functions served
 // by functions-framework-go, as one Cloud Functions instance serves them,
-// behind a front that lets one request at a time into each function (the
-// framework's CloudEvent path mis-pairs concurrent requests; Cloud Functions
-// gives an instance one request at a time by default).
+// many pushes at once.
 //
 // With DRILLS_STATS_FILE or DRILLS_CRASH set, ApplyCounters and ApplyHistory
 // are the production handlers over a probe of their store: it writes a line
@@ -49,7 +47,7 @@ func runEventsChild() int {
 	}()
 	targets := map[string]string{}
 	for _, r := range host.All() {
-		if r.Event != nil {
+		if r.Push != nil {
 			targets[r.Name] = r.Name
 		}
 	}
@@ -245,9 +243,9 @@ func registerProbes(targets map[string]string) error {
 		views = applyviewsfn.Direct{Counters: store}
 	}
 	vp := &viewsProbe{probe: probe{function: "ApplyViews", plan: plan, out: out}, inner: views}
-	functions.CloudEvent("ApplyCountersProbed", applycountersfn.New(cp, c.Metrics))
-	functions.CloudEvent("ApplyHistoryProbed", applyhistoryfn.New(hp, c.Metrics))
-	functions.CloudEvent("ApplyViewsProbed", applyviewsfn.New(historystore.NewClaims(c.BigtableTx), vp, c.Metrics))
+	functions.HTTP("ApplyCountersProbed", applycountersfn.New(cp, c.Metrics).ServeHTTP)
+	functions.HTTP("ApplyHistoryProbed", applyhistoryfn.New(hp, c.Metrics).ServeHTTP)
+	functions.HTTP("ApplyViewsProbed", applyviewsfn.New(historystore.NewClaims(c.BigtableTx), vp, c.Metrics).ServeHTTP)
 	targets["ApplyCounters"] = "ApplyCountersProbed"
 	targets["ApplyHistory"] = "ApplyHistoryProbed"
 	targets["ApplyViews"] = "ApplyViewsProbed"
@@ -279,11 +277,9 @@ func readProbes(path string) ([]probeLine, error) {
 // inProcessPath is where this process's functions framework serves an event
 // function for the drill stacks: functions-framework-go runs one server per
 // process, so it is started once and dispatches to the functions of the
-// stack running now (drills run one after another). The path names a topic
-// because the framework reads a Pub/Sub push's topic from the URL path, and
-// warns on every push whose path has none.
+// stack running now (drills run one after another).
 func inProcessPath(function string) string {
-	return "drills/projects/drills/topics/" + function
+	return "drills/" + function
 }
 
 var (
@@ -292,11 +288,11 @@ var (
 	frameworkErr  error
 	// current holds the event functions of the running drill stack, built
 	// on its clients by their registered builders.
-	current atomic.Pointer[map[string]func(context.Context, event.Event) error]
+	current atomic.Pointer[map[string]http.Handler]
 )
 
 // inProcess is a stack's way to its event functions in this process: the
-// address that serves their pushes at /events/<Name>, one at a time each.
+// address that serves their pushes at /events/<Name>.
 type inProcess struct {
 	addr string
 }
@@ -305,12 +301,12 @@ type inProcess struct {
 // and serves them through this process's functions framework.
 func serveInProcess(t *testing.T, c *host.Clients) *inProcess {
 	t.Helper()
-	fns := map[string]func(context.Context, event.Event) error{}
+	fns := map[string]http.Handler{}
 	for _, r := range host.All() {
-		if r.Event == nil {
+		if r.Push == nil {
 			continue
 		}
-		fn, err := r.Event(context.Background(), c)
+		fn, err := r.Push(context.Background(), c)
 		if err != nil {
 			t.Fatalf("build %s: %v", r.Name, err)
 		}
@@ -333,17 +329,18 @@ func serveInProcess(t *testing.T, c *host.Clients) *inProcess {
 func startFramework() (string, error) {
 	paths := map[string]string{}
 	for _, r := range host.All() {
-		if r.Event == nil {
+		if r.Push == nil {
 			continue
 		}
 		name := r.Name
 		paths[name] = inProcessPath(name)
-		functions.CloudEvent(inProcessPath(name), func(ctx context.Context, e event.Event) error {
+		functions.HTTP(inProcessPath(name), func(w http.ResponseWriter, req *http.Request) {
 			fns := current.Load()
 			if fns == nil {
-				return fmt.Errorf("event %s: no drill stack is running", e.ID())
+				httpx.WriteError(w, req, httpx.Unavailable(time.Second, "%s: no drill stack is running", name))
+				return
 			}
-			return (*fns)[name](ctx, e)
+			(*fns)[name].ServeHTTP(w, req)
 		})
 	}
 	events, err := localstack.EventFunctions(paths)

@@ -9,9 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
-
-	"github.com/cloudevents/sdk-go/v2/event"
+	"net/http"
 
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/bus"
@@ -22,8 +20,8 @@ import (
 )
 
 func init() {
-	host.RegisterCloudEvent("ApplyCounters", host.NeedSpanner,
-		func(ctx context.Context, c *host.Clients) (func(context.Context, event.Event) error, error) {
+	host.RegisterPush("ApplyCounters", host.NeedSpanner,
+		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
 			store, err := Build(c)
 			if err != nil {
 				return nil, err
@@ -42,17 +40,15 @@ type Store interface {
 	Apply(ctx context.Context, evs []events.Event) (counterstore.ApplyStats, error)
 }
 
-// New returns the event function. It returns an error when a retry is
-// wanted (Spanner failed): Pub/Sub redelivers and the idempotent apply makes
-// the retry safe. A message that can never be applied is logged and refused
-// too, so that Pub/Sub moves it to the dead-letter topic after the
-// configured attempts (kept there for inspection, never silently dropped);
-// other messages are not held up behind it. m may be nil.
-func New(store Store, m *telemetry.Metrics) func(context.Context, event.Event) error {
-	// One message at a time per instance: functions-framework's CloudEvent
-	// path mis-pairs concurrent requests, and batching happens upstream.
-	var mu sync.Mutex
-	consume := bus.Consume(name, m, func(ctx context.Context, msg bus.Message) error {
+// New returns the event function's push handler (host.Push). It asks for a
+// redelivery when Spanner failed: the apply is idempotent per event id, so
+// the retry is safe, also when it overlaps another delivery of the same
+// message. A message that can never be applied is logged and refused, so
+// that Pub/Sub moves it to the dead-letter topic after the configured
+// attempts (kept there for inspection, never silently dropped); other
+// messages are not held up behind it. m may be nil.
+func New(store Store, m *telemetry.Metrics) http.Handler {
+	return host.Push(name, m, func(ctx context.Context, msg bus.Message) error {
 		if err := CounterMessage(msg.Attributes); err != nil {
 			return poisoned(err)
 		}
@@ -72,11 +68,6 @@ func New(store Store, m *telemetry.Metrics) func(context.Context, event.Event) e
 			"applied", st.Applied, "duplicates", st.Duplicates, "counters", st.Counters)
 		return nil
 	})
-	return func(ctx context.Context, e event.Event) error {
-		mu.Lock()
-		defer mu.Unlock()
-		return consume(ctx, e)
-	}
 }
 
 // CounterMessage says, from a message's kind attribute, whether it is a

@@ -3,11 +3,11 @@ package applycountersfn
 import (
 	"context"
 	"errors"
+	"net/http"
 	"testing"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/event"
-
+	"github.com/videngage/engagement/internal/pushtest"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
@@ -25,8 +25,10 @@ func (f *fakeStore) Apply(_ context.Context, evs []events.Event) (counterstore.A
 	return counterstore.ApplyStats{Applied: len(evs)}, f.err
 }
 
-func push(_ *testing.T, data []byte) event.Event {
-	return pushWith(data, nil)
+// push delivers a message of data to h and returns what Pub/Sub does with it.
+func push(t *testing.T, h http.Handler, data []byte) pushtest.Outcome {
+	t.Helper()
+	return pushWith(t, h, data, nil)
 }
 
 // oneComment is a counter message of one event: a comment on v.
@@ -40,8 +42,9 @@ func oneComment(t *testing.T) []byte {
 	return msg
 }
 
-func pushWith(data []byte, attrs map[string]string) event.Event {
-	return bus.PushEvent(bus.Message{ID: "m1", Data: data, Attributes: attrs}, "counter-apply")
+func pushWith(t *testing.T, h http.Handler, data []byte, attrs map[string]string) pushtest.Outcome {
+	t.Helper()
+	return pushtest.Deliver(t, h, bus.Message{ID: "m1", Data: data, Attributes: attrs}, "counter-apply")
 }
 
 // Messages are told apart by their kind attribute, not by their data: a
@@ -53,16 +56,16 @@ func TestKindAttribute(t *testing.T) {
 	fn := New(s, nil)
 	msg := oneComment(t)
 	for _, kind := range []string{"watches", "account-erasure", ""} {
-		if err := fn(context.Background(), pushWith(msg, map[string]string{events.AttrKind: kind})); !errors.Is(err, bus.ErrPoison) {
-			t.Errorf("kind %q: %v, want bus.ErrPoison", kind, err)
+		if got := pushWith(t, fn, msg, map[string]string{events.AttrKind: kind}); got != pushtest.Refused {
+			t.Errorf("kind %q: %v, want refused as poison", kind, got)
 		}
 	}
 	if len(s.got) != 0 {
 		t.Fatalf("applied messages of another kind: %+v", s.got)
 	}
 	for _, attrs := range []map[string]string{{events.AttrKind: events.KindValue, events.AttrSchema: events.SchemaValue}, nil} {
-		if err := fn(context.Background(), pushWith(msg, attrs)); err != nil {
-			t.Errorf("attributes %v: %v", attrs, err)
+		if got := pushWith(t, fn, msg, attrs); got != pushtest.Acked {
+			t.Errorf("attributes %v: %v", attrs, got)
 		}
 	}
 	if len(s.got) != 2 {
@@ -76,12 +79,12 @@ func TestCounterMessagesOnly(t *testing.T) {
 	s := &fakeStore{}
 	fn := New(s, nil)
 	msg := oneComment(t)
-	if err := fn(context.Background(), push(t, msg)); err != nil {
-		t.Fatal(err)
+	if got := push(t, fn, msg); got != pushtest.Acked {
+		t.Fatal(got)
 	}
 	wb, _ := history.NewWatch("u", "vid", time.Now().Add(-time.Hour), 3).Encode()
-	if err := fn(context.Background(), push(t, wb)); !errors.Is(err, bus.ErrPoison) {
-		t.Errorf("a watch: %v, want bus.ErrPoison", err)
+	if got := push(t, fn, wb); got != pushtest.Refused {
+		t.Errorf("a watch: %v, want refused as poison", got)
 	}
 	if len(s.got) != 1 || len(s.got[0]) != 1 || s.got[0][0].ID != "c1" {
 		t.Fatalf("applied %+v, want the counter message alone", s.got)
@@ -92,8 +95,8 @@ func TestPoisonIsRefusedForTheDeadLetterTopicAndFailuresRetried(t *testing.T) {
 	s := &fakeStore{}
 	fn := New(s, nil)
 	for _, data := range []string{`not json`, `{"v":1,"events":[]}`, `{"eventId":"x","videoId":"v"}`} {
-		if err := fn(context.Background(), push(t, []byte(data))); !errors.Is(err, bus.ErrPoison) {
-			t.Errorf("poison %q: %v, want bus.ErrPoison (dead-lettered after the attempts)", data, err)
+		if got := push(t, fn, []byte(data)); got != pushtest.Refused {
+			t.Errorf("poison %q: %v, want refused as poison (dead-lettered after the attempts)", data, got)
 		}
 	}
 	if len(s.got) != 0 {
@@ -101,7 +104,7 @@ func TestPoisonIsRefusedForTheDeadLetterTopicAndFailuresRetried(t *testing.T) {
 	}
 	s.err = errors.New("spanner down")
 	msg := oneComment(t)
-	if err := fn(context.Background(), push(t, msg)); err == nil || errors.Is(err, bus.ErrPoison) {
-		t.Fatalf("a store failure: %v, want a retryable error", err)
+	if got := push(t, fn, msg); got != pushtest.Retried {
+		t.Fatalf("a store failure: %v, want redelivered", got)
 	}
 }

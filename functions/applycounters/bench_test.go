@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/videngage/engagement/internal/pushtest"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
@@ -32,16 +33,16 @@ func hotMessage(b testing.TB, n int) []byte {
 	return data
 }
 
-// BenchmarkConsumeHotMessage is the decoding ApplyCounters does per message
-// of a hot item's 32 reactions, the store left out: the CloudEvent of the
-// Pub/Sub push, the message in it, and the events.
+// BenchmarkConsumeHotMessage is the work ApplyCounters does per message of
+// a hot item's 32 reactions, the store left out: the Pub/Sub push request,
+// the message in it, the events, and the answer.
 func BenchmarkConsumeHotMessage(b *testing.B) {
 	body := bus.PushBody(bus.Message{ID: "m1", Data: hotMessage(b, 32), Attributes: map[string]string{events.AttrKind: events.KindValue, events.AttrSchema: events.SchemaValue}}, "counter-apply")
 	fn := New(discard{}, nil)
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := fn(context.Background(), bus.PushCloudEvent("e1", body)); err != nil {
-			b.Fatal(err)
+		if got := pushtest.DeliverBody(b, fn, body); got != pushtest.Acked {
+			b.Fatal(got)
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package applycountersfn
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"testing"
@@ -9,7 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/videngage/engagement/shared/bus"
+	"github.com/videngage/engagement/internal/pushtest"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/history"
@@ -66,15 +65,15 @@ func FuzzApplyCounters(f *testing.F) {
 		}
 
 		s := &fakeStore{}
-		err := New(s, nil)(context.Background(), push(t, data))
+		got := push(t, New(s, nil), data)
 		if decErr != nil {
-			if !errors.Is(err, bus.ErrPoison) || len(s.got) != 0 {
-				t.Fatalf("undecodable %q: error %v, store got %d batches; want poison and nothing applied", data, err, len(s.got))
+			if got != pushtest.Refused || len(s.got) != 0 {
+				t.Fatalf("undecodable %q: %v, store got %d batches; want poison and nothing applied", data, got, len(s.got))
 			}
 			return
 		}
-		if err != nil || len(s.got) != 1 {
-			t.Fatalf("decodable %q: error %v, store got %d batches", data, err, len(s.got))
+		if got != pushtest.Acked || len(s.got) != 1 {
+			t.Fatalf("decodable %q: %v, store got %d batches", data, got, len(s.got))
 		}
 		if diff := cmp.Diff(evs, s.got[0]); diff != "" {
 			t.Fatalf("store got other events than Decode gives (-decode +store):\n%s", diff)

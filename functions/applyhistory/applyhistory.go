@@ -7,8 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 
-	"github.com/cloudevents/sdk-go/v2/event"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/videngage/engagement/functions/host"
@@ -19,8 +19,8 @@ import (
 )
 
 func init() {
-	host.RegisterCloudEvent("ApplyHistory", host.NeedBigtable,
-		func(ctx context.Context, c *host.Clients) (func(context.Context, event.Event) error, error) {
+	host.RegisterPush("ApplyHistory", host.NeedBigtable,
+		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
 			return New(historystore.New(c.Bigtable), c.Metrics), nil
 		})
 }
@@ -30,13 +30,13 @@ type Store interface {
 	Apply(ctx context.Context, w history.Watch) error
 }
 
-// New returns the event function. It returns an error only when a retry is
-// wanted; a message that can never be applied is logged and returned as an
-// error too, so that Pub/Sub dead-letters it after the configured attempts
-// instead of losing it (other messages are not held up behind it).
-// m may be nil.
-func New(store Store, m *telemetry.Metrics) func(context.Context, event.Event) error {
-	return bus.Consume(name, m, func(ctx context.Context, msg bus.Message) error {
+// New returns the event function's push handler (host.Push). It asks for a
+// redelivery only when a write failed; a message that can never be applied
+// is logged and refused too, so that Pub/Sub dead-letters it after the
+// configured attempts instead of losing it (other messages are not held up
+// behind it). m may be nil.
+func New(store Store, m *telemetry.Metrics) http.Handler {
+	return host.Push(name, m, func(ctx context.Context, msg bus.Message) error {
 		b, err := history.DecodeBatch(msg.Data)
 		if err != nil {
 			return fmt.Errorf("%w: %v", bus.ErrPoison, err)

@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/google/go-cmp/cmp"
 
 	applyhistoryfn "github.com/videngage/engagement/functions/applyhistory"
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
+	"github.com/videngage/engagement/internal/pushtest"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/history"
@@ -44,12 +44,10 @@ func newStore(t *testing.T) (*countingStore, *host.Clients) {
 	return &countingStore{Store: historystore.New(c.Bigtable)}, c
 }
 
-// pushEvent is the CloudEvent a Pub/Sub push delivers to the function.
-func pushEvent(_ *testing.T, messageID string, data []byte, attrs map[string]string) event.Event {
-	return bus.PushEvent(bus.Message{ID: messageID, Data: data, Attributes: attrs}, "history-apply")
+// pushBody is the body of a Pub/Sub push of a message to the function.
+func pushBody(_ *testing.T, messageID string, data []byte, attrs map[string]string) []byte {
+	return bus.PushBody(bus.Message{ID: messageID, Data: data, Attributes: attrs}, "history-apply")
 }
-
-func rawEvent(_ *testing.T, id string, body []byte) event.Event { return bus.PushCloudEvent(id, body) }
 
 func encode(t *testing.T, w history.Watch) []byte {
 	t.Helper()
@@ -76,8 +74,8 @@ func TestApplyAWatch(t *testing.T) {
 	s, _ := newStore(t)
 	fn := applyhistoryfn.New(s, nil)
 	w := history.NewWatch("alice", "v1", recent(), 42.5)
-	if err := fn(t.Context(), pushEvent(t, "m1", encode(t, w), map[string]string{"kind": "watch", "eventId": w.EventID})); err != nil {
-		t.Fatalf("ApplyHistory: %v", err)
+	if got := pushtest.DeliverBody(t, fn, pushBody(t, "m1", encode(t, w), map[string]string{"kind": "watch", "eventId": w.EventID})); got != pushtest.Acked {
+		t.Fatalf("ApplyHistory: %v", got)
 	}
 	want := []history.Entry{{VideoID: "v1", WatchedAt: w.WatchedAt, PositionSeconds: 42.5}}
 	if diff := cmp.Diff(want, list(t, s, "alice")); diff != "" {
@@ -91,17 +89,17 @@ func TestDuplicateDeliveryIsIdempotent(t *testing.T) {
 	fn := applyhistoryfn.New(s, nil)
 	w := history.NewWatch("bob", "v1", recent(), 1)
 	rewatch := history.NewWatch("bob", "v1", recent().Add(time.Minute), 2)
-	events := []event.Event{
-		pushEvent(t, "m1", encode(t, w), nil),
-		pushEvent(t, "m1", encode(t, w), nil), // redelivered
-		pushEvent(t, "m2", encode(t, rewatch), nil),
-		pushEvent(t, "m3", encode(t, w), nil), // published twice by a retried request
-		pushEvent(t, "m1", encode(t, w), nil), // redelivered after the rewatch
-		pushEvent(t, "m2", encode(t, rewatch), nil),
+	pushes := [][]byte{
+		pushBody(t, "m1", encode(t, w), nil),
+		pushBody(t, "m1", encode(t, w), nil), // redelivered
+		pushBody(t, "m2", encode(t, rewatch), nil),
+		pushBody(t, "m3", encode(t, w), nil), // published twice by a retried request
+		pushBody(t, "m1", encode(t, w), nil), // redelivered after the rewatch
+		pushBody(t, "m2", encode(t, rewatch), nil),
 	}
-	for i, e := range events {
-		if err := fn(t.Context(), e); err != nil {
-			t.Fatalf("delivery %d: %v", i, err)
+	for i, body := range pushes {
+		if got := pushtest.DeliverBody(t, fn, body); got != pushtest.Acked {
+			t.Fatalf("delivery %d: %v", i, got)
 		}
 	}
 	want := []history.Entry{{VideoID: "v1", WatchedAt: rewatch.WatchedAt, PositionSeconds: 2}}
@@ -132,21 +130,21 @@ func TestPoisonMessages(t *testing.T) {
 	}
 	// The bad video id comes with its matching event id: only the id is wrong.
 	badVideo := with(map[string]any{"videoId": "no/slashes", "eventId": history.WatchEventID("carol", "no/slashes", good.WatchedAt)})
-	tests := map[string]event.Event{
-		"event data not JSON":         rawEvent(t, "p1", []byte("not json")),
-		"message data not JSON":       pushEvent(t, "p2", []byte("watch v1"), nil),
-		"message data empty":          pushEvent(t, "p3", nil, nil),
-		"message data a JSON array":   pushEvent(t, "p4", []byte("[]"), nil),
-		"bad video id":                pushEvent(t, "p5", badVideo, nil),
-		"mismatched event id":         pushEvent(t, "p6", with(map[string]any{"eventId": history.WatchEventID("carol", "v2", good.WatchedAt)}), nil),
-		"user changed under event id": pushEvent(t, "p7", with(map[string]any{"userId": "mallory"}), nil),
-		"negative position":           pushEvent(t, "p8", with(map[string]any{"positionSeconds": -1}), nil),
-		"no user":                     pushEvent(t, "p9", with(map[string]any{"userId": ""}), nil),
+	tests := map[string][]byte{
+		"push body not JSON":          []byte("not json"),
+		"push without a message id":   []byte(`{"message":{"data":"e30="},"subscription":"projects/p/subscriptions/history-apply"}`),
+		"message data not JSON":       pushBody(t, "p2", []byte("watch v1"), nil),
+		"message data empty":          pushBody(t, "p3", nil, nil),
+		"message data a JSON array":   pushBody(t, "p4", []byte("[]"), nil),
+		"bad video id":                pushBody(t, "p5", badVideo, nil),
+		"mismatched event id":         pushBody(t, "p6", with(map[string]any{"eventId": history.WatchEventID("carol", "v2", good.WatchedAt)}), nil),
+		"user changed under event id": pushBody(t, "p7", with(map[string]any{"userId": "mallory"}), nil),
+		"negative position":           pushBody(t, "p8", with(map[string]any{"positionSeconds": -1}), nil),
+		"no user":                     pushBody(t, "p9", with(map[string]any{"userId": ""}), nil),
 	}
-	for name, e := range tests {
-		err := fn(t.Context(), e)
-		if !errors.Is(err, bus.ErrPoison) {
-			t.Errorf("%s: ApplyHistory = %v; want an error wrapping bus.ErrPoison", name, err)
+	for name, body := range tests {
+		if got := pushtest.DeliverBody(t, fn, body); got != pushtest.Refused {
+			t.Errorf("%s: ApplyHistory %v; want refused as poison", name, got)
 		}
 	}
 	if n := s.applied.Load(); n != 0 {
@@ -165,14 +163,11 @@ func TestStoreFailureAsksForARetry(t *testing.T) {
 	fn := applyhistoryfn.New(s, nil)
 	c.Bigtable.Close() // Bigtable is down
 	w := history.NewWatch("dan", "v1", recent(), 1)
-	err := fn(t.Context(), pushEvent(t, "m1", encode(t, w), nil))
-	if err == nil {
-		t.Fatal("ApplyHistory with Bigtable down succeeded")
+	if got := pushtest.DeliverBody(t, fn, pushBody(t, "m1", encode(t, w), nil)); got != pushtest.Retried {
+		t.Fatalf("ApplyHistory with Bigtable down: %v, want redelivered", got)
 	}
-	if errors.Is(err, bus.ErrPoison) {
-		t.Errorf("a store failure is poison (%v); want a retryable error", err)
-	}
-	if !errors.Is(err, errs.ErrBackendUnavailable) {
+	// The store says so: its failure is a backend's, not the message's.
+	if err := s.Apply(t.Context(), w); !errors.Is(err, errs.ErrBackendUnavailable) {
 		t.Errorf("store failure %v does not wrap ErrBackendUnavailable", err)
 	}
 }

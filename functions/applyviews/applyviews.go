@@ -22,12 +22,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
-
-	"github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/bus"
@@ -43,8 +41,8 @@ import (
 )
 
 func init() {
-	host.RegisterCloudEvent("ApplyViews", host.NeedSpanner|host.NeedBigtable,
-		func(ctx context.Context, c *host.Clients) (func(context.Context, event.Event) error, error) {
+	host.RegisterPush("ApplyViews", host.NeedSpanner|host.NeedBigtable,
+		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
 			claims := historystore.NewClaims(c.BigtableTx)
 			if c.Config.History.ViewsCounting == config.ViewsFolded {
 				return New(claims, viewstore.NewStaging(c.BigtableTx), c.Metrics), nil
@@ -86,15 +84,14 @@ func (d Direct) Put(ctx context.Context, _ string, evs []events.Event) error {
 
 const name = "ApplyViews"
 
-// New returns the event function. It returns an error when a retry is
-// wanted (Bigtable or Spanner failed): Pub/Sub redelivers the batch, which
-// owns the same watches. A message that can never be applied is refused as
-// poison, so that Pub/Sub dead-letters it. m may be nil.
-func New(claims Claims, views Views, m *telemetry.Metrics) func(context.Context, event.Event) error {
-	// One message at a time per instance (functions-framework's CloudEvent
-	// path mis-pairs concurrent requests); the batching is upstream.
-	var mu sync.Mutex
-	consume := bus.Consume(name, m, func(ctx context.Context, msg bus.Message) error {
+// New returns the event function's push handler (host.Push). It asks for a
+// redelivery when Bigtable or Spanner failed: Pub/Sub redelivers the batch,
+// which owns the same watches, also when that delivery overlaps another one
+// (each claim is one atomic row mutation). A message that can never be
+// applied is refused as poison, so that Pub/Sub dead-letters it. m may be
+// nil.
+func New(claims Claims, views Views, m *telemetry.Metrics) http.Handler {
+	return host.Push(name, m, func(ctx context.Context, msg bus.Message) error {
 		b, err := history.DecodeBatch(msg.Data)
 		if err != nil {
 			return fmt.Errorf("%w: %w", bus.ErrPoison, err)
@@ -116,11 +113,6 @@ func New(claims Claims, views Views, m *telemetry.Metrics) func(context.Context,
 			"watches", len(b.Watches), "owned", len(owned), "events", len(evs))
 		return nil
 	})
-	return func(ctx context.Context, e event.Event) error {
-		mu.Lock()
-		defer mu.Unlock()
-		return consume(ctx, e)
-	}
 }
 
 // ViewEvents are the counter events of the watches a batch owns: per video,

@@ -4,14 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"sync"
 	"testing"
 	"time"
-
-	"github.com/cloudevents/sdk-go/v2/event"
 
 	applyviewsfn "github.com/videngage/engagement/functions/applyviews"
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
+	"github.com/videngage/engagement/internal/pushtest"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
@@ -24,8 +25,10 @@ import (
 
 func TestMain(m *testing.M) { emulatortest.Main(m) }
 
-func push(_ *testing.T, id string, data []byte) event.Event {
-	return bus.PushEvent(bus.Message{ID: id, Data: data}, "history-views")
+// push delivers a message of data to h and returns what Pub/Sub does with it.
+func push(t *testing.T, h http.Handler, id string, data []byte) pushtest.Outcome {
+	t.Helper()
+	return pushtest.Deliver(t, h, bus.Message{ID: id, Data: data}, "history-views")
 }
 
 // crashing fails the first n calls after the claims are written: an
@@ -82,17 +85,18 @@ func testViewsCountOncePerWatch(t *testing.T, folded bool) {
 	watch := func(user, video string, min int) history.Watch {
 		return history.NewWatch(user, video, at.Add(time.Duration(min)*time.Minute), 0)
 	}
-	deliver := func(b history.Batch) error {
+	deliver := func(b history.Batch) pushtest.Outcome {
+		t.Helper()
 		data, err := b.Encode()
 		if err != nil {
 			t.Fatal(err)
 		}
-		return fn(context.Background(), push(t, b.ID, data))
+		return push(t, fn, b.ID, data)
 	}
 	mustDeliver := func(b history.Batch) {
 		t.Helper()
-		if err := deliver(b); err != nil {
-			t.Fatalf("batch %s: %v", b.ID, err)
+		if got := deliver(b); got != pushtest.Acked {
+			t.Fatalf("batch %s: %v", b.ID, got)
 		}
 	}
 	check := func(when string, want map[string][2]int64) {
@@ -127,8 +131,8 @@ func testViewsCountOncePerWatch(t *testing.T, folded bool) {
 	// its count crashes after the claims, then it is redelivered.
 	b2 := history.NewBatch([]history.Watch{watch("ann", "v1", 0), watch("cat", "v1", 0)})
 	counters.n = 1
-	if err := deliver(b2); err == nil || errors.Is(err, bus.ErrPoison) {
-		t.Fatalf("a failed count: %v, want a retryable error", err)
+	if got := deliver(b2); got != pushtest.Retried {
+		t.Fatalf("a failed count: %v, want redelivered", got)
 	}
 	check("batch 2 crashed before its commit", map[string][2]int64{"v1": {3, 2}})
 	// Meanwhile cat retries alone (a batch of one): b2 claimed it first.
@@ -140,8 +144,8 @@ func testViewsCountOncePerWatch(t *testing.T, folded bool) {
 	// Batch 3 commits, then its instance dies before the ack.
 	b3 := history.NewBatch([]history.Watch{watch("dan", "v2", 5), watch("dan", "v2", 6)})
 	counters.n, counters.after = 1, true
-	if err := deliver(b3); err == nil {
-		t.Fatal("the crash after the commit was not reported")
+	if got := deliver(b3); got != pushtest.Retried {
+		t.Fatalf("the crash after the commit: %v, want redelivered", got)
 	}
 	counters.after = false
 	mustDeliver(b3)
@@ -160,16 +164,83 @@ func testViewsCountOncePerWatch(t *testing.T, folded bool) {
 	// The form published before batches: one watch, counted once.
 	old, _ := watch("eve", "v2", 9).Encode()
 	for range 2 {
-		if err := fn(context.Background(), push(t, "old", old)); err != nil {
-			t.Fatal(err)
+		if got := push(t, fn, "old", old); got != pushtest.Acked {
+			t.Fatal(got)
 		}
 	}
 	check("a single-watch message delivered twice", map[string][2]int64{"v2": {4, 3}})
 
 	for _, bad := range []string{`not json`, `{"batchId":"x","watches":[]}`, `{"batchId":"","watches":[{}]}`} {
-		if err := fn(context.Background(), push(t, "bad", []byte(bad))); !errors.Is(err, bus.ErrPoison) {
-			t.Errorf("poison %q: %v, want bus.ErrPoison", bad, err)
+		if got := push(t, fn, "bad", []byte(bad)); got != pushtest.Refused {
+			t.Errorf("poison %q: %v, want refused as poison", bad, got)
 		}
+	}
+}
+
+// Deliveries served at once on one instance count as one at a time: every
+// batch pushed several times concurrently, and the batches sharing watches
+// (a client's retries in other batches), leave each watch counted once.
+func TestConcurrentDeliveriesCountOnce(t *testing.T) {
+	for _, mode := range []string{"folded", "direct"} {
+		t.Run(mode, func(t *testing.T) {
+			cfg := emulatortest.New(t)
+			c, err := host.New(context.Background(), cfg, host.NeedSpanner|host.NeedBigtable)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			store, err := counterstore.Consumer(spannerdb.Wrap(c.Spanner, c.Config), c.Config.Counters)
+			if err != nil {
+				t.Fatal(err)
+			}
+			staging := viewstore.NewStaging(c.BigtableTx)
+			var sink applyviewsfn.Views = applyviewsfn.Direct{Counters: store}
+			if mode == "folded" {
+				sink = staging
+			}
+			fn := applyviewsfn.New(historystore.NewClaims(c.BigtableTx), sink, nil)
+			at := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Hour)
+			// 8 users watch "hot" once each; batch i carries users i and
+			// i+1, so every watch but the first and last is in two batches.
+			var batches []history.Batch
+			for i := range 8 {
+				ws := []history.Watch{history.NewWatch(fmt.Sprintf("u%d", i), "hot", at, 0)}
+				if i+1 < 8 {
+					ws = append(ws, history.NewWatch(fmt.Sprintf("u%d", i+1), "hot", at, 0))
+				}
+				batches = append(batches, history.NewBatch(ws))
+			}
+			var wg sync.WaitGroup
+			outcomes := make(chan pushtest.Outcome, len(batches)*3)
+			for _, b := range batches {
+				data, err := b.Encode()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for range 3 {
+					wg.Go(func() { outcomes <- push(t, fn, b.ID, data) })
+				}
+			}
+			wg.Wait()
+			close(outcomes)
+			for got := range outcomes {
+				if got != pushtest.Acked {
+					t.Fatalf("a concurrent delivery: %v", got)
+				}
+			}
+			if mode == "folded" {
+				if _, err := views.Fold(context.Background(), staging, store, views.FoldOptions{Hi: viewstore.Parts}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := store.Counts(context.Background(), []string{"hot"}, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v := got.Values["hot"]; v.Views != 8 || v.UniqueViewers != 8 {
+				t.Fatalf("hot: %d views, %d unique viewers after 24 concurrent deliveries of 8 watches; want 8 and 8", v.Views, v.UniqueViewers)
+			}
+		})
 	}
 }
 

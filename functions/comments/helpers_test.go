@@ -13,13 +13,13 @@ import (
 	"time"
 
 	"cloud.google.com/go/spanner"
-	"github.com/cloudevents/sdk-go/v2/event"
 
 	applycountersfn "github.com/videngage/engagement/functions/applycounters"
 	commentsfn "github.com/videngage/engagement/functions/comments"
 	countsfn "github.com/videngage/engagement/functions/counts"
 	"github.com/videngage/engagement/internal/apitest"
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
+	"github.com/videngage/engagement/internal/pushtest"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/comment"
@@ -44,16 +44,16 @@ const audience = "comments-test"
 var issuer = sync.OnceValues(func() (*auth.LocalIssuer, error) { return auth.NewLocalIssuer(audience) })
 
 // loopback is the counter topic and its push subscription in one: each
-// published message is delivered, as the CloudEvent of a Pub/Sub push, to
+// published message is delivered, as a Pub/Sub push, to
 // the real ApplyCounters consumer before Publish returns, unless held (then
 // the test releases it later: events in flight).
 type loopback struct {
 	t       testing.TB
-	consume func(context.Context, event.Event) error
+	consume http.Handler
 
 	mu     sync.Mutex
 	hold   bool
-	held   []event.Event
+	held   [][]byte
 	events []events.Event
 	n      int
 }
@@ -68,13 +68,13 @@ func (p *loopback) Publish(ctx context.Context, data []byte, attrs map[string]st
 	p.events = append(p.events, m.Events...)
 	p.n++
 	id := fmt.Sprint(p.n)
-	e := pushEvent(p.t, id, data, attrs)
+	body := pushBody(p.t, id, data, attrs)
 	if p.hold {
-		p.held = append(p.held, e)
+		p.held = append(p.held, body)
 		return id, nil
 	}
-	if err := p.consume(context.WithoutCancel(ctx), e); err != nil {
-		p.t.Errorf("ApplyCounters of message %s: %v", id, err)
+	if got := pushtest.DeliverBody(p.t, p.consume, body); got != pushtest.Acked {
+		p.t.Errorf("ApplyCounters of message %s: %v", id, got)
 	}
 	return id, nil
 }
@@ -92,9 +92,9 @@ func (p *loopback) release() {
 	held := p.held
 	p.held = nil
 	p.mu.Unlock()
-	for _, e := range held {
-		if err := p.consume(context.Background(), e); err != nil {
-			p.t.Errorf("ApplyCounters of message %s: %v", e.ID(), err)
+	for i, body := range held {
+		if got := pushtest.DeliverBody(p.t, p.consume, body); got != pushtest.Acked {
+			p.t.Errorf("ApplyCounters of held message %d: %v", i+1, got)
 		}
 	}
 }
@@ -106,9 +106,9 @@ func (p *loopback) published() []events.Event {
 	return append([]events.Event(nil), p.events...)
 }
 
-// pushEvent is the messagePublished CloudEvent of a Pub/Sub push.
-func pushEvent(_ testing.TB, messageID string, data []byte, attrs map[string]string) event.Event {
-	return bus.PushEvent(bus.Message{ID: messageID, Data: data, Attributes: attrs}, "counter-apply")
+// pushBody is the body of a Pub/Sub push of a message.
+func pushBody(_ testing.TB, messageID string, data []byte, attrs map[string]string) []byte {
+	return bus.PushBody(bus.Message{ID: messageID, Data: data, Attributes: attrs}, "counter-apply")
 }
 
 // env is one test's deployment of the Comments function and the Counts

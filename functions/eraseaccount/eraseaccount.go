@@ -14,9 +14,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
-
-	"github.com/cloudevents/sdk-go/v2/event"
+	"net/http"
 
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/account"
@@ -32,8 +30,8 @@ import (
 )
 
 func init() {
-	host.RegisterCloudEvent("EraseAccount", host.NeedSpanner|host.NeedBigtable|host.NeedFirestore|host.NeedPubSub,
-		func(ctx context.Context, c *host.Clients) (func(context.Context, event.Event) error, error) {
+	host.RegisterPush("EraseAccount", host.NeedSpanner|host.NeedBigtable|host.NeedFirestore|host.NeedPubSub,
+		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
 			cfg := c.Config
 			db := spannerdb.Wrap(c.Spanner, cfg)
 			e := &account.Eraser{
@@ -60,13 +58,10 @@ type Eraser interface {
 	Run(ctx context.Context, userID string) (more bool, err error)
 }
 
-// New returns the event function; next publishes the follow-up message of
-// an erasure that has work left. m may be nil.
-func New(e Eraser, next events.Publisher, m *telemetry.Metrics) func(context.Context, event.Event) error {
-	// One message at a time per instance (functions-framework's CloudEvent
-	// path mis-pairs concurrent requests).
-	var mu sync.Mutex
-	consume := bus.Consume(name, m, func(ctx context.Context, msg bus.Message) error {
+// New returns the event function's push handler (host.Push); next publishes
+// the follow-up message of an erasure that has work left. m may be nil.
+func New(e Eraser, next events.Publisher, m *telemetry.Metrics) http.Handler {
+	return host.Push(name, m, func(ctx context.Context, msg bus.Message) error {
 		am, err := account.DecodeMessage(msg.Data)
 		if err != nil {
 			return fmt.Errorf("%w: %w", bus.ErrPoison, err)
@@ -83,9 +78,4 @@ func New(e Eraser, next events.Publisher, m *telemetry.Metrics) func(context.Con
 		}
 		return nil
 	})
-	return func(ctx context.Context, e event.Event) error {
-		mu.Lock()
-		defer mu.Unlock()
-		return consume(ctx, e)
-	}
 }

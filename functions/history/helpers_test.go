@@ -11,13 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/event"
-
 	applyhistoryfn "github.com/videngage/engagement/functions/applyhistory"
 	historyfn "github.com/videngage/engagement/functions/history"
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/internal/apitest"
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
+	"github.com/videngage/engagement/internal/pushtest"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
@@ -50,12 +49,12 @@ var issuers = sync.OnceValues(func() ([2]*auth.LocalIssuer, error) {
 })
 
 // loopback is the history topic and its push subscription in one: each
-// published message is delivered, as the CloudEvent a Pub/Sub push
-// produces, to the real ApplyHistory consumer (deliveries times, to act out
+// published message is delivered, as a Pub/Sub push, to the real
+// ApplyHistory consumer (deliveries times, to act out
 // redelivery), before Publish returns.
 type loopback struct {
 	t       testing.TB
-	consume func(context.Context, event.Event) error
+	consume http.Handler
 
 	mu         sync.Mutex
 	deliveries int
@@ -77,10 +76,10 @@ func (p *loopback) Publish(ctx context.Context, data []byte, attrs map[string]st
 	id := fmt.Sprint(len(p.published) + 1)
 	p.published = append(p.published, b.Watches...)
 	p.attrs = append(p.attrs, attrs)
-	e := pushEvent(p.t, id, data, attrs)
+	body := pushBody(p.t, id, data, attrs)
 	for range max(1, p.deliveries) {
-		if err := p.consume(context.WithoutCancel(ctx), e); err != nil {
-			p.t.Errorf("ApplyHistory of message %s: %v", id, err)
+		if got := pushtest.DeliverBody(p.t, p.consume, body); got != pushtest.Acked {
+			p.t.Errorf("ApplyHistory of message %s: %v", id, got)
 		}
 	}
 	return id, nil
@@ -98,9 +97,9 @@ func (p *loopback) set(deliveries int, fail error) {
 	p.deliveries, p.fail = deliveries, fail
 }
 
-// pushEvent is the messagePublished CloudEvent of a Pub/Sub push.
-func pushEvent(_ testing.TB, messageID string, data []byte, attrs map[string]string) event.Event {
-	return bus.PushEvent(bus.Message{ID: messageID, Data: data, Attributes: attrs}, "history-apply")
+// pushBody is the body of a Pub/Sub push of a message.
+func pushBody(_ testing.TB, messageID string, data []byte, attrs map[string]string) []byte {
+	return bus.PushBody(bus.Message{ID: messageID, Data: data, Attributes: attrs}, "history-apply")
 }
 
 // env is one test's deployment of the History function: real stores on the

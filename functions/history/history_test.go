@@ -20,6 +20,7 @@ import (
 	historyfn "github.com/videngage/engagement/functions/history"
 	"github.com/videngage/engagement/internal/apitest"
 	"github.com/videngage/engagement/internal/emulators"
+	"github.com/videngage/engagement/internal/pushtest"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
@@ -574,8 +575,8 @@ func TestThroughPubSub(t *testing.T) {
 			}
 			// Delivered twice: at-least-once.
 			for range 2 {
-				if err := consume(t.Context(), pushEvent(t, msg.GetMessageId(), msg.GetData(), msg.GetAttributes())); err != nil {
-					t.Fatalf("ApplyHistory of message %s: %v", msg.GetMessageId(), err)
+				if got := pushtest.DeliverBody(t, consume, pushBody(t, msg.GetMessageId(), msg.GetData(), msg.GetAttributes())); got != pushtest.Acked {
+					t.Fatalf("ApplyHistory of message %s: %v", msg.GetMessageId(), got)
 				}
 			}
 			acks = append(acks, m.GetAckId())

@@ -20,7 +20,6 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"cloud.google.com/go/spanner"
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
-	"github.com/cloudevents/sdk-go/v2/event"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -142,15 +141,16 @@ func (c *Clients) Close() error {
 // HTTPBuilder builds an HTTP function's handler from the instance's clients.
 type HTTPBuilder func(ctx context.Context, c *Clients) (http.Handler, error)
 
-// EventBuilder builds an event function from the instance's clients.
-type EventBuilder func(ctx context.Context, c *Clients) (func(context.Context, event.Event) error, error)
+// PushBuilder builds an event function's handler of Pub/Sub pushes (Push)
+// from the instance's clients.
+type PushBuilder func(ctx context.Context, c *Clients) (http.Handler, error)
 
 // Registered is one function as registered by its package.
 type Registered struct {
 	Name  string
 	Needs Needs
 	HTTP  HTTPBuilder
-	Event EventBuilder
+	Push  PushBuilder
 }
 
 var (
@@ -180,17 +180,20 @@ func RegisterHTTP(name string, needs Needs, build HTTPBuilder) {
 	})
 }
 
-// RegisterCloudEvent registers an event function with functions-framework-go
-// under name. A failed client build returns an error, so Pub/Sub redelivers.
-func RegisterCloudEvent(name string, needs Needs, build EventBuilder) {
-	remember(Registered{Name: name, Needs: needs, Event: build})
-	var l lazy[func(context.Context, event.Event) error]
-	functions.CloudEvent(name, func(ctx context.Context, e event.Event) error {
-		fn, err := l.get(ctx, needs, build)
+// RegisterPush registers an event function, the HTTP function a Pub/Sub
+// push subscription delivers to, with functions-framework-go under name.
+// Call it from the package's init. A failed client build answers 503, so
+// Pub/Sub redelivers.
+func RegisterPush(name string, needs Needs, build PushBuilder) {
+	remember(Registered{Name: name, Needs: needs, Push: build})
+	var l lazy[http.Handler]
+	functions.HTTP(name, func(w http.ResponseWriter, r *http.Request) {
+		h, err := l.get(r.Context(), needs, build)
 		if err != nil {
-			return err
+			httpx.WriteError(w, r, fmt.Errorf("%w: %s: %v", errs.ErrBackendUnavailable, name, err))
+			return
 		}
-		return fn(ctx, e)
+		h.ServeHTTP(w, r)
 	})
 }
 

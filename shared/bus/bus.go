@@ -1,20 +1,20 @@
-// Package bus publishes events to Pub/Sub and decodes the Pub/Sub pushes that
-// reach event functions as CloudEvents.
+// Package bus publishes events to Pub/Sub and decodes the bodies of the
+// Pub/Sub pushes that reach event functions.
 package bus
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
+	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
-	"github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/telemetry"
@@ -72,16 +72,26 @@ type Message struct {
 	Data        []byte
 	Attributes  map[string]string
 	PublishTime time.Time
+	// DeliveryAttempt counts the deliveries of the message, this one
+	// included, on a subscription with a dead-letter policy; 0 when Pub/Sub
+	// does not say.
+	DeliveryAttempt int
 }
 
+// pushData is the body of a Pub/Sub push request in the wrapped format (a
+// subscription without no_wrapper). Pub/Sub also sends message_id and
+// publish_time, copies of the fields read here.
 type pushData struct {
-	Message struct {
-		Data        []byte            `json:"data"`
-		Attributes  map[string]string `json:"attributes"`
-		MessageID   string            `json:"messageId"`
-		PublishTime time.Time         `json:"publishTime"`
-	} `json:"message"`
-	Subscription string `json:"subscription"`
+	Message         *pushMessage `json:"message"`
+	Subscription    string       `json:"subscription"`
+	DeliveryAttempt int          `json:"deliveryAttempt,omitempty"`
+}
+
+type pushMessage struct {
+	Data        []byte            `json:"data"`
+	Attributes  map[string]string `json:"attributes,omitempty"`
+	MessageID   string            `json:"messageId"`
+	PublishTime time.Time         `json:"publishTime"`
 }
 
 // ErrPoison marks a message that can never be processed: the function logs
@@ -89,97 +99,50 @@ type pushData struct {
 // the configured attempts instead of redelivering it forever.
 var ErrPoison = errors.New("poison message")
 
-// Consume is the shape every event function shares: it decodes the push,
-// traces the message as name's consumer span and hands it to apply. An
-// error from apply asks for a redelivery; one that wraps ErrPoison is also
-// logged and counted as a dead-letter delivery (kept on the dead-letter
-// topic for inspection, never silently dropped). m may be nil.
-func Consume(name string, m *telemetry.Metrics, apply func(context.Context, Message) error) func(context.Context, event.Event) error {
-	return func(ctx context.Context, e event.Event) (err error) {
-		msg, err := FromCloudEvent(e)
-		if err != nil {
-			return poison(ctx, name, m, e.ID(), err)
-		}
-		ctx, end := telemetry.StartConsumerSpan(ctx, name, msg.ID, msg.Attributes)
-		defer func() { end(err) }()
-		if err = apply(ctx, msg); errors.Is(err, ErrPoison) {
-			return poison(ctx, name, m, msg.ID, err)
-		}
-		return err
-	}
-}
-
-func poison(ctx context.Context, name string, m *telemetry.Metrics, id string, err error) error {
-	m.DeadLetterDelivery(ctx, name)
-	slog.ErrorContext(ctx, name+": message can never be applied; refused, so that it is dead-lettered", "messageId", id, "error", err.Error())
-	return err
-}
-
-// FromCloudEvent decodes the messagePublished CloudEvent that Pub/Sub push
-// delivers (through functions-framework's conversion locally, through
-// Eventarc in the cloud).
-func FromCloudEvent(e event.Event) (Message, error) {
-	m, _, err := DecodePush(e.Data())
-	if err != nil {
-		return Message{}, fmt.Errorf("%w: event %s: not a Pub/Sub message: %v", ErrPoison, e.ID(), err)
-	}
-	if m.ID == "" {
-		m.ID = e.ID()
-	}
-	return m, nil
-}
-
-// PushEventType is the CloudEvent type of a message Pub/Sub pushed.
-const PushEventType = "google.cloud.pubsub.topic.v1.messagePublished"
-
-// PushCloudEvent is the messagePublished CloudEvent, of id, that an event
-// function receives for the body of a Pub/Sub push (what functions-framework
-// makes of the request locally, and Eventarc in the cloud).
-func PushCloudEvent(id string, body []byte) event.Event {
-	e := event.New()
-	e.SetID(id)
-	e.SetType(PushEventType)
-	e.SetSource("//pubsub.googleapis.com/")
-	// Setting JSON bytes as data cannot fail.
-	_ = e.SetData(event.ApplicationJSON, body)
-	return e
-}
-
 // PushBody is the body of a push of msg by subscription (its short name):
 // what DecodePush reads. A zero PublishTime is now.
 func PushBody(msg Message, subscription string) []byte {
 	var d pushData
-	d.Message.Data, d.Message.Attributes, d.Message.MessageID, d.Message.PublishTime = msg.Data, msg.Attributes, msg.ID, msg.PublishTime
+	d.Message = &pushMessage{Data: msg.Data, Attributes: msg.Attributes, MessageID: msg.ID, PublishTime: msg.PublishTime}
 	if d.Message.PublishTime.IsZero() {
 		d.Message.PublishTime = time.Now().UTC()
 	}
 	d.Subscription = "projects/local/subscriptions/" + subscription
+	d.DeliveryAttempt = msg.DeliveryAttempt
 	// Bytes, strings and a time always marshal.
 	b, _ := json.Marshal(d)
 	return b
 }
 
-// PushEvent is the CloudEvent of a push of msg by subscription.
-func PushEvent(msg Message, subscription string) event.Event {
-	return PushCloudEvent(msg.ID, PushBody(msg, subscription))
-}
-
-// DecodePush decodes the body of a Pub/Sub push request (also the data of
-// the messagePublished CloudEvent made from it): the message and the short
-// name of the subscription that pushed it.
+// DecodePush decodes the body of a Pub/Sub push request: the message and the
+// short name of the subscription that pushed it. It is strict: a body that
+// is not one JSON object, has no message, or a message without an id (the
+// key of every log line and redelivery) is refused with an error wrapping
+// ErrPoison that says what is wrong.
 func DecodePush(body []byte) (Message, string, error) {
 	var d pushData
-	if err := json.Unmarshal(body, &d); err != nil {
-		return Message{}, "", err
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&d); err != nil {
+		return Message{}, "", fmt.Errorf("%w: not a Pub/Sub push body: %v", ErrPoison, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Message{}, "", fmt.Errorf("%w: not a Pub/Sub push body: data after the JSON object", ErrPoison)
+	}
+	switch {
+	case d.Message == nil:
+		return Message{}, "", fmt.Errorf("%w: not a Pub/Sub push body: no message object", ErrPoison)
+	case d.Message.MessageID == "":
+		return Message{}, "", fmt.Errorf("%w: not a Pub/Sub push body: the message has no messageId", ErrPoison)
 	}
 	sub := d.Subscription
 	if i := strings.LastIndex(sub, "/"); i >= 0 {
 		sub = sub[i+1:]
 	}
 	return Message{
-		ID:          d.Message.MessageID,
-		Data:        d.Message.Data,
-		Attributes:  d.Message.Attributes,
-		PublishTime: d.Message.PublishTime,
+		ID:              d.Message.MessageID,
+		Data:            d.Message.Data,
+		Attributes:      d.Message.Attributes,
+		PublishTime:     d.Message.PublishTime,
+		DeliveryAttempt: d.DeliveryAttempt,
 	}, sub, nil
 }

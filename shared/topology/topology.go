@@ -106,7 +106,7 @@ type Delivery struct {
 const (
 	KindHTTP      = "http"      // public API, behind the gateway
 	KindScheduled = "scheduled" // HTTP, called by Cloud Scheduler with OIDC
-	KindEvent     = "event"     // CloudEvent, triggered by a Pub/Sub push
+	KindEvent     = "event"     // HTTP, called by a Pub/Sub push subscription with OIDC
 )
 
 type Function struct {

@@ -8,7 +8,6 @@ package localstack
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -20,7 +19,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/spanner"
-	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/sethvargo/go-envconfig"
 
 	applycountersfn "github.com/videngage/engagement/functions/applycounters"
@@ -29,7 +27,6 @@ import (
 	reconcilefn "github.com/videngage/engagement/functions/reconcile"
 	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/shared/auth"
-	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
@@ -134,9 +131,9 @@ func (w *World) Close() {
 }
 
 // Stack is the counter functions of one world served on one Server: Counts
-// at /v1/counts and /v1/me/counts, Reconcile at /internal/reconcile, ApplyCounters at its push
-// endpoint (one message at a time; the other push endpoints acknowledge and
-// drop), the local issuer's keys at /jwks, and the rollup folding every
+// at /v1/counts and /v1/me/counts, Reconcile at /internal/reconcile,
+// ApplyCounters at its push endpoint (the other push endpoints acknowledge
+// and drop), the local issuer's keys at /jwks, and the rollup folding every
 // ROLLUP_INTERVAL.
 type Stack struct {
 	Config    *config.Config
@@ -146,11 +143,10 @@ type Stack struct {
 	Counters  *counterstore.Store
 	Reconcile http.Handler
 
-	name   string
-	stop   context.CancelFunc
-	done   sync.WaitGroup
-	pushes atomic.Int64
-	likes  atomic.Int64
+	name  string
+	stop  context.CancelFunc
+	done  sync.WaitGroup
+	likes atomic.Int64
 }
 
 // CountedLikes is how many likes ApplyCounters has counted so far
@@ -204,7 +200,7 @@ func New(ctx context.Context, name string, cfg *config.Config, srv *Server, moun
 	mux.Handle("/v1/counts", counts)
 	mux.Handle("/v1/me/counts", counts)
 	mux.Handle("/internal/reconcile", st.Reconcile)
-	mux.Handle("/push/ApplyCounters", st.PushHandler(applycountersfn.New(countingStore{st.Counters, &st.likes}, nil)))
+	mux.Handle("/push/ApplyCounters", applycountersfn.New(countingStore{st.Counters, &st.likes}, nil))
 	mux.Handle("/push/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent) // other event functions: not part of this stack
 	}))
@@ -219,28 +215,6 @@ func New(ctx context.Context, name string, cfg *config.Config, srv *Server, moun
 	st.done.Add(1)
 	go st.tickRollup(rctx)
 	return st, nil
-}
-
-// PushHandler turns a Pub/Sub push into the messagePublished CloudEvent the
-// event function receives (what functions-framework does), one at a time.
-func (st *Stack) PushHandler(fn func(context.Context, event.Event) error) http.Handler {
-	var mu sync.Mutex
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			w.WriteHeader(http.StatusBadRequest)
-			return
-		}
-		e := bus.PushCloudEvent(fmt.Sprintf("push-%d", st.pushes.Add(1)), body)
-		mu.Lock()
-		err = fn(r.Context(), e)
-		mu.Unlock()
-		if err != nil {
-			w.WriteHeader(http.StatusInternalServerError)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	})
 }
 
 // tickRollup folds every ROLLUP_INTERVAL, as the Rollup function does inside

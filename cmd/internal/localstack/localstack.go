@@ -3,8 +3,9 @@
 // benchmark commands and the fault drills. It attaches to or starts the
 // emulators, provisions a world in them, builds the registered HTTP
 // functions on one set of clients and serves them at their topology routes
-// as the cloud does, serves the registered event functions with
-// functions-framework-go where Pub/Sub pushes, and waits until every
+// as the cloud does, serves the registered event functions (HTTP functions
+// that read Pub/Sub pushes) with functions-framework-go where Pub/Sub
+// pushes, and waits until every
 // backend answers. The benchmarks' counter stack (bench.go) is built on the
 // same world.
 //
@@ -23,7 +24,6 @@ import (
 	"net/url"
 	"os"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/GoogleCloudPlatform/functions-framework-go/funcframework"
@@ -120,17 +120,17 @@ func MountHTTP(ctx context.Context, mux *http.ServeMux, c *host.Clients, instead
 }
 
 // EventFunctions serves the registered event functions with
-// functions-framework-go on a free loopback port and returns the handler of
-// their pushes, POST /events/{function}. It lets one request at a time into
-// each function, as Cloud Functions does by default: the framework's
-// CloudEvent path mis-pairs concurrent requests. paths names the framework
-// path of a function registered under another name than its own (the
-// drills' probes); by default a function is served at /<Name>. The
-// framework serves one port per process: call this once.
+// functions-framework-go on a free loopback port, each building its clients
+// from the environment on first use as a Cloud Functions instance does, and
+// returns the handler of their pushes, POST /events/{function}, as many at
+// once as arrive. paths names the framework path of a function registered
+// under another name than its own (the drills' probes); by default a
+// function is served at /<Name>. The framework serves one port per
+// process: call this once.
 func EventFunctions(paths map[string]string) (http.Handler, error) {
 	known := map[string]string{}
 	for _, r := range host.All() {
-		if r.Event != nil {
+		if r.Push != nil {
 			known[r.Name] = "/" + r.Name
 		}
 	}
@@ -146,7 +146,6 @@ func EventFunctions(paths map[string]string) (http.Handler, error) {
 	}
 	target, _ := url.Parse("http://" + addr)
 	proxy := httputil.NewSingleHostReverseProxy(target)
-	var gates sync.Map
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("function")
 		to, ok := known[name]
@@ -154,9 +153,6 @@ func EventFunctions(paths map[string]string) (http.Handler, error) {
 			httpx.WriteError(w, r, httpx.NotFound("no event function %q", name))
 			return
 		}
-		g, _ := gates.LoadOrStore(name, &sync.Mutex{})
-		g.(*sync.Mutex).Lock()
-		defer g.(*sync.Mutex).Unlock()
 		r2 := r.Clone(r.Context())
 		r2.URL.Path = to
 		proxy.ServeHTTP(w, r2)
