@@ -1,6 +1,7 @@
 package check
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -362,6 +363,68 @@ func TestCrossCheckDetectsDrift(t *testing.T) {
 		if !containsErr(errsFound, want) {
 			t.Errorf("missing %q in %v", want, errors.Join(errsFound...))
 		}
+	}
+}
+
+// The cross-check must refuse an event function that is no push handler, a
+// concurrency above 1 without a whole vCPU, and an event function that may
+// outrun the ack deadline.
+func TestCrossCheckEventFunctions(t *testing.T) {
+	res, errs := envResults(t)
+	if errs["prod"] != nil {
+		t.Fatal(errs["prod"])
+	}
+	if errs := CrossCheck(res["prod"].PlanJSON, loadCode(t)); len(errs) != 0 {
+		t.Fatalf("the unbroken plan fails: %v", errors.Join(errs...))
+	}
+	// broken is the prod plan with ApplyViews' service_config changed by f.
+	broken := func(f func(sc map[string]any)) *Plan {
+		var p Plan
+		for _, rc := range res["prod"].PlanJSON.ResourceChanges {
+			if rc.Type == "google_cloudfunctions2_function" && rc.Str("build_config", 0, "entry_point") == "ApplyViews" {
+				b, err := json.Marshal(rc.Change.After)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var after map[string]any
+				if err := json.Unmarshal(b, &after); err != nil {
+					t.Fatal(err)
+				}
+				f(after["service_config"].([]any)[0].(map[string]any))
+				rc.Change.After = after
+			}
+			p.ResourceChanges = append(p.ResourceChanges, rc)
+		}
+		return &p
+	}
+	for _, tc := range []struct {
+		name string
+		plan *Plan
+		code func(*Code)
+		want string
+	}{
+		{"many requests on half a vCPU", broken(func(sc map[string]any) {
+			sc["available_cpu"], sc["max_instance_request_concurrency"] = "0.5", float64(8)
+		}), nil, `function ApplyViews serves 8 requests at a time on "0.5" vCPU`},
+		{"no request at all", broken(func(sc map[string]any) { sc["max_instance_request_concurrency"] = float64(0) }), nil,
+			`function ApplyViews serves 0 requests at a time`},
+		{"a timeout past the ack deadline", broken(func(sc map[string]any) { sc["timeout_seconds"] = float64(300) }), nil,
+			`event function ApplyViews may run 300s, longer than the push subscriptions' ack deadline`},
+		{"an event function registered as a plain HTTP function", res["prod"].PlanJSON, func(c *Code) {
+			r := c.Registered["ApplyViews"]
+			r.Kind = "HTTP"
+			c.Registered["ApplyViews"] = r
+		}, `function ApplyViews is a event function in topology.json but registered with HTTP`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code := loadCode(t)
+			if tc.code != nil {
+				tc.code(code)
+			}
+			if errs := CrossCheck(tc.plan, code); !containsErr(errs, tc.want) {
+				t.Fatalf("the cross-check did not report %q: %v", tc.want, errors.Join(errs...))
+			}
+		})
 	}
 }
 

@@ -24,7 +24,7 @@ const (
 // Registration is one function registered with functions-framework-go.
 type Registration struct {
 	Name    string
-	Kind    string          // "HTTP" or "CloudEvent"
+	Kind    string          // "HTTP", "Push" (an event function) or "CloudEvent"
 	Package string          // import path of the registering package
 	Needs   map[string]bool // host.Need* names (Spanner, Bigtable, ...); nil if registered directly
 	Pos     string
@@ -139,8 +139,8 @@ func goFiles(dir string) ([]string, error) {
 }
 
 // scanRegistrations finds functions.HTTP/CloudEvent and
-// host.RegisterHTTP/RegisterCloudEvent calls under functions/, the host
-// itself aside.
+// host.RegisterHTTP/RegisterPush calls under functions/, the host itself
+// aside.
 func (c *Code) scanRegistrations(repo string) error {
 	dir := filepath.Join(repo, "functions")
 	if _, err := os.Stat(dir); os.IsNotExist(err) {
@@ -210,7 +210,9 @@ func (c *Code) scanRegistrations(repo string) error {
 			switch imports[x.Name] + "." + sel.Sel.Name {
 			case frameworkImport + ".HTTP", hostImport + ".RegisterHTTP":
 				kind = "HTTP"
-			case frameworkImport + ".CloudEvent", hostImport + ".RegisterCloudEvent":
+			case hostImport + ".RegisterPush":
+				kind = "Push"
+			case frameworkImport + ".CloudEvent":
 				kind = "CloudEvent"
 			default:
 				return true

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/videngage/engagement/shared/topology"
@@ -185,7 +186,7 @@ func CrossCheck(p *Plan, c *Code) []error {
 		if reg, ok := c.Registered[f.Name]; ok {
 			want := "HTTP"
 			if f.Kind == "event" {
-				want = "CloudEvent"
+				want = "Push"
 			}
 			if reg.Kind != want {
 				add(fmt.Errorf("function %s is a %s function in topology.json but registered with %s (%s)", f.Name, f.Kind, reg.Kind, reg.Pos))
@@ -194,9 +195,17 @@ func CrossCheck(p *Plan, c *Code) []error {
 				add(fmt.Errorf("function %s: package %s is not imported by the module root package, so Cloud Functions cannot find its entry point", f.Name, reg.Package))
 			}
 		}
+		// Cloud Run serves more than one request at a time only with a
+		// whole vCPU or more.
 		conc := rc.Num("service_config", 0, "max_instance_request_concurrency")
-		if f.Kind == "event" && conc != 1 {
-			add(fmt.Errorf("event function %s serves %v requests at a time, want 1", f.Name, conc))
+		cpu, _ := strconv.ParseFloat(rc.Str("service_config", 0, "available_cpu"), 64)
+		if conc < 1 || (conc > 1 && cpu < 1) {
+			add(fmt.Errorf("function %s serves %v requests at a time on %q vCPU; Cloud Run needs 1 or more, and a whole vCPU for more than 1", f.Name, conc, rc.Str("service_config", 0, "available_cpu")))
+		}
+		// A push still running at the ack deadline is delivered again
+		// while it runs: the function must answer within the deadline.
+		if timeout := rc.Num("service_config", 0, "timeout_seconds"); f.Kind == "event" && timeout > float64(top.PubSub.Delivery.AckDeadlineSeconds) {
+			add(fmt.Errorf("event function %s may run %vs, longer than the push subscriptions' ack deadline of %ds", f.Name, timeout, top.PubSub.Delivery.AckDeadlineSeconds))
 		}
 		wantIngress := "ALLOW_INTERNAL_ONLY"
 		if f.Kind == "http" && f.Public {
@@ -292,7 +301,7 @@ func CrossCheck(p *Plan, c *Code) []error {
 			if kinds[s.Function] != "event" {
 				add(fmt.Errorf("subscription %s pushes to %s, which is not an event function", s.Name, s.Function))
 			}
-			if reg, ok := c.Registered[s.Function]; ok && reg.Kind != "CloudEvent" {
+			if reg, ok := c.Registered[s.Function]; ok && reg.Kind != "Push" {
 				add(fmt.Errorf("subscription %s pushes to %s, which the code registers as %s", s.Name, s.Function, reg.Kind))
 			}
 			if got := rc.Num("dead_letter_policy", 0, "max_delivery_attempts"); got != float64(d.MaxDeliveryAttempts) {

@@ -109,12 +109,10 @@ resource "google_cloudfunctions2_function" "fn" {
   }
 
   service_config {
-    available_memory = local.function_settings[each.key].memory
-    available_cpu    = local.function_settings[each.key].cpu
-    timeout_seconds  = local.function_settings[each.key].timeout_seconds
-    # Event functions take one delivery at a time: the CloudEvent path of
-    # functions-framework-go mis-pairs concurrent requests.
-    max_instance_request_concurrency = each.value.kind == "event" ? 1 : local.function_settings[each.key].concurrency
+    available_memory                 = local.function_settings[each.key].memory
+    available_cpu                    = local.function_settings[each.key].cpu
+    timeout_seconds                  = local.function_settings[each.key].timeout_seconds
+    max_instance_request_concurrency = local.function_settings[each.key].concurrency
     min_instance_count               = local.function_settings[each.key].min_instances
     max_instance_count               = local.function_settings[each.key].max_instances
     all_traffic_on_latest_revision   = true

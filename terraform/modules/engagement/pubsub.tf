@@ -63,11 +63,9 @@ resource "google_pubsub_subscription" "push" {
   labels                     = merge(local.labels, { function = local.functions[each.value.function].id })
 
   push_config {
-    # functions-framework-go turns a push body into a CloudEvent and takes the
-    # topic from the request path (projects/<p>/topics/<t>); without it, it
-    # prints a non-JSON warning on every delivery. Cloud Run serves the
-    # function on every path, and the token's audience stays the service URL.
-    push_endpoint = "${google_cloudfunctions2_function.fn[each.value.function].service_config[0].uri}/projects/${var.project_id}/topics/${google_pubsub_topic.topic[each.value.topic].name}"
+    # The event function is an HTTP function that reads the push body (the
+    # wrapped format: no no_wrapper block) itself.
+    push_endpoint = google_cloudfunctions2_function.fn[each.value.function].service_config[0].uri
 
     oidc_token {
       service_account_email = google_service_account.push[each.value.function].email

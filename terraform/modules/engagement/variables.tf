@@ -49,7 +49,7 @@ variable "go_runtime" {
 }
 
 variable "function_defaults" {
-  description = "Resources per function kind (http, scheduled, event). Event functions always serve one request at a time."
+  description = "Resources per function kind (http, scheduled, event). A concurrency above 1 needs cpu of 1 or more."
   type = map(object({
     memory          = string
     cpu             = string
