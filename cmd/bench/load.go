@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"sync"
@@ -17,11 +18,14 @@ import (
 // the clients'.
 const loadChildEnv = "ENGAGEMENT_BENCH_LOAD_CHILD"
 
-// loadJob is what the parent sends the child on stdin.
+// loadJob is what the parent sends the child on stdin: a PUT of Body per
+// token, answered 200; or, with Pushes, a POST of each push body, answered
+// 204 (a Pub/Sub push acknowledged).
 type loadJob struct {
 	URL         string   `json:"url"`
 	Body        string   `json:"body"`
 	Tokens      []string `json:"tokens"`
+	Pushes      []string `json:"pushes,omitempty"`
 	Concurrency int      `json:"concurrency"`
 }
 
@@ -38,14 +42,18 @@ type loadResult struct {
 	FirstErr string        `json:"firstErr,omitempty"`
 }
 
-// runLoadChild is the child's main: it reads one job, sends one PUT per
-// token from job.Concurrency clients (each retried up to five times), and
-// writes the result.
+// runLoadChild is the child's main: it reads one job, sends its requests
+// from job.Concurrency clients (each retried up to five times), and writes
+// the result.
 func runLoadChild() {
 	var job loadJob
 	if err := json.NewDecoder(bufio.NewReader(os.Stdin)).Decode(&job); err != nil {
 		fmt.Fprintln(os.Stderr, "bench load child:", err)
 		os.Exit(2)
+	}
+	method, want, n := http.MethodPut, http.StatusOK, len(job.Tokens)
+	if job.Pushes != nil {
+		method, want, n = http.MethodPost, http.StatusNoContent, len(job.Pushes)
 	}
 	client := newClient(job.Concurrency)
 	var next, failures atomic.Int64
@@ -58,12 +66,18 @@ func runLoadChild() {
 			defer wg.Done()
 			for {
 				i := int(next.Add(1)) - 1
-				if i >= len(job.Tokens) {
+				if i >= n {
 					return
 				}
+				token, body := "", ""
+				if job.Pushes != nil {
+					body = job.Pushes[i]
+				} else {
+					token, body = job.Tokens[i], job.Body
+				}
 				for attempt := 0; ; attempt++ {
-					code, b, err := do(client, "PUT", job.URL, job.Tokens[i], job.Body)
-					if err == nil && code == 200 {
+					code, b, err := do(client, method, job.URL, token, body)
+					if err == nil && code == want {
 						break
 					}
 					if attempt == 5 {

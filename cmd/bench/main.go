@@ -17,9 +17,11 @@
 // to end with each watch its own message and transaction, and batched; and
 // the precision of uniqueViewers. Then the comments benchmark (comments.go):
 // comments on one hot video accepted and counted, a spam sweep, the final
-// count checked exact.
+// count checked exact. Then the consumers benchmark (consumers.go):
+// ApplyCounters' and ApplyViews' push handlers at 1 and more pushes in
+// flight.
 //
-// Usage: go run ./cmd/bench [-only <configurations>,views,comments] [-reactions 1000] [-concurrency 64] [-watches 20000] [-watchers 64] [-more-watchers 256] [-views-baseline=false] [-comments 12000] [-spam 10000] [-sweep 1000] [-comments-mode sharded]
+// Usage: go run ./cmd/bench [-only <configurations>,views,comments,consumers] [-reactions 1000] [-concurrency 64] [-watches 20000] [-watchers 64] [-more-watchers 256] [-views-baseline=false] [-comments 12000] [-spam 10000] [-sweep 1000] [-comments-mode sharded] [-consumer-messages 400] [-consumer-levels 1,4,16,64] [-consumer-out docs/benchmarks/consumers.md]
 package main
 
 import (
@@ -86,6 +88,13 @@ func realMain(ctx context.Context) error {
 	flag.IntVar(&co.sweep, "sweep", 1000, "comments benchmark: comment ids per spam call (at most 1,000)")
 	flag.StringVar(&co.mode, "comments-mode", "sharded", `comments benchmark: COUNTER_MODE, "sharded" or "naive"`)
 	flag.DurationVar(&co.timeout, "comments-timeout", 5*time.Minute, "comments benchmark: give up waiting for the counts after this long")
+	var cso consumersOptions
+	flag.IntVar(&cso.messages, "consumer-messages", 400, "consumers benchmark: pushes per function and level")
+	flag.StringVar(&cso.levels, "consumer-levels", "1,4,16,64", "consumers benchmark: pushes in flight, comma-separated")
+	flag.IntVar(&cso.events, "consumer-events", 20, "consumers benchmark: counter events per ApplyCounters message")
+	flag.IntVar(&cso.watches, "consumer-watches", 20, "consumers benchmark: watches per ApplyViews batch")
+	flag.IntVar(&cso.items, "consumer-items", 50, "consumers benchmark: distinct items per run")
+	flag.StringVar(&cso.out, "consumer-out", "", "consumers benchmark: also write the report to this file (docs/benchmarks/consumers.md)")
 	flag.Parse()
 	co.concurrency = o.concurrency
 	if err := co.check(); err != nil {
@@ -132,7 +141,12 @@ func realMain(ctx context.Context) error {
 		}
 	}
 	if section("comments") {
-		return runCommentsBench(ctx, st, co)
+		if err := runCommentsBench(ctx, st, co); err != nil {
+			return err
+		}
+	}
+	if section("consumers") {
+		return runConsumersBench(ctx, st, cso)
 	}
 	return nil
 }
