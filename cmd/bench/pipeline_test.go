@@ -133,7 +133,7 @@ func TestReactionsAndCountsOverHTTP(t *testing.T) {
 	if a.header.Get("Cache-Control") != "public, max-age=2" || a.body["viewer"] != nil || a.header.Get("Vary") != "" {
 		t.Fatalf("anonymous answer %s, Cache-Control %q", a.raw, a.header.Get("Cache-Control"))
 	}
-	for _, f := range []string{"likes", "dislikes", "comments", "replies", "views"} {
+	for _, f := range []string{"likes", "dislikes", "comments", "threads", "replies", "views"} {
 		if _, ok := a.body["counts"].(map[string]any)["vid1"].(map[string]any)[f]; !ok {
 			t.Fatalf("field %s missing: %s", f, a.raw)
 		}

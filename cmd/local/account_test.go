@@ -195,7 +195,7 @@ func TestAccountErasure(t *testing.T) {
 	must(eve, "PUT", "/v1/history/settings", `{"paused":false,"autoDeleteMonths":3}`, 200)
 	waitCounts(t, base, map[string]map[string]int64{
 		"er-a": {"likes": 2}, "er-b": {"dislikes": 1},
-		"er-v":    {"comments": 5, "views": 1, "uniqueViewers": 1},
+		"er-v":    {"comments": 5, "threads": 2, "views": 1, "uniqueViewers": 1},
 		evesTop:   {"replies": 2},
 		franksTop: {"replies": 1, "likes": 1},
 	})
@@ -219,7 +219,7 @@ func TestAccountErasure(t *testing.T) {
 		"er-a": {"likes": 1}, "er-b": {"dislikes": 0}, "er-c": {"likes": 1},
 		// eve's comment took frank's two replies with it; eve's reply left
 		// frank's comment. Views and viewers stay.
-		"er-v":    {"comments": 1, "views": 1, "uniqueViewers": 1},
+		"er-v":    {"comments": 1, "threads": 1, "views": 1, "uniqueViewers": 1},
 		evesTop:   {"replies": 0},
 		franksTop: {"replies": 0, "likes": 0},
 	})
@@ -258,6 +258,6 @@ func TestAccountErasure(t *testing.T) {
 		t.Errorf("reconciliation after the erasure: %d %s", code, body)
 	}
 	waitCounts(t, base, map[string]map[string]int64{
-		"er-a": {"likes": 1}, "er-b": {"dislikes": 0}, "er-v": {"comments": 1, "views": 1}, franksTop: {"replies": 0},
+		"er-a": {"likes": 1}, "er-b": {"dislikes": 0}, "er-v": {"comments": 1, "threads": 1, "views": 1}, franksTop: {"replies": 0},
 	})
 }

@@ -260,7 +260,7 @@ func drivePlayground(t *testing.T, browser context.Context, apiBase, pageURL, na
 	p.click("#post-comment")
 	p.waitFor("the comment posted with an Idempotency-Key", logged("POST", "/v1/videos/"+video+"/comments", 201, `e.dataset.idempotencyKey.length === 32`), stepWait)
 	p.waitFor("the comment listed", textIs("#comments li.comment .text", comment), stepWait)
-	p.waitFor("one comment counted", textIs("#count-comments", "1"), stepWait)
+	p.waitFor("one comment counted, one thread", textIs("#count-comments", "1")+" && "+textIs("#count-threads", "1"), stepWait)
 
 	reply := "A reply on the " + name + " page"
 	p.click(`#comments li.comment button[data-action="reply"]`)
@@ -274,7 +274,7 @@ func drivePlayground(t *testing.T, browser context.Context, apiBase, pageURL, na
 	p.setValue("#comment-text", spam)
 	p.click("#post-comment")
 	p.waitFor("the second comment listed first", textIs("#comments li.comment .text", spam), stepWait)
-	p.waitFor("two comments counted", textIs("#count-comments", "2"), stepWait)
+	p.waitFor("two comments counted, two threads", textIs("#count-comments", "2")+" && "+textIs("#count-threads", "2"), stepWait)
 
 	// A moderator marks the second comment as spam.
 	p.setValue("#uid", "mod-"+uid)
@@ -286,7 +286,7 @@ func drivePlayground(t *testing.T, browser context.Context, apiBase, pageURL, na
 	p.waitFor("the spam marked", logged("POST", "/v1/moderation/spam", 200, `e.querySelector("pre.res").textContent.includes('"updated": 1')`), stepWait)
 	p.waitFor("only the first comment listed",
 		`document.querySelectorAll("#comments li.comment").length === 1 && `+textIs("#comments li.comment .text", comment), stepWait)
-	p.waitFor("the spam no longer counted (live counts)", textIs("#count-comments", "1"), asyncWait)
+	p.waitFor("the spam no longer counted (live counts)", textIs("#count-comments", "1")+" && "+textIs("#count-threads", "1"), asyncWait)
 
 	// The moderator flags an account, sees it listed, and unflags it.
 	bot := "bot-" + uid

@@ -61,7 +61,7 @@ func TestEveryRoute(t *testing.T) {
 	if len(p.Comments) != 1 || p.Comments[0].ID != reply.ID || p.Comments[0].Text != "welcome" {
 		t.Errorf("replies %+v", p)
 	}
-	if diff := cmp.Diff(map[string]counter.Values{"vid": {Comments: 2}, top.ID: {Replies: 1}}, e.counts("", "vid", top.ID)); diff != "" {
+	if diff := cmp.Diff(map[string]counter.Values{"vid": {Comments: 2, Threads: 1}, top.ID: {Replies: 1}}, e.counts("", "vid", top.ID)); diff != "" {
 		t.Errorf("counts (-want +got):\n%s", diff)
 	}
 
@@ -72,7 +72,7 @@ func TestEveryRoute(t *testing.T) {
 			t.Errorf("204 with a body %s", r.Body)
 		}
 	}
-	if diff := cmp.Diff(map[string]counter.Values{"vid": {Comments: 1}, top.ID: {}}, e.counts("", "vid", top.ID)); diff != "" {
+	if diff := cmp.Diff(map[string]counter.Values{"vid": {Comments: 1, Threads: 1}, top.ID: {}}, e.counts("", "vid", top.ID)); diff != "" {
 		t.Errorf("counts after the delete (-want +got):\n%s", diff)
 	}
 
@@ -354,15 +354,15 @@ func TestParentDeleteWithRepliesThroughTheAPI(t *testing.T) {
 	other := e.post("bob", "vid", "", "other")
 	e.bus.setHold(true)
 	e.do("DELETE", "/v1/comments/"+parent.ID, e.token("alice"), nil).Want(t, 204, "DELETE parent")
-	if got := e.counts(e.token("alice"), "vid", parent.ID); got["vid"].Comments != 1 || got[parent.ID].Replies != 0 {
-		t.Errorf("alice right after deleting her thread: %+v, want 1 comment and 0 replies", got)
+	if got := e.counts(e.token("alice"), "vid", parent.ID); got["vid"].Comments != 1 || got["vid"].Threads != 1 || got[parent.ID].Replies != 0 {
+		t.Errorf("alice right after deleting her thread: %+v, want 1 comment, 1 thread and 0 replies", got)
 	}
 	if got := e.counts("", "vid"); got["vid"].Comments != 5 {
 		t.Errorf("anonymous before the consumer: %+v, want the 5 counted so far", got)
 	}
 	e.bus.release()
 	e.bus.setHold(false)
-	if diff := cmp.Diff(map[string]counter.Values{"vid": {Comments: 1}, parent.ID: {}}, e.counts("", "vid", parent.ID)); diff != "" {
+	if diff := cmp.Diff(map[string]counter.Values{"vid": {Comments: 1, Threads: 1}, parent.ID: {}}, e.counts("", "vid", parent.ID)); diff != "" {
 		t.Errorf("after the consumer (-want +got):\n%s", diff)
 	}
 	p := e.list("/v1/videos/vid/comments")
@@ -383,11 +383,11 @@ func TestReadYourOwnWrites(t *testing.T) {
 	e.bus.setHold(true)
 	reply := e.post("alice", "vid", top.ID, "pending")
 	alice := e.token("alice")
-	want := map[string]counter.Values{"vid": {Comments: 2}, top.ID: {Replies: 1}}
+	want := map[string]counter.Values{"vid": {Comments: 2, Threads: 1}, top.ID: {Replies: 1}}
 	if diff := cmp.Diff(want, e.counts(alice, "vid", top.ID)); diff != "" {
 		t.Errorf("alice before the consumer (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(map[string]counter.Values{"vid": {Comments: 1}, top.ID: {}}, e.counts(e.token("bob"), "vid", top.ID)); diff != "" {
+	if diff := cmp.Diff(map[string]counter.Values{"vid": {Comments: 1, Threads: 1}, top.ID: {}}, e.counts(e.token("bob"), "vid", top.ID)); diff != "" {
 		t.Errorf("bob before the consumer (-want +got):\n%s", diff)
 	}
 	e.bus.release()

@@ -274,7 +274,7 @@ func (e *env) exact(ids ...string) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	fields := []counter.Field{counter.Comments, counter.Replies}
+	fields := []counter.Field{counter.Comments, counter.Threads, counter.Replies}
 	for _, id := range ids {
 		if got := counted[id].Plus(pending[id]).Only(fields); got != truth[id] {
 			e.t.Errorf("%s: counted %+v + pending %+v != truth %+v", id, counted[id].Only(fields), pending[id].Only(fields), truth[id])

@@ -169,13 +169,14 @@ var ErrParentNotFound = errors.New("the comment that parentId names does not exi
 func PostEventID(commentID string) string { return events.ID("cpost", commentID) }
 
 // PostDeltas are the counter changes of posting c: one more comment on the
-// video, and for a reply one more reply on its parent.
+// video, and for a reply one more reply on its parent, else one more thread
+// on the video.
 func PostDeltas(c Comment) []counter.Delta {
 	ds := []counter.Delta{{Key: c.VideoID, Field: counter.Comments, N: 1}}
 	if c.IsReply() {
-		ds = append(ds, counter.Delta{Key: c.ParentID, Field: counter.Replies, N: 1})
+		return append(ds, counter.Delta{Key: c.ParentID, Field: counter.Replies, N: 1})
 	}
-	return ds
+	return append(ds, counter.Delta{Key: c.VideoID, Field: counter.Threads, N: 1})
 }
 
 // PostEvent is the outbox event of posting c, accepted at now.

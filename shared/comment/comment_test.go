@@ -121,7 +121,7 @@ func TestPostEvent(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	top := PostEvent(Comment{ID: "c1", VideoID: "v"}, now)
 	want := events.Event{ID: PostEventID("c1"), Kind: events.KindCounterDelta, Outbox: true, Time: now,
-		Deltas: []counter.Delta{{Key: "v", Field: counter.Comments, N: 1}}}
+		Deltas: []counter.Delta{{Key: "v", Field: counter.Comments, N: 1}, {Key: "v", Field: counter.Threads, N: 1}}}
 	if diff := cmp.Diff(want, top); diff != "" {
 		t.Errorf("top-level post (-want +got):\n%s", diff)
 	}
@@ -176,8 +176,8 @@ func TestParseStatus(t *testing.T) {
 	}
 }
 
-func vals(comments, replies int64) counter.Values {
-	return counter.Values{Comments: comments, Replies: replies}
+func vals(comments, threads, replies int64) counter.Values {
+	return counter.Values{Comments: comments, Threads: threads, Replies: replies}
 }
 
 func TestPlanRemoval(t *testing.T) {
@@ -197,21 +197,21 @@ func TestPlanRemoval(t *testing.T) {
 			r:           Removal{To: Deleted, Targets: []Comment{top("a", Visible)}},
 			changed:     []string{"a"},
 			leftVisible: []string{"a"},
-			deltas:      map[string]counter.Values{"v": vals(-1, 0)},
+			deltas:      map[string]counter.Values{"v": vals(-1, -1, 0)},
 		},
 		{
 			name:        "delete a parent with three visible replies",
 			r:           Removal{To: Deleted, Targets: []Comment{top("a", Visible)}, VisibleReplies: map[string]int64{"a": 3}},
 			changed:     []string{"a"},
 			leftVisible: []string{"a"},
-			deltas:      map[string]counter.Values{"v": vals(-4, 0), "a": vals(0, -3)},
+			deltas:      map[string]counter.Values{"v": vals(-4, -1, 0), "a": vals(0, 0, -3)},
 		},
 		{
 			name:        "delete a reply of a visible parent",
 			r:           Removal{To: Deleted, Targets: []Comment{reply("r", "a", Visible)}, ParentStatus: map[string]Status{"a": Visible}},
 			changed:     []string{"r"},
 			leftVisible: []string{"r"},
-			deltas:      map[string]counter.Values{"v": vals(-1, 0), "a": vals(0, -1)},
+			deltas:      map[string]counter.Values{"v": vals(-1, 0, 0), "a": vals(0, 0, -1)},
 		},
 		{
 			name:        "delete a reply of a removed parent: no count moves",
@@ -240,7 +240,7 @@ func TestPlanRemoval(t *testing.T) {
 				VisibleReplies: map[string]int64{"a": 5}},
 			changed:     []string{"r1", "a", "r2", "r3"},
 			leftVisible: []string{"a", "r1", "r2"},
-			deltas:      map[string]counter.Values{"v": vals(-6, 0), "a": vals(0, -5)},
+			deltas:      map[string]counter.Values{"v": vals(-6, -1, 0), "a": vals(0, 0, -5)},
 		},
 		{
 			name: "sweep over two videos and many comments: one delta per counter",
@@ -252,7 +252,7 @@ func TestPlanRemoval(t *testing.T) {
 			changed:     []string{"a", "b", "c", "r1", "r2", "r3", "r4"},
 			leftVisible: []string{"a", "b", "c", "r1", "r2", "r3", "r4"},
 			deltas: map[string]counter.Values{
-				"v": vals(-1-3-1-1-1, 0), "w": vals(-1, 0), "b": vals(0, -2), "p": vals(0, -2), "q": vals(0, -1),
+				"v": vals(-1-3-1-1-1, -2, 0), "w": vals(-1, -1, 0), "b": vals(0, 0, -2), "p": vals(0, 0, -2), "q": vals(0, 0, -1),
 			},
 		},
 	}
@@ -311,6 +311,7 @@ func (w world) truth() map[string]counter.Values {
 		}
 		if !c.IsReply() {
 			add(c.VideoID, counter.Comments)
+			add(c.VideoID, counter.Threads)
 			continue
 		}
 		if p := w[c.ParentID]; p != nil && p.Status == Visible {
@@ -392,11 +393,11 @@ func TestPlanRemovalKeepsCountersExact(t *testing.T) {
 				t.Fatal(err)
 			}
 			for k, d := range p.Deltas {
-				if d.Comments > 0 || d.Replies > 0 || d.IsZero() {
+				if d.Comments > 0 || d.Threads > 0 || d.Replies > 0 || d.IsZero() {
 					t.Fatalf("round %d: delta %+v on %s: removals only decrement", round, d, k)
 				}
 				counters[k] = counters[k].Plus(d)
-				if counters[k].Comments < 0 || counters[k].Replies < 0 {
+				if counters[k].Comments < 0 || counters[k].Threads < 0 || counters[k].Replies < 0 {
 					t.Fatalf("round %d: counter %s went negative: %+v", round, k, counters[k])
 				}
 			}
@@ -418,7 +419,7 @@ func TestPlanRemovalKeepsCountersExact(t *testing.T) {
 func TestPlanEvents(t *testing.T) {
 	p := Plan{LeftVisible: []string{"a", "b"}, Deltas: map[string]counter.Values{}}
 	for i := 0; i < 20; i++ {
-		p.Deltas[fmt.Sprintf("k%02d", i)] = vals(-1, -2)
+		p.Deltas[fmt.Sprintf("k%02d", i)] = vals(-1, 0, -2)
 	}
 	now := time.Now()
 	evs := p.Events(now)

@@ -61,7 +61,8 @@ type Plan struct {
 // PlanRemoval applies the counting rule to a removal. A target counts (and
 // so leaves the counts) when it is visible and, for a reply, its parent is
 // visible too. A visible top-level comment takes its visible replies with it:
-// its video loses 1 + replies and its own replies counter drops by replies.
+// its video loses 1 + replies comments and one thread, and its own replies
+// counter drops by replies.
 // A visible reply of a visible parent that is removed in the same batch is
 // already in its parent's replies, so it adds nothing of its own. A target
 // that is already deleted or spam changes no count, whatever the batch.
@@ -107,6 +108,7 @@ func PlanRemoval(r Removal) (Plan, error) {
 				return Plan{}, fmt.Errorf("comment: %d visible replies of %s", n, c.ID)
 			}
 			add(c.VideoID, counter.Comments, -(1 + n))
+			add(c.VideoID, counter.Threads, -1)
 			add(c.ID, counter.Replies, -n)
 			continue
 		}

@@ -14,18 +14,21 @@ import (
 type Field string
 
 // The counted fields. Likes and dislikes count reactions, comments and replies
-// count visible comments (videos) and direct replies (comments), views count
-// recorded watches.
+// count visible comments (videos) and direct replies (comments), threads
+// count visible top-level comments (videos), views count recorded watches.
 const (
 	Likes    Field = "likes"
 	Dislikes Field = "dislikes"
 	Comments Field = "comments"
 	Replies  Field = "replies"
 	Views    Field = "views"
+	Threads  Field = "threads"
 )
 
-// Fields lists every field in the order of Values.
-var Fields = []Field{Likes, Dislikes, Comments, Replies, Views}
+// Fields lists every field in the order of Slice (and Columns). A field added
+// later goes last, so that values stored as a slice before it existed read
+// back with it zero.
+var Fields = []Field{Likes, Dislikes, Comments, Replies, Views, Threads}
 
 // ParseField returns the field named s.
 func ParseField(s string) (Field, error) {
@@ -50,12 +53,14 @@ func (f Field) Column() string {
 		return "Replies"
 	case Views:
 		return "Views"
+	case Threads:
+		return "Threads"
 	}
 	panic("counter: unknown field " + string(f))
 }
 
 // Columns are the Spanner columns of Fields, in the same order.
-var Columns = []string{"Likes", "Dislikes", "Comments", "Replies", "Views"}
+var Columns = []string{"Likes", "Dislikes", "Comments", "Replies", "Views", "Threads"}
 
 // MaxKeyLength is the longest counter key (a content id).
 const MaxKeyLength = 64
@@ -80,6 +85,7 @@ type Values struct {
 	Likes    int64 `json:"likes"`
 	Dislikes int64 `json:"dislikes"`
 	Comments int64 `json:"comments"`
+	Threads  int64 `json:"threads"`
 	Replies  int64 `json:"replies"`
 	Views    int64 `json:"views"`
 	// UniqueViewers is not a counted field: no delta carries it. A read
@@ -100,6 +106,8 @@ func (v *Values) ptr(f Field) *int64 {
 		return &v.Replies
 	case Views:
 		return &v.Views
+	case Threads:
+		return &v.Threads
 	}
 	panic("counter: unknown field " + string(f))
 }
@@ -115,12 +123,14 @@ func (v *Values) Add(f Field, n int64) { *v.ptr(f) += n }
 
 // Plus returns v + o, field by field.
 func (v Values) Plus(o Values) Values {
-	return Values{v.Likes + o.Likes, v.Dislikes + o.Dislikes, v.Comments + o.Comments, v.Replies + o.Replies, v.Views + o.Views, v.UniqueViewers + o.UniqueViewers}
+	return Values{Likes: v.Likes + o.Likes, Dislikes: v.Dislikes + o.Dislikes, Comments: v.Comments + o.Comments, Threads: v.Threads + o.Threads,
+		Replies: v.Replies + o.Replies, Views: v.Views + o.Views, UniqueViewers: v.UniqueViewers + o.UniqueViewers}
 }
 
 // Minus returns v − o, field by field.
 func (v Values) Minus(o Values) Values {
-	return Values{v.Likes - o.Likes, v.Dislikes - o.Dislikes, v.Comments - o.Comments, v.Replies - o.Replies, v.Views - o.Views, v.UniqueViewers - o.UniqueViewers}
+	return Values{Likes: v.Likes - o.Likes, Dislikes: v.Dislikes - o.Dislikes, Comments: v.Comments - o.Comments, Threads: v.Threads - o.Threads,
+		Replies: v.Replies - o.Replies, Views: v.Views - o.Views, UniqueViewers: v.UniqueViewers - o.UniqueViewers}
 }
 
 // IsZero reports whether every field is zero.
@@ -148,9 +158,11 @@ func (v Values) Only(fields []Field) Values {
 }
 
 // Slice returns the fields in the order of Fields (and Columns).
-func (v Values) Slice() []int64 { return []int64{v.Likes, v.Dislikes, v.Comments, v.Replies, v.Views} }
+func (v Values) Slice() []int64 {
+	return []int64{v.Likes, v.Dislikes, v.Comments, v.Replies, v.Views, v.Threads}
+}
 
-// FromSlice is the inverse of Slice.
+// FromSlice is the inverse of Slice; fields past the end of s are zero.
 func FromSlice(s []int64) Values {
 	var v Values
 	for i, f := range Fields {

@@ -208,8 +208,8 @@ func (m *Model) Keys() []string {
 }
 
 // Counts is what every counter must read: likes and dislikes from the
-// current reactions, views from the distinct recorded watches, comments and
-// replies from the visible comments.
+// current reactions, views from the distinct recorded watches, comments,
+// threads and replies from the visible comments.
 func (m *Model) Counts() map[string]counter.Values {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -244,6 +244,9 @@ func (m *Model) Counts() map[string]counter.Values {
 			p := out[c.Parent]
 			p.Replies++
 			out[c.Parent] = p
+		} else {
+			v.Threads++
+			out[c.Video] = v
 		}
 	}
 	return out

@@ -12,8 +12,9 @@ import (
 )
 
 // Source is the comments' side of reconciliation: a video's comments are its
-// visible top-level comments plus their visible replies, a comment's replies
-// its visible direct replies while it is visible itself. Register it with
+// visible top-level comments plus their visible replies, its threads its
+// visible top-level comments, a comment's replies its visible direct replies
+// while it is visible itself. Register it with
 // counterstore.Reconcile next to the reactions' source.
 type Source struct{}
 
@@ -21,7 +22,7 @@ var _ counterstore.Source = Source{}
 
 func (Source) Name() string { return "comments" }
 
-func (Source) Fields() []counter.Field { return []counter.Field{counter.Comments, counter.Replies} }
+func (Source) Fields() []counter.Field { return tallied }
 
 // Changed adds nothing to the counters that moved: every change of the
 // comments' truth (post, delete, spam) writes outbox deltas for each counter
@@ -39,7 +40,7 @@ func (Source) KeysAfter(ctx context.Context, tx *spanner.ReadOnlyTransaction, af
 	var out []string
 	stmt := spanner.Statement{
 		SQL: `SELECT CounterKey FROM CommentTallies WHERE CounterKey > @after
-GROUP BY CounterKey HAVING SUM(Comments) != 0 OR SUM(Replies) != 0
+GROUP BY CounterKey HAVING SUM(Comments) != 0 OR SUM(Replies) != 0 OR SUM(Threads) != 0
 ORDER BY CounterKey LIMIT @limit`,
 		Params: map[string]any{"after": after, "limit": int64(limit)},
 	}
@@ -57,51 +58,61 @@ ORDER BY CounterKey LIMIT @limit`,
 	return out, nil
 }
 
-// Truth reads the comments and replies of keys (each may be a video or a
-// comment id) from their tallies: the few rows each, not a count of the
+// Truth reads the comments, replies and threads of keys (each may be a video
+// or a comment id) from their tallies: the few rows each, not a count of the
 // listing indexes. A key whose tally has not started (no base row: its
 // comments predate the tallies and none was written since) is recounted
 // from the listing indexes, in the same transaction, so reconciliation is
-// exact before any backfill.
+// exact before any backfill; so are the threads of a tally whose threads
+// have not started.
 func (Source) Truth(ctx context.Context, tx *spanner.ReadOnlyTransaction, keys []string) (map[string]counter.Values, error) {
 	out := map[string]counter.Values{}
-	based := map[string]bool{}
+	start := map[string]unstarted{}
+	for _, k := range keys {
+		start[k] = unstarted{base: true, threads: true}
+	}
 	stmt := spanner.Statement{
-		SQL: `SELECT CounterKey, SUM(Comments), SUM(Replies), COUNTIF(Shard = @base) FROM CommentTallies
-WHERE CounterKey IN UNNEST(@ids) GROUP BY CounterKey`,
-		Params: map[string]any{"ids": keys, "base": int64(baseShard)},
+		SQL: `SELECT CounterKey, SUM(Comments), SUM(Replies), SUM(Threads), COUNTIF(Shard = @base), COUNTIF(Shard = @threads)
+FROM CommentTallies WHERE CounterKey IN UNNEST(@ids) GROUP BY CounterKey`,
+		Params: map[string]any{"ids": keys, "base": int64(baseShard), "threads": int64(threadsBaseShard)},
 	}
 	err := tx.Query(ctx, stmt).Do(func(r *spanner.Row) error {
 		var k string
 		var v counter.Values
-		var base int64
-		if err := r.Columns(&k, &v.Comments, &v.Replies, &base); err != nil {
+		var base, threads int64
+		if err := r.Columns(&k, &v.Comments, &v.Replies, &v.Threads, &base, &threads); err != nil {
 			return err
 		}
-		out[k], based[k] = v, base > 0
+		out[k], start[k] = v, unstarted{base: base == 0, threads: threads == 0}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read comment tallies: %w", err)
 	}
-	var unbased []string
+	var recounted []string
 	for _, k := range keys {
-		if !based[k] {
-			unbased = append(unbased, k)
+		if u := start[k]; u.base || u.threads {
+			recounted = append(recounted, k)
 		}
 	}
-	if len(unbased) == 0 {
+	if len(recounted) == 0 {
 		return out, nil
 	}
-	recounted, err := recount(ctx, tx, unbased)
+	truth, err := recount(ctx, tx, recounted)
 	if err != nil {
 		return nil, err
 	}
-	for _, k := range unbased {
-		if v, ok := recounted[k]; ok {
-			out[k] = v
+	for _, k := range recounted {
+		v := out[k]
+		if start[k].base {
+			v = truth[k]
 		} else {
+			v.Threads = truth[k].Threads
+		}
+		if v.IsZero() {
 			delete(out, k)
+		} else {
+			out[k] = v
 		}
 	}
 	return out, nil
@@ -119,9 +130,10 @@ type querier interface {
 	Query(ctx context.Context, stmt spanner.Statement) *spanner.RowIterator
 }
 
-// Recount counts the comments and replies of keys from the listing indexes,
-// which hold visible comments only: the audit of the tallies (tests, the
-// backfill), too costly for every reconciliation of a viral video.
+// Recount counts the comments, replies and threads of keys from the listing
+// indexes, which hold visible comments only: the audit of the tallies
+// (tests, the backfill), too costly for every reconciliation of a viral
+// video.
 func Recount(ctx context.Context, tx *spanner.ReadOnlyTransaction, keys []string) (map[string]counter.Values, error) {
 	return recount(ctx, tx, keys)
 }
@@ -150,10 +162,14 @@ WHERE r.ListedParentId IS NOT NULL AND r.ListedParentId IN UNNEST(@ids) AND p.Li
 			return err
 		}
 		v := out[k]
-		if src == truthDirect {
-			v.Replies += n
-		} else {
+		switch src {
+		case truthTopLevel:
 			v.Comments += n
+			v.Threads += n
+		case truthReplies:
+			v.Comments += n
+		case truthDirect:
+			v.Replies += n
 		}
 		out[k] = v
 		return nil

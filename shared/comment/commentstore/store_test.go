@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -106,7 +107,7 @@ func (w *world) counts(t *testing.T, viewer string, ids ...string) map[string]co
 		t.Fatal(err)
 	}
 	for id, val := range c.Values {
-		if val.Comments < 0 || val.Replies < 0 {
+		if val.Comments < 0 || val.Threads < 0 || val.Replies < 0 {
 			t.Fatalf("negative count read for %s: %+v", id, val)
 		}
 	}
@@ -132,7 +133,8 @@ func (w *world) truth(t *testing.T, ids ...string) map[string]counter.Values {
 }
 
 // exact checks that counted + pending equals the truth for ids, field by
-// field on comments and replies: nothing lost, nothing counted twice.
+// field on comments, threads and replies: nothing lost, nothing counted
+// twice.
 func (w *world) exact(t *testing.T, ids ...string) {
 	t.Helper()
 	counted, pending, err := w.cs.Totals(context.Background(), ids)
@@ -140,7 +142,7 @@ func (w *world) exact(t *testing.T, ids ...string) {
 		t.Fatal(err)
 	}
 	truth := w.truth(t, ids...)
-	fields := []counter.Field{counter.Comments, counter.Replies}
+	fields := []counter.Field{counter.Comments, counter.Threads, counter.Replies}
 	for _, id := range ids {
 		got := counted[id].Plus(pending[id]).Only(fields)
 		if got != truth[id] {
@@ -164,7 +166,7 @@ func (w *world) exact(t *testing.T, ids ...string) {
 }
 
 func commentsOf(v counter.Values) counter.Values {
-	return counter.Values{Comments: v.Comments, Replies: v.Replies}
+	return counter.Values{Comments: v.Comments, Threads: v.Threads, Replies: v.Replies}
 }
 
 func TestPostListAndCount(t *testing.T) {
@@ -186,7 +188,7 @@ func TestPostListAndCount(t *testing.T) {
 	w.exact(t, "vid", "vid2", tops[0].ID)
 	w.deliver(t)
 	got := w.counts(t, "", "vid", "vid2", tops[0].ID, tops[1].ID)
-	want := map[string]counter.Values{"vid": {Comments: 8}, "vid2": {Comments: 1}, tops[0].ID: {Replies: 3}, tops[1].ID: {}}
+	want := map[string]counter.Values{"vid": {Comments: 8, Threads: 5}, "vid2": {Comments: 1, Threads: 1}, tops[0].ID: {Replies: 3}, tops[1].ID: {}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("counts (-want +got):\n%s", diff)
 	}
@@ -444,7 +446,7 @@ func TestParentDeleteWithReplies(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.deliver(t)
-	if diff := cmp.Diff(map[string]counter.Values{"vid": {Comments: 6}, parent.ID: {Replies: 3}, sibling.ID: {Replies: 1}},
+	if diff := cmp.Diff(map[string]counter.Values{"vid": {Comments: 6, Threads: 2}, parent.ID: {Replies: 3}, sibling.ID: {Replies: 1}},
 		w.counts(t, "", "vid", parent.ID, sibling.ID)); diff != "" {
 		t.Fatalf("before the parent's delete (-want +got):\n%s", diff)
 	}
@@ -452,23 +454,27 @@ func TestParentDeleteWithReplies(t *testing.T) {
 	if err != nil || res.Updated != 1 {
 		t.Fatalf("delete parent: %+v, %v", res, err)
 	}
-	// One event, one delta per counter: the video loses the parent and its 3
-	// visible replies, the parent's replies drop to zero.
+	// One event, one delta per counter and field: the video loses the parent
+	// and its 3 visible replies, and a thread; the parent's replies drop to
+	// zero.
 	var ds []counter.Delta
 	for _, e := range res.Events {
 		ds = append(ds, e.Deltas...)
 	}
-	wantDs := []counter.Delta{{Key: parent.ID, Field: counter.Replies, N: -3}, {Key: "vid", Field: counter.Comments, N: -4}}
-	sort.Slice(ds, func(i, j int) bool { return ds[i].Key < ds[j].Key })
-	sort.Slice(wantDs, func(i, j int) bool { return wantDs[i].Key < wantDs[j].Key })
+	wantDs := []counter.Delta{{Key: parent.ID, Field: counter.Replies, N: -3}, {Key: "vid", Field: counter.Comments, N: -4}, {Key: "vid", Field: counter.Threads, N: -1}}
+	byKeyAndField := func(ds []counter.Delta) func(i, j int) bool {
+		return func(i, j int) bool { return ds[i].Key+"/"+string(ds[i].Field) < ds[j].Key+"/"+string(ds[j].Field) }
+	}
+	sort.Slice(ds, byKeyAndField(ds))
+	sort.Slice(wantDs, byKeyAndField(wantDs))
 	if diff := cmp.Diff(wantDs, ds); diff != "" {
 		t.Errorf("deltas (-want +got):\n%s", diff)
 	}
-	if got := w.counts(t, "alice", "vid")["vid"].Comments; got != 2 {
-		t.Errorf("alice reads %d comments right after deleting the thread, want 2", got)
+	if got := w.counts(t, "alice", "vid")["vid"]; got.Comments != 2 || got.Threads != 1 {
+		t.Errorf("alice reads %d comments and %d threads right after deleting the thread, want 2 and 1", got.Comments, got.Threads)
 	}
 	w.deliver(t)
-	if diff := cmp.Diff(map[string]counter.Values{"vid": {Comments: 2}, parent.ID: {}, sibling.ID: {Replies: 1}},
+	if diff := cmp.Diff(map[string]counter.Values{"vid": {Comments: 2, Threads: 1}, parent.ID: {}, sibling.ID: {Replies: 1}},
 		w.counts(t, "", "vid", parent.ID, sibling.ID)); diff != "" {
 		t.Errorf("after the parent's delete (-want +got):\n%s", diff)
 	}
@@ -491,8 +497,8 @@ func TestParentDeleteWithReplies(t *testing.T) {
 	}
 	w.deliver(t)
 	w.exact(t, "vid", parent.ID, sibling.ID)
-	if got := w.counts(t, "", "vid")["vid"].Comments; got != 2 {
-		t.Errorf("%d comments, want 2", got)
+	if got := w.counts(t, "", "vid")["vid"]; got.Comments != 2 || got.Threads != 1 {
+		t.Errorf("%d comments and %d threads, want 2 and 1", got.Comments, got.Threads)
 	}
 }
 
@@ -596,14 +602,15 @@ func TestSpamSweepWithDuplicatesAndDeletedIDs(t *testing.T) {
 	if res.Updated != 6 {
 		t.Errorf("updated %d, want 6 (4 visible and 2 deleted comments become spam)", res.Updated)
 	}
-	// One delta per counter touched: vid, vid2, tops[0] (replies), tops[1] (replies).
+	// One delta per counter and field touched: vid and vid2 (comments and
+	// threads), tops[0] (replies), tops[1] (replies).
 	perCounter := map[string]int{}
 	for _, e := range res.Events {
 		for _, d := range e.Deltas {
 			perCounter[d.Key+"/"+string(d.Field)]++
 		}
 	}
-	wantPer := map[string]int{"vid/comments": 1, "vid2/comments": 1, tops[0].ID + "/replies": 1, tops[1].ID + "/replies": 1}
+	wantPer := map[string]int{"vid/comments": 1, "vid/threads": 1, "vid2/comments": 1, "vid2/threads": 1, tops[0].ID + "/replies": 1, tops[1].ID + "/replies": 1}
 	if diff := cmp.Diff(wantPer, perCounter); diff != "" {
 		t.Errorf("deltas per counter (-want +got):\n%s", diff)
 	}
@@ -613,7 +620,7 @@ func TestSpamSweepWithDuplicatesAndDeletedIDs(t *testing.T) {
 	}
 	w.deliver(t)
 	// Left: tops 1, 2, 4, 5 and replies 5 (under tops[1]); replies 3 gone.
-	want := map[string]counter.Values{"vid": {Comments: 5}, "vid2": {}, tops[0].ID: {}, tops[1].ID: {Replies: 1}}
+	want := map[string]counter.Values{"vid": {Comments: 5, Threads: 4}, "vid2": {}, tops[0].ID: {}, tops[1].ID: {Replies: 1}}
 	if diff := cmp.Diff(want, w.counts(t, "", "vid", "vid2", tops[0].ID, tops[1].ID)); diff != "" {
 		t.Errorf("counts (-want +got):\n%s", diff)
 	}
@@ -630,7 +637,8 @@ func TestSpamSweepWithDuplicatesAndDeletedIDs(t *testing.T) {
 }
 
 // TestLargeSpamSweep sweeps 10,000 comments of one video in calls of 1,000:
-// the count lands exactly on the truth, one delta per counter per call.
+// the count lands exactly on the truth, one delta per counter and field per
+// call.
 func TestLargeSpamSweep(t *testing.T) {
 	w := newWorld(t, 0)
 	ctx := context.Background()
@@ -668,14 +676,14 @@ func TestLargeSpamSweep(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Updated != comment.MaxRemoveBatch || len(res.Events) != 1 || len(res.Events[0].Deltas) != 1 ||
-			res.Events[0].Deltas[0] != (counter.Delta{Key: "viral", Field: counter.Comments, N: -comment.MaxRemoveBatch}) {
-			t.Fatalf("sweep call %d: updated %d, events %+v; want one delta of -1000", i/comment.MaxRemoveBatch, res.Updated, res.Events)
+		want := []counter.Delta{{Key: "viral", Field: counter.Comments, N: -comment.MaxRemoveBatch}, {Key: "viral", Field: counter.Threads, N: -comment.MaxRemoveBatch}}
+		if res.Updated != comment.MaxRemoveBatch || len(res.Events) != 1 || !slices.Equal(res.Events[0].Deltas, want) {
+			t.Fatalf("sweep call %d: updated %d, events %+v; want one delta of -1000 comments and one of -1000 threads", i/comment.MaxRemoveBatch, res.Updated, res.Events)
 		}
 	}
 	w.deliver(t)
-	if got := w.counts(t, "", "viral")["viral"].Comments; got != total-spam {
-		t.Errorf("%d comments after the sweep, want exactly %d", got, total-spam)
+	if got := w.counts(t, "", "viral")["viral"]; got.Comments != total-spam || got.Threads != total-spam {
+		t.Errorf("%d comments and %d threads after the sweep, want exactly %d", got.Comments, got.Threads, total-spam)
 	}
 	w.exact(t, "viral")
 }
@@ -729,7 +737,7 @@ func TestReadYourOwnWrites(t *testing.T) {
 	w := newWorld(t, 0)
 	top := w.post(t, "alice", "vid", "", "first")
 	reply := w.post(t, "alice", "vid", top.ID, "and a reply")
-	want := map[string]counter.Values{"vid": {Comments: 2}, top.ID: {Replies: 1}}
+	want := map[string]counter.Values{"vid": {Comments: 2, Threads: 1}, top.ID: {Replies: 1}}
 	if diff := cmp.Diff(want, w.counts(t, "alice", "vid", top.ID)); diff != "" {
 		t.Errorf("alice before apply (-want +got):\n%s", diff)
 	}
@@ -745,7 +753,7 @@ func TestReadYourOwnWrites(t *testing.T) {
 	if _, err := w.writer.Delete(context.Background(), commentstore.Actor{UserID: "alice"}, reply.ID); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(map[string]counter.Values{"vid": {Comments: 1}, top.ID: {}}, w.counts(t, "alice", "vid", top.ID)); diff != "" {
+	if diff := cmp.Diff(map[string]counter.Values{"vid": {Comments: 1, Threads: 1}, top.ID: {}}, w.counts(t, "alice", "vid", top.ID)); diff != "" {
 		t.Errorf("alice after deleting her reply (-want +got):\n%s", diff)
 	}
 }
@@ -829,9 +837,11 @@ func TestReconcileRepairsDrift(t *testing.T) {
 	}
 	second := w.post(t, "a", "vid2", "", "other")
 	w.deliver(t)
-	// Drift: +5 comments on vid, -2 replies on top, +1 on a video without comments.
+	// Drift: +5 comments and -1 thread on vid, -2 replies on top, +1 comment
+	// and +2 threads on a video without comments.
 	drift := []events.Event{{ID: "drift-1", Kind: events.KindCounterDelta, Deltas: []counter.Delta{
-		{Key: "vid", Field: counter.Comments, N: 5}, {Key: top.ID, Field: counter.Replies, N: -2}, {Key: "ghost", Field: counter.Comments, N: 1},
+		{Key: "vid", Field: counter.Comments, N: 5}, {Key: "vid", Field: counter.Threads, N: -1}, {Key: top.ID, Field: counter.Replies, N: -2},
+		{Key: "ghost", Field: counter.Comments, N: 1}, {Key: "ghost", Field: counter.Threads, N: 2},
 	}}}
 	if _, err := w.cs.Apply(ctx, drift); err != nil {
 		t.Fatal(err)
@@ -851,7 +861,7 @@ func TestReconcileRepairsDrift(t *testing.T) {
 	for _, c := range rep.Corrections {
 		got[c.Key] = c.Delta
 	}
-	want := map[string]counter.Values{"vid": {Comments: -5}, top.ID: {Replies: 2}, "ghost": {Comments: -1}}
+	want := map[string]counter.Values{"vid": {Comments: -5, Threads: 1}, top.ID: {Replies: 2}, "ghost": {Comments: -1, Threads: -2}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("corrections (-want +got):\n%s", diff)
 	}
@@ -865,7 +875,7 @@ func TestReconcileRepairsDrift(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want2 := map[string]counter.Values{"vid": {Comments: 5}, "vid2": {}, top.ID: {Replies: 4}, "ghost": {}}
+	want2 := map[string]counter.Values{"vid": {Comments: 5, Threads: 1}, "vid2": {}, top.ID: {Replies: 4}, "ghost": {}}
 	if diff := cmp.Diff(want2, w.counts(t, "", "vid", "vid2", top.ID, "ghost")); diff != "" {
 		t.Errorf("counts after repair and delivery (-want +got):\n%s", diff)
 	}
@@ -873,14 +883,14 @@ func TestReconcileRepairsDrift(t *testing.T) {
 
 	// The hourly run finds drift on counters that moved.
 	if _, err := w.cs.Apply(ctx, []events.Event{{ID: "drift-2", Kind: events.KindCounterDelta,
-		Deltas: []counter.Delta{{Key: "vid", Field: counter.Comments, N: -1}}}}); err != nil {
+		Deltas: []counter.Delta{{Key: "vid", Field: counter.Comments, N: -1}, {Key: "vid", Field: counter.Threads, N: 3}}}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := w.cs.Fold(ctx); err != nil {
 		t.Fatal(err)
 	}
 	rep, err = w.cs.Reconcile(ctx, counterstore.Recent, []counterstore.Source{commentstore.Source{}})
-	if err != nil || rep.Corrected != 1 || len(rep.Corrections) != 1 || rep.Corrections[0].Delta != (counter.Values{Comments: 1}) {
+	if err != nil || rep.Corrected != 1 || len(rep.Corrections) != 1 || rep.Corrections[0].Delta != (counter.Values{Comments: 1, Threads: -3}) {
 		t.Errorf("recent run: %+v, %v", rep, err)
 	}
 	w.exact(t, "vid")
@@ -1112,7 +1122,7 @@ func TestTallySpreadAndBackfill(t *testing.T) {
 		t.Errorf("40 posts wrote %d tally shards of the hot video", shards)
 	}
 	w.exact(t, "hot", top.ID) // counted + pending = tallies = recount
-	if got := w.truth(t, "hot", top.ID); got["hot"] != (counter.Values{Comments: 41}) || got[top.ID] != (counter.Values{Replies: 1}) {
+	if got := w.truth(t, "hot", top.ID); got["hot"] != (counter.Values{Comments: 41, Threads: 40}) || got[top.ID] != (counter.Values{Replies: 1}) {
 		t.Errorf("tallies %+v", got)
 	}
 	// A database whose comments predate the tallies: no tally rows at all
@@ -1128,7 +1138,7 @@ func TestTallySpreadAndBackfill(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if got := w.truth(t, "hot", top.ID); got["hot"] != (counter.Values{Comments: 41}) || got[top.ID] != (counter.Values{Replies: 1}) {
+	if got := w.truth(t, "hot", top.ID); got["hot"] != (counter.Values{Comments: 41, Threads: 40}) || got[top.ID] != (counter.Values{Replies: 1}) {
 		t.Fatalf("without tallies, truth %+v, want the recount", got)
 	}
 	w.post(t, "c", "hot", "", "after")
@@ -1145,7 +1155,75 @@ func TestTallySpreadAndBackfill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := w.truth(t, "hot", top.ID); based != 2 || got["hot"] != (counter.Values{Comments: 42}) || got[top.ID] != (counter.Values{Replies: 1}) {
-		t.Errorf("tallies started: %d base rows, %+v; want 2, hot 42 comments, top 1 reply", based, got)
+	if got := w.truth(t, "hot", top.ID); based != 2 || got["hot"] != (counter.Values{Comments: 42, Threads: 41}) || got[top.ID] != (counter.Values{Replies: 1}) {
+		t.Errorf("tallies started: %d base rows, %+v; want 2, hot 42 comments and 41 threads, top 1 reply", based, got)
 	}
+}
+
+// TestTalliesStartTheirThreads: tallies written before they kept threads
+// (base row, no threads base, Threads zero in every row) give threads from
+// the recount until their threads start, which the next comment write does
+// (recount + its own change) or BackfillTallies; each exactly once.
+func TestTalliesStartTheirThreads(t *testing.T) {
+	w := newWorld(t, 0)
+	ctx := context.Background()
+	var tops []comment.Comment
+	for _, v := range []string{"old1", "old1", "old1", "old2", "old2"} {
+		tops = append(tops, w.post(t, "a", v, "", "top"))
+	}
+	w.post(t, "b", "old1", tops[0].ID, "reply")
+	w.deliver(t)
+	// As the tallies were before threads: no threads base, no threads.
+	if _, err := w.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		var ms []*spanner.Mutation
+		err := tx.Query(ctx, spanner.Statement{SQL: `SELECT CounterKey, Shard FROM CommentTallies`}).Do(func(r *spanner.Row) error {
+			var k string
+			var shard int64
+			if err := r.Columns(&k, &shard); err != nil {
+				return err
+			}
+			if shard == -2 {
+				ms = append(ms, spanner.Delete("CommentTallies", spanner.Key{k, shard}))
+			} else {
+				ms = append(ms, spanner.Update("CommentTallies", []string{"CounterKey", "Shard", "Threads"}, []any{k, shard, int64(0)}))
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return tx.BufferWrite(ms)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]counter.Values{"old1": {Comments: 4, Threads: 3}, "old2": {Comments: 2, Threads: 2}, tops[0].ID: {Replies: 1}}
+	if diff := cmp.Diff(want, w.truth(t, "old1", "old2", tops[0].ID)); diff != "" {
+		t.Fatalf("threads not started: truth (-want +got):\n%s", diff)
+	}
+	// old1: a write starts its threads; old2: the backfill; a removal too.
+	w.post(t, "c", "old1", "", "after")
+	if err := w.store.BackfillTallies(ctx, []string{"old2", tops[0].ID}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.store.BackfillTallies(ctx, []string{"old2"}); err != nil { // again: a no-op
+		t.Fatal(err)
+	}
+	if _, err := w.writer.Delete(ctx, commentstore.Actor{UserID: "a"}, tops[3].ID); err != nil {
+		t.Fatal(err)
+	}
+	var started int64
+	err := w.db.Single().Query(ctx, spanner.Statement{SQL: `SELECT COUNT(*) FROM CommentTallies WHERE Shard = -2`}).Do(func(r *spanner.Row) error {
+		return r.Columns(&started)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if started != 3 {
+		t.Errorf("%d threads base rows, want 3 (old1, old2, the top comment)", started)
+	}
+	want = map[string]counter.Values{"old1": {Comments: 5, Threads: 4}, "old2": {Comments: 1, Threads: 1}, tops[0].ID: {Replies: 1}}
+	if diff := cmp.Diff(want, w.truth(t, "old1", "old2", tops[0].ID)); diff != "" {
+		t.Errorf("threads started: truth (-want +got):\n%s", diff)
+	}
+	w.exact(t, "old1", "old2", tops[0].ID)
 }

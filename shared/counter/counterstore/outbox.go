@@ -150,6 +150,9 @@ type Share struct {
 	Values  counter.Values
 }
 
+// sharedFieldsV1 is how many values the first entries held (likes to views).
+const sharedFieldsV1 = 5
+
 // shareSep separates the fields of a share's stored entry; it is in
 // neither the event id alphabet nor a decimal number.
 const shareSep = "/"
@@ -159,21 +162,28 @@ const shareSep = "/"
 func SummedID(batch string, i int) string { return BatchedID(batch, "s"+strconv.Itoa(i)) }
 
 // Entry is the share as stored on its author's row:
-// "<event id>/<likes>/<dislikes>/<comments>/<replies>/<views>".
+// "<event id>/<likes>/<dislikes>/<comments>/<replies>/<views>[/<threads>]",
+// the values in the order of counter.Fields; zeros past the first five are
+// left out, so that an entry keeps the form every reader knows.
 func (s Share) Entry() string {
 	var b strings.Builder
 	b.WriteString(s.EventID)
-	for _, n := range s.Values.Slice() {
+	vals := s.Values.Slice()
+	for len(vals) > sharedFieldsV1 && vals[len(vals)-1] == 0 {
+		vals = vals[:len(vals)-1]
+	}
+	for _, n := range vals {
 		b.WriteString(shareSep)
 		b.WriteString(strconv.FormatInt(n, 10))
 	}
 	return b.String()
 }
 
-// ParseShare reads a stored entry of the row of counter key.
+// ParseShare reads a stored entry of the row of counter key. An entry
+// written before the last fields existed lacks them: they are zero.
 func ParseShare(key, entry string) (Share, error) {
 	parts := strings.Split(entry, shareSep)
-	if len(parts) != 1+len(valueColumns) || parts[0] == "" {
+	if len(parts) < 1+sharedFieldsV1 || len(parts) > 1+len(valueColumns) || parts[0] == "" {
 		return Share{}, fmt.Errorf("counterstore: bad outbox share %q", entry)
 	}
 	ns := make([]int64, len(valueColumns))

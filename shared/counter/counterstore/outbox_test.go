@@ -129,16 +129,26 @@ func TestOutboxBatchIDs(t *testing.T) {
 	}
 }
 
-// A share's stored entry reads back as the share; anything else stored is
-// refused, never read as some other share.
+// A share's stored entry reads back as the share; an entry without its
+// last fields (written before they existed) reads them as zero; anything
+// else stored is refused, never read as some other share.
 func TestShareEntry(t *testing.T) {
 	id := counterstore.SummedID(counterstore.NewOutboxBatch(), 3)
-	sh := counterstore.Share{EventID: id, Key: "v", Values: counter.Values{Likes: -1, Dislikes: 2, Views: 1 << 40}}
-	got, err := counterstore.ParseShare("v", sh.Entry())
-	if err != nil || got != sh {
-		t.Fatalf("round trip of %q: %+v %v, want %+v", sh.Entry(), got, err, sh)
+	for _, v := range []counter.Values{{Likes: -1, Dislikes: 2, Views: 1 << 40}, {Likes: 1, Threads: -3}} {
+		sh := counterstore.Share{EventID: id, Key: "v", Values: v}
+		got, err := counterstore.ParseShare("v", sh.Entry())
+		if err != nil || got != sh {
+			t.Fatalf("round trip of %q: %+v %v, want %+v", sh.Entry(), got, err, sh)
+		}
 	}
-	for _, bad := range []string{"", id, id + "/1/0/0/0", id + "/1/0/0/0/0/0", "/1/0/0/0/0", id + "/1/x/0/0/0", id + "/1/0/0/0/0/"} {
+	// A reaction's share keeps the form of the first entries.
+	if got, want := (counterstore.Share{EventID: id, Values: counter.Values{Likes: 1}}).Entry(), id+"/1/0/0/0/0"; got != want {
+		t.Errorf("entry %q, want %q", got, want)
+	}
+	if got, err := counterstore.ParseShare("v", id+"/0/1/0/0/0"); err != nil || got.Values != (counter.Values{Dislikes: 1}) {
+		t.Errorf("an entry of five values read as %+v, %v", got, err)
+	}
+	for _, bad := range []string{"", id, id + "/1/0/0/0", id + "/1/0/0/0/0/0/0", "/1/0/0/0/0", id + "/1/x/0/0/0", id + "/1/0/0/0/0/"} {
 		if got, err := counterstore.ParseShare("v", bad); err == nil {
 			t.Errorf("%q read as %+v", bad, got)
 		}

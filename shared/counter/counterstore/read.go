@@ -56,7 +56,7 @@ func (s *Store) Counts(ctx context.Context, ids []string, viewer *Viewer, maxSta
 	if len(ids) == 0 {
 		return out, nil
 	}
-	cols := "Likes, Dislikes, Comments, Replies, Views"
+	cols := valueList
 	sql := fmt.Sprintf(`SELECT CounterKey, %[1]d AS Src, %[2]s, '' AS Reaction, 0 AS Version, Viewers FROM Counters WHERE CounterKey IN UNNEST(@ids)
 UNION ALL SELECT CounterKey, %[1]d, %[2]s, '', 0, Viewers FROM CounterShards WHERE CounterKey IN UNNEST(@ids)`, srcCounted, cols)
 	params := map[string]any{"ids": ids}
@@ -65,8 +65,8 @@ UNION ALL SELECT CounterKey, %[1]d, %[2]s, '', 0, Viewers FROM CounterShards WHE
 		sql += fmt.Sprintf(`
 UNION ALL SELECT CounterKey, %[1]d, %[3]s, '', 0, CAST(NULL AS BYTES) FROM PendingDeltas@{FORCE_INDEX=PendingDeltasByUser} WHERE UserId = @viewer AND CounterKey IN UNNEST(@ids)
 %[4]s
-UNION ALL SELECT ContentId, %[2]d, 0, 0, 0, 0, 0, Reaction, Version, CAST(NULL AS BYTES) FROM Reactions WHERE UserId = @viewer AND ContentId IN UNNEST(@ids)`,
-			srcPending, srcViewer, cols, sharesSQL(srcPending))
+UNION ALL SELECT ContentId, %[2]d, %[5]s, Reaction, Version, CAST(NULL AS BYTES) FROM Reactions WHERE UserId = @viewer AND ContentId IN UNNEST(@ids)`,
+			srcPending, srcViewer, cols, sharesSQL(srcPending), zeroList)
 		params["viewer"] = viewer.UserID
 		tx = s.db.Stale(0)
 	}
@@ -79,10 +79,10 @@ UNION ALL SELECT ContentId, %[2]d, 0, 0, 0, 0, 0, Reaction, Version, CAST(NULL A
 			return err
 		}
 		if src == srcViewer {
-			if err := r.Column(7, &reaction); err != nil {
+			if err := r.Column(reactionColumn, &reaction); err != nil {
 				return err
 			}
-			if err := r.Column(8, &version); err != nil {
+			if err := r.Column(versionColumn, &version); err != nil {
 				return err
 			}
 			out.Reactions[key] = ViewerReaction{Reaction: reaction, Version: version}
@@ -94,7 +94,7 @@ UNION ALL SELECT ContentId, %[2]d, 0, 0, 0, 0, 0, Reaction, Version, CAST(NULL A
 		}
 		raw[key] = raw[key].Plus(v)
 		var vb []byte
-		if err := r.Column(9, &vb); err != nil {
+		if err := r.Column(viewersColumn, &vb); err != nil {
 			return err
 		}
 		return viewers.add(key, vb)
@@ -113,7 +113,10 @@ UNION ALL SELECT ContentId, %[2]d, 0, 0, 0, 0, 0, Reaction, Version, CAST(NULL A
 // outbox rows still pending (see Share): the entries of the viewer's
 // reaction rows on @ids whose PendingDeltas row exists.
 func sharesSQL(src int) string {
-	field := func(i int) string { return fmt.Sprintf("CAST(SPLIT(e, '%s')[OFFSET(%d)] AS INT64)", shareSep, i) }
+	// An entry written before a field existed lacks it: zero.
+	field := func(i int) string {
+		return fmt.Sprintf("IFNULL(CAST(SPLIT(e, '%s')[SAFE_OFFSET(%d)] AS INT64), 0)", shareSep, i)
+	}
 	vals := make([]string, len(valueColumns))
 	for i := range vals {
 		vals[i] = field(i + 1)
@@ -241,7 +244,7 @@ const maxRelay = 5000
 // flight after all is a duplicate the consumer ignores.
 func (s *Store) Stale(ctx context.Context, age time.Duration) ([]events.Event, error) {
 	stmt := spanner.Statement{
-		SQL: `SELECT EventId, CounterKey, UserId, CreateTime, Likes, Dislikes, Comments, Replies, Views
+		SQL: `SELECT EventId, CounterKey, UserId, CreateTime, ` + valueList + `
 FROM PendingDeltas WHERE CreateTime < @before ORDER BY EventId LIMIT @limit`,
 		Params: map[string]any{"before": s.now().Add(-age), "limit": int64(maxRelay * events.MaxDeltas)},
 	}
@@ -282,7 +285,7 @@ func PendingEvents(ctx context.Context, tx interface {
 	Query(context.Context, spanner.Statement) *spanner.RowIterator
 }, userID, key string) ([]events.Event, error) {
 	stmt := spanner.Statement{
-		SQL: `SELECT EventId, CounterKey, Likes, Dislikes, Comments, Replies, Views
+		SQL: `SELECT EventId, CounterKey, ` + valueList + `
 FROM PendingDeltas@{FORCE_INDEX=PendingDeltasByUser} WHERE UserId = @user AND CounterKey = @key`,
 		Params: map[string]any{"user": userID, "key": key},
 	}

@@ -7,6 +7,7 @@ package counterstore
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"cloud.google.com/go/spanner"
@@ -154,6 +155,21 @@ func (s *Store) Mode() Mode { return s.mode }
 
 // valueColumns are the counted columns in the order of counter.Fields.
 var valueColumns = counter.Columns
+
+// valueList selects valueColumns in a query, and zeroList a zero for each.
+var (
+	valueList = strings.Join(valueColumns, ", ")
+	zeroList  = strings.TrimSuffix(strings.Repeat("0, ", len(valueColumns)), ", ")
+)
+
+// The columns of a row of a counts query (key, source, the values, then
+// these): the viewer's reaction and its version, and the unique-viewers
+// sketch.
+var (
+	reactionColumn = 2 + len(valueColumns)
+	versionColumn  = reactionColumn + 1
+	viewersColumn  = versionColumn + 1
+)
 
 func readValues(r *spanner.Row, first int) (counter.Values, error) {
 	vals := make([]int64, len(valueColumns))

@@ -12,9 +12,6 @@ import (
 	"github.com/videngage/engagement/shared/counter"
 )
 
-// viewersColumn is the index of the sketch in the rows of countedSQL.
-const viewersColumn = 9
-
 // Snapshot is the public counts of some ids at one read timestamp.
 type Snapshot struct {
 	// Values are the counted sums (snapshot plus shards), unclamped: a
@@ -30,7 +27,7 @@ type Snapshot struct {
 // viewersColumn).
 func countedSQL(src int, keys string) string {
 	return fmt.Sprintf(`SELECT CounterKey, %[1]d AS Src, %[2]s, '' AS Reaction, 0 AS Version, Viewers FROM Counters WHERE CounterKey IN %[3]s
-UNION ALL SELECT CounterKey, %[1]d, %[2]s, '', 0, Viewers FROM CounterShards WHERE CounterKey IN %[3]s`, src, "Likes, Dislikes, Comments, Replies, Views", keys)
+UNION ALL SELECT CounterKey, %[1]d, %[2]s, '', 0, Viewers FROM CounterShards WHERE CounterKey IN %[3]s`, src, valueList, keys)
 }
 
 // Public reads the counted values of ids, at most maxStaleness old (served
@@ -653,18 +650,17 @@ func (s *Store) ownInOneQuery(ctx context.Context, p ownPlan) (Own, error) {
 	if len(q.IDs) == 0 {
 		return out, nil
 	}
-	cols := "Likes, Dislikes, Comments, Replies, Views"
 	sql := fmt.Sprintf(`WITH Fresh AS (
   SELECT CounterKey FROM UNNEST(@uncached) AS CounterKey
   UNION DISTINCT SELECT CounterKey FROM MovedCounters WHERE CounterKey IN UNNEST(@cached)
   UNION DISTINCT SELECT CounterKey FROM Counters WHERE CounterKey IN UNNEST(@cached) AND FoldTime > @since
 )
 %[1]s
-UNION ALL SELECT CounterKey, %[2]d, 0, 0, 0, 0, 0, '', 0, CAST(NULL AS BYTES) FROM Fresh
+UNION ALL SELECT CounterKey, %[2]d, %[7]s, '', 0, CAST(NULL AS BYTES) FROM Fresh
 UNION ALL SELECT CounterKey, %[3]d, %[5]s, '', 0, CAST(NULL AS BYTES) FROM PendingDeltas@{FORCE_INDEX=PendingDeltasByUser} WHERE UserId = @viewer AND CounterKey IN UNNEST(@ids)
 %[6]s
-UNION ALL SELECT ContentId, %[4]d, 0, 0, 0, 0, 0, Reaction, Version, CAST(NULL AS BYTES) FROM Reactions WHERE UserId = @viewer AND ContentId IN UNNEST(@ids)`,
-		countedSQL(srcCounted, "(SELECT CounterKey FROM Fresh)"), srcFresh, srcPending, srcViewer, cols, sharesSQL(srcPending))
+UNION ALL SELECT ContentId, %[4]d, %[7]s, Reaction, Version, CAST(NULL AS BYTES) FROM Reactions WHERE UserId = @viewer AND ContentId IN UNNEST(@ids)`,
+		countedSQL(srcCounted, "(SELECT CounterKey FROM Fresh)"), srcFresh, srcPending, srcViewer, valueList, sharesSQL(srcPending), zeroList)
 	params := map[string]any{"ids": q.IDs, "cached": cached, "uncached": uncached, "since": since, "viewer": q.Viewer}
 	tx := s.db.Single()
 	if !q.At.IsZero() {
@@ -680,10 +676,10 @@ UNION ALL SELECT ContentId, %[4]d, 0, 0, 0, 0, 0, Reaction, Version, CAST(NULL A
 		switch src {
 		case srcViewer:
 			var vr ViewerReaction
-			if err := r.Column(7, &vr.Reaction); err != nil {
+			if err := r.Column(reactionColumn, &vr.Reaction); err != nil {
 				return err
 			}
-			if err := r.Column(8, &vr.Version); err != nil {
+			if err := r.Column(versionColumn, &vr.Version); err != nil {
 				return err
 			}
 			out.Reactions[key] = vr
