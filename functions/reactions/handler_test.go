@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -29,6 +31,7 @@ import (
 	"github.com/videngage/engagement/shared/ratelimit"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
 	"github.com/videngage/engagement/shared/spannerdb"
+	"github.com/videngage/engagement/shared/telemetry"
 )
 
 func TestMain(m *testing.M) {
@@ -81,12 +84,13 @@ type env struct {
 	issuer  *auth.LocalIssuer
 	pub     *faultyPublisher
 	limiter *faultyLimiter
+	metrics *sdkmetric.ManualReader
 }
 
 // newEnv deploys the Reactions function as Build does (the Spanner store,
 // group commit, the Bigtable limit of perMinute, the real publisher, all on
 // the emulators) behind the standard middleware, with the real token
-// verifier.
+// verifier and metrics the test reads.
 func newEnv(t *testing.T, perMinute int) *env {
 	t.Helper()
 	is, err := issuer()
@@ -112,12 +116,19 @@ func newEnv(t *testing.T, perMinute int) *env {
 	t.Cleanup(pub.next.Stop)
 	limiter := &faultyLimiter{next: ratelimit.NewBigtable(clients.Bigtable, "reactions", perMinute)}
 	writer := reactionstore.NewWriter(store, pub, counter.GroupCommitOptions{Batched: true, MaxInFlight: 1}).LimitWith(limiter)
-	h := reactionsfn.New(reactionsfn.Deps{Verifier: verifier, Writer: writer, Store: store, Tokens: pagetoken.NewSigner("secret")})
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	metrics, err := telemetry.NewMetrics(mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := reactionsfn.New(reactionsfn.Deps{Verifier: verifier, Writer: writer, Store: store, Tokens: pagetoken.NewSigner("secret"), Metrics: metrics})
 	// A deadline far above the default: a loaded machine must not turn slow
 	// emulators into 503s.
 	srv := httptest.NewServer(httpx.Standard("Reactions", cfg.Project, []string{"*"}, time.Minute)(h))
 	t.Cleanup(srv.Close)
-	return &env{t: t, url: srv.URL, issuer: is, pub: pub, limiter: limiter}
+	return &env{t: t, url: srv.URL, issuer: is, pub: pub, limiter: limiter, metrics: reader}
 }
 
 // put sets user's reaction on id; every answer is checked against the
@@ -173,6 +184,58 @@ func TestPutAnswers(t *testing.T) {
 	e.put("alice", "v1", "none", "If-Match", `"2"`).want(t, 200, `"0"`, "")
 	e.put("alice", "v1", "like", "If-Match", "*").want(t, 200, `"1"`, "")
 	e.put("alice", "v1", "like", "If-Match", "nope").want(t, 400, "", "INVALID_ARGUMENT")
+}
+
+// undone reads the reactions taken back so far from the metrics.
+func (e *env) undone() int64 {
+	e.t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := e.metrics.Collect(context.Background(), &rm); err != nil {
+		e.t.Fatal(err)
+	}
+	var n int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != telemetry.MetricReactionsUndone {
+				continue
+			}
+			sum, ok := m.Data.(metricdata.Sum[int64])
+			if !ok || !sum.IsMonotonic {
+				e.t.Fatalf("%s is %T, want a counter", m.Name, m.Data)
+			}
+			for _, p := range sum.DataPoints {
+				n += p.Value
+			}
+		}
+	}
+	return n
+}
+
+// TestUndoMetric: a like or dislike set to none counts once as undo
+// traffic; a none that changes nothing, a change between like and dislike,
+// a refused change and a first reaction do not.
+func TestUndoMetric(t *testing.T) {
+	e := newEnv(t, 100)
+	for _, step := range []struct {
+		user, id, reaction string
+		hdr                []string
+		code               int
+		undone             int64
+	}{
+		{"alice", "v1", "like", nil, 200, 0},
+		{"alice", "v1", "none", nil, 200, 1},
+		{"alice", "v1", "none", nil, 200, 1},                       // nothing to take back
+		{"bob", "v1", "none", nil, 200, 1},                         // never reacted
+		{"bob", "v2", "dislike", nil, 200, 1},                      // a first reaction
+		{"bob", "v2", "like", nil, 200, 1},                         // changed, not taken back
+		{"bob", "v2", "none", []string{"If-Match", `"1"`}, 412, 1}, // refused
+		{"bob", "v2", "none", nil, 200, 2},
+	} {
+		e.put(step.user, step.id, step.reaction, step.hdr...).Want(t, step.code, "PUT")
+		if got := e.undone(); got != step.undone {
+			t.Fatalf("after %s sets %s on %s: %d undone, want %d", step.user, step.reaction, step.id, got, step.undone)
+		}
+	}
 }
 
 // TestPutRateLimited: past the per-user limit the answer is 429 with

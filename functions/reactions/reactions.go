@@ -169,6 +169,9 @@ func (h *handler) put(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
+	if res.Undone {
+		h.Metrics.ReactionUndone(r.Context())
+	}
 	w.Header().Set("ETag", etag(res.State.Version))
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set(session.Header, session.Encode(res.CommitTime))

@@ -26,6 +26,7 @@ const (
 	MetricReconcileCorrectionSize = "engagement/reconcile_correction_size"
 	MetricDeadLetterDeliveries    = "engagement/dead_letter_deliveries"
 	MetricRateLimited             = "engagement/rate_limited"
+	MetricReactionsUndone         = "engagement/reactions_undone"
 )
 
 // Metric attribute keys.
@@ -52,6 +53,7 @@ type Metrics struct {
 	correctionSize      metric.Int64Histogram
 	deadLetters         metric.Int64Counter
 	rateLimited         metric.Int64Counter
+	reactionsUndone     metric.Int64Counter
 }
 
 // NewMetrics creates the instruments on mp; nil means the global meter
@@ -83,6 +85,8 @@ func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 			1, 2, 5, 10, 100, 1000, 10_000, 100_000, 1_000_000),
 		deadLetters: i64counter(MetricDeadLetterDeliveries, "{delivery}", "Deliveries of a poison message a consumer refused so that Pub/Sub dead-letters it: one per attempt, up to the subscription's maximum delivery attempts per message."),
 		rateLimited: i64counter(MetricRateLimited, "{request}", "Requests refused by a per-user rate limit, by kind."),
+		reactionsUndone: i64counter(MetricReactionsUndone, "{reaction}",
+			"Reactions taken back: a like or dislike set to none (undo traffic). Exported each minute, its increase is the undos of that minute."),
 	}
 	var err error
 	out.rollupLag, err = m.Float64Gauge(MetricRollupLag, metric.WithUnit("s"),
@@ -188,6 +192,15 @@ func (m *Metrics) RateLimited(ctx context.Context, kind string) {
 		return
 	}
 	m.rateLimited.Add(ctx, 1, metric.WithAttributes(attribute.String(AttrKind, kind)))
+}
+
+// ReactionUndone counts one reaction taken back: a user's like or dislike
+// set to none (not a none that changed nothing, nor an erasure).
+func (m *Metrics) ReactionUndone(ctx context.Context) {
+	if m == nil {
+		return
+	}
+	m.reactionsUndone.Add(ctx, 1)
 }
 
 func consumerAttr(consumer string) metric.MeasurementOption {

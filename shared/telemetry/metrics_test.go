@@ -45,6 +45,8 @@ func TestMetricsCounters(t *testing.T) {
 	m.ReconcileCorrection(ctx, "likes", 2)
 	m.ReconcileCorrection(ctx, "comments", 1)
 	m.ReconcileCorrection(ctx, "comments", 0) // no correction
+	m.ReactionUndone(ctx)
+	m.ReactionUndone(ctx)
 
 	got := collect(t, reader)
 	want := map[string]map[string]int64{
@@ -58,6 +60,7 @@ func TestMetricsCounters(t *testing.T) {
 		MetricDeadLetterDeliveries: {"consumer=ApplyHistory": 2},
 		MetricRateLimited:          {"kind=reactions": 1, "kind=comments": 2},
 		MetricReconcileCorrections: {"field=likes": 2, "field=comments": 1},
+		MetricReactionsUndone:      {"": 2},
 	}
 	for name, points := range want {
 		if diff := cmp.Diff(points, sums(t, got[name])); diff != "" {

@@ -85,6 +85,9 @@ type SetResult struct {
 	// the request (UpdateTime is older when nothing changed): a read at it
 	// sees the request and every earlier one of its user.
 	CommitTime time.Time
+	// Undone says that the request took a like or dislike back (set it to
+	// none): undo traffic, which the service measures.
+	Undone bool
 	// Event is the change to publish; nil when nothing counts (no change, or
 	// a flagged account).
 	Event *events.Event
@@ -219,6 +222,7 @@ func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 				continue
 			}
 			res.State = tr.Next
+			res.Undone = tr.Next.Current() == reaction.None
 			var own counter.Values // what this change adds to the counts
 			if !flagged[r.UserID] {
 				own = counter.Coalesce(tr.Deltas)[r.ContentID]
