@@ -58,14 +58,16 @@ func Batching(cfg *config.Config) counter.GroupCommitOptions {
 }
 
 // rateLimiter is the per-user limit of history writes, in Bigtable beside the
-// history; nil when RATE_LIMITS=off (load tests of one user) or the limit is
-// not positive.
+// history, which this instance decides alone while Bigtable does not answer;
+// nil when RATE_LIMITS=off (load tests of one user) or the limit is not
+// positive.
 func rateLimiter(c *host.Clients) Limiter {
 	limit := c.Config.UserLimits().History
 	if limit == 0 {
 		return nil
 	}
-	return ratelimit.NewBigtable(c.BigtableTx, "history", limit)
+	shared := ratelimit.NewBigtable(c.BigtableTx, "history", limit)
+	return ratelimit.NewDegrading(shared, "history", limit, c.Config.HTTP.RateLimitBudget, c.Metrics)
 }
 
 // Interfaces of what the handler uses, declared here where they are consumed.

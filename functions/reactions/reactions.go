@@ -56,10 +56,12 @@ func Build(c *host.Clients) (Deps, error) {
 	limit := cfg.UserLimits().Reactions
 	// The per-user limit is one atomic Bigtable increment per request, the
 	// limiter history uses: no Spanner row read and written per reaction.
+	// While Bigtable does not answer, this instance decides it alone.
 	var limiter reactionstore.Limiter
 	if cfg.Counters.ReactionLimitStore == config.LimitInBigtable {
 		if limit > 0 {
-			limiter = ratelimit.NewBigtable(c.BigtableTx, "reactions", limit)
+			shared := ratelimit.NewBigtable(c.BigtableTx, "reactions", limit)
+			limiter = ratelimit.NewDegrading(shared, "reactions", limit, cfg.HTTP.RateLimitBudget, c.Metrics)
 		}
 		limit = 0
 	}

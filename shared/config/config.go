@@ -105,6 +105,11 @@ type HTTP struct {
 	// RateLimits off switches the per-user limits off (load tests of one
 	// user); read it through Config.UserLimits.
 	RateLimits Switch `env:"RATE_LIMITS, default=on"`
+	// RateLimitBudget is how long a request waits for the shared per-user
+	// limit's store (Bigtable's transactional cluster) before its instance
+	// decides the limit alone (ratelimit.Degrading); not positive: as long
+	// as the request's deadline allows.
+	RateLimitBudget time.Duration `env:"RATE_LIMIT_STORE_BUDGET, default=250ms"`
 	// PageTokenSecret signs page tokens so that they cannot be forged or
 	// replayed by another user.
 	PageTokenSecret string `env:"PAGE_TOKEN_SECRET, default=local-page-token-secret"`

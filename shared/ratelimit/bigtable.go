@@ -2,8 +2,9 @@
 // caller keeps in its own Spanner transaction (reactions on the Spanner
 // store, comments, counted changes), and Bigtable, a fixed window counted by
 // one atomic increment per action (history) or two calls per batch of
-// actions (reactions by default, through their group commit). Which limits are on
-// is config.Config.UserLimits.
+// actions (reactions by default, through their group commit), which Degrading
+// replaces by a per-instance limit (Local) while Bigtable does not answer.
+// Which limits are on is config.Config.UserLimits.
 package ratelimit
 
 import (

@@ -27,6 +27,7 @@ const (
 	MetricDeadLetterDeliveries    = "engagement/dead_letter_deliveries"
 	MetricRateLimited             = "engagement/rate_limited"
 	MetricReactionsUndone         = "engagement/reactions_undone"
+	MetricRateLimitDegraded       = "engagement/rate_limit_degraded"
 )
 
 // Metric attribute keys.
@@ -54,6 +55,7 @@ type Metrics struct {
 	deadLetters         metric.Int64Counter
 	rateLimited         metric.Int64Counter
 	reactionsUndone     metric.Int64Counter
+	rateLimitDegraded   metric.Int64Counter
 }
 
 // NewMetrics creates the instruments on mp; nil means the global meter
@@ -87,6 +89,8 @@ func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 		rateLimited: i64counter(MetricRateLimited, "{request}", "Requests refused by a per-user rate limit, by kind."),
 		reactionsUndone: i64counter(MetricReactionsUndone, "{reaction}",
 			"Reactions taken back: a like or dislike set to none (undo traffic). Exported each minute, its increase is the undos of that minute."),
+		rateLimitDegraded: i64counter(MetricRateLimitDegraded, "{request}",
+			"Requests whose per-user limit the instance decided alone, by kind, because the shared limit's store did not answer in time."),
 	}
 	var err error
 	out.rollupLag, err = m.Float64Gauge(MetricRollupLag, metric.WithUnit("s"),
@@ -201,6 +205,15 @@ func (m *Metrics) ReactionUndone(ctx context.Context) {
 		return
 	}
 	m.reactionsUndone.Add(ctx, 1)
+}
+
+// RateLimitDegraded counts n requests of kind whose per-user limit was
+// decided by the instance's own limit, the shared one not answering.
+func (m *Metrics) RateLimitDegraded(ctx context.Context, kind string, n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.rateLimitDegraded.Add(ctx, int64(n), metric.WithAttributes(attribute.String(AttrKind, kind)))
 }
 
 func consumerAttr(consumer string) metric.MeasurementOption {

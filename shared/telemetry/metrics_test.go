@@ -41,6 +41,9 @@ func TestMetricsCounters(t *testing.T) {
 	m.RateLimited(ctx, "reactions")
 	m.RateLimited(ctx, "comments")
 	m.RateLimited(ctx, "comments")
+	m.RateLimitDegraded(ctx, "history", 1)
+	m.RateLimitDegraded(ctx, "reactions", 5)
+	m.RateLimitDegraded(ctx, "reactions", 0) // nothing decided
 	m.ReconcileCorrection(ctx, "likes", -3)
 	m.ReconcileCorrection(ctx, "likes", 2)
 	m.ReconcileCorrection(ctx, "comments", 1)
@@ -59,6 +62,7 @@ func TestMetricsCounters(t *testing.T) {
 		MetricEventsDuplicate:      {"consumer=ApplyCounters": 2},
 		MetricDeadLetterDeliveries: {"consumer=ApplyHistory": 2},
 		MetricRateLimited:          {"kind=reactions": 1, "kind=comments": 2},
+		MetricRateLimitDegraded:    {"kind=history": 1, "kind=reactions": 5},
 		MetricReconcileCorrections: {"field=likes": 2, "field=comments": 1},
 		MetricReactionsUndone:      {"": 2},
 	}
