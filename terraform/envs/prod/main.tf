@@ -57,8 +57,9 @@ module "engagement" {
   spanner_autoscaling       = var.spanner_autoscaling
   spanner_version_retention = var.spanner_version_retention
 
-  bigtable_clusters    = var.bigtable_clusters
-  history_max_age_days = var.history_max_age_days
+  bigtable_clusters              = var.bigtable_clusters
+  bigtable_transactional_cluster = var.bigtable_transactional_cluster
+  history_max_age_days           = var.history_max_age_days
 
   firestore_location = var.firestore_location
 

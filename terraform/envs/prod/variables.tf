@@ -138,6 +138,13 @@ variable "bigtable_clusters" {
   ]
 }
 
+# The cluster the transactional app profile routes to: flip it to the other
+# cluster's id to fail the transactional paths over (docs/failover.md).
+variable "bigtable_transactional_cluster" {
+  type    = string
+  default = "engagement-c1"
+}
+
 variable "history_max_age_days" {
   type    = number
   default = null

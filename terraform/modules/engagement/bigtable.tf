@@ -10,8 +10,11 @@
 # - "transactional" (BIGTABLE_TRANSACTIONAL_APP_PROFILE of every function):
 #   single-cluster routing with transactional writes allowed, for the rate
 #   limiter's increments (ReadModifyWrite, a single-row transaction), which a
-#   multi-cluster profile refuses. These do not fail over: a lost cluster
-#   stops the limiter, which fails closed with 503 (shared/ratelimit).
+#   multi-cluster profile refuses, and the views' claims and staging, which
+#   need one cluster's consistency. It does not fail over by itself: while
+#   its cluster is lost the rate limits fall back to per-instance limits
+#   (shared/ratelimit) and the views wait in Pub/Sub; the failover is the
+#   variable bigtable_transactional_cluster (docs/failover.md).
 # - "failover" (BIGTABLE_APP_PROFILE of the others): multi-cluster, any.
 
 locals {
@@ -120,7 +123,7 @@ resource "google_bigtable_app_profile" "transactional" {
   ignore_warnings = true
 
   single_cluster_routing {
-    cluster_id                 = var.bigtable_clusters[0].id
+    cluster_id                 = coalesce(var.bigtable_transactional_cluster, var.bigtable_clusters[0].id)
     allow_transactional_writes = true
   }
 }

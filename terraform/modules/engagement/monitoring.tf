@@ -280,3 +280,49 @@ resource "google_monitoring_alert_policy" "spanner_capacity" {
     mime_type = "text/markdown"
   }
 }
+
+# The per-user rate limits fell back to per-instance limits: the transactional
+# Bigtable cluster does not answer (shared/ratelimit logs this line when it
+# degrades and once a minute while it stays so).
+resource "google_logging_metric" "rate_limit_degraded" {
+  project     = var.project_id
+  name        = "engagement/rate_limit_degraded"
+  description = "Log lines of instances whose per-user rate limit fell back to a per-instance limit because Bigtable's transactional cluster did not answer."
+  filter      = "${local.function_log} AND jsonPayload.message=\"ratelimit: shared limit unavailable, per-instance limit in force\""
+
+  metric_descriptor {
+    metric_kind = "DELTA"
+    value_type  = "INT64"
+    unit        = "1"
+  }
+
+  depends_on = [google_project_service.api]
+}
+
+resource "google_monitoring_alert_policy" "rate_limit_degraded" {
+  project               = var.project_id
+  display_name          = "engagement ${var.environment}: rate limits degraded to per-instance"
+  combiner              = "OR"
+  notification_channels = local.notification_channels
+
+  conditions {
+    display_name = "an instance decides the per-user limits alone"
+    condition_threshold {
+      filter          = "resource.type = \"cloud_run_revision\" AND metric.type = \"logging.googleapis.com/user/${google_logging_metric.rate_limit_degraded.name}\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = 0
+      duration        = "0s"
+
+      aggregations {
+        alignment_period     = "300s"
+        per_series_aligner   = "ALIGN_DELTA"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+    }
+  }
+
+  documentation {
+    content   = "Bigtable's transactional cluster does not answer: writes are accepted under per-instance rate limits and the views wait in Pub/Sub. If it lasts, fail the transactional profile over (docs/failover.md)."
+    mime_type = "text/markdown"
+  }
+}

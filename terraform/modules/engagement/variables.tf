@@ -244,7 +244,7 @@ variable "spanner_version_retention" {
 # --- Bigtable ---------------------------------------------------------------
 
 variable "bigtable_clusters" {
-  description = "Bigtable clusters; the first one takes the single-cluster (read-your-writes) app profile. Two or more in prod."
+  description = "Bigtable clusters; the single-cluster (transactional) app profile routes to bigtable_transactional_cluster, the first one by default. Two or more in prod."
   type = list(object({
     id           = string
     zone         = string
@@ -256,6 +256,17 @@ variable "bigtable_clusters" {
   validation {
     condition     = length(var.bigtable_clusters) >= 1
     error_message = "At least one Bigtable cluster is needed."
+  }
+}
+
+variable "bigtable_transactional_cluster" {
+  description = "Id of the cluster (one of bigtable_clusters) that the single-cluster transactional app profile routes to; null: the first. Changing it is the failover of the transactional paths (docs/failover.md)."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.bigtable_transactional_cluster == null || contains([for c in var.bigtable_clusters : c.id], coalesce(var.bigtable_transactional_cluster, "-"))
+    error_message = "bigtable_transactional_cluster must be the id of one of bigtable_clusters."
   }
 }
 

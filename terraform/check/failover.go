@@ -1,0 +1,91 @@
+package check
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+)
+
+// TransactionalProfile is the address of the single-cluster app profile that
+// bigtable_transactional_cluster routes (docs/failover.md).
+const TransactionalProfile = "module.engagement.google_bigtable_app_profile.transactional"
+
+// PlanDiff lists the addresses whose planned values (known and unknown)
+// differ between two plans of one environment, or that only one plan has,
+// sorted.
+func PlanDiff(a, b *Plan) []string {
+	byAddr := func(p *Plan) map[string]ResourceChange {
+		m := map[string]ResourceChange{}
+		for _, rc := range p.ResourceChanges {
+			m[rc.Address] = rc
+		}
+		return m
+	}
+	am, bm := byAddr(a), byAddr(b)
+	var out []string
+	for addr, ra := range am {
+		rb, ok := bm[addr]
+		if !ok || !reflect.DeepEqual(ra.Change.After, rb.Change.After) || !reflect.DeepEqual(ra.Change.AfterUnknown, rb.Change.AfterUnknown) {
+			out = append(out, addr)
+		}
+	}
+	for addr := range bm {
+		if _, ok := am[addr]; !ok {
+			out = append(out, addr)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// FailoverFlip checks that moving bigtable_transactional_cluster from one
+// cluster to another (before and after: plans of one environment made with
+// each value) changes the transactional app profile's cluster to the new
+// one, and nothing else in the plan: no function, cluster or other profile.
+func FailoverFlip(before, after *Plan, from, to string) []error {
+	var errs []error
+	diff := PlanDiff(before, after)
+	if len(diff) != 1 || diff[0] != TransactionalProfile {
+		errs = append(errs, fmt.Errorf("flipping bigtable_transactional_cluster from %q to %q changes %v, want only %s", from, to, diff, TransactionalProfile))
+	}
+	for _, c := range []struct {
+		p    *Plan
+		want string
+	}{{before, from}, {after, to}} {
+		rc, ok := c.p.Instances("google_bigtable_app_profile", "transactional")[""]
+		if !ok {
+			errs = append(errs, fmt.Errorf("no transactional app profile planned"))
+			continue
+		}
+		if got := rc.Str("single_cluster_routing", 0, "cluster_id"); got != c.want {
+			errs = append(errs, fmt.Errorf("with bigtable_transactional_cluster = %q the transactional app profile routes to %q", c.want, got))
+		}
+		if v, _ := rc.Get("single_cluster_routing", 0, "allow_transactional_writes").(bool); !v {
+			errs = append(errs, fmt.Errorf("with bigtable_transactional_cluster = %q the transactional app profile does not allow transactional writes", c.want))
+		}
+	}
+	return errs
+}
+
+// DegradedAlert checks that the log-based metric of the rate limits'
+// degradation counts the very line shared/ratelimit writes (logMessage), and
+// that an alert policy reads that metric.
+func DegradedAlert(p *Plan, logMessage string) []error {
+	m, ok := p.Instances("google_logging_metric", "rate_limit_degraded")[""]
+	if !ok {
+		return []error{fmt.Errorf("no google_logging_metric.rate_limit_degraded planned")}
+	}
+	var errs []error
+	if want := fmt.Sprintf("jsonPayload.message=%q", logMessage); !strings.Contains(m.Str("filter"), want) {
+		errs = append(errs, fmt.Errorf("the rate_limit_degraded log metric's filter %q does not count the line %s", m.Str("filter"), want))
+	}
+	a, ok := p.Instances("google_monitoring_alert_policy", "rate_limit_degraded")[""]
+	if !ok {
+		return append(errs, fmt.Errorf("no google_monitoring_alert_policy.rate_limit_degraded planned"))
+	}
+	if f := a.Str("conditions", 0, "condition_threshold", 0, "filter"); !strings.Contains(f, "logging.googleapis.com/user/"+m.Str("name")) {
+		errs = append(errs, fmt.Errorf("the rate_limit_degraded alert reads %q, not the log metric %s", f, m.Str("name")))
+	}
+	return errs
+}
