@@ -4,7 +4,7 @@
 #
 #   1. terraform fmt -check -recursive terraform/
 #   2. go build of the stand-in provider (tools/tfprovider: the real google
-#      6.50.0, google-beta 6.50.0 and random 3.7.2 schemas for the resource
+#      6.50.0, google-beta 6.50.0, random 3.7.2 and time 0.13.1 schemas for the resource
 #      types used, served on terraform-plugin-go; it plans but never applies)
 #   3. go test ./terraform/check/ ./tools/...: for dev and prod, on a copy of
 #      the tree, terraform init (filesystem mirror, local backend), validate,

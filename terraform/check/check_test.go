@@ -462,6 +462,11 @@ func replaceIn(t *testing.T, file, old, new string) func(root string) {
 	}
 }
 
+// both applies two edits to a copy.
+func both(a, b func(root string)) func(root string) {
+	return func(root string) { a(root); b(root) }
+}
+
 // Each fresh-project rule fails on a copy of the tree broken on purpose: the
 // copy still validates and plans, only the rule sees what a fresh project
 // would meet.
@@ -489,12 +494,12 @@ func TestGraphRulesFailWhenBroken(t *testing.T) {
 		},
 		{
 			name: "metric: alert on an application metric nothing creates",
-			edit: replaceIn(t, "monitoring.tf", `metric.type = \"logging.googleapis.com/user/${google_logging_metric.reconcile_corrections.name}\"`, `metric.type = \"workload.googleapis.com/engagement/reconcile_corrections\"`),
+			edit: replaceIn(t, "monitoring.tf", `metric.type = \"logging.googleapis.com/user/${time_sleep.log_metrics.triggers["reconcile_corrections"]}\"`, `metric.type = \"workload.googleapis.com/engagement/reconcile_corrections\"`),
 			want: "metric rule: module.engagement.google_monitoring_alert_policy.reconcile_corrections names metric workload.googleapis.com/engagement/reconcile_corrections, which is not built in and which nothing in this apply creates",
 		},
 		{
 			name: "metric: alert that does not wait for the log metric it reads",
-			edit: replaceIn(t, "monitoring.tf", `metric.type = \"logging.googleapis.com/user/${google_logging_metric.reconcile_corrections.name}\"`, `metric.type = \"logging.googleapis.com/user/engagement/reconcile_runs_over_threshold\"`),
+			edit: replaceIn(t, "monitoring.tf", `metric.type = \"logging.googleapis.com/user/${time_sleep.log_metrics.triggers["reconcile_corrections"]}\"`, `metric.type = \"logging.googleapis.com/user/engagement/reconcile_runs_over_threshold\"`),
 			want: "metric rule: module.engagement.google_monitoring_alert_policy.reconcile_corrections names metric logging.googleapis.com/user/engagement/reconcile_runs_over_threshold but does not depend on google_logging_metric.reconcile_corrections",
 		},
 		{
@@ -519,8 +524,36 @@ func TestGraphRulesFailWhenBroken(t *testing.T) {
 		},
 		{
 			name: "grant: function built before the build identity reads the staging buckets",
-			edit: replaceIn(t, "functions.tf", "    google_project_iam_member.builder_staging,\n", ""),
+			edit: replaceIn(t, "functions.tf", "  depends_on = [\n    google_project_iam_member.builder,\n    google_project_iam_member.builder_staging,\n", "  depends_on = [\n    google_project_iam_member.builder,\n"),
 			want: "grant rule: google_cloudfunctions2_function.fn is built before its build identity has google_project_iam_member roles/storage.objectAdmin",
+		},
+		{
+			name: "propagation: alert reads its log metric straight after creating it",
+			edit: replaceIn(t, "monitoring.tf", `metric.type = \"logging.googleapis.com/user/${time_sleep.log_metrics.triggers["reconcile_corrections"]}\"`, `metric.type = \"logging.googleapis.com/user/${google_logging_metric.reconcile_corrections.name}\"`),
+			want: "propagation rule: google_monitoring_alert_policy.reconcile_corrections reads log-based metric logging.googleapis.com/user/engagement/reconcile_runs_over_threshold without a time_sleep of at least 10m0s after google_logging_metric.reconcile_corrections",
+		},
+		{
+			name: "propagation: log metric sleep shorter than the API's 10 minutes",
+			edit: replaceIn(t, "monitoring.tf", "  create_duration = \"600s\"\n", "  create_duration = \"120s\"\n"),
+			want: "propagation rule: google_monitoring_alert_policy.rollup_lag reads log-based metric logging.googleapis.com/user/engagement/rollup_lag_seconds without a time_sleep of at least 10m0s",
+		},
+		{
+			name: "propagation: function built right after its build grants",
+			edit: replaceIn(t, "functions.tf", "    time_sleep.function_grants,\n  ]", "    google_project_iam_member.builder,\n    google_project_iam_member.builder_staging,\n    google_storage_bucket_iam_member.builder_source,\n    google_secret_manager_secret_iam_member.page_token,\n  ]"),
+			want: "propagation rule: google_cloudfunctions2_function.fn uses grant google_project_iam_member.builder_staging without a time_sleep of at least 1m0s after it",
+		},
+		{
+			name: "propagation: function revision starts right after its secret grant",
+			edit: both(
+				replaceIn(t, "functions.tf", "    google_secret_manager_secret_iam_member.page_token,\n  ]\n}", "  ]\n}"),
+				replaceIn(t, "functions.tf", "    time_sleep.function_grants,\n", "    time_sleep.function_grants,\n    google_secret_manager_secret_iam_member.page_token,\n"),
+			),
+			want: "propagation rule: google_cloudfunctions2_function.fn uses grant google_secret_manager_secret_iam_member.page_token without a time_sleep",
+		},
+		{
+			name: "grant: public function started before it may read its secret",
+			edit: replaceIn(t, "functions.tf", "    google_secret_manager_secret_iam_member.page_token,\n  ]\n}", "  ]\n}"),
+			want: "grant rule: google_cloudfunctions2_function.fn reads secret PAGE_TOKEN_SECRET before its runtime identity may (roles/secretmanager.secretAccessor)",
 		},
 		{
 			name: "schema: functions deployed without waiting for the database's DDL",

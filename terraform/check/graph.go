@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/videngage/engagement/shared/topology"
 )
@@ -113,7 +114,7 @@ var BootstrapAPIs = []string{"serviceusage.googleapis.com", "cloudresourcemanage
 
 // APIs lists, for every resource and data source type terraform/ uses, the
 // Google APIs its create calls need. A type missing here fails the check, so
-// a new type is classified when it is added. random_* needs none.
+// a new type is classified when it is added. random_* and time_* need none.
 var APIs = map[string][]string{
 	"data.google_project":    {"cloudresourcemanager.googleapis.com"},
 	"google_project_service": {"serviceusage.googleapis.com"},
@@ -180,7 +181,7 @@ func APIRule(p *Plan, g *Graph) []error {
 	}
 	for _, n := range g.Nodes() {
 		typ := blockType(n)
-		if strings.HasPrefix(strings.TrimPrefix(strings.TrimPrefix(typ, "data."), "ephemeral."), "random_") {
+		if local := strings.TrimPrefix(strings.TrimPrefix(typ, "data."), "ephemeral."); strings.HasPrefix(local, "random_") || strings.HasPrefix(local, "time_") {
 			continue
 		}
 		apis, ok := APIs[typ]
@@ -359,6 +360,15 @@ func GrantRule(p *Plan, g *Graph, top *topology.Topology) []error {
 					}
 				}
 			}
+			for _, rc := range rcs {
+				secrets, _ := rc.Get("service_config", 0, "secret_environment_variables").([]any)
+				for _, s := range secrets {
+					if !roles["google_secret_manager_secret_iam_member roles/secretmanager.secretAccessor"] {
+						errs = append(errs, fmt.Errorf("grant rule: %s reads secret %v before its runtime identity may (roles/secretmanager.secretAccessor)", block, dig(s, "key")))
+						break
+					}
+				}
+			}
 			for _, want := range []string{
 				"google_project_iam_member roles/logging.logWriter",
 				"google_project_iam_member roles/artifactregistry.writer",
@@ -413,6 +423,102 @@ func SchemaRule(p *Plan, g *Graph) []error {
 	return errs
 }
 
+// Waits for what Google propagates after the call that makes it returns.
+const (
+	// LogMetricPropagation: Cloud Monitoring answers 404 to an alert policy
+	// on a log-based metric "created recently" for "up to 10 minutes" (its
+	// own error message; terraform-provider-google issue 11102).
+	LogMetricPropagation = 10 * time.Minute
+	// GrantPropagation: the google provider's example of a function built
+	// by a custom build account waits 60 s after the account's grants.
+	GrantPropagation = 60 * time.Second
+)
+
+// sleeps lists the time_sleep blocks of the plan with their create_duration.
+func sleeps(p *Plan) (map[string]time.Duration, []error) {
+	out := map[string]time.Duration{}
+	var errs []error
+	for block, rcs := range instancesOf(p) {
+		if blockType(block) != "time_sleep" {
+			continue
+		}
+		for _, rc := range rcs {
+			d, err := time.ParseDuration(rc.Str("create_duration"))
+			if err != nil {
+				errs = append(errs, fmt.Errorf("propagation rule: %s: create_duration %q is not a duration known at plan time", rc.Address, rc.Str("create_duration")))
+				continue
+			}
+			if old, ok := out[block]; !ok || d < old {
+				out[block] = d
+			}
+		}
+	}
+	return out, errs
+}
+
+// waitsFor says whether from reaches target only after a time_sleep of at
+// least min that itself depends on target.
+func waitsFor(g *Graph, naps map[string]time.Duration, from, target string, min time.Duration) bool {
+	reach := g.Reach(from)
+	for s, d := range naps {
+		if d >= min && reach[s] && g.Reach(s)[target] {
+			return true
+		}
+	}
+	return false
+}
+
+// PropagationRule: what Google creates is not usable the moment the call
+// returns, and graph order alone cannot wait for it; a time_sleep between
+// the two does. Every alert policy, dashboard or SLO that names a log-based
+// metric created in this apply waits LogMetricPropagation after that
+// metric; every function waits GrantPropagation after every IAM grant it
+// depends on (its build runs as the build identity the moment it is
+// created, and its revision starts as its runtime identity).
+func PropagationRule(p *Plan, g *Graph) []error {
+	naps, errs := sleeps(p)
+	metricBlock := map[string]string{} // metric type -> google_logging_metric block
+	for _, rc := range p.ResourceChanges {
+		if rc.Mode == "managed" && rc.Type == "google_logging_metric" {
+			metricBlock["logging.googleapis.com/user/"+rc.Str("name")] = blockOf(rc)
+		}
+	}
+	seen := map[string]bool{}
+	for _, rc := range p.ResourceChanges {
+		if rc.Mode != "managed" || !contains(metricConsumers, rc.Type) {
+			continue
+		}
+		for _, s := range allStrings(rc.Change.After) {
+			for _, m := range metricTypeRef.FindAllStringSubmatch(s, -1) {
+				mb, ok := metricBlock[m[1]]
+				key := blockOf(rc) + " " + mb
+				if !ok || seen[key] {
+					continue
+				}
+				seen[key] = true
+				if !waitsFor(g, naps, blockOf(rc), mb, LogMetricPropagation) {
+					errs = append(errs, fmt.Errorf("propagation rule: %s reads log-based metric %s without a time_sleep of at least %s after %s (the API answers 404 meanwhile)", blockOf(rc), m[1], LogMetricPropagation, mb))
+				}
+			}
+		}
+	}
+	for block := range instancesOf(p) {
+		if blockType(block) != "google_cloudfunctions2_function" {
+			continue
+		}
+		for dep := range g.Reach(block) {
+			if !strings.HasSuffix(blockType(dep), "_iam_member") {
+				continue
+			}
+			if !waitsFor(g, naps, block, dep, GrantPropagation) {
+				errs = append(errs, fmt.Errorf("propagation rule: %s uses grant %s without a time_sleep of at least %s after it", block, dep, GrantPropagation))
+			}
+		}
+	}
+	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
+	return errs
+}
+
 // GraphRules runs the fresh-project and ordering rules.
 func GraphRules(p *Plan, g *Graph, top *topology.Topology) []error {
 	var errs []error
@@ -420,6 +526,7 @@ func GraphRules(p *Plan, g *Graph, top *topology.Topology) []error {
 	errs = append(errs, MetricRule(p, g)...)
 	errs = append(errs, GrantRule(p, g, top)...)
 	errs = append(errs, SchemaRule(p, g)...)
+	errs = append(errs, PropagationRule(p, g)...)
 	return errs
 }
 

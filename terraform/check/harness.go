@@ -23,7 +23,7 @@ import (
 
 // Banner is printed before the checks so that nobody mistakes their output for
 // a real plan.
-const Banner = "SCHEMA CHECK against a stand-in provider serving the real google 6.50.0 / google-beta 6.50.0 / random 3.7.2 schemas: " +
+const Banner = "SCHEMA CHECK against a stand-in provider serving the real google 6.50.0 / google-beta 6.50.0 / random 3.7.2 / time 0.13.1 schemas: " +
 	"validate and plan -refresh=false, NOT a real plan (computed values unknown, nothing read from Google Cloud)"
 
 // Environments are the roots under terraform/envs.
@@ -35,6 +35,7 @@ var standIns = []struct{ name, version string }{
 	{"google", "6.50.0"},
 	{"google-beta", "6.50.0"},
 	{"random", "3.7.2"},
+	{"time", "0.13.1"},
 }
 
 // RepoRoot finds the module root (the directory holding go.mod) from dir.
@@ -63,8 +64,8 @@ type Toolchain struct {
 }
 
 // NewToolchain builds tools/tfprovider into a filesystem mirror under dir and
-// writes a CLI configuration that installs hashicorp/google and
-// hashicorp/random from it only, so nothing is downloaded.
+// writes a CLI configuration that installs hashicorp/google, google-beta,
+// random and time from it only, so nothing is downloaded.
 func NewToolchain(repo, dir string) (*Toolchain, error) {
 	tf, err := exec.LookPath("terraform")
 	if err != nil {
@@ -95,7 +96,7 @@ func NewToolchain(repo, dir string) (*Toolchain, error) {
 	rc := fmt.Sprintf(`provider_installation {
   filesystem_mirror {
     path    = %q
-    include = ["registry.terraform.io/hashicorp/google", "registry.terraform.io/hashicorp/google-beta", "registry.terraform.io/hashicorp/random"]
+    include = ["registry.terraform.io/hashicorp/google", "registry.terraform.io/hashicorp/google-beta", "registry.terraform.io/hashicorp/random", "registry.terraform.io/hashicorp/time"]
   }
 }
 `, mirror)

@@ -8,7 +8,8 @@
 // refuses to apply. A plan made with it is a schema check, not a real plan.
 //
 // The same binary serves both providers: installed as
-// terraform-provider-random_* it serves hashicorp/random, otherwise
+// terraform-provider-random_* it serves hashicorp/random, as
+// terraform-provider-time_* hashicorp/time, otherwise
 // hashicorp/google (see terraform/check.sh for the filesystem mirror layout).
 package main
 
@@ -31,6 +32,8 @@ func main() {
 		address = "registry.terraform.io/hashicorp/google-beta"
 	case strings.HasPrefix(base, "terraform-provider-random"):
 		address = "registry.terraform.io/hashicorp/random"
+	case strings.HasPrefix(base, "terraform-provider-time"):
+		address = "registry.terraform.io/hashicorp/time"
 	}
 	ps, err := loadProviderSchema(address)
 	if err != nil {

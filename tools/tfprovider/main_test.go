@@ -27,6 +27,7 @@ func TestSchemaCoversTerraform(t *testing.T) {
 	google := mustSchema(t, "registry.terraform.io/hashicorp/google")
 	random := mustSchema(t, "registry.terraform.io/hashicorp/random")
 	beta := mustSchema(t, "registry.terraform.io/hashicorp/google-beta")
+	timeP := mustSchema(t, "registry.terraform.io/hashicorp/time")
 	decl := regexp.MustCompile(`(?m)^\s*(resource|data|ephemeral)\s+"([a-z0-9_]+)"`)
 	files, err := filepath.Glob("../../terraform/modules/*/*.tf")
 	if err != nil || len(files) == 0 {
@@ -41,6 +42,8 @@ func TestSchemaCoversTerraform(t *testing.T) {
 			ps := google
 			if strings.HasPrefix(m[2], "random_") {
 				ps = random
+			} else if strings.HasPrefix(m[2], "time_") {
+				ps = timeP
 			} else if _, ok := google.resources[m[2]]; !ok && m[1] == "resource" {
 				ps = beta // a google-beta-only resource
 			}
@@ -56,8 +59,8 @@ func TestSchemaCoversTerraform(t *testing.T) {
 			}
 		}
 	}
-	if google.version != "6.50.0" || random.version != "3.7.2" {
-		t.Errorf("schema versions google %s, random %s", google.version, random.version)
+	if google.version != "6.50.0" || random.version != "3.7.2" || timeP.version != "0.13.1" {
+		t.Errorf("schema versions google %s, random %s, time %s", google.version, random.version, timeP.version)
 	}
 }
 

@@ -6,7 +6,7 @@
 // The registry is not reachable where the checks run, so the schema is taken
 // from the npm packages @cdktf/provider-google and @cdktf/provider-random:
 // they are generated from the real providers' schemas (google 6.50.0,
-// random 3.7.2; MPL-2.0) and keep, in the TypeScript source embedded in each
+// random 3.7.2, time 0.13.1; MPL-2.0) and keep, in the TypeScript source embedded in each
 // file's source map, every attribute with its computed/optional/required
 // flags and every block with its nesting. See generate.sh for the whole
 // procedure.
@@ -38,6 +38,7 @@ var providers = map[string]string{
 	"google":      "registry.terraform.io/hashicorp/google",
 	"google-beta": "registry.terraform.io/hashicorp/google-beta",
 	"random":      "registry.terraform.io/hashicorp/random",
+	"time":        "registry.terraform.io/hashicorp/time",
 }
 
 func realMain() error {
@@ -45,9 +46,10 @@ func realMain() error {
 	google := flag.String("google", "", "unpacked @cdktf/provider-google package directory")
 	googleBeta := flag.String("google-beta", "", "unpacked @cdktf/provider-google-beta package directory")
 	random := flag.String("random", "", "unpacked @cdktf/provider-random package directory")
+	timeDir := flag.String("time", "", "unpacked @cdktf/provider-time package directory")
 	out := flag.String("out", "tools/tfprovider/schema.json", "output file")
 	flag.Parse()
-	pkgDirs := map[string]string{"google": *google, "google-beta": *googleBeta, "random": *random}
+	pkgDirs := map[string]string{"google": *google, "google-beta": *googleBeta, "random": *random, "time": *timeDir}
 
 	resources, dataSources, ephemerals, err := usedTypes(*tfDir)
 	if err != nil {
@@ -248,6 +250,7 @@ func ephemeralSchema(dir, local, t string) (*schema, error) {
 }
 
 // servedBy says whether provider local serves type t: random_* by random,
+// time_* by time,
 // google_* by google-beta when a block of that type names provider =
 // google-beta (beta), by google otherwise.
 func servedBy(local, t string, beta map[string]bool) bool {
@@ -311,6 +314,7 @@ func libDir(local, t string, data bool) string {
 		return strings.ReplaceAll(t, "_", "-")
 	}
 	d := strings.ReplaceAll(strings.TrimPrefix(t, local+"_"), "_", "-")
+	// time_sleep is lib/sleep, as random_password is lib/password.
 	if local == "random" && d == "string" {
 		d = "string-resource"
 	}

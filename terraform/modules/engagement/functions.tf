@@ -87,6 +87,22 @@ locals {
   auth_audience = var.auth_audience != "" ? var.auth_audience : var.project_id
 }
 
+# IAM grants take effect some time after the call that makes them returns.
+# A function's build runs as the build identity as soon as the function is
+# created, and its revision starts with the runtime identity's secret access
+# checked; the provider's own example for a custom build account waits 60 s
+# after the grants, and so do these (terraform/check's propagation rule).
+resource "time_sleep" "function_grants" {
+  create_duration = "60s"
+
+  depends_on = [
+    google_project_iam_member.builder,
+    google_project_iam_member.builder_staging,
+    google_storage_bucket_iam_member.builder_source,
+    google_secret_manager_secret_iam_member.page_token,
+  ]
+}
+
 resource "google_cloudfunctions2_function" "fn" {
   for_each = local.functions
 
@@ -150,9 +166,6 @@ resource "google_cloudfunctions2_function" "fn" {
     google_project_service.api,
     google_spanner_database.main,
     google_secret_manager_secret_version.page_token,
-    google_secret_manager_secret_iam_member.page_token,
-    google_project_iam_member.builder,
-    google_project_iam_member.builder_staging,
-    google_storage_bucket_iam_member.builder_source,
+    time_sleep.function_grants,
   ]
 }

@@ -64,6 +64,23 @@ resource "google_logging_metric" "reconcile_corrections" {
   depends_on = [google_project_service.api]
 }
 
+# Cloud Monitoring refuses an alert policy on a log-based metric for a while
+# after the metric is created: "Cannot find metric(s) ... If a metric was
+# created recently, it could take up to 10 minutes to become available"
+# (terraform-provider-google issue 11102, open). In the pipeline a failed
+# apply costs a new plan, test run and approval, so the alerts wait the whole
+# 10 minutes the API names, once: the sleep is made again only when a
+# metric's name changes. The alerts read the metric names from here, which
+# orders them after the sleep (terraform/check's propagation rule).
+resource "time_sleep" "log_metrics" {
+  create_duration = "600s"
+
+  triggers = {
+    rollup_lag            = google_logging_metric.rollup_lag.name
+    reconcile_corrections = google_logging_metric.reconcile_corrections.name
+  }
+}
+
 resource "google_monitoring_notification_channel" "email" {
   for_each = toset(var.alert_emails)
 
@@ -141,7 +158,7 @@ resource "google_monitoring_alert_policy" "rollup_lag" {
   conditions {
     display_name = "rollup lag above ${var.alert_thresholds.rollup_lag_seconds}s"
     condition_threshold {
-      filter          = "resource.type = \"cloud_run_revision\" AND metric.type = \"logging.googleapis.com/user/${google_logging_metric.rollup_lag.name}\""
+      filter          = "resource.type = \"cloud_run_revision\" AND metric.type = \"logging.googleapis.com/user/${time_sleep.log_metrics.triggers["rollup_lag"]}\""
       comparison      = "COMPARISON_GT"
       threshold_value = var.alert_thresholds.rollup_lag_seconds
       duration        = "120s"
@@ -157,7 +174,7 @@ resource "google_monitoring_alert_policy" "rollup_lag" {
   conditions {
     display_name = "rollup lag not reported (rollup not running)"
     condition_absent {
-      filter   = "resource.type = \"cloud_run_revision\" AND metric.type = \"logging.googleapis.com/user/${google_logging_metric.rollup_lag.name}\""
+      filter   = "resource.type = \"cloud_run_revision\" AND metric.type = \"logging.googleapis.com/user/${time_sleep.log_metrics.triggers["rollup_lag"]}\""
       duration = "600s"
 
       aggregations {
@@ -183,7 +200,7 @@ resource "google_monitoring_alert_policy" "reconcile_corrections" {
   conditions {
     display_name = "a run repaired more than ${var.alert_thresholds.reconcile_corrections_run} counters"
     condition_threshold {
-      filter          = "resource.type = \"cloud_run_revision\" AND metric.type = \"logging.googleapis.com/user/${google_logging_metric.reconcile_corrections.name}\""
+      filter          = "resource.type = \"cloud_run_revision\" AND metric.type = \"logging.googleapis.com/user/${time_sleep.log_metrics.triggers["reconcile_corrections"]}\""
       comparison      = "COMPARISON_GT"
       threshold_value = 0
       duration        = "0s"

@@ -15,5 +15,10 @@ terraform {
       source  = "hashicorp/random"
       version = "~> 3.7"
     }
+    # time_sleep: waits for what Google propagates after the call returns.
+    time = {
+      source  = "hashicorp/time"
+      version = "~> 0.13"
+    }
   }
 }
