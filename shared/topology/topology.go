@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
-	"sort"
 	"strings"
 	"time"
 )
@@ -161,20 +160,19 @@ func MustLoad() *Topology {
 // DDL returns the Spanner DDL statements of every ddl/*.sql file, in file name
 // order, split on ';'. Terraform splits the same files the same way.
 func DDL() ([]string, error) {
-	names, err := fs.Glob(files, "ddl/*.sql")
+	dir, err := fs.Sub(files, "ddl")
 	if err != nil {
 		return nil, err
 	}
-	sort.Strings(names)
-	var stmts []string
-	for _, n := range names {
-		b, err := files.ReadFile(n)
-		if err != nil {
-			return nil, err
-		}
-		stmts = append(stmts, SplitDDL(string(b))...)
+	stmts, err := ReadDDL(dir)
+	if err != nil {
+		return nil, err
 	}
-	return stmts, nil
+	out := make([]string, len(stmts))
+	for i, s := range stmts {
+		out[i] = s.SQL
+	}
+	return out, nil
 }
 
 // SplitDDL splits a file of DDL statements on ';', dropping '--' comment lines
