@@ -45,7 +45,7 @@ step "SCHEMA CHECK of terraform/envs/{dev,prod} against the stand-in provider (N
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 set +e
-go test -count=1 -timeout 30m -v ./terraform/check/ ./tools/... 2>&1 | tee "$log" | grep -E '^(\s*--- |PASS|FAIL|ok |SCHEMA CHECK)|\.go:[0-9]+: '
+go test -count=1 -timeout 45m -v ./terraform/check/ ./tools/... 2>&1 | tee "$log" | grep -E '^(\s*--- |PASS|FAIL|ok |SCHEMA CHECK|panic: )|\.go:[0-9]+: '
 status=${PIPESTATUS[0]}
 set -e
 
