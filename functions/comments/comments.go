@@ -56,7 +56,7 @@ func Build(c *host.Clients) (Deps, error) {
 		Writer:       w,
 		Store:        store,
 		Counts:       counterstore.New(db, counterstore.Options{}),
-		Tokens:       comment.NewPageTokens(cfg.HTTP.PageTokenSecret),
+		Tokens:       comment.NewPageTokens(cfg.HTTP.PageTokenSecret, cfg.HTTP.PageTokenSecretAccepted),
 		MaxStaleness: cfg.Counters.CountsMaxStaleness,
 	}, nil
 }

@@ -37,7 +37,7 @@ func init() {
 				Settings:  historystore.NewSettings(c.Firestore),
 				Publisher: bus.NewPublisher(c.PubSub, c.Config.PubSub.HistoryTopic),
 				Batch:     batch,
-				Tokens:    history.NewPageTokens(c.Config.HTTP.PageTokenSecret),
+				Tokens:    history.NewPageTokens(c.Config.HTTP.PageTokenSecret, c.Config.HTTP.PageTokenSecretAccepted),
 				Limiter:   rateLimiter(c),
 				Retention: time.Duration(c.Config.History.MaxAgeDays) * 24 * time.Hour,
 				Metrics:   c.Metrics,

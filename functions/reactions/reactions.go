@@ -67,7 +67,7 @@ func Build(c *host.Clients) (Deps, error) {
 	}
 	store := reactionstore.New(db, limit).OutboxRowByRow(cfg.Counters.OutboxDelete == config.OutboxDeleteRow)
 	w := reactionstore.NewWriter(store, bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic), wo).LimitWith(limiter)
-	return Deps{Verifier: c.Verifier, Writer: w, Store: store, Tokens: pagetoken.NewSigner(cfg.HTTP.PageTokenSecret), Metrics: c.Metrics}, nil
+	return Deps{Verifier: c.Verifier, Writer: w, Store: store, Tokens: pagetoken.NewSigner(cfg.HTTP.PageTokenSecret, cfg.HTTP.PageTokenSecretAccepted), Metrics: c.Metrics}, nil
 }
 
 // Interfaces of what the handler uses.

@@ -32,9 +32,9 @@ func RepliesListing(commentID string) Listing { return Listing("replies\x00" + c
 // does not open is pagetoken.ErrInvalid.
 type PageTokens struct{ signer pagetoken.Signer }
 
-// NewPageTokens signs with secret.
-func NewPageTokens(secret string) PageTokens {
-	return PageTokens{signer: pagetoken.NewSigner(secret)}
+// NewPageTokens signs with secret and also opens tokens of accepted.
+func NewPageTokens(secret string, accepted ...string) PageTokens {
+	return PageTokens{signer: pagetoken.NewSigner(secret, accepted...)}
 }
 
 func pageScope(l Listing) string { return "comment-page\x00" + string(l) }

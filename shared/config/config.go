@@ -113,6 +113,10 @@ type HTTP struct {
 	// PageTokenSecret signs page tokens so that they cannot be forged or
 	// replayed by another user.
 	PageTokenSecret string `env:"PAGE_TOKEN_SECRET, default=local-page-token-secret"`
+	// PageTokenSecretAccepted is a second secret whose tokens still open
+	// (a rotation's other secret; docs/operations.md). Tokens are signed
+	// with PageTokenSecret only.
+	PageTokenSecretAccepted string `env:"PAGE_TOKEN_SECRET_ACCEPTED"`
 }
 
 type Counters struct {

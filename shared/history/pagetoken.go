@@ -16,9 +16,9 @@ type Cursor struct {
 // A token that does not open is pagetoken.ErrInvalid.
 type PageTokens struct{ signer pagetoken.Signer }
 
-// NewPageTokens signs with secret.
-func NewPageTokens(secret string) PageTokens {
-	return PageTokens{signer: pagetoken.NewSigner(secret)}
+// NewPageTokens signs with secret and also opens tokens of accepted.
+func NewPageTokens(secret string, accepted ...string) PageTokens {
+	return PageTokens{signer: pagetoken.NewSigner(secret, accepted...)}
 }
 
 func pageScope(userID string) string { return "history-page\x00" + userID }

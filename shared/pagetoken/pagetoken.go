@@ -16,17 +16,30 @@ import (
 // or one that was altered.
 var ErrInvalid = errors.New("pagetoken: not a page token of this listing")
 
-// Signer signs and opens page tokens under one secret.
-type Signer struct{ secret []byte }
+// Signer signs page tokens under one secret and opens those of that secret
+// or of the accepted ones: during a rotation, the other side's secret, so
+// that instances on either secret open each other's tokens.
+type Signer struct {
+	secret   []byte
+	accepted [][]byte
+}
 
-// NewSigner signs with secret.
-func NewSigner(secret string) Signer { return Signer{secret: []byte(secret)} }
+// NewSigner signs with secret and also opens tokens signed with accepted.
+func NewSigner(secret string, accepted ...string) Signer {
+	s := Signer{secret: []byte(secret)}
+	for _, a := range accepted {
+		if a != "" && a != secret {
+			s.accepted = append(s.accepted, []byte(a))
+		}
+	}
+	return s
+}
 
 // macLen is the bytes of the HMAC a token keeps: 128 bits.
 const macLen = 16
 
-func (s Signer) mac(scope, payload string) []byte {
-	m := hmac.New(sha256.New, s.secret)
+func mac(secret []byte, scope, payload string) []byte {
+	m := hmac.New(sha256.New, secret)
 	m.Write([]byte(scope))
 	m.Write([]byte{0})
 	m.Write([]byte(payload))
@@ -39,7 +52,7 @@ func (s Signer) mac(scope, payload string) []byte {
 // The token is base64url without padding, safe in a query string as it is.
 func (s Signer) Encode(scope, payload string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(payload)) + "." +
-		base64.RawURLEncoding.EncodeToString(s.mac(scope, payload))
+		base64.RawURLEncoding.EncodeToString(mac(s.secret, scope, payload))
 }
 
 // Decode checks a token of scope and returns its payload, or ErrInvalid.
@@ -53,9 +66,14 @@ func (s Signer) Decode(scope, token string) (string, error) {
 	// Strict: a token has one spelling; spare bits of the last character
 	// set would make altered tokens decode to the same bytes.
 	payload, err1 := base64.RawURLEncoding.Strict().DecodeString(b64payload)
-	mac, err2 := base64.RawURLEncoding.Strict().DecodeString(b64mac)
-	if err1 != nil || err2 != nil || !hmac.Equal(mac, s.mac(scope, string(payload))) {
+	sum, err2 := base64.RawURLEncoding.Strict().DecodeString(b64mac)
+	if err1 != nil || err2 != nil {
 		return "", ErrInvalid
 	}
-	return string(payload), nil
+	for _, secret := range append([][]byte{s.secret}, s.accepted...) {
+		if hmac.Equal(sum, mac(secret, scope, string(payload))) {
+			return string(payload), nil
+		}
+	}
+	return "", ErrInvalid
 }

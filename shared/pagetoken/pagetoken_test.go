@@ -86,3 +86,31 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// A rotation's three steps (docs/operations.md): at every step, instances
+// of the step before and of the new one open each other's tokens, and a
+// token of a secret neither holds opens nowhere.
+func TestRotationNeverLeavesInstancesDisagreeing(t *testing.T) {
+	steps := []Signer{
+		NewSigner("old"),        // before: sign old
+		NewSigner("old", "new"), // 1: sign old, accept new
+		NewSigner("new", "old"), // 2: sign new, accept old
+		NewSigner("new"),        // 3: sign new
+	}
+	for i := 1; i < len(steps); i++ {
+		for _, pair := range [][2]Signer{{steps[i-1], steps[i]}, {steps[i], steps[i-1]}} {
+			tok := pair[0].Encode("list\x00a", "cursor")
+			if got, err := pair[1].Decode("list\x00a", tok); err != nil || got != "cursor" {
+				t.Errorf("step %d: a token of one side does not open on the other: %q, %v", i, got, err)
+			}
+		}
+	}
+	// Skipping step 1 is what the procedure forbids: an instance still on
+	// the old secret alone refuses the new one's tokens.
+	if _, err := steps[0].Decode("list\x00a", steps[2].Encode("list\x00a", "cursor")); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a signer without the new secret opened its token: %v", err)
+	}
+	if _, err := steps[2].Decode("list\x00a", NewSigner("third").Encode("list\x00a", "cursor")); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a token of a secret neither accepts opened: %v", err)
+	}
+}
