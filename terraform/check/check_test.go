@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/videngage/engagement/shared/topology"
 )
 
 var (
@@ -154,6 +156,101 @@ func TestCrossCheck(t *testing.T) {
 	}
 }
 
+// lockedDDL is the applied DDL history of the repository's ddl.lock.
+func lockedDDL(t *testing.T) []string {
+	t.Helper()
+	ddl, err := topology.LockedDDL(os.DirFS(filepath.Join(repo, "shared", "topology", "ddl")))
+	if err != nil {
+		t.Fatalf("shared/topology/ddl: %v", err)
+	}
+	return ddl
+}
+
+// Every environment plans exactly the applied DDL history.
+func TestDDLIsTheLockedHistory(t *testing.T) {
+	res, errs := envResults(t)
+	locked := lockedDDL(t)
+	for _, env := range Environments {
+		t.Run(env, func(t *testing.T) {
+			if err := errs[env]; err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range DDLRule(res[env].PlanJSON, locked) {
+				t.Error(e)
+			}
+		})
+	}
+}
+
+// A code rollback plans an older commit's code with today's DDL: the older
+// commit lacks the newest DDL file, and spanner_ddl (go run ./tools/ddllock
+// -tfvars on the newest commit) keeps every applied statement, so the
+// database is updated in place, never recreated. Planned with its own DDL,
+// the same older commit fails the DDL rule; with a spanner_ddl that lacks
+// its own statements, it does not plan.
+func TestRollbackKeepsTheNewestDDL(t *testing.T) {
+	needToolchain(t)
+	locked := lockedDDL(t)
+	names, err := filepath.Glob(filepath.Join(repo, "shared", "topology", "ddl", "*.sql"))
+	if err != nil || len(names) < 2 {
+		t.Fatalf("DDL files: %v %v", names, err)
+	}
+	newest := filepath.Base(names[len(names)-1])
+	older := func(root string) {
+		if err := os.Remove(filepath.Join(root, "shared", "topology", "ddl", newest)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tfvars := func(stmts []string) string {
+		b, err := json.Marshal(map[string][]string{"spanner_ddl": stmts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(t.TempDir(), "ddl.tfvars.json")
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	t.Run("older code, newest DDL", func(t *testing.T) {
+		t.Parallel()
+		r, err := toolchain.CheckEnvironment(copyOf(t, older), "prod", "-var-file="+tfvars(locked))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range DDLRule(r.PlanJSON, locked) {
+			t.Error(e)
+		}
+	})
+	t.Run("broken: older code with its own DDL", func(t *testing.T) {
+		t.Parallel()
+		r, err := toolchain.CheckEnvironment(copyOf(t, older), "prod")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("DDL rule: the plan's Spanner DDL has %d statements, the applied history %d", len(locked)-len(topology.SplitDDL(mustRead(t, names[len(names)-1]))), len(locked))
+		if errs := DDLRule(r.PlanJSON, locked); !containsErr(errs, want) {
+			t.Fatalf("the DDL rule did not report %q: %v", want, errors.Join(errs...))
+		}
+	})
+	t.Run("broken: newest DDL without the older code's statements", func(t *testing.T) {
+		t.Parallel()
+		_, err := toolchain.CheckEnvironment(copyOf(t, older), "prod", "-var-file="+tfvars(locked[1:]))
+		if err == nil || !strings.Contains(err.Error(), "spanner_ddl must begin with every statement") {
+			t.Fatalf("planned a DDL that lacks the code's schema: %v", err)
+		}
+	})
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 func TestStatic(t *testing.T) {
 	code := loadCode(t)
 	for _, e := range StaticCheck(repo, code) {
@@ -228,13 +325,26 @@ func TestEnvironmentDifferences(t *testing.T) {
 				t.Errorf("%s: %s's transactional app profile is %q", env, ep, got)
 			}
 		}
+		for _, e := range RegionRule(p, loadCode(t).Topology, 1) {
+			t.Errorf("%s: %v", env, e)
+		}
+		// One backup schedule: the explicit one, no automatic one beside it.
+		if got := inst(env).Str("default_backup_schedule_type"); got != "NONE" {
+			t.Errorf("%s: default_backup_schedule_type %q, want NONE", env, got)
+		}
+		if n := len(p.Instances("google_spanner_backup_schedule", "daily")); n != 1 {
+			t.Errorf("%s: %d explicit backup schedules", env, n)
+		}
+		if n := len(p.Instances("google_monitoring_dashboard", "main")); n != 1 {
+			t.Errorf("%s: %d dashboards", env, n)
+		}
 		alerts := map[string]bool{}
 		for _, rc := range p.ResourceChanges {
 			if rc.Type == "google_monitoring_alert_policy" {
 				alerts[rc.Name] = true
 			}
 		}
-		for _, want := range []string{"dead_letter_backlog", "rollup_lag", "reconcile_corrections", "server_errors"} {
+		for _, want := range []string{"dead_letter_backlog", "rollup_lag", "reconcile_corrections", "server_errors", "scheduler_failures", "instance_limit"} {
 			if !alerts[want] {
 				t.Errorf("%s: no %s alert policy", env, want)
 			}
@@ -608,7 +718,51 @@ func TestPageTokenSecretNotInState(t *testing.T) {
 				t.Errorf("%s: secret_data_wo_version is not set, so the write-only value is never sent", env)
 			}
 		}
+		for _, e := range SecretPinRule(p) {
+			t.Errorf("%s: %v", env, e)
+		}
 	}
+
+	// A rotation's first step writes the new generation beside the signing
+	// one, and every public function reads both by number.
+	t.Run("rotation step 1", func(t *testing.T) {
+		t.Parallel()
+		r, err := toolchain.CheckEnvironment(copyOf(t, nil), "prod", "-var", "page_token_secret_accepted=2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sortedSet(keySet(r.PlanJSON.Instances("google_secret_manager_secret_version", "page_token"))); fmt.Sprint(got) != "[1 2]" {
+			t.Errorf("secret versions planned %v, want generations [1 2]", got)
+		}
+		for ep, rc := range r.PlanJSON.Instances("google_cloudfunctions2_function", "fn") {
+			secrets, _ := rc.Get("service_config", 0, "secret_environment_variables").([]any)
+			if public := len(secrets) > 0; public && len(secrets) != 2 {
+				t.Errorf("%s reads %d page-token secrets, want the signing and the accepted one", ep, len(secrets))
+			}
+		}
+		for _, e := range SecretPinRule(r.PlanJSON) {
+			t.Error(e)
+		}
+	})
+	t.Run("broken: secret read at latest", func(t *testing.T) {
+		t.Parallel()
+		root := copyOf(t, replaceIn(t, "functions.tf", "version    = google_secret_manager_secret_version.page_token[secret_environment_variables.value].version", `version    = "latest"`))
+		r, err := toolchain.CheckEnvironment(root, "dev")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if errs := SecretPinRule(r.PlanJSON); !containsErr(errs, `reads PAGE_TOKEN_SECRET at version "latest"`) {
+			t.Fatalf("the secret pin rule did not report the unpinned secret: %v", errors.Join(errs...))
+		}
+	})
+}
+
+func keySet[V any](m map[string]V) map[string]bool {
+	out := map[string]bool{}
+	for k := range m {
+		out[k] = true
+	}
+	return out
 }
 
 // The front door: the cdnRoutes of topology.json, and only those, go through
@@ -738,6 +892,29 @@ func TestProdRequirements(t *testing.T) {
 			t.Errorf("prod alert %s notifies nobody", rc.Address)
 		}
 	}
+
+	// The public API outlives a region: every public function, its NEGs and
+	// its backends in two regions. Request logs are sampled.
+	for _, e := range RegionRule(p, loadCode(t).Topology, 2) {
+		t.Error(e)
+	}
+	for k, rc := range p.Instances("google_compute_backend_service", "fn") {
+		if r := rc.Num("log_config", 0, "sample_rate"); r <= 0 || r >= 1 {
+			t.Errorf("prod backend %s logs a share %v of requests, want between 0 and 1 exclusive", k, r)
+		}
+	}
+
+	// A prod planned with one region fails the region rule.
+	t.Run("broken: one region", func(t *testing.T) {
+		t.Parallel()
+		r, err := toolchain.CheckEnvironment(copyOf(t, nil), "prod", "-var", "extra_api_regions=[]")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if errs := RegionRule(r.PlanJSON, loadCode(t).Topology, 2); !containsErr(errs, "region rule: public function Counts runs in 1 region(s) [us-central1], want at least 2") {
+			t.Fatalf("the region rule did not report one region: %v", errors.Join(errs...))
+		}
+	})
 
 	// Without an alert e-mail, prod does not plan.
 	t.Run("no alert e-mail", func(t *testing.T) {

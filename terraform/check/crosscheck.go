@@ -244,7 +244,7 @@ func CrossCheck(p *Plan, c *Code) []error {
 			}
 		}
 		for k := range cfgVars {
-			if !fnVars[k] && !(k == "PAGE_TOKEN_SECRET" && !isPublic(top, ep)) {
+			if !fnVars[k] && !(strings.HasPrefix(k, "PAGE_TOKEN_SECRET") && !isPublic(top, ep)) {
 				add(fmt.Errorf("function %s does not set %s (shared/config reads it)", ep, k))
 			}
 		}
@@ -583,4 +583,104 @@ func firstDiff(a, b []string) string {
 		}
 	}
 	return ""
+}
+
+// plannedDDL is the ddl list of the plan's Spanner database.
+func plannedDDL(p *Plan) []string {
+	var ddl []string
+	for _, rc := range p.Instances("google_spanner_database", "main") {
+		if l, ok := rc.Get("ddl").([]any); ok {
+			for _, s := range l {
+				str, _ := s.(string)
+				ddl = append(ddl, str)
+			}
+		}
+	}
+	return ddl
+}
+
+// DDLRule: the plan's Spanner DDL is exactly the applied history of
+// shared/topology/ddl/ddl.lock (topology.LockedDDL of the newest commit).
+// A list that loses or changes an applied statement makes the provider
+// recreate the database; one with statements the lock lacks was never
+// checked to be an append.
+func DDLRule(p *Plan, locked []string) []error {
+	ddl := plannedDDL(p)
+	for i, s := range locked {
+		switch {
+		case i >= len(ddl):
+			return []error{fmt.Errorf("DDL rule: the plan's Spanner DDL has %d statements, the applied history %d: it drops applied statements from %d on and the provider would recreate the database", len(ddl), len(locked), i+1)}
+		case ddl[i] != s:
+			return []error{fmt.Errorf("DDL rule: the plan's Spanner DDL changes applied statement %d (%.60q): the provider would recreate the database", i+1, s)}
+		}
+	}
+	if len(ddl) > len(locked) {
+		return []error{fmt.Errorf("DDL rule: the plan's Spanner DDL has %d statements that ddl.lock does not hold (go run ./tools/ddllock)", len(ddl)-len(locked))}
+	}
+	return nil
+}
+
+// SecretPinRule: every secret a function reads is read by version number,
+// never "latest": "latest" is resolved when each instance starts, so during
+// a rotation the instances of one revision would hold different secrets.
+func SecretPinRule(p *Plan) []error {
+	var errs []error
+	for _, rc := range p.Instances("google_cloudfunctions2_function", "fn") {
+		secrets, _ := rc.Get("service_config", 0, "secret_environment_variables").([]any)
+		for i, s := range secrets {
+			unknown, _ := dig(rc.Change.AfterUnknown, "service_config", 0, "secret_environment_variables", i, "version").(bool)
+			if v, _ := dig(s, "version").(string); !unknown && (v == "" || v == "latest") {
+				errs = append(errs, fmt.Errorf("secret pin rule: %s reads %v at version %q, not a pinned version", rc.Address, dig(s, "key"), v))
+			}
+		}
+	}
+	return errs
+}
+
+// RegionRule: every public function runs in at least min regions, with a
+// serverless NEG in each region it runs in, and every backend service of it
+// takes one backend per region; every other function runs in one region.
+func RegionRule(p *Plan, top *topology.Topology, min int) []error {
+	var errs []error
+	fnRegions := map[string]map[string]bool{}
+	for _, rc := range p.Instances("google_cloudfunctions2_function", "fn") {
+		ep := rc.Str("build_config", 0, "entry_point")
+		if fnRegions[ep] == nil {
+			fnRegions[ep] = map[string]bool{}
+		}
+		fnRegions[ep][rc.Str("location")] = true
+	}
+	negRegions := map[string]map[string]bool{}
+	for k, rc := range p.Instances("google_compute_region_network_endpoint_group", "fn") {
+		ep, _, _ := strings.Cut(k, "@")
+		if negRegions[ep] == nil {
+			negRegions[ep] = map[string]bool{}
+		}
+		negRegions[ep][rc.Str("region")] = true
+	}
+	for _, f := range top.Functions {
+		got := sortedSet(fnRegions[f.Name])
+		if !f.Public {
+			if len(got) != 1 {
+				errs = append(errs, fmt.Errorf("region rule: %s (%s) runs in regions %v, want one", f.Name, f.Kind, got))
+			}
+			continue
+		}
+		if len(got) < min {
+			errs = append(errs, fmt.Errorf("region rule: public function %s runs in %d region(s) %v, want at least %d", f.Name, len(got), got, min))
+		}
+		if negs := sortedSet(negRegions[f.Name]); fmt.Sprint(negs) != fmt.Sprint(got) {
+			errs = append(errs, fmt.Errorf("region rule: public function %s runs in %v but has serverless NEGs in %v", f.Name, got, negs))
+		}
+		for _, name := range []string{"fn", "cdn"} {
+			bs, ok := p.Instances("google_compute_backend_service", name)[f.Name]
+			if !ok {
+				continue
+			}
+			if l, _ := bs.Get("backend").([]any); len(l) != len(got) {
+				errs = append(errs, fmt.Errorf("region rule: backend service %s of %s has %d backend(s), want one per region %v", name, f.Name, len(l), got))
+			}
+		}
+	}
+	return errs
 }

@@ -234,9 +234,13 @@ var BuiltinMetricPrefixes = []string{
 	"networksecurity.googleapis.com/",
 	"cloudscheduler.googleapis.com/",
 	"serviceruntime.googleapis.com/",
+	// The count of log entries by resource and severity, on every project.
+	"logging.googleapis.com/log_entry_count",
 }
 
-var metricTypeRef = regexp.MustCompile(`metric\.type\s*=\s*"([^"]+)"`)
+// metricTypeRef finds metric types in filters, as HCL strings or inside a
+// JSON document (a dashboard's, where the quotes are escaped).
+var metricTypeRef = regexp.MustCompile(`metric\.type\s*=\s*\\?"([^"\\]+)\\?"`)
 
 // metricConsumers are the types whose configuration names metrics.
 var metricConsumers = []string{"google_monitoring_alert_policy", "google_monitoring_dashboard", "google_monitoring_slo"}

@@ -55,6 +55,10 @@ module "engagement" {
   cors_allowed_origins = var.cors_allowed_origins
   rate_limits          = var.rate_limits
 
+  page_token_secret_version  = var.page_token_secret_version
+  page_token_secret_accepted = var.page_token_secret_accepted
+
+  spanner_ddl               = var.spanner_ddl
   spanner_config            = var.spanner_config
   spanner_edition           = var.spanner_edition
   spanner_processing_units  = var.spanner_processing_units

@@ -39,6 +39,17 @@ variable "cors_allowed_origins" {
   default = []
 }
 
+# Rotation of the page-token secret (docs/operations.md).
+variable "page_token_secret_version" {
+  type    = number
+  default = 1
+}
+
+variable "page_token_secret_accepted" {
+  type    = number
+  default = null
+}
+
 variable "rate_limits" {
   type    = string
   default = "on"
@@ -80,6 +91,13 @@ variable "function_overrides" {
     Account            = { timeout_seconds = 660 }
     DetectManipulation = { timeout_seconds = 600, memory = "1Gi" }
   }
+}
+
+# A code rollback sets this to the newest applied DDL (docs/operations.md).
+variable "spanner_ddl" {
+  description = "Spanner DDL to apply; null takes shared/topology/ddl of this checkout."
+  type        = list(string)
+  default     = null
 }
 
 variable "spanner_config" {

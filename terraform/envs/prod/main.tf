@@ -43,6 +43,7 @@ module "engagement" {
   project_id          = var.project_id
   environment         = "prod"
   region              = var.region
+  extra_api_regions   = var.extra_api_regions
   deletion_protection = var.deletion_protection
 
   source_archive = var.source_archive
@@ -55,6 +56,10 @@ module "engagement" {
   cors_allowed_origins = var.cors_allowed_origins
   rate_limits          = var.rate_limits
 
+  page_token_secret_version  = var.page_token_secret_version
+  page_token_secret_accepted = var.page_token_secret_accepted
+
+  spanner_ddl               = var.spanner_ddl
   spanner_config            = var.spanner_config
   spanner_edition           = var.spanner_edition
   spanner_processing_units  = var.spanner_processing_units
@@ -67,6 +72,7 @@ module "engagement" {
 
   firestore_location = var.firestore_location
 
-  api_domain   = var.api_domain
-  alert_emails = var.alert_emails
+  api_domain          = var.api_domain
+  api_log_sample_rate = var.api_log_sample_rate
+  alert_emails        = var.alert_emails
 }

@@ -8,6 +8,12 @@ variable "region" {
   default = "us-central1"
 }
 
+# The public API also runs here: it outlives the loss of region.
+variable "extra_api_regions" {
+  type    = list(string)
+  default = ["us-east1"]
+}
+
 variable "deletion_protection" {
   type    = bool
   default = true
@@ -28,6 +34,13 @@ variable "api_domain" {
   type        = string
 }
 
+# At the design load a full request log is millions of entries a minute;
+# a tenth keeps every kind of request visible.
+variable "api_log_sample_rate" {
+  type    = number
+  default = 0.1
+}
+
 variable "auth_audience" {
   description = "Firebase project id of the ID tokens; empty means project_id."
   type        = string
@@ -37,6 +50,17 @@ variable "auth_audience" {
 variable "cors_allowed_origins" {
   type    = list(string)
   default = []
+}
+
+# Rotation of the page-token secret (docs/operations.md).
+variable "page_token_secret_version" {
+  type    = number
+  default = 1
+}
+
+variable "page_token_secret_accepted" {
+  type    = number
+  default = null
 }
 
 variable "rate_limits" {
@@ -86,6 +110,13 @@ variable "function_overrides" {
     Account            = { timeout_seconds = 660 }
     DetectManipulation = { timeout_seconds = 600, memory = "1Gi" }
   }
+}
+
+# A code rollback sets this to the newest applied DDL (docs/operations.md).
+variable "spanner_ddl" {
+  description = "Spanner DDL to apply; null takes shared/topology/ddl of this checkout."
+  type        = list(string)
+  default     = null
 }
 
 variable "spanner_config" {

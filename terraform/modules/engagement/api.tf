@@ -41,11 +41,12 @@ resource "google_compute_managed_ssl_certificate" "api" {
   depends_on = [google_project_service.api]
 }
 
+# One serverless NEG per public function and region it runs in.
 resource "google_compute_region_network_endpoint_group" "fn" {
-  for_each = local.public_functions
+  for_each = local.public_deployments
 
   project               = var.project_id
-  region                = var.region
+  region                = each.value.region
   name                  = "engagement-${each.value.id}"
   network_endpoint_type = "SERVERLESS"
 
@@ -67,13 +68,18 @@ resource "google_compute_backend_service" "fn" {
   enable_cdn      = false
   security_policy = google_compute_security_policy.api.id
 
-  backend {
-    group = google_compute_region_network_endpoint_group.fn[each.key].id
+  # Every region the function runs in: the load balancer sends each request
+  # to the nearest healthy one.
+  dynamic "backend" {
+    for_each = { for d, neg in google_compute_region_network_endpoint_group.fn : d => neg.id if local.function_deployments[d].name == each.key }
+    content {
+      group = backend.value
+    }
   }
 
   log_config {
     enable      = true
-    sample_rate = 1
+    sample_rate = var.api_log_sample_rate
   }
 }
 
@@ -121,8 +127,13 @@ resource "google_compute_backend_service" "cdn" {
     }
   }
 
-  backend {
-    group = google_compute_region_network_endpoint_group.fn[each.key].id
+  # Every region the function runs in: the load balancer sends each request
+  # to the nearest healthy one.
+  dynamic "backend" {
+    for_each = { for d, neg in google_compute_region_network_endpoint_group.fn : d => neg.id if local.function_deployments[d].name == each.key }
+    content {
+      group = backend.value
+    }
   }
 
   log_config {

@@ -103,18 +103,33 @@ resource "time_sleep" "function_grants" {
   ]
 }
 
+# Where each function runs: every function in var.region under its entry
+# point's name, and the public ones also in each of var.extra_api_regions
+# under "<entry point>@<region>", so that the load balancer still has a
+# backend when one region is lost. Scheduled and event functions stay in
+# var.region (docs/operations.md, region loss).
+locals {
+  function_deployments = merge(
+    { for k, f in local.functions : k => merge(f, { region = var.region }) },
+    { for pair in setproduct(keys(local.public_functions), var.extra_api_regions) :
+      "${pair[0]}@${pair[1]}" => merge(local.functions[pair[0]], { region = pair[1] })
+    },
+  )
+  public_deployments = { for k, d in local.function_deployments : k => d if d.public && d.kind == "http" }
+}
+
 resource "google_cloudfunctions2_function" "fn" {
-  for_each = local.functions
+  for_each = local.function_deployments
 
   project     = var.project_id
-  location    = var.region
+  location    = each.value.region
   name        = each.value.id
-  description = "engagement ${each.value.kind} function ${each.key}"
+  description = "engagement ${each.value.kind} function ${each.value.name}"
   labels      = local.labels
 
   build_config {
     runtime         = var.go_runtime
-    entry_point     = each.key
+    entry_point     = each.value.name
     service_account = google_service_account.builder.id
 
     source {
@@ -126,37 +141,39 @@ resource "google_cloudfunctions2_function" "fn" {
   }
 
   service_config {
-    available_memory                 = local.function_settings[each.key].memory
-    available_cpu                    = local.function_settings[each.key].cpu
-    timeout_seconds                  = local.function_settings[each.key].timeout_seconds
-    max_instance_request_concurrency = local.function_settings[each.key].concurrency
-    min_instance_count               = local.function_settings[each.key].min_instances
-    max_instance_count               = local.function_settings[each.key].max_instances
+    available_memory                 = local.function_settings[each.value.name].memory
+    available_cpu                    = local.function_settings[each.value.name].cpu
+    timeout_seconds                  = local.function_settings[each.value.name].timeout_seconds
+    max_instance_request_concurrency = local.function_settings[each.value.name].concurrency
+    min_instance_count               = local.function_settings[each.value.name].min_instances
+    max_instance_count               = local.function_settings[each.value.name].max_instances
     all_traffic_on_latest_revision   = true
-    service_account_email            = google_service_account.fn[each.key].email
+    service_account_email            = google_service_account.fn[each.value.name].email
     # Public functions are reached only through the load balancer; event and
     # scheduled ones only from Pub/Sub push and Cloud Scheduler in the project.
     ingress_settings = each.value.public ? "ALLOW_INTERNAL_AND_GCLB" : "ALLOW_INTERNAL_ONLY"
 
     environment_variables = merge(local.function_env, {
-      BIGTABLE_APP_PROFILE               = contains(local.history_functions, each.key) ? google_bigtable_app_profile.history.app_profile_id : google_bigtable_app_profile.failover.app_profile_id
+      BIGTABLE_APP_PROFILE               = contains(local.history_functions, each.value.name) ? google_bigtable_app_profile.history.app_profile_id : google_bigtable_app_profile.failover.app_profile_id
       BIGTABLE_TRANSACTIONAL_APP_PROFILE = google_bigtable_app_profile.transactional.app_profile_id
       # The Go runtime's collector: a cycle per 5× the live heap instead of
       # 2× (GC cycles per 1,000 hot-item reactions 2.3 → 0.3, see the README's
       # cost of a reaction), bounded by a soft limit at three quarters of the
       # instance's memory, where it collects as often as it must.
       GOGC       = "400"
-      GOMEMLIMIT = "${floor(local.function_memory_mib[each.key] * 3 / 4)}MiB"
+      GOMEMLIMIT = "${floor(local.function_memory_mib[each.value.name] * 3 / 4)}MiB"
     })
 
-    # Page tokens are signed with a generated secret, never the local default.
+    # Page tokens are signed with a generated secret, never the local
+    # default, read by version number (iam.tf): the signing one and the one
+    # accepted during a rotation (the same one outside a rotation).
     dynamic "secret_environment_variables" {
-      for_each = each.value.public ? [google_secret_manager_secret.page_token.secret_id] : []
+      for_each = each.value.public ? local.page_token_generations : {}
       content {
-        key        = "PAGE_TOKEN_SECRET"
+        key        = secret_environment_variables.key
         project_id = var.project_id
-        secret     = secret_environment_variables.value
-        version    = "latest"
+        secret     = google_secret_manager_secret.page_token.secret_id
+        version    = google_secret_manager_secret_version.page_token[secret_environment_variables.value].version
       }
     }
   }

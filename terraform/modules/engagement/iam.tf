@@ -93,10 +93,10 @@ resource "google_pubsub_topic_iam_member" "fn_publisher" {
 # --- invokers ---------------------------------------------------------------
 
 resource "google_cloud_run_v2_service_iam_member" "public_invoker" {
-  for_each = local.public_functions
+  for_each = local.public_deployments
 
   project  = var.project_id
-  location = var.region
+  location = each.value.region
   name     = google_cloudfunctions2_function.fn[each.key].name
   role     = "roles/run.invoker"
   member   = "allUsers"
@@ -196,12 +196,21 @@ resource "google_storage_bucket_iam_member" "builder_source" {
 # The signing secret never enters Terraform state or plans: it is generated
 # by an ephemeral resource (a new value on every run, never stored) and
 # written through the write-only secret_data_wo (Terraform 1.11+), which the
-# provider sends only when secret_data_wo_version changes. So the first apply
-# creates version 1 and later applies leave it alone; to rotate, raise
-# page_token_secret_version: the new version is what "latest" serves next.
+# provider sends only when the version is created. One Secret Manager version
+# per generation in use: the signing one (page_token_secret_version) and,
+# during a rotation, the accepted one (page_token_secret_accepted). The
+# functions read those versions by number, never "latest", so every instance
+# of a revision holds the same secrets (docs/operations.md, rotation).
 ephemeral "random_password" "page_token" {
   length  = 64
   special = false
+}
+
+locals {
+  page_token_generations = {
+    PAGE_TOKEN_SECRET          = tostring(var.page_token_secret_version)
+    PAGE_TOKEN_SECRET_ACCEPTED = tostring(coalesce(var.page_token_secret_accepted, var.page_token_secret_version))
+  }
 }
 
 resource "google_secret_manager_secret" "page_token" {
@@ -217,9 +226,17 @@ resource "google_secret_manager_secret" "page_token" {
 }
 
 resource "google_secret_manager_secret_version" "page_token" {
+  for_each = toset(values(local.page_token_generations))
+
   secret                 = google_secret_manager_secret.page_token.id
   secret_data_wo         = ephemeral.random_password.page_token.result
-  secret_data_wo_version = var.page_token_secret_version
+  secret_data_wo_version = tonumber(each.key)
+}
+
+# The single version of before is generation 1.
+moved {
+  from = google_secret_manager_secret_version.page_token
+  to   = google_secret_manager_secret_version.page_token["1"]
 }
 
 resource "google_secret_manager_secret_iam_member" "page_token" {

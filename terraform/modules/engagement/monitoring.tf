@@ -78,6 +78,7 @@ resource "time_sleep" "log_metrics" {
   triggers = {
     rollup_lag            = google_logging_metric.rollup_lag.name
     reconcile_corrections = google_logging_metric.reconcile_corrections.name
+    rate_limit_degraded   = google_logging_metric.rate_limit_degraded.name
   }
 }
 
@@ -325,7 +326,7 @@ resource "google_monitoring_alert_policy" "rate_limit_degraded" {
   conditions {
     display_name = "an instance decides the per-user limits alone"
     condition_threshold {
-      filter          = "resource.type = \"cloud_run_revision\" AND metric.type = \"logging.googleapis.com/user/${google_logging_metric.rate_limit_degraded.name}\""
+      filter          = "resource.type = \"cloud_run_revision\" AND metric.type = \"logging.googleapis.com/user/${time_sleep.log_metrics.triggers["rate_limit_degraded"]}\""
       comparison      = "COMPARISON_GT"
       threshold_value = 0
       duration        = "0s"
@@ -342,4 +343,119 @@ resource "google_monitoring_alert_policy" "rate_limit_degraded" {
     content   = "Bigtable's transactional cluster does not answer: writes are accepted under per-instance rate limits and the views wait in Pub/Sub. If it lasts, fail the transactional profile over (docs/failover.md)."
     mime_type = "text/markdown"
   }
+}
+
+# Cloud Scheduler logs every attempt whose call failed (an HTTP error, a
+# deadline, a 429 from a function with no free instance) at severity ERROR
+# on the job's resource; the built-in count of log entries sees them.
+resource "google_monitoring_alert_policy" "scheduler_failures" {
+  project               = var.project_id
+  display_name          = "engagement ${var.environment}: scheduler job failures"
+  combiner              = "OR"
+  notification_channels = local.notification_channels
+
+  conditions {
+    display_name = "failed scheduler attempts"
+    condition_threshold {
+      filter          = "resource.type = \"cloud_scheduler_job\" AND metric.type = \"logging.googleapis.com/log_entry_count\" AND metric.labels.severity = \"ERROR\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = 0
+      duration        = "0s"
+
+      aggregations {
+        alignment_period     = "300s"
+        per_series_aligner   = "ALIGN_DELTA"
+        cross_series_reducer = "REDUCE_SUM"
+        group_by_fields      = ["resource.labels.job_id"]
+      }
+    }
+  }
+
+  documentation {
+    content   = "A scheduled job's call failed; its run is not retried and waits for the next tick. Read the job's log entries (docs/operations.md, alerts)."
+    mime_type = "text/markdown"
+  }
+}
+
+# A 429 from Cloud Run means a function had no instance free for a request
+# (its max instances times concurrency was reached): work was refused, not
+# queued. Cloud Armor's per-IP 429s are answered at the load balancer and
+# never reach this metric.
+resource "google_monitoring_alert_policy" "instance_limit" {
+  project               = var.project_id
+  display_name          = "engagement ${var.environment}: requests refused at the instance limit (429)"
+  combiner              = "OR"
+  notification_channels = local.notification_channels
+
+  conditions {
+    display_name = "Cloud Run answered 429"
+    condition_threshold {
+      filter          = "resource.type = \"cloud_run_revision\" AND metric.type = \"run.googleapis.com/request_count\" AND metric.labels.response_code = \"429\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = 0
+      duration        = "0s"
+
+      aggregations {
+        alignment_period     = "300s"
+        per_series_aligner   = "ALIGN_DELTA"
+        cross_series_reducer = "REDUCE_SUM"
+        group_by_fields      = ["resource.labels.service_name"]
+      }
+    }
+  }
+
+  documentation {
+    content   = "A function refused requests because every instance it may run was busy. Raise its max instances or concurrency in the capacity plan (docs/operations.md, alerts)."
+    mime_type = "text/markdown"
+  }
+}
+
+# One dashboard: the golden signals of every function (traffic, errors,
+# latency, saturation as instances), the event pipeline's lag, the counters'
+# fold lag and the dead-letter depth.
+locals {
+  dashboard_chart = {
+    for k, v in {
+      traffic   = { title = "Requests/s by function", filter = "resource.type=\"cloud_run_revision\" AND metric.type=\"run.googleapis.com/request_count\"", aligner = "ALIGN_RATE", reducer = "REDUCE_SUM", group = ["resource.labels.service_name"] }
+      errors    = { title = "5xx/s by function", filter = "resource.type=\"cloud_run_revision\" AND metric.type=\"run.googleapis.com/request_count\" AND metric.labels.response_code_class=\"5xx\"", aligner = "ALIGN_RATE", reducer = "REDUCE_SUM", group = ["resource.labels.service_name"] }
+      latency   = { title = "Latency p99 by function", filter = "resource.type=\"cloud_run_revision\" AND metric.type=\"run.googleapis.com/request_latencies\"", aligner = "ALIGN_PERCENTILE_99", reducer = "REDUCE_MAX", group = ["resource.labels.service_name"] }
+      instances = { title = "Instances by function", filter = "resource.type=\"cloud_run_revision\" AND metric.type=\"run.googleapis.com/container/instance_count\"", aligner = "ALIGN_MAX", reducer = "REDUCE_SUM", group = ["resource.labels.service_name"] }
+      refused   = { title = "429s at the instance limit by function", filter = "resource.type=\"cloud_run_revision\" AND metric.type=\"run.googleapis.com/request_count\" AND metric.labels.response_code=\"429\"", aligner = "ALIGN_RATE", reducer = "REDUCE_SUM", group = ["resource.labels.service_name"] }
+      pipeline  = { title = "Event pipeline lag: oldest unacked event (s)", filter = "resource.type=\"pubsub_subscription\" AND metric.type=\"pubsub.googleapis.com/subscription/oldest_unacked_message_age\"", aligner = "ALIGN_MAX", reducer = "REDUCE_MAX", group = ["resource.labels.subscription_id"] }
+      fold      = { title = "Counter fold lag p99 (s)", filter = "resource.type=\"cloud_run_revision\" AND metric.type=\"logging.googleapis.com/user/${time_sleep.log_metrics.triggers["rollup_lag"]}\"", aligner = "ALIGN_PERCENTILE_99", reducer = "REDUCE_MAX", group = [] }
+      dlq       = { title = "Dead-lettered events waiting", filter = "resource.type=\"pubsub_subscription\" AND metric.type=\"pubsub.googleapis.com/subscription/num_undelivered_messages\" AND resource.labels.subscription_id=ends_with(\"${local.topology.pubsub.deadLetterSubscriptionSuffix}\")", aligner = "ALIGN_MAX", reducer = "REDUCE_SUM", group = ["resource.labels.subscription_id"] }
+      } : k => {
+      title = v.title
+      xyChart = {
+        dataSets = [{
+          plotType = "LINE"
+          timeSeriesQuery = {
+            timeSeriesFilter = {
+              filter = v.filter
+              aggregation = {
+                alignmentPeriod    = "60s"
+                perSeriesAligner   = v.aligner
+                crossSeriesReducer = v.reducer
+                groupByFields      = v.group
+              }
+            }
+          }
+        }]
+      }
+    }
+  }
+  dashboard_order = ["traffic", "errors", "latency", "instances", "refused", "pipeline", "fold", "dlq"]
+}
+
+resource "google_monitoring_dashboard" "main" {
+  project = var.project_id
+  dashboard_json = jsonencode({
+    displayName = "engagement ${var.environment}"
+    gridLayout = {
+      columns = 2
+      widgets = [for k in local.dashboard_order : local.dashboard_chart[k]]
+    }
+  })
+
+  depends_on = [google_project_service.api]
 }

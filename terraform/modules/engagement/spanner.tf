@@ -1,8 +1,14 @@
 # Spanner: regional in dev, multi-region in prod (var.spanner_config). The
 # database schema is the DDL of shared/topology/ddl, the same statements the
 # local stack applies. Statements are only ever appended: the provider applies
-# new trailing statements in place, and deletion protection refuses anything
-# that would recreate the database.
+# new trailing statements in place and recreates the database for any other
+# change (deletion protection refuses that in prod); ddl/ddl.lock and its
+# tests keep the files append-only. A code rollback plans the older commit
+# with the newest DDL in var.spanner_ddl, which must begin with the older
+# commit's own statements (the schema its code reads).
+locals {
+  spanner_ddl = var.spanner_ddl == null ? local.ddl : var.spanner_ddl
+}
 
 resource "google_spanner_instance" "main" {
   project          = var.project_id
@@ -12,6 +18,9 @@ resource "google_spanner_instance" "main" {
   display_name     = "engagement ${var.environment}"
   processing_units = var.spanner_autoscaling == null ? var.spanner_processing_units : null
   labels           = local.labels
+  # One backup schedule: google_spanner_backup_schedule.daily below. Without
+  # this, Spanner adds an automatic daily one to every new database.
+  default_backup_schedule_type = "NONE"
 
   # The managed autoscaler (Enterprise editions) keeps high-priority CPU and
   # storage per node under their targets between the two limits; without it
@@ -39,10 +48,17 @@ resource "google_spanner_database" "main" {
   instance                 = google_spanner_instance.main.name
   name                     = local.topology.spanner.database
   database_dialect         = "GOOGLE_STANDARD_SQL"
-  ddl                      = local.ddl
+  ddl                      = local.spanner_ddl
   version_retention_period = var.spanner_version_retention
   deletion_protection      = var.deletion_protection
   enable_drop_protection   = var.deletion_protection
+
+  lifecycle {
+    precondition {
+      condition     = jsonencode(slice(local.spanner_ddl, 0, min(length(local.ddl), length(local.spanner_ddl)))) == jsonencode(local.ddl)
+      error_message = "spanner_ddl must begin with every statement of this checkout's shared/topology/ddl, in order: the code reads that schema."
+    }
+  }
 }
 
 # Daily full backups, kept spanner_backup_retention; point-in-time recovery

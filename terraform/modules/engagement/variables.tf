@@ -13,6 +13,17 @@ variable "region" {
   type        = string
 }
 
+variable "extra_api_regions" {
+  description = "Regions beside region that also run the public functions behind the load balancer (prod: one, so that the API outlives a region); the scheduled and event functions run in region only."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = length(distinct(var.extra_api_regions)) == length(var.extra_api_regions)
+    error_message = "extra_api_regions lists each region once."
+  }
+}
+
 variable "labels" {
   description = "Extra labels on every labelled resource."
   type        = map(string)
@@ -195,9 +206,20 @@ variable "history_max_age_days" {
 }
 
 variable "page_token_secret_version" {
-  description = "Generation of the page-token signing secret; raising it writes a newly generated secret (rotation). Page tokens signed with the old one stop verifying."
+  description = "Generation of the page-token secret that signs; the functions read exactly this version. A generation not yet written is generated and written (never into state)."
   type        = number
   default     = 1
+}
+
+variable "page_token_secret_accepted" {
+  description = "During a rotation, the other generation whose tokens still open (PAGE_TOKEN_SECRET_ACCEPTED); null when no rotation is under way. The three steps are in docs/operations.md."
+  type        = number
+  default     = null
+
+  validation {
+    condition     = var.page_token_secret_accepted == null || var.page_token_secret_accepted != var.page_token_secret_version
+    error_message = "page_token_secret_accepted must differ from page_token_secret_version (or be null)."
+  }
 }
 
 # --- Spanner ----------------------------------------------------------------
@@ -205,6 +227,12 @@ variable "page_token_secret_version" {
 variable "spanner_config" {
   description = "Spanner instance configuration: regional-<region> in dev, a multi-region configuration (e.g. nam6) in prod."
   type        = string
+}
+
+variable "spanner_ddl" {
+  description = "Spanner DDL to apply, in order; null takes shared/topology/ddl of this checkout. A code rollback passes the newest applied DDL (go run ./tools/ddllock -tfvars on the newest commit; docs/operations.md): the provider recreates the database when the list loses or changes an applied statement."
+  type        = list(string)
+  default     = null
 }
 
 variable "spanner_edition" {
@@ -321,6 +349,17 @@ variable "api_rate_limit_per_ip" {
   validation {
     condition     = contains([10, 30, 60, 120, 180, 240, 300, 600, 900, 1200, 1800, 2700, 3600], var.api_rate_limit_per_ip.interval_sec)
     error_message = "interval_sec must be one Cloud Armor accepts (10, 30, 60, 120, 180, 240, 300, 600, 900, 1200, 1800, 2700 or 3600)."
+  }
+}
+
+variable "api_log_sample_rate" {
+  description = "Share of requests logged on the uncached public backends (every 5xx is still counted by the built-in metrics)."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = var.api_log_sample_rate >= 0 && var.api_log_sample_rate <= 1
+    error_message = "api_log_sample_rate is a share between 0 and 1."
   }
 }
 
