@@ -419,7 +419,7 @@ func TestBrokenConfigurationsFail(t *testing.T) {
 	// must catch it.
 	t.Run("function the code does not register", func(t *testing.T) {
 		t.Parallel()
-		root := copyOf(t, edit("functions.tf", "entry_point     = each.key", `entry_point     = each.key == "ApplyHistory" ? "ApplyHistoryV0" : each.key`))
+		root := copyOf(t, edit("functions.tf", "entry_point     = each.value.name", `entry_point     = each.value.name == "ApplyHistory" ? "ApplyHistoryV0" : each.value.name`))
 		r, err := toolchain.CheckEnvironment(root, "dev")
 		if err != nil {
 			t.Fatal(err)
