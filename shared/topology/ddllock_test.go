@@ -74,6 +74,8 @@ func TestDDLLockRefusesAllButAppend(t *testing.T) {
 		names, _ := fs.Glob(m, "*.sql")
 		return names[len(names)-1]
 	}
+	lastFile := last(ddlCopy(t))
+	renamed := strings.TrimSuffix(lastFile, ".sql") + "_renamed.sql"
 	cases := []struct {
 		name string
 		edit func(m fstest.MapFS)
@@ -111,11 +113,10 @@ func TestDDLLockRefusesAllButAppend(t *testing.T) {
 		{
 			name: "applied file renamed",
 			edit: func(m fstest.MapFS) {
-				f := last(m)
-				m["079_renamed.sql"] = m[f]
-				delete(m, f)
+				m[renamed] = m[lastFile]
+				delete(m, lastFile)
 			},
-			want: "moved from " + "070_reaction_shares.sql to 079_renamed.sql",
+			want: "moved from " + lastFile + " to " + renamed,
 		},
 		{
 			name: "lock entry changed by hand",
