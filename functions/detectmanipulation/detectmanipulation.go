@@ -73,6 +73,9 @@ type Deps struct {
 
 type handler struct{ Deps }
 
+// DefaultTimeout bounds a run when Deps leaves Timeout unset, as deployed.
+const DefaultTimeout = 9 * time.Minute
+
 // New builds the handler.
 func New(d Deps) http.Handler {
 	if d.Params == (moderation.Params{}) {
@@ -94,7 +97,7 @@ func New(d Deps) http.Handler {
 		d.FirstLookback = time.Hour
 	}
 	if d.Timeout <= 0 {
-		d.Timeout = 9 * time.Minute
+		d.Timeout = DefaultTimeout
 	}
 	if d.Now == nil {
 		d.Now = time.Now

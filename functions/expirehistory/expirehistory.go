@@ -79,6 +79,12 @@ type Deps struct {
 
 type handler struct{ Deps }
 
+// DefaultBudget is a run's budget when Deps leaves Budget unset, as deployed.
+const DefaultBudget = 90 * time.Second
+
+// RunTimeout bounds a run of budget: its last page gets a margin past it.
+func RunTimeout(budget time.Duration) time.Duration { return budget + budget/6 }
+
 // New builds the ExpireHistory handler.
 func New(d Deps) http.Handler {
 	if d.Page <= 0 {
@@ -88,7 +94,7 @@ func New(d Deps) http.Handler {
 		d.Workers = 8
 	}
 	if d.Budget <= 0 {
-		d.Budget = 90 * time.Second
+		d.Budget = DefaultBudget
 	}
 	if d.Now == nil {
 		d.Now = time.Now
@@ -97,7 +103,7 @@ func New(d Deps) http.Handler {
 	// A run outlives the public functions' request deadline; its last page
 	// gets a margin past the budget, which still ends before the function's
 	// timeout (120 s for the default 90 s budget).
-	return httpx.Job("POST /internal/expire-history", h.Budget+h.Budget/6,
+	return httpx.Job("POST /internal/expire-history", RunTimeout(h.Budget),
 		func(bool) body { return body{Users: DefaultUsers} }, h.post)
 }
 

@@ -51,6 +51,9 @@ type Store interface {
 // scopeSlices works the open slices of every run.
 const scopeSlices = "slices"
 
+// DefaultTimeout bounds a run when Deps leaves Timeout unset, as deployed.
+const DefaultTimeout = 9 * time.Minute
+
 // margin is left of Timeout to finish the batch under way and answer.
 const margin = 30 * time.Second
 
@@ -68,7 +71,7 @@ type handler struct{ Deps }
 // New builds the Reconcile handler.
 func New(d Deps) http.Handler {
 	if d.Timeout <= 0 {
-		d.Timeout = 9 * time.Minute
+		d.Timeout = DefaultTimeout
 	}
 	h := &handler{d}
 	// A bare POST (an operator's "reconcile now") checks every counter.

@@ -64,11 +64,11 @@ func New(d Deps) http.Handler {
 		d.Now = time.Now
 	}
 	h := &handler{d}
-	return httpx.Job("POST /internal/resume-erasures", runTimeout, nil, h.run)
+	return httpx.Job("POST /internal/resume-erasures", RunTimeout, nil, h.run)
 }
 
-// runTimeout bounds a run: the next one comes a minute later.
-const runTimeout = time.Minute
+// RunTimeout bounds a run: the next one comes a minute later.
+const RunTimeout = time.Minute
 
 // Report is the answer: how many erasures were sent on.
 type Report struct {

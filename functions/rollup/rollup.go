@@ -100,13 +100,21 @@ type Deps struct {
 
 type handler struct{ Deps }
 
+// DefaultPeriod is the time one invocation covers: Cloud Scheduler's minute.
+const DefaultPeriod = time.Minute
+
+// RunTimeout bounds an invocation covering period: the period and a margin
+// to finish its last tick. Scheduled runs of a partition overlap by that
+// margin, which the partition's lease allows.
+func RunTimeout(period time.Duration) time.Duration { return period + 10*time.Second }
+
 // New builds the Rollup handler.
 func New(d Deps) http.Handler {
 	if d.Interval <= 0 {
 		d.Interval = 5 * time.Second
 	}
 	if d.Period <= 0 {
-		d.Period = time.Minute
+		d.Period = DefaultPeriod
 	}
 	if d.RelayAfter <= 0 {
 		d.RelayAfter = 2 * time.Minute
@@ -117,7 +125,7 @@ func New(d Deps) http.Handler {
 	h := &handler{d}
 	// The minute outlives the request deadline of the public functions; it
 	// ends by itself before the next invocation starts.
-	return httpx.Job("POST /internal/rollup", h.Period+10*time.Second,
+	return httpx.Job("POST /internal/rollup", RunTimeout(h.Period),
 		func(bare bool) body { return body{Once: bare} }, h.run)
 }
 
