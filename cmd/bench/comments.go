@@ -84,6 +84,7 @@ func runCommentsBench(ctx context.Context, es *emulators.Stack, o commentsOption
 type commentsStack struct {
 	*localstack.Stack
 	url string
+	srv *localstack.Server
 }
 
 func newCommentsStack(ctx context.Context, cfg *config.Config, srv *localstack.Server) (*commentsStack, error) {
@@ -101,7 +102,7 @@ func newCommentsStack(ctx context.Context, cfg *config.Config, srv *localstack.S
 	if err != nil {
 		return nil, err
 	}
-	return &commentsStack{Stack: bs, url: srv.URL}, nil
+	return &commentsStack{Stack: bs, url: srv.URL, srv: srv}, nil
 }
 
 const hotVideo = "hot-video"
@@ -130,6 +131,9 @@ func runComments(ctx context.Context, st *commentsStack, o commentsOptions) erro
 	// after a 503 or a lost answer can never post (or count) twice.
 	before := spannerdb.CurrentStats()
 	m0, e0 := events.PublishedStats()
+	b0 := events.PublishedBytes()
+	pn0, pb0 := st.srv.Pushes("ApplyCounters")
+	cpu0 := processCPU()
 	ids := make([]string, o.comments)
 	var next, retries atomic.Int64
 	errs := make(chan error, o.concurrency)
@@ -182,7 +186,10 @@ func runComments(ctx context.Context, st *commentsStack, o commentsOptions) erro
 		return err
 	}
 	after := spannerdb.CurrentStats()
+	cpu := processCPU() - cpu0
+	pn1, pb1 := st.srv.Pushes("ApplyCounters")
 	m1, e1 := events.PublishedStats()
+	b1 := events.PublishedBytes()
 	time.Sleep(st.Config.Counters.RollupInterval + time.Second) // a fold sets the shard count
 	shards, err := st.Counters.ShardCount(ctx, hotVideo)
 	if err != nil {
@@ -256,6 +263,10 @@ func runComments(ctx context.Context, st *commentsStack, o commentsOptions) erro
 	fmt.Printf("   counted end to end (exact count reached)  %8.0f comments/s  (%.2f s)\n", n/countedIn.Seconds(), countedIn.Seconds())
 	fmt.Printf("   Spanner rw commits per 1,000 comments     %8.0f  (writes, consumer and folds)\n", float64(after.Commits-before.Commits)*1000/n)
 	fmt.Printf("   Pub/Sub messages per 1,000 comments       %8.0f  (%.0f events per message)\n", float64(m1-m0)*1000/n, float64(e1-e0)/max(float64(m1-m0), 1))
+	fmt.Printf("   Spanner row writes / read calls per 1,000 %8.0f / %.0f\n", float64(after.RowWrites-before.RowWrites)*1000/n, float64(after.ReadRPCs-before.ReadRPCs)*1000/n)
+	fmt.Printf("   process CPU per comment (clients too)     %8d µs\n", (cpu / time.Duration(n)).Microseconds())
+	pushTime := (pb1 - pb0) / time.Duration(max(pn1-pn0, 1))
+	fmt.Printf("   ApplyCounters time a message              %8.1f ms  (%d messages)\n", float64(pushTime.Microseconds())/1000, pn1-pn0)
 	fmt.Printf("   shards of the hot counter after the run   %8d\n", shards)
 	fmt.Printf("2. spam sweep of %d comments in %d calls of ≤%d ids\n", o.spam, calls, o.sweep)
 	fmt.Printf("   sweep calls answered in                   %8.2f s   (slowest call %.2f s)\n", sweptIn.Seconds(), slowest.Seconds())
@@ -270,6 +281,20 @@ func runComments(ctx context.Context, st *commentsStack, o commentsOptions) erro
 	fmt.Printf("   exact                                     %8v\n", exact)
 	if !exact {
 		return errors.New("the final count is not exact")
+	}
+	if o.mode == "sharded" {
+		per := func(x int64) float64 { return float64(x) * 1000 / n }
+		record("comment.cpu_us", float64((cpu / time.Duration(n)).Microseconds()), "µs",
+			"process CPU per hot-video comment until counted: Comments, ApplyCounters, Rollup and the benchmark's own clients in one process (an upper bound)")
+		record("comment.spanner_commits_per_1000", per(after.Commits-before.Commits), "commits", "Spanner read-write commits per 1,000 comments (posts, consumer, folds)")
+		record("comment.spanner_row_writes_per_1000", per(after.RowWrites-before.RowWrites), "rows", "Spanner row writes (mutations) per 1,000 comments")
+		record("comment.spanner_reads_per_1000", per(after.ReadRPCs-before.ReadRPCs), "calls", "Spanner read and query calls per 1,000 comments")
+		record("comment.messages_per_1000", per(m1-m0), "messages", "Pub/Sub messages published per 1,000 comments")
+		record("comment.message_bytes_per_1000", per(b1-b0), "bytes", "Pub/Sub message data published per 1,000 comments")
+		record("comment.clients", float64(o.concurrency), "clients", "concurrent clients of the comments run")
+		record("comment.accepted_per_s", n/acceptedIn.Seconds(), "comments/s", "comments answered 201 per second, one serving process")
+		record("comment.push_ms", float64(pushTime.Microseconds())/1000, "ms", "time ApplyCounters held a counter message of the run (one push at a time)")
+		record("comment.counted_per_s", n/countedIn.Seconds(), "comments/s", "comments counted end to end per second, one ApplyCounters taking one push at a time")
 	}
 	return nil
 }

@@ -73,6 +73,9 @@ type readResult struct {
 	// phase (the writers' and the cache refreshes' included) per 1,000
 	// reads.
 	wire1000 float64
+	// cpu is the process's CPU per read: the functions' and the
+	// benchmark's own readers and writers (an upper bound of a read's).
+	cpu time.Duration
 	// lead0 and lead1 are the emulator's clock lead before the setting's
 	// first round and after its last: what each strong read waits
 	// (localstack.SpannerClockLead).
@@ -326,6 +329,7 @@ func countsReadBench(ctx context.Context, es *emulators.Stack, cpuProfile string
 		row("   store reads per 1,000 (a query, or 2 trips)", func(r readResult) string { return fmt.Sprintf("%.0f", r.per1000) }, signed)
 		row("   Spanner read calls per 1,000 (all, wire)", func(r readResult) string { return fmt.Sprintf("%.0f", r.wire1000) }, signed)
 		row("   reads/s", func(r readResult) string { return fmt.Sprintf("%.0f", r.perSec) }, signed)
+		row("   process CPU per read (readers too)", func(r readResult) string { return fmt.Sprintf("%d µs", r.cpu.Microseconds()) }, signed)
 		row("   failed reads (503)", func(r readResult) string { return fmt.Sprint(r.failed) }, signed)
 		row("   emulator clock lead, first → last round", func(r readResult) string { return ms(r.lead0) + " → " + ms(r.lead1) }, signed)
 	}
@@ -346,6 +350,12 @@ func countsReadBench(ctx context.Context, es *emulators.Stack, cpuProfile string
 	fmt.Printf("hot-id likes accepted during the reads: %d (errors %d)\n", written.Load(), writeErrs.Load())
 	if *sessionClients > 0 {
 		session.print(cfg.HTTP.CountsOwnInFlight, len(hot), len(cold))
+	}
+	if r, ok := results["false after"]; ok {
+		recordCounts("counts.anonymous", "anonymous GET /v1/counts", r)
+	}
+	if r, ok := results["true after"]; ok {
+		recordCounts("counts.signed_in", "signed-in GET /v1/me/counts", r)
 	}
 	return nil
 }
@@ -519,6 +529,15 @@ func (r sessionResult) print(inFlight, hot, cold int) {
 	}
 }
 
+// recordCounts notes the deployed setting's figures of one kind of read
+// for -costs.
+func recordCounts(prefix, what string, r readResult) {
+	record(prefix+".cpu_us", float64(r.cpu.Microseconds()), "µs", "process CPU per "+what+" of 50 ids: Counts and the benchmark's own readers and writers in one process (an upper bound)")
+	record(prefix+".spanner_reads_per_1000", r.wire1000, "calls", "Spanner read calls per 1,000 "+what+" (all the process made: refreshes, writers)")
+	record(prefix+".reads_per_s", r.perSec, "reads/s", what+" per second from the concurrent readers")
+	record(prefix+".readers", float64(*countsReaders), "clients", "concurrent readers")
+}
+
 // seedCounts gives every id some counts, counted and folded, as an
 // established video has.
 func seedCounts(ctx context.Context, s *stack, ids []string) error {
@@ -567,6 +586,7 @@ type phase struct {
 	elapsed          time.Duration
 	failed           int
 	queries, readRPC int64
+	cpu              time.Duration
 }
 
 // merged folds the rounds of one setting into its figures.
@@ -575,7 +595,9 @@ func merged(rounds []phase) readResult {
 	var elapsed time.Duration
 	var r readResult
 	var queries, rpcs int64
+	var cpu time.Duration
 	for _, p := range rounds {
+		cpu += p.cpu
 		all = append(all, p.lats...)
 		elapsed += p.elapsed
 		r.failed += p.failed
@@ -589,6 +611,7 @@ func merged(rounds []phase) readResult {
 	r.p50, r.p99 = localstack.Percentiles(all)
 	r.per1000 = float64(queries) * 1000 / float64(len(all))
 	r.wire1000 = float64(rpcs) * 1000 / float64(len(all))
+	r.cpu = cpu / time.Duration(len(all))
 	return r
 }
 
@@ -601,6 +624,7 @@ func readPhase(client *http.Client, path string, tokens []string, signed bool, h
 	errs := make([]error, len(tokens))
 	q0 := store.queries.Load()
 	wire0 := spannerdb.CurrentStats().ReadRPCs
+	cpu0 := processCPU()
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range tokens {
@@ -637,7 +661,7 @@ func readPhase(client *http.Client, path string, tokens []string, signed bool, h
 	if err := errors.Join(errs...); err != nil && fails.Load() > int64(n/10) {
 		return phase{}, fmt.Errorf("counts reads: %d of %d failed: %w", fails.Load(), n, err)
 	}
-	p := phase{elapsed: time.Since(start), failed: int(fails.Load()), queries: store.queries.Load() - q0, readRPC: spannerdb.CurrentStats().ReadRPCs - wire0}
+	p := phase{elapsed: time.Since(start), failed: int(fails.Load()), queries: store.queries.Load() - q0, readRPC: spannerdb.CurrentStats().ReadRPCs - wire0, cpu: processCPU() - cpu0}
 	for _, l := range lats {
 		p.lats = append(p.lats, l...)
 	}

@@ -53,6 +53,7 @@ type options struct {
 	cpuProfile  string
 	memProfile  string
 	only        string
+	costs       string
 }
 
 func main() {
@@ -63,6 +64,7 @@ func main() {
 }
 
 func realMain(ctx context.Context) error {
+	started := time.Now()
 	var o options
 	flag.IntVar(&o.reactions, "reactions", 1000, "hot-item reactions per configuration (one per user)")
 	flag.IntVar(&o.concurrency, "concurrency", 64, "concurrent clients")
@@ -71,6 +73,7 @@ func realMain(ctx context.Context) error {
 	flag.DurationVar(&o.timeout, "timeout", 3*time.Minute, "give up applying after this long")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of each configuration's hot-item run (and of each counts setting's first signed-in round) to this file, suffixed with the configuration")
 	flag.StringVar(&o.memProfile, "memprofile", "", "write a profile of the heap allocations of each configuration's hot-item run to this file, suffixed with the configuration (and the allocations before the run to <file>.<configuration>.base: go tool pprof -sample_index=alloc_objects -diff_base ...)")
+	flag.StringVar(&o.costs, "costs", "", "merge the measured per-operation costs into this JSON file (docs/benchmarks/costs.json, read by make capacity)")
 	flag.StringVar(&o.only, "only", "", `run only these configurations (comma-separated names; "views" is the views benchmark, "comments" the comments benchmark)`)
 	var vo viewsOptions
 	flag.IntVar(&vo.watches, "watches", 20000, "views benchmark: distinct watches of the hot video per mode")
@@ -101,6 +104,13 @@ func realMain(ctx context.Context) error {
 		return err
 	}
 	section := func(name string) bool { return o.only == "" || slices.Contains(strings.Split(o.only, ","), name) }
+	if o.costs != "" {
+		defer func() {
+			if err := writeCosts(o.costs, started); err != nil {
+				fmt.Fprintf(os.Stderr, "bench: writing %s: %v\n", o.costs, err)
+			}
+		}()
+	}
 
 	st, err := localstack.Emulators(ctx, "bench", emulators.Options{})
 	if err != nil {
@@ -129,6 +139,11 @@ func realMain(ctx context.Context) error {
 			return err
 		}
 		fmt.Printf("\nHTTP floor, the same load on a handler answering at once: %d µs of CPU a request\n", floor.Microseconds())
+		for _, r := range results {
+			if r.mode == "sharded" {
+				recordReaction(r, o, floor)
+			}
+		}
 	}
 	if o.only == "" {
 		if err := countsReadBench(ctx, st, o.cpuProfile); err != nil {
@@ -164,6 +179,8 @@ type result struct {
 	readsPerRequest    float64
 	freshP50, freshP99 time.Duration
 	shards             int
+	// pushTime is the time ApplyCounters held a push, on average.
+	pushTime time.Duration
 }
 
 func runMode(ctx context.Context, es *emulators.Stack, c configuration, n int, o options) (result, error) {
@@ -197,6 +214,22 @@ func runMode(ctx context.Context, es *emulators.Stack, c configuration, n int, o
 		return r, err
 	}
 	return r, nil
+}
+
+// recordReaction notes the deployed engine's hot-item figures for -costs.
+func recordReaction(r result, o options, floor time.Duration) {
+	record("reaction.cpu_us", float64(r.cost.cpuPerReaction.Microseconds()), "µs",
+		"function CPU per hot-item reaction: the serving process (Reactions, ApplyCounters, Rollup in one process), getrusage, load in a child process")
+	record("reaction.http_floor_us", float64(floor.Microseconds()), "µs", "CPU per request of the same load on a handler answering at once")
+	record("reaction.spanner_commits_per_1000", r.cost.commits, "commits", "Spanner read-write commits per 1,000 reactions (reaction transactions, consumer, folds)")
+	record("reaction.spanner_row_writes_per_1000", r.cost.rowWrites, "rows", "Spanner row writes (mutations) per 1,000 reactions")
+	record("reaction.spanner_reads_per_1000", r.cost.reads, "calls", "Spanner read and query calls per 1,000 reactions")
+	record("reaction.messages_per_1000", r.cost.messages, "messages", "Pub/Sub messages published per 1,000 reactions")
+	record("reaction.message_bytes_per_1000", r.cost.messageKB*1024, "bytes", "Pub/Sub message data published per 1,000 reactions")
+	record("reaction.clients", float64(o.concurrency), "clients", "concurrent clients of the hot-item run")
+	record("reaction.accepted_per_s", r.accepted, "reactions/s", "reactions answered 200 per second, one serving process")
+	record("reaction.push_ms", float64(r.pushTime.Microseconds())/1000, "ms", "time ApplyCounters held a counter message of the run (one push at a time)")
+	record("reaction.applied_per_s", r.applied, "reactions/s", "reactions counted end to end per second, one ApplyCounters taking one push at a time")
 }
 
 func newClient(conc int) *http.Client { return localstack.NewClient(conc, 30*time.Second) }
@@ -278,6 +311,7 @@ func hotItem(ctx context.Context, s *stack, srv *localstack.Server, o options, r
 	b0 := events.PublishedBytes()
 	var mem0, mem1 runtime.MemStats
 	runtime.ReadMemStats(&mem0)
+	pn0, pb0 := srv.Pushes("ApplyCounters")
 	cpu0 := processCPU()
 	start := time.Now()
 	load, err := child.run()
@@ -295,6 +329,9 @@ func hotItem(ctx context.Context, s *stack, srv *localstack.Server, o options, r
 	}
 	appliedIn := time.Since(start)
 	cpu := processCPU() - cpu0
+	if pn1, pb1 := srv.Pushes("ApplyCounters"); pn1 > pn0 {
+		r.pushTime = (pb1 - pb0) / time.Duration(pn1-pn0)
+	}
 	runtime.ReadMemStats(&mem1)
 	after, tables1 := spannerdb.CurrentStats(), spannerdb.WritesByTable()
 	m1, _ := events.PublishedStats()

@@ -67,12 +67,34 @@ type viewsResult struct {
 	final             int64
 	commitsPer1000    float64
 	rowsPer1000       float64
+	readsPer1000      float64
 	messagesPer1000   float64
-	watchesPerMessage float64
-	unique            int64
-	sketchBytes       int64
+	messageBytes      float64       // history-events data per 1,000 views
+	cpu               time.Duration // process CPU per view, clients included
+	// historyPush and viewsPush are the time ApplyHistory and ApplyViews
+	// held a message, on average.
+	historyPush, viewsPush time.Duration
+	watchesPerMessage      float64
+	unique                 int64
+	sketchBytes            int64
 	// drain is from the last watch accepted to the count exact.
 	drain time.Duration
+}
+
+// recordViews notes the deployed path's figures (batched, folded) for -costs.
+func recordViews(r viewsResult) {
+	record("view.cpu_us", float64(r.cpu.Microseconds()), "µs",
+		"process CPU per watch until counted: History, ApplyHistory, ApplyViews, Rollup and the benchmark's own clients in one process (an upper bound)")
+	record("view.spanner_commits_per_1000", r.commitsPer1000, "commits", "Spanner read-write commits per 1,000 views")
+	record("view.spanner_row_writes_per_1000", r.rowsPer1000, "rows", "Spanner row writes (mutations) per 1,000 views")
+	record("view.spanner_reads_per_1000", r.readsPer1000, "calls", "Spanner read and query calls per 1,000 views")
+	record("view.messages_per_1000", r.messagesPer1000, "messages", "Pub/Sub messages published per 1,000 views (history-events and counter-events)")
+	record("view.message_bytes_per_1000", r.messageBytes, "bytes", "history-events message data per 1,000 views")
+	record("view.clients", float64(r.watchers), "clients", "concurrent clients of the run")
+	record("view.accepted_per_s", r.accepted, "requests/s", "watches answered 202 per second (retries included), one serving process")
+	record("view.apply_history_push_ms", float64(r.historyPush.Microseconds())/1000, "ms", "time ApplyHistory held a history message of the run (one push at a time)")
+	record("view.apply_views_push_ms", float64(r.viewsPush.Microseconds())/1000, "ms", "time ApplyViews held a history message of the run (one push at a time)")
+	record("view.applied_per_s", r.applied, "views/s", "views counted end to end per second, one ApplyHistory and one ApplyViews taking one push at a time each")
 }
 
 func runViewsBench(ctx context.Context, es *emulators.Stack, o viewsOptions) error {
@@ -103,6 +125,7 @@ func runViewsBench(ctx context.Context, es *emulators.Stack, o viewsOptions) err
 		}
 		if batched < 0 && rn.counting == "folded" {
 			batched = len(rs)
+			recordViews(r)
 		}
 		rs = append(rs, r)
 	}
@@ -235,6 +258,10 @@ func viewsMode(ctx context.Context, es *emulators.Stack, mode, counting string, 
 	topic := st.Config.PubSub.HistoryTopic
 	before := spannerdb.CurrentStats()
 	m0 := bus.Published(topic) + bus.Published(st.Config.PubSub.CounterTopic)
+	hb0 := bus.PublishedBytes(topic)
+	hn0, hbusy0 := srv.Pushes("ApplyHistory")
+	vn0, vbusy0 := srv.Pushes("ApplyViews")
+	cpu0 := processCPU()
 	start := time.Now()
 	var next atomic.Int64
 	var failures atomic.Int64
@@ -277,7 +304,13 @@ func viewsMode(ctx context.Context, es *emulators.Stack, mode, counting string, 
 	appliedIn := time.Since(start)
 	r.drain = appliedIn - acceptedIn
 	after := spannerdb.CurrentStats()
+	r.cpu = (processCPU() - cpu0) / time.Duration(o.watches)
+	hn1, hbusy1 := srv.Pushes("ApplyHistory")
+	vn1, vbusy1 := srv.Pushes("ApplyViews")
+	r.historyPush = (hbusy1 - hbusy0) / time.Duration(max(hn1-hn0, 1))
+	r.viewsPush = (vbusy1 - vbusy0) / time.Duration(max(vn1-vn0, 1))
 	m1 := bus.Published(topic) + bus.Published(st.Config.PubSub.CounterTopic)
+	r.messageBytes = float64(bus.PublishedBytes(topic)-hb0) * 1000 / float64(o.watches)
 	// Exact once folded, and nothing more arrives.
 	time.Sleep(st.Config.Counters.RollupInterval + time.Second)
 	c, err := st.Counters.Counts(ctx, []string{"hot"}, nil, 0)
@@ -295,6 +328,7 @@ func viewsMode(ctx context.Context, es *emulators.Stack, mode, counting string, 
 	r.applied = views / appliedIn.Seconds()
 	r.commitsPer1000 = float64(after.Commits-before.Commits) * 1000 / views
 	r.rowsPer1000 = float64(after.RowWrites-before.RowWrites) * 1000 / views
+	r.readsPer1000 = float64(after.ReadRPCs-before.ReadRPCs) * 1000 / views
 	r.messagesPer1000 = float64(m1-m0) * 1000 / views
 	if m1 > m0 {
 		r.watchesPerMessage = float64(len(jobs)) / float64(m1-m0)
@@ -437,6 +471,11 @@ func printViews(w io.Writer, o viewsOptions, rs []viewsResult, ps []precision) {
 	row("   Spanner rows written per 1,000 views", func(r viewsResult) string { return fmt.Sprintf("%.1f", r.rowsPer1000) })
 	row("3. Pub/Sub messages per 1,000 views", func(r viewsResult) string { return fmt.Sprintf("%.1f", r.messagesPer1000) })
 	row("   requests per message", func(r viewsResult) string { return fmt.Sprintf("%.1f", r.watchesPerMessage) })
+	row("   history-events bytes per 1,000 views", func(r viewsResult) string { return fmt.Sprintf("%.0f", r.messageBytes) })
+	row("   ApplyHistory / ApplyViews ms a message", func(r viewsResult) string {
+		return fmt.Sprintf("%.1f / %.1f", float64(r.historyPush.Microseconds())/1000, float64(r.viewsPush.Microseconds())/1000)
+	})
+	row("4. process CPU per view (clients too)", func(r viewsResult) string { return fmt.Sprintf("%d µs", r.cpu.Microseconds()) })
 	if o.baseline && rs[0].applied > 0 {
 		for _, r := range rs[1:] {
 			fmt.Fprintf(w, "\nend-to-end gain, batched %s at %d clients: %.1f× the per-watch path", r.counting, r.watchers, r.applied/rs[0].applied)

@@ -48,16 +48,28 @@ func (p *Publisher) Publish(ctx context.Context, data []byte, attrs map[string]s
 	}
 	n, _ := published.LoadOrStore(p.topic, new(atomic.Int64))
 	n.(*atomic.Int64).Add(1)
+	b, _ := publishedBytes.LoadOrStore(p.topic, new(atomic.Int64))
+	b.(*atomic.Int64).Add(int64(len(data)))
 	return id, nil
 }
 
-// published counts the messages this process published, per topic.
-var published sync.Map
+// published and publishedBytes count the messages this process published,
+// and their data, per topic.
+var published, publishedBytes sync.Map
 
 // Published returns how many messages this process published on topic: the
 // benchmarks' messages per operation.
 func Published(topic string) int64 {
 	if n, ok := published.Load(topic); ok {
+		return n.(*atomic.Int64).Load()
+	}
+	return 0
+}
+
+// PublishedBytes returns the message data this process published on topic:
+// the benchmarks' bytes per operation.
+func PublishedBytes(topic string) int64 {
+	if n, ok := publishedBytes.Load(topic); ok {
 		return n.(*atomic.Int64).Load()
 	}
 	return 0

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,54 @@ type Server struct {
 	URL     string
 	srv     *http.Server
 	handler atomic.Pointer[http.Handler]
+	// pushes counts each event function's pushes (*pushCount by function).
+	pushes sync.Map
+}
+
+// pushCount is an event function's pushes answered and the time during
+// which at least one was in progress.
+type pushCount struct {
+	mu       sync.Mutex
+	n        int64
+	inFlight int
+	since    time.Time
+	busy     time.Duration
+}
+
+func (c *pushCount) begin() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inFlight == 0 {
+		c.since = time.Now()
+	}
+	c.inFlight++
+}
+
+func (c *pushCount) end() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n++
+	c.inFlight--
+	if c.inFlight == 0 {
+		c.busy += time.Since(c.since)
+	}
+}
+
+// Pushes returns how many pushes function has answered on this server and
+// the time during which at least one was in progress: for a function that
+// takes one push at a time, the time its instance was occupied.
+func (s *Server) Pushes(function string) (n int64, busy time.Duration) {
+	if c, ok := s.pushes.Load(function); ok {
+		c := c.(*pushCount)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		busy = c.busy
+		if c.inFlight > 0 {
+			busy += time.Since(c.since)
+		}
+		return c.n, busy
+	}
+	return 0, 0
 }
 
 // StartServer listens on a free loopback port; until Set, it answers 503.
@@ -55,6 +104,14 @@ func StartServer() (*Server, error) {
 			http.Error(w, "starting", http.StatusServiceUnavailable)
 			return
 		}
+		fn, push := strings.CutPrefix(r.URL.Path, "/push/")
+		if !push {
+			(*h).ServeHTTP(w, r)
+			return
+		}
+		c, _ := s.pushes.LoadOrStore(fn, new(pushCount))
+		c.(*pushCount).begin()
+		defer c.(*pushCount).end()
 		(*h).ServeHTTP(w, r)
 	}), ReadHeaderTimeout: 10 * time.Second}
 	go s.srv.Serve(l)

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The per-operation costs a run measured, written to the machine-readable
+// file the capacity model reads (-costs). Figures of the sections that did
+// not run are kept as they were, each with the run that measured it.
+
+// costsFile is the file's shape; internal/capacity reads the same.
+type costsFile struct {
+	Comment string                `json:"comment"`
+	Runs    map[string]costsRun   `json:"runs"`
+	Figures map[string]costFigure `json:"figures"`
+}
+
+// costsRun is one measuring run: what was run, where and when.
+type costsRun struct {
+	Command string `json:"command"`
+	Commit  string `json:"commit"`
+	Date    string `json:"date"`
+	Machine string `json:"machine"`
+	Uptime  string `json:"uptime"`
+	Note    string `json:"note,omitempty"`
+}
+
+// costFigure is one measured figure and the run that measured it.
+type costFigure struct {
+	Value float64 `json:"value"`
+	Unit  string  `json:"unit"`
+	Run   string  `json:"run"`
+	What  string  `json:"what"`
+}
+
+var measured = struct {
+	sync.Mutex
+	figures map[string]costFigure
+}{figures: map[string]costFigure{}}
+
+// record notes a figure of this run.
+func record(name string, value float64, unit, what string) {
+	measured.Lock()
+	defer measured.Unlock()
+	measured.figures[name] = costFigure{Value: value, Unit: unit, What: what}
+}
+
+// writeCosts merges this run's figures into path, under a run named by
+// the time it started, and drops runs no figure names any longer.
+func writeCosts(path string, started time.Time) error {
+	measured.Lock()
+	defer measured.Unlock()
+	if len(measured.figures) == 0 {
+		return nil
+	}
+	f := costsFile{Runs: map[string]costsRun{}, Figures: map[string]costFigure{}}
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return err
+	default:
+		if err := json.Unmarshal(b, &f); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	f.Comment = "Per-operation costs measured by go run ./cmd/bench (-costs): the inputs of the capacity model (internal/capacity, make capacity). Each figure names the run that measured it; rerun the command of a run to refresh its figures."
+	id := "bench-" + started.UTC().Format("20060102T150405Z")
+	f.Runs[id] = costsRun{
+		Command: "go run ./cmd/withemulators -- go run ./cmd/bench " + strings.Join(os.Args[1:], " "),
+		Commit:  gitCommit(),
+		Date:    started.UTC().Format(time.RFC3339),
+		Machine: machine(),
+		Uptime:  uptime(),
+		Note:    "local stack on the emulators; the machine may be shared with other work (see uptime)",
+	}
+	for name, fig := range measured.figures {
+		fig.Run = id
+		f.Figures[name] = fig
+	}
+	for r := range f.Runs {
+		used := false
+		for _, fig := range f.Figures {
+			used = used || fig.Run == r
+		}
+		if !used {
+			delete(f.Runs, r)
+		}
+	}
+	out, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(out, '\n'), 0o644)
+}
+
+func gitCommit() string {
+	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	c := strings.TrimSpace(string(out))
+	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+		c += "+changes"
+	}
+	return c
+}
+
+func machine() string {
+	model := ""
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	host, _ := os.Hostname()
+	parts := slices.DeleteFunc([]string{model, fmt.Sprintf("%d cores", runtime.NumCPU()), runtime.GOOS + "/" + runtime.GOARCH, host}, func(s string) bool { return s == "" })
+	return strings.Join(parts, ", ")
+}
+
+func uptime() string {
+	out, err := exec.Command("uptime").Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
+}
