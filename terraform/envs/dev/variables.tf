@@ -60,6 +60,10 @@ variable "alert_emails" {
   default = []
 }
 
+# Sized by the capacity model (make capacity, docs/capacity.md), which
+# make test runs: each scheduled run takes an instance of its own (rollup
+# partitions, reconciliation slices and the hourly and daily runs overlap,
+# and Scheduler does not retry a 429).
 variable "function_defaults" {
   type = map(object({
     memory          = string
@@ -71,7 +75,7 @@ variable "function_defaults" {
   }))
   default = {
     http      = { memory = "512Mi", cpu = "1", timeout_seconds = 30, concurrency = 80, min_instances = 0, max_instances = 20 }
-    scheduled = { memory = "512Mi", cpu = "1", timeout_seconds = 120, concurrency = 1, min_instances = 0, max_instances = 1 }
+    scheduled = { memory = "512Mi", cpu = "1", timeout_seconds = 120, concurrency = 1, min_instances = 0, max_instances = 10 }
     event     = { memory = "512Mi", cpu = "1", timeout_seconds = 60, concurrency = 16, min_instances = 0, max_instances = 10 }
   }
 }
@@ -86,7 +90,9 @@ variable "function_overrides" {
     max_instances   = optional(number)
   }))
   default = {
-    Reconcile = { timeout_seconds = 1800, memory = "1Gi" }
+    # Its per-minute slices, hourly and daily runs hold a request up to 9
+    # minutes each, so about ten overlap (docs/capacity.md).
+    Reconcile = { timeout_seconds = 1800, memory = "1Gi", max_instances = 24 }
     # An export streams for up to its own 10-minute deadline.
     Account            = { timeout_seconds = 660 }
     DetectManipulation = { timeout_seconds = 600, memory = "1Gi" }
@@ -112,7 +118,7 @@ variable "spanner_edition" {
 
 variable "spanner_processing_units" {
   type    = number
-  default = 100
+  default = 200
 }
 
 variable "spanner_version_retention" {

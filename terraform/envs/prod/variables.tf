@@ -79,6 +79,10 @@ variable "alert_emails" {
   }
 }
 
+# Sized by the capacity model (make capacity, docs/capacity.md), which
+# make test runs: each scheduled run takes an instance of its own (rollup
+# partitions, reconciliation slices and the hourly and daily runs overlap,
+# and Scheduler does not retry a 429).
 variable "function_defaults" {
   type = map(object({
     memory          = string
@@ -89,9 +93,9 @@ variable "function_defaults" {
     max_instances   = number
   }))
   default = {
-    http      = { memory = "512Mi", cpu = "1", timeout_seconds = 30, concurrency = 80, min_instances = 2, max_instances = 1000 }
-    scheduled = { memory = "512Mi", cpu = "1", timeout_seconds = 120, concurrency = 1, min_instances = 0, max_instances = 1 }
-    event     = { memory = "512Mi", cpu = "1", timeout_seconds = 60, concurrency = 16, min_instances = 0, max_instances = 100 }
+    http      = { memory = "512Mi", cpu = "1", timeout_seconds = 30, concurrency = 80, min_instances = 2, max_instances = 1300 }
+    scheduled = { memory = "512Mi", cpu = "1", timeout_seconds = 120, concurrency = 1, min_instances = 0, max_instances = 10 }
+    event     = { memory = "512Mi", cpu = "1", timeout_seconds = 60, concurrency = 16, min_instances = 0, max_instances = 1400 }
   }
 }
 
@@ -105,10 +109,14 @@ variable "function_overrides" {
     max_instances   = optional(number)
   }))
   default = {
-    Reconcile = { timeout_seconds = 1800, memory = "1Gi" }
+    # Its per-minute slices, hourly and daily runs hold a request up to 9
+    # minutes each, so about ten overlap (docs/capacity.md).
+    Reconcile = { timeout_seconds = 1800, memory = "1Gi", max_instances = 24 }
     # An export streams for up to its own 10-minute deadline.
     Account            = { timeout_seconds = 660 }
     DetectManipulation = { timeout_seconds = 600, memory = "1Gi" }
+    # One push at a time, each watch of a message applied in turn.
+    ApplyHistory = { max_instances = 3200 }
   }
 }
 
@@ -144,7 +152,7 @@ variable "spanner_autoscaling" {
   })
   default = {
     min_processing_units      = 1000
-    max_processing_units      = 10000
+    max_processing_units      = 250000
     high_priority_cpu_percent = 45
     storage_percent           = 80
   }
@@ -164,8 +172,8 @@ variable "bigtable_clusters" {
     storage_type = optional(string, "SSD")
   }))
   default = [
-    { id = "engagement-c1", zone = "us-central1-b", min_nodes = 3, max_nodes = 30 },
-    { id = "engagement-c2", zone = "us-east1-c", min_nodes = 3, max_nodes = 30 },
+    { id = "engagement-c1", zone = "us-central1-b", min_nodes = 3, max_nodes = 120 },
+    { id = "engagement-c2", zone = "us-east1-c", min_nodes = 3, max_nodes = 120 },
   ]
 }
 

@@ -60,7 +60,7 @@ variable "go_runtime" {
 }
 
 variable "function_defaults" {
-  description = "Resources per function kind (http, scheduled, event). A concurrency above 1 needs cpu of 1 or more."
+  description = "Resources per function kind (http, scheduled, event); a concurrency above 1 needs cpu of 1 or more; make capacity checks them against the design load."
   type = map(object({
     memory          = string
     cpu             = string
