@@ -3,7 +3,7 @@ GO       ?= go
 PORT     ?= 8080
 TESTARGS ?=
 
-.PHONY: run test test-go test-terraform vet bench fuzz fuzz-brief soak
+.PHONY: run test test-go test-terraform vet bench capacity fuzz fuzz-brief soak
 
 ## run: start the emulators and every function at http://localhost:$(PORT)
 # exec: the runner's parent is make itself, whose death it notices.
@@ -38,13 +38,17 @@ test-go:
 test-terraform:
 	bash terraform/check.sh
 
-## bench: benchmarks on the local stack, figures side by side
+## bench: benchmarks on the local stack, figures side by side; the per-operation costs go to docs/benchmarks/costs.json
 bench:
-	$(GO) run ./cmd/bench
+	$(GO) run ./cmd/bench -costs docs/benchmarks/costs.json
 	$(GO) run ./cmd/benchjobs
 	$(GO) test -run '^$$' -bench BenchmarkVerify ./shared/auth/
 	$(GO) run ./cmd/withemulators -- $(GO) test -run '^$$' -bench BenchmarkHistoryFirstPage -benchtime 200x ./shared/history/historystore/
 	$(GO) run ./cmd/withemulators -- $(GO) test -run '^$$' -bench BenchmarkExpireHistoryCost -benchtime 1x ./functions/expirehistory/
+
+## capacity: each environment's capacity plan from its Terraform, topology.json and docs/benchmarks/costs.json (docs/capacity.md)
+capacity:
+	$(GO) run ./cmd/capacity
 
 ## soak: a bounded mixed load with faults on the local stack; prints drift (must be 0)
 SOAK ?= 10m
