@@ -47,3 +47,50 @@ func TestServerAnswers503UntilSet(t *testing.T) {
 		t.Errorf("after Set: %d %q, want 200 /push/X", code, body)
 	}
 }
+
+// Pushes counts an event function's pushes and the time at least one was
+// in progress: two pushes held at once count that time once, not twice.
+func TestServerCountsPushes(t *testing.T) {
+	s, err := StartServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	entered, release := make(chan struct{}), make(chan struct{})
+	s.Set(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/push/X" {
+			entered <- struct{}{}
+			<-release
+		}
+	}))
+	start := time.Now()
+	done := make(chan error, 2)
+	for range 2 {
+		go func() {
+			resp, err := http.Post(s.PushEndpoint("X"), "application/json", nil)
+			if err == nil {
+				resp.Body.Close()
+			}
+			done <- err
+		}()
+	}
+	<-entered
+	<-entered // both in progress at once
+	close(release)
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	window := time.Since(start)
+	if resp, err := http.Get(s.URL + "/v1/other"); err == nil {
+		resp.Body.Close()
+	}
+	n, busy := s.Pushes("X")
+	if n != 2 || busy <= 0 || busy > window {
+		t.Errorf("Pushes = %d, %v; want 2 pushes held for at most the %v both took", n, busy, window)
+	}
+	if n, _ := s.Pushes("other"); n != 0 {
+		t.Errorf("a request that is no push counted as one")
+	}
+}
