@@ -56,8 +56,9 @@ func record(name string, value float64, unit, what string) {
 }
 
 // writeCosts merges this run's figures into path, under a run named by
-// the time it started, and drops runs no figure names any longer.
-func writeCosts(path string, started time.Time) error {
+// the time it started at commit, and drops runs no figure names any
+// longer.
+func writeCosts(path string, started time.Time, commit string) error {
 	measured.Lock()
 	defer measured.Unlock()
 	if len(measured.figures) == 0 {
@@ -78,7 +79,7 @@ func writeCosts(path string, started time.Time) error {
 	id := "bench-" + started.UTC().Format("20060102T150405Z")
 	f.Runs[id] = costsRun{
 		Command: "go run ./cmd/withemulators -- go run ./cmd/bench " + strings.Join(os.Args[1:], " "),
-		Commit:  gitCommit(),
+		Commit:  commit,
 		Date:    started.UTC().Format(time.RFC3339),
 		Machine: machine(),
 		Uptime:  uptime(),

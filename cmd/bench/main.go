@@ -64,7 +64,7 @@ func main() {
 }
 
 func realMain(ctx context.Context) error {
-	started := time.Now()
+	started, commit := time.Now(), gitCommit()
 	var o options
 	flag.IntVar(&o.reactions, "reactions", 1000, "hot-item reactions per configuration (one per user)")
 	flag.IntVar(&o.concurrency, "concurrency", 64, "concurrent clients")
@@ -106,7 +106,7 @@ func realMain(ctx context.Context) error {
 	section := func(name string) bool { return o.only == "" || slices.Contains(strings.Split(o.only, ","), name) }
 	if o.costs != "" {
 		defer func() {
-			if err := writeCosts(o.costs, started); err != nil {
+			if err := writeCosts(o.costs, started, commit); err != nil {
 				fmt.Fprintf(os.Stderr, "bench: writing %s: %v\n", o.costs, err)
 			}
 		}()
