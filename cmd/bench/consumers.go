@@ -1,7 +1,7 @@
 package main
 
-// The consumers benchmark: the production push handlers of ApplyCounters and
-// ApplyViews (host.Push over the real stores on the emulators) fed the same
+// The consumers benchmark: the production push handlers of ApplyCounters,
+// ApplyViews and ApplyHistory (host.Push over the real stores on the emulators) fed the same
 // number of Pub/Sub pushes over HTTP with 1 and more pushes in flight, side
 // by side: messages/s and the CPU this process spent per message. The pushes
 // come from the load child (load.go), so this process's CPU is the
@@ -19,10 +19,14 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/videngage/engagement/cmd/internal/localstack"
 	applycountersfn "github.com/videngage/engagement/functions/applycounters"
+	applyhistoryfn "github.com/videngage/engagement/functions/applyhistory"
 	applyviewsfn "github.com/videngage/engagement/functions/applyviews"
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/internal/emulators"
@@ -88,6 +92,8 @@ func runConsumersBench(ctx context.Context, es *emulators.Stack, o consumersOpti
 	mux := http.NewServeMux()
 	mux.Handle("/push/ApplyCounters", applycountersfn.New(store, nil))
 	mux.Handle("/push/ApplyViews", applyviewsfn.New(historystore.NewClaims(c.BigtableTx), staging, nil))
+	histories := historystore.New(c.Bigtable)
+	mux.Handle("/push/ApplyHistory", applyhistoryfn.New(histories, nil))
 	// The floor: a handler that reads the push and acknowledges it.
 	mux.Handle("/push/floor", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
@@ -135,6 +141,29 @@ func runConsumersBench(ctx context.Context, es *emulators.Stack, o consumersOpti
 			}
 			return counterCheck(func(v counter.Values) int64 { return v.Views })(ctx, items, want)
 		}},
+		{"ApplyHistory", func(run string) ([]string, int, []string, error) {
+			bodies, units, _, err := viewPushes(run, o)
+			return bodies, units, viewers(run, units), err
+		}, func(ctx context.Context, users []string, want int) error {
+			// Every viewer's history holds its one watch.
+			var found atomic.Int64
+			g, ctx := errgroup.WithContext(ctx)
+			g.SetLimit(16)
+			for _, u := range users {
+				g.Go(func() error {
+					page, err := histories.List(ctx, u, nil, time.Time{}, 2)
+					found.Add(int64(len(page.Entries)))
+					return err
+				})
+			}
+			if err := g.Wait(); err != nil {
+				return err
+			}
+			if n := found.Load(); n != int64(want) {
+				return fmt.Errorf("histories hold %d watches, want %d", n, want)
+			}
+			return nil
+		}},
 		{"floor", func(run string) ([]string, int, []string, error) {
 			b, n, _, err := counterPushes(run, o)
 			return b, n, nil, err
@@ -169,6 +198,7 @@ func runConsumersBench(ctx context.Context, es *emulators.Stack, o consumersOpti
 			runs = append(runs, consumerRun{function: cs.name, inFlight: level, elapsed: elapsed, cpu: cpu, units: units})
 		}
 	}
+	recordConsumers(o, runs)
 	report := consumersReport(o, uptime, runs)
 	fmt.Print(report)
 	if o.out != "" {
@@ -236,7 +266,7 @@ func viewPushes(run string, o consumersOptions) (bodies []string, units int, ite
 		ws := make([]history.Watch, o.watches)
 		for j := range ws {
 			n := i*o.watches + j
-			ws[j] = history.NewWatch(fmt.Sprintf("u-%s-%d", run, n), items[n%len(items)], at.Add(time.Duration(n)*time.Millisecond), 1)
+			ws[j] = history.NewWatch(viewer(run, n), items[n%len(items)], at.Add(time.Duration(n)*time.Millisecond), 1)
 		}
 		b := history.NewBatch(ws)
 		data, err := b.Encode()
@@ -247,6 +277,37 @@ func viewPushes(run string, o consumersOptions) (bodies []string, units int, ite
 		bodies = append(bodies, string(bus.PushBody(bus.Message{ID: fmt.Sprintf("%s-%d", run, i), Data: data, Attributes: attrs}, "history-views")))
 	}
 	return bodies, o.messages * o.watches, items, nil
+}
+
+// deployedPushes is the pushes an event function's instance takes at once
+// (function_defaults.event.concurrency in both environments): the level
+// whose CPU per message sizes the deployed consumers (-costs).
+const deployedPushes = 16
+
+// recordConsumers notes each consumer's CPU per message at the deployed
+// level for -costs.
+func recordConsumers(o consumersOptions, runs []consumerRun) {
+	per := map[string]int{"ApplyCounters": o.events, "ApplyViews": o.watches, "ApplyHistory": o.watches}
+	for _, r := range runs {
+		n, ok := per[r.function]
+		if !ok || r.inFlight != deployedPushes {
+			continue
+		}
+		record(strings.ToLower(r.function)+".cpu_us_per_message", float64(r.cpu.Microseconds())/float64(o.messages), "µs",
+			fmt.Sprintf("CPU %s's push handler spent per message of %d, %d pushes in flight", r.function, n, r.inFlight))
+	}
+}
+
+// viewer is the user of viewPushes' nth watch of a run.
+func viewer(run string, n int) string { return fmt.Sprintf("u-%s-%d", run, n) }
+
+// viewers are the users of a run's n watches.
+func viewers(run string, n int) []string {
+	users := make([]string, n)
+	for i := range users {
+		users[i] = viewer(run, i)
+	}
+	return users
 }
 
 // consumersReport is the markdown report: the machine, then a row per
