@@ -320,11 +320,11 @@ func consumersReport(o consumersOptions, uptime string, runs []consumerRun) stri
 	fmt.Fprintf(&b, "- commit: %s\n- date: %s\n- machine: %s, %d CPUs, %s\n- uptime before the runs: %s\n\n",
 		command("git", "rev-parse", "--short", "HEAD"), time.Now().UTC().Format(time.RFC3339),
 		runtime.GOOS+"/"+runtime.GOARCH, runtime.NumCPU(), runtime.Version(), uptime)
-	b.WriteString("The production push handlers (`host.Push`) of ApplyCounters and ApplyViews (folded views) over the emulators, " +
+	b.WriteString("The production push handlers (`host.Push`) of ApplyCounters, ApplyViews (folded views) and ApplyHistory over the emulators, " +
 		"one process, fed over loopback HTTP by a separate load process; `floor` is a handler that reads the push and answers 204. " +
 		"The Pub/Sub emulator keeps at most 2 pushes in flight per subscription, so it does not deliver these pushes. " +
 		"CPU is this process's (user + system), not the emulators'; each run's counts are checked exact afterwards. " +
-		"The machine is shared with other work: read the ratios, not the absolute figures.\n\n")
+		"The machine may be shared with other work (see uptime): read the ratios first. The CPU per message at 16 in flight (the deployed concurrency) goes to docs/benchmarks/costs.json with -costs.\n\n")
 	b.WriteString("| function | in flight | messages | messages/s | events or watches/s | CPU per message | vCPU busy |\n|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range runs {
 		msgs := o.messages

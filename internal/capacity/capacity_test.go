@@ -58,10 +58,10 @@ func TestEnvironmentsCarryTheirLoad(t *testing.T) {
 // Copies broken on purpose: each must be refused, naming what breaks.
 func TestBrokenCopiesFail(t *testing.T) {
 	cases := []struct {
-		name  string
-		env   string
+		name    string
+		env     string
 		breakIt func(t *testing.T, d *Deployment, p *Plan)
-		want  string // in a violation
+		want    string // in a violation
 	}{
 		{"two rollup partitions on one instance with concurrency 1", "prod", func(t *testing.T, d *Deployment, _ *Plan) {
 			setFn(d, "Rollup", func(f *Function) { f.MaxInstances, f.Concurrency = 1, 1 })
@@ -73,11 +73,11 @@ func TestBrokenCopiesFail(t *testing.T) {
 			setFn(d, "Reconcile", func(f *Function) { f.MaxInstances, f.Concurrency = 2, 1 })
 		}, "Reconcile: 2 instances"},
 		{"a prod event function capped below its peak", "prod", func(t *testing.T, d *Deployment, p *Plan) {
-			need := fnPlan(t, p, "ApplyCounters").BusySlots
-			setFn(d, "ApplyCounters", func(f *Function) { f.MaxInstances = int(need) - 1 })
+			need := fnPlan(t, p, "ApplyCounters").Instances
+			setFn(d, "ApplyCounters", func(f *Function) { f.MaxInstances = int(math.Ceil(need)) - 1 })
 		}, "ApplyCounters"},
 		{"a prod event function with less than 2× headroom", "prod", func(t *testing.T, d *Deployment, p *Plan) {
-			need := fnPlan(t, p, "ApplyViews").BusySlots
+			need := fnPlan(t, p, "ApplyViews").Instances
 			setFn(d, "ApplyViews", func(f *Function) { f.MaxInstances = int(math.Ceil(1.5 * need)) })
 		}, "ApplyViews"},
 		{"a public function with dev's instance limit in prod", "prod", func(t *testing.T, d *Deployment, _ *Plan) {
@@ -216,8 +216,8 @@ func TestBrokenTerraformFails(t *testing.T) {
 			"Rollup: 1 instances × concurrency 1"},
 		{"prod no longer passes its overrides (the module's default is none)", "terraform/envs/prod/main.tf",
 			`function_overrides\s*=\s*var\.function_overrides`, ``, "Reconcile: timeout"},
-		{"event functions back at 100 instances", "terraform/envs/prod/variables.tf",
-			`(event\s*=\s*\{[^}]*max_instances\s*=\s*)[0-9]+`, `${1}100`, "ApplyCounters"},
+		{"event functions back at one push at a time", "terraform/envs/prod/variables.tf",
+			`(event\s*=\s*\{[^}]*concurrency\s*=\s*)[0-9]+`, `${1}1`, "ApplyCounters"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -243,8 +243,8 @@ func TestConcurrencyFromTheModuleExpression(t *testing.T) {
 		expr string
 		want int
 	}{
-		{`max_instance_request_concurrency = each.value.kind == "event" ? 1 : local.function_settings[each.key].concurrency`, 1},
-		{`max_instance_request_concurrency = local.function_settings[each.key].concurrency`, 40},
+		{`max_instance_request_concurrency = each.value.kind == "event" ? 1 : local.function_settings[each.value.name].concurrency`, 1},
+		{`max_instance_request_concurrency = local.function_settings[each.value.name].concurrency`, 40},
 	} {
 		dir := copyTree(t)
 		edit(t, dir, "terraform/modules/engagement/functions.tf", attr, c.expr)

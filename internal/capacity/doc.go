@@ -122,8 +122,9 @@ const assumptions = `## Assumptions, and what would invalidate them
   Scheduler does not retry (` + "`retry_count = 0`" + `), and Cloud Run answers 429 to
   a request no instance takes in time, so every overlapping run needs a
   slot of its own: a run that waited for another's minute would be refused.
-- **Event functions** take one push at a time (` + "`functions.tf`" + ` forces
-  concurrency 1 for the CloudEvent path); their instances are sized by the
-  messages in flight. A consumer serving many pushes at once changes that
-  line of the model to CPU per message, which needs measuring first.
+- **Event functions** take ` + "`function_defaults.event.concurrency`" + ` pushes at
+  once (` + "`host.Push`" + `): their instances are sized by the larger of the messages
+  in flight over that concurrency and the CPU the messages need, from each
+  consumer's CPU per message at the deployed concurrency (the consumers
+  benchmark, ` + "`docs/benchmarks/consumers.md`" + `).
 `

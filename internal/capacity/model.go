@@ -216,9 +216,9 @@ func Model(d *Deployment, c *Costs, prof Profile) (*Plan, error) {
 			"watches/s × measured CPU and time a request (CPU includes both consumers, the folds and the benchmark's clients)"},
 		"Counts": {anon + signed, anon*anonWall + signed*signedWall, anon*anonCPU + signed*signedCPU,
 			fmt.Sprintf("%.0f%% signed-in reads, no CDN hits; measured CPU and time a read of each kind", prof.SignedInShare*100)},
-		// The local stack serves each event function one push at a time,
-		// as deployed: the time it held a message is what the message
-		// occupies of an instance.
+		// The time a message held the local stack's push endpoint is the
+		// slot it occupies; an instance taking several pushes at once is
+		// sized by CPU per message below.
 		"ApplyCounters": {reactionMsgs + commentMsgs,
 			reactionMsgs*f.get("reaction.push_ms")/1000 + commentMsgs*f.get("comment.push_ms")/1000, 0,
 			"counter messages/s (reactions and comments) × measured time ApplyCounters held one"},

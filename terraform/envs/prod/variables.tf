@@ -95,7 +95,7 @@ variable "function_defaults" {
   default = {
     http      = { memory = "512Mi", cpu = "1", timeout_seconds = 30, concurrency = 80, min_instances = 2, max_instances = 1300 }
     scheduled = { memory = "512Mi", cpu = "1", timeout_seconds = 120, concurrency = 1, min_instances = 0, max_instances = 10 }
-    event     = { memory = "512Mi", cpu = "1", timeout_seconds = 60, concurrency = 16, min_instances = 0, max_instances = 1400 }
+    event     = { memory = "512Mi", cpu = "1", timeout_seconds = 60, concurrency = 16, min_instances = 0, max_instances = 200 }
   }
 }
 
@@ -115,8 +115,8 @@ variable "function_overrides" {
     # An export streams for up to its own 10-minute deadline.
     Account            = { timeout_seconds = 660 }
     DetectManipulation = { timeout_seconds = 600, memory = "1Gi" }
-    # One push at a time, each watch of a message applied in turn.
-    ApplyHistory = { max_instances = 3200 }
+    # A history message costs the most CPU of the consumers (a write per watch).
+    ApplyHistory = { max_instances = 400 }
   }
 }
 
