@@ -91,7 +91,7 @@ func runConsumersBench(ctx context.Context, es *emulators.Stack, o consumersOpti
 	staging := viewstore.NewStaging(c.BigtableTx)
 	mux := http.NewServeMux()
 	mux.Handle("/push/ApplyCounters", applycountersfn.New(store, nil))
-	mux.Handle("/push/ApplyViews", applyviewsfn.New(historystore.NewClaims(c.BigtableTx), staging, nil))
+	mux.Handle("/push/ApplyViews", applyviewsfn.New(historystore.NewClaims(c.BigtableTx, c.Config.History.ViewWindow), staging, nil, nil))
 	histories := historystore.New(c.Bigtable)
 	mux.Handle("/push/ApplyHistory", applyhistoryfn.New(histories, nil))
 	// The floor: a handler that reads the push and acknowledges it.
@@ -255,13 +255,14 @@ func counterPushes(run string, o consumersOptions) (bodies []string, units int, 
 }
 
 // viewPushes are o.messages batches of o.watches watches each, every watch
-// by another user, over o.items videos: what the History function
+// by another user, over o.items videos, dated a minute before they are
+// built (each a view of its viewing window): what the History function
 // publishes.
 func viewPushes(run string, o consumersOptions) (bodies []string, units int, items []string, err error) {
 	for k := range o.items {
 		items = append(items, fmt.Sprintf("bv-%s-%03d", run, k))
 	}
-	at := time.Now().UTC().Add(-time.Hour)
+	at := time.Now().UTC().Add(-time.Minute)
 	for i := range o.messages {
 		ws := make([]history.Watch, o.watches)
 		for j := range ws {

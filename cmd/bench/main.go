@@ -80,7 +80,6 @@ func realMain(ctx context.Context) error {
 	flag.IntVar(&vo.watchers, "watchers", 64, "views benchmark: concurrent clients")
 	flag.IntVar(&vo.moreWatchers, "more-watchers", 256, "views benchmark: concurrent clients of the second pair of batched runs (0: none)")
 	flag.BoolVar(&vo.baseline, "views-baseline", true, "views benchmark: run the per-watch path (HISTORY_BATCHING=off) first")
-	flag.IntVar(&vo.viewers, "viewers", 1000, "views benchmark: distinct users among the watches")
 	flag.IntVar(&vo.retryOne, "retry-one", 10, "views benchmark: one watch in this many is sent twice (a client's retry)")
 	flag.IntVar(&vo.store, "store-viewers", 100000, "distinct viewers through the counter store")
 	flag.IntVar(&vo.sketch, "sketch-viewers", 1000000, "distinct viewers through the sketch alone")

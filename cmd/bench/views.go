@@ -6,7 +6,7 @@ package main
 // (HISTORY_BATCHING=off, the path before batching), then batched, each batch
 // counted in a transaction of its own (VIEWS_COUNTING=direct) and staged in
 // Bigtable for the views fold (folded), at two client counts; then the
-// precision of uniqueViewers at 1,000 viewers (the same run, through the
+// precision of uniqueViewers at one viewer a watch (the same run, through the
 // API), 100,000 (through the counter store: shards, fold, read) and
 // 1,000,000 (the sketch code alone), with the bytes a sketch takes.
 
@@ -50,7 +50,6 @@ type viewsOptions struct {
 	moreWatchers int
 	// baseline runs the per-watch path (HISTORY_BATCHING=off) first.
 	baseline bool
-	viewers  int // distinct users among them
 	retryOne int // one watch in retryOne is sent twice (a client's retry)
 	store    int // distinct viewers through the counter store
 	sketch   int // distinct viewers through the sketch alone
@@ -136,7 +135,7 @@ func runViewsBench(ctx context.Context, es *emulators.Stack, o viewsOptions) err
 	}
 	sk := sketchViewers(o.sketch)
 	b := rs[batched]
-	printViews(os.Stdout, o, rs, []precision{b.precision(int64(o.viewers), fmt.Sprintf("API, the folded run, %d clients", b.watchers)), store, sk})
+	printViews(os.Stdout, o, rs, []precision{b.precision(int64(o.watches), fmt.Sprintf("API, the folded run, %d clients", b.watchers)), store, sk})
 	return nil
 }
 
@@ -183,7 +182,7 @@ func newViewsStack(ctx context.Context, cfg *config.Config, srv *localstack.Serv
 		if cfg.History.ViewsCounting == config.ViewsFolded {
 			sink = staging
 		}
-		mux.Handle("/push/ApplyViews", applyviewsfn.New(historystore.NewClaims(more.BigtableTx), sink, nil))
+		mux.Handle("/push/ApplyViews", applyviewsfn.New(historystore.NewClaims(more.BigtableTx, more.Config.History.ViewWindow), sink, nil, nil))
 		// The rollup's views fold, every VIEWS_FOLD_INTERVAL.
 		fctx, cancel := context.WithCancel(context.Background())
 		stopFold = func() { cancel(); folding.Wait() }
@@ -229,7 +228,9 @@ func viewsMode(ctx context.Context, es *emulators.Stack, mode, counting string, 
 	}
 	defer closeAll()
 
-	tokens := make([]string, o.viewers)
+	// A user's watches of a video within the viewing window are one view:
+	// every watch is a viewer's own.
+	tokens := make([]string, o.watches)
 	for i := range tokens {
 		if tokens[i], err = st.Issuer.Mint(fmt.Sprintf("viewer-%d", i)); err != nil {
 			return r, err
@@ -244,9 +245,9 @@ func viewsMode(ctx context.Context, es *emulators.Stack, mode, counting string, 
 		return r, err
 	}
 
-	// Watch i is viewer i%viewers's watch at a time of its own; one in
+	// Watch i is viewer i's, within the viewing window; one in
 	// retryOne is sent a second time right after (a client's retry).
-	base := time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
+	base := time.Now().UTC().Add(-time.Minute).Truncate(time.Millisecond)
 	var jobs []int
 	for i := range o.watches {
 		jobs = append(jobs, i)
@@ -279,7 +280,7 @@ func viewsMode(ctx context.Context, es *emulators.Stack, mode, counting string, 
 				i := jobs[j]
 				body := fmt.Sprintf(`{"videoId":"hot","watchedAt":%q}`, base.Add(time.Duration(i)*time.Millisecond).Format(time.RFC3339Nano))
 				for attempt := 0; ; attempt++ {
-					code, b, err := do(client, "POST", srv.URL+"/v1/history", tokens[i%o.viewers], body)
+					code, b, err := do(client, "POST", srv.URL+"/v1/history", tokens[i], body)
 					if err == nil && code == 202 {
 						break
 					}
@@ -456,7 +457,7 @@ func printViews(w io.Writer, o viewsOptions, rs []viewsResult, ps []precision) {
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "\nViews on the local stack: %d watches of one video by %d users (%d requests with retries), 2 cores\n\n",
-		o.watches, o.viewers, rs[0].requests)
+		o.watches, o.watches, rs[0].requests)
 	row("HISTORY_BATCHING", func(r viewsResult) string { return r.mode })
 	row("VIEWS_COUNTING", func(r viewsResult) string { return r.counting })
 	row("concurrent clients", func(r viewsResult) string { return fmt.Sprint(r.watchers) })

@@ -14,8 +14,14 @@
 //     refuses a second time (idempotence per batch, not per view);
 //   - a crash after the claims and before the stage (or count) leaves the
 //     claims to the batch's redelivery, which stages them;
-//   - a client's retry of the same watch (user, video, watchedAt), in
-//     another batch, finds the watch claimed and does not count it.
+//   - a client's retry of the same watch, or any other watch of the video by
+//     the user received in the same viewing window (VIEW_WINDOW), finds the
+//     view claimed and does not count it; a watch dated more than a window
+//     before its receipt is history but never a view.
+//
+// The views each account is counted per clock hour are tallied too, and an
+// account counted more than a person can watch (MAX_VIEWS_PER_HOUR) is
+// flagged automatically (moderation.ViewVelocity).
 package applyviewsfn
 
 import (
@@ -35,6 +41,8 @@ import (
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
+	"github.com/videngage/engagement/shared/moderation"
+	"github.com/videngage/engagement/shared/reaction/reactionstore"
 	"github.com/videngage/engagement/shared/spannerdb"
 	"github.com/videngage/engagement/shared/telemetry"
 	"github.com/videngage/engagement/shared/views/viewstore"
@@ -43,23 +51,39 @@ import (
 func init() {
 	host.RegisterPush("ApplyViews", host.NeedSpanner|host.NeedBigtable,
 		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
-			claims := historystore.NewClaims(c.BigtableTx)
+			claims := historystore.NewClaims(c.BigtableTx, c.Config.History.ViewWindow)
+			var velocity *VelocityCheck
+			if n := c.Config.History.MaxViewsPerHour; n > 0 {
+				velocity = &VelocityCheck{
+					Counter: historystore.NewVelocity(c.BigtableTx),
+					Flagger: reactionstore.New(spannerdb.Wrap(c.Spanner, c.Config), 0),
+					Params:  moderation.ViewVelocity{MaxPerHour: int64(n)},
+				}
+			}
 			if c.Config.History.ViewsCounting == config.ViewsFolded {
-				return New(claims, viewstore.NewStaging(c.BigtableTx), c.Metrics), nil
+				return New(claims, viewstore.NewStaging(c.BigtableTx), velocity, c.Metrics), nil
 			}
 			store, err := counterstore.Consumer(spannerdb.Wrap(c.Spanner, c.Config), c.Config.Counters)
 			if err != nil {
 				return nil, err
 			}
-			return New(claims, Direct{store}, c.Metrics), nil
+			return New(claims, Direct{store}, velocity, c.Metrics), nil
 		})
 }
 
 // Interfaces of what the function uses.
 type (
-	// Claims records which batch counts each watch.
+	// Claims records which batch counts each view.
 	Claims interface {
-		Claim(ctx context.Context, batchID string, ws []history.Watch) ([]history.Watch, error)
+		Claim(ctx context.Context, batchID string, ws []history.Watch) (historystore.Claimed, error)
+	}
+	// VelocityCounter tallies the views each account is counted per hour.
+	VelocityCounter interface {
+		Add(ctx context.Context, fresh []history.Watch) ([]historystore.HourViews, error)
+	}
+	// Flagger flags accounts automatically.
+	Flagger interface {
+		FlagAccounts(ctx context.Context, groups []moderation.Group) (int, error)
 	}
 	// Counters applies counter events idempotently.
 	Counters interface {
@@ -82,35 +106,78 @@ func (d Direct) Put(ctx context.Context, _ string, evs []events.Event) error {
 	return err
 }
 
+// VelocityCheck flags the accounts counted views faster than a person can
+// watch.
+type VelocityCheck struct {
+	Counter VelocityCounter
+	Flagger Flagger
+	Params  moderation.ViewVelocity
+}
+
+// check tallies the batch's fresh views and flags the accounts over the
+// limit. An account over it is flagged again by each batch that counts it
+// a view within the hour (flagging again changes nothing), so a failed
+// flag is made good by its next view.
+func (v *VelocityCheck) check(ctx context.Context, fresh []history.Watch) error {
+	if v == nil || len(fresh) == 0 {
+		return nil
+	}
+	hours, err := v.Counter.Add(ctx, fresh)
+	if err != nil {
+		return err
+	}
+	counts := make([]moderation.AccountViews, len(hours))
+	for i, h := range hours {
+		counts[i] = moderation.AccountViews{UserID: h.UserID, Hour: h.Hour, Views: h.Views}
+	}
+	groups := v.Params.Judge(counts)
+	if len(groups) == 0 {
+		return nil
+	}
+	n, err := v.Flagger.FlagAccounts(ctx, groups)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		slog.InfoContext(ctx, "applyviews: accounts flagged for their view velocity", "flagged", n, "maxPerHour", v.Params.MaxPerHour)
+	}
+	return nil
+}
+
 const name = "ApplyViews"
 
 // New returns the event function's push handler (host.Push). It asks for a
 // redelivery when Bigtable or Spanner failed: Pub/Sub redelivers the batch,
 // which owns the same watches, also when that delivery overlaps another one
 // (each claim is one atomic row mutation). A message that can never be
-// applied is refused as poison, so that Pub/Sub dead-letters it. m may be
-// nil.
-func New(claims Claims, views Views, m *telemetry.Metrics) http.Handler {
+// applied is refused as poison, so that Pub/Sub dead-letters it. velocity
+// and m may be nil.
+func New(claims Claims, views Views, velocity *VelocityCheck, m *telemetry.Metrics) http.Handler {
 	return host.Push(name, m, func(ctx context.Context, msg bus.Message) error {
 		b, err := history.DecodeBatch(msg.Data)
 		if err != nil {
 			return fmt.Errorf("%w: %w", bus.ErrPoison, err)
 		}
 		m.BatchSize(ctx, name, len(b.Watches))
-		owned, err := claims.Claim(ctx, b.ID, b.Watches)
+		claimed, err := claims.Claim(ctx, b.ID, b.Watches)
 		if err != nil {
 			return fmt.Errorf("applyviews: batch %s: %w", b.ID, err)
 		}
-		evs := ViewEvents(b.ID, owned)
-		if len(evs) == 0 {
-			return nil
+		evs := ViewEvents(b.ID, claimed.Owned)
+		if len(evs) > 0 {
+			if err := views.Put(ctx, b.ID, evs); err != nil {
+				slog.WarnContext(ctx, "applyviews: count failed; Pub/Sub will redeliver", "messageId", msg.ID, "batchId", b.ID, "error", err.Error())
+				return fmt.Errorf("applyviews: batch %s: %w", b.ID, err)
+			}
 		}
-		if err := views.Put(ctx, b.ID, evs); err != nil {
-			slog.WarnContext(ctx, "applyviews: count failed; Pub/Sub will redeliver", "messageId", msg.ID, "batchId", b.ID, "error", err.Error())
-			return fmt.Errorf("applyviews: batch %s: %w", b.ID, err)
+		if err := velocity.check(ctx, claimed.Fresh); err != nil {
+			// The views are counted; the redelivery counts them once more
+			// (refused) and judges the velocity again on the account's
+			// next view.
+			return fmt.Errorf("applyviews: batch %s: view velocity: %w", b.ID, err)
 		}
 		slog.DebugContext(ctx, "applyviews: counted", "messageId", msg.ID, "batchId", b.ID,
-			"watches", len(b.Watches), "owned", len(owned), "events", len(evs))
+			"watches", len(b.Watches), "owned", len(claimed.Owned), "events", len(evs))
 		return nil
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"sync"
 	"testing"
@@ -18,6 +19,8 @@ import (
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
+	"github.com/videngage/engagement/shared/moderation"
+	"github.com/videngage/engagement/shared/reaction/reactionstore"
 	"github.com/videngage/engagement/shared/spannerdb"
 	"github.com/videngage/engagement/shared/views"
 	"github.com/videngage/engagement/shared/views/viewstore"
@@ -25,7 +28,6 @@ import (
 
 func TestMain(m *testing.M) { emulatortest.Main(m) }
 
-// push delivers a message of data to h and returns what Pub/Sub does with it.
 func push(t *testing.T, h http.Handler, id string, data []byte) pushtest.Outcome {
 	t.Helper()
 	return pushtest.Deliver(t, h, bus.Message{ID: id, Data: data}, "history-views")
@@ -53,24 +55,50 @@ func (c *crashing) Put(ctx context.Context, batchID string, evs []events.Event) 
 	return c.inner.Put(ctx, batchID, evs)
 }
 
+// received is a watch of the video by the user dated `dated` before its
+// receipt at recv: what History publishes for a request accepted at recv.
+func received(user, video string, recv time.Time, dated time.Duration) history.Watch {
+	w := history.NewWatch(user, video, recv.Add(-dated), 0)
+	w.RecordedAt = recv
+	return w
+}
+
+// windows returns the starts of two consecutive viewing windows in the
+// past, so that no watch of a test is dated in the future.
+func windows(window time.Duration) (w0, w1 time.Time) {
+	now := history.ViewWindowStart(history.Watch{RecordedAt: time.Now()}, window)
+	return now.Add(-2 * window), now.Add(-window)
+}
+
 // Views are exact through redelivery, replay, re-publish, a crash before or
 // after the stage (or the commit) and a client's retry of a watch in another
-// batch; unique viewers count users, not watches. Folded, the rollup's
-// views fold counts the staged batches before each check.
-func TestViewsCountOncePerWatch(t *testing.T) {
+// batch; a user's watches of a video count one view per viewing window, and
+// a backdated watch none; unique viewers count users, not watches. Folded,
+// the rollup's views fold counts the staged batches before each check.
+func TestViewsCountOncePerWindow(t *testing.T) {
 	for _, mode := range []string{"folded", "direct"} {
-		t.Run(mode, func(t *testing.T) { testViewsCountOncePerWatch(t, mode == "folded") })
+		t.Run(mode, func(t *testing.T) { testViewsCountOncePerWindow(t, mode == "folded") })
 	}
 }
 
-func testViewsCountOncePerWatch(t *testing.T, folded bool) {
+// viewsWorld is ApplyViews on the emulators, with a way to read the counts.
+type viewsWorld struct {
+	fn     http.Handler
+	sink   *crashing
+	check  func(t *testing.T, when string, want map[string][2]int64)
+	window time.Duration
+	flags  *reactionstore.Store
+}
+
+func newViewsWorld(t *testing.T, folded bool, maxPerHour int64) *viewsWorld {
 	cfg := emulatortest.New(t)
 	c, err := host.New(context.Background(), cfg, host.NeedSpanner|host.NeedBigtable)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	store, err := counterstore.Consumer(spannerdb.Wrap(c.Spanner, c.Config), c.Config.Counters)
+	db := spannerdb.Wrap(c.Spanner, c.Config)
+	store, err := counterstore.Consumer(db, c.Config.Counters)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,27 +107,14 @@ func testViewsCountOncePerWatch(t *testing.T, folded bool) {
 	if folded {
 		sink = staging
 	}
-	counters := &crashing{inner: sink}
-	fn := applyviewsfn.New(historystore.NewClaims(c.BigtableTx), counters, nil)
-	at := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Hour)
-	watch := func(user, video string, min int) history.Watch {
-		return history.NewWatch(user, video, at.Add(time.Duration(min)*time.Minute), 0)
+	w := &viewsWorld{sink: &crashing{inner: sink}, window: c.Config.History.ViewWindow, flags: reactionstore.New(db, 0)}
+	var velocity *applyviewsfn.VelocityCheck
+	if maxPerHour > 0 {
+		velocity = &applyviewsfn.VelocityCheck{Counter: historystore.NewVelocity(c.BigtableTx), Flagger: w.flags,
+			Params: moderation.ViewVelocity{MaxPerHour: maxPerHour}}
 	}
-	deliver := func(b history.Batch) pushtest.Outcome {
-		t.Helper()
-		data, err := b.Encode()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return push(t, fn, b.ID, data)
-	}
-	mustDeliver := func(b history.Batch) {
-		t.Helper()
-		if got := deliver(b); got != pushtest.Acked {
-			t.Fatalf("batch %s: %v", b.ID, got)
-		}
-	}
-	check := func(when string, want map[string][2]int64) {
+	w.fn = applyviewsfn.New(historystore.NewClaims(c.BigtableTx, w.window), w.sink, velocity, nil)
+	w.check = func(t *testing.T, when string, want map[string][2]int64) {
 		t.Helper()
 		if folded {
 			if _, err := views.Fold(context.Background(), staging, store, views.FoldOptions{Hi: viewstore.Parts}); err != nil {
@@ -120,60 +135,185 @@ func testViewsCountOncePerWatch(t *testing.T, folded bool) {
 			}
 		}
 	}
+	return w
+}
 
-	// Batch 1: ann twice on v1 (two watch times), bob on v1 and v2.
-	b1 := history.NewBatch([]history.Watch{watch("ann", "v1", 0), watch("ann", "v1", 1), watch("bob", "v1", 0), watch("bob", "v2", 0)})
-	mustDeliver(b1)
-	mustDeliver(b1) // redelivered
-	check("batch 1 delivered twice", map[string][2]int64{"v1": {3, 2}, "v2": {1, 1}})
+func (w *viewsWorld) deliver(t *testing.T, b history.Batch) pushtest.Outcome {
+	t.Helper()
+	data, err := b.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return push(t, w.fn, b.ID, data)
+}
+
+func (w *viewsWorld) mustDeliver(t *testing.T, b history.Batch) {
+	t.Helper()
+	if got := w.deliver(t, b); got != pushtest.Acked {
+		t.Fatalf("batch %s: %v", b.ID, got)
+	}
+}
+
+func testViewsCountOncePerWindow(t *testing.T, folded bool) {
+	w := newViewsWorld(t, folded, 0)
+	w0, w1 := windows(w.window)
+	at := func(start time.Time, min int) time.Time { return start.Add(time.Duration(min) * time.Minute) }
+
+	// Batch 1, in window 0: ann twice on v1 (a replay: one view), bob on
+	// v1 and v2.
+	b1 := history.NewBatch([]history.Watch{
+		received("ann", "v1", at(w0, 1), 0), received("ann", "v1", at(w0, 2), 0),
+		received("bob", "v1", at(w0, 1), time.Minute), received("bob", "v2", at(w0, 1), 0)})
+	w.mustDeliver(t, b1)
+	w.mustDeliver(t, b1) // redelivered
+	w.check(t, "batch 1 delivered twice", map[string][2]int64{"v1": {2, 2}, "v2": {1, 1}})
 
 	// Batch 2 carries a client's retry of ann's first watch, and a new one:
 	// its count crashes after the claims, then it is redelivered.
-	b2 := history.NewBatch([]history.Watch{watch("ann", "v1", 0), watch("cat", "v1", 0)})
-	counters.n = 1
-	if got := deliver(b2); got != pushtest.Retried {
+	b2 := history.NewBatch([]history.Watch{received("ann", "v1", at(w0, 3), 2*time.Minute), received("cat", "v1", at(w0, 3), 0)})
+	w.sink.n = 1
+	if got := w.deliver(t, b2); got != pushtest.Retried {
 		t.Fatalf("a failed count: %v, want redelivered", got)
 	}
-	check("batch 2 crashed before its commit", map[string][2]int64{"v1": {3, 2}})
+	w.check(t, "batch 2 crashed before its commit", map[string][2]int64{"v1": {2, 2}})
 	// Meanwhile cat retries alone (a batch of one): b2 claimed it first.
-	mustDeliver(history.NewBatch([]history.Watch{watch("cat", "v1", 0)}))
-	check("cat's retry before batch 2's redelivery", map[string][2]int64{"v1": {3, 2}})
-	mustDeliver(b2)
-	check("batch 2 redelivered", map[string][2]int64{"v1": {4, 3}})
+	w.mustDeliver(t, history.NewBatch([]history.Watch{received("cat", "v1", at(w0, 4), time.Minute)}))
+	w.check(t, "cat's retry before batch 2's redelivery", map[string][2]int64{"v1": {2, 2}})
+	w.mustDeliver(t, b2)
+	w.check(t, "batch 2 redelivered", map[string][2]int64{"v1": {3, 3}})
 
-	// Batch 3 commits, then its instance dies before the ack.
-	b3 := history.NewBatch([]history.Watch{watch("dan", "v2", 5), watch("dan", "v2", 6)})
-	counters.n, counters.after = 1, true
-	if got := deliver(b3); got != pushtest.Retried {
+	// Batch 3: dan watches v2 in two windows, two views; it commits, then
+	// its instance dies before the ack.
+	b3 := history.NewBatch([]history.Watch{received("dan", "v2", at(w0, 5), 0), received("dan", "v2", at(w1, 6), 0)})
+	w.sink.n, w.sink.after = 1, true
+	if got := w.deliver(t, b3); got != pushtest.Retried {
 		t.Fatalf("the crash after the commit: %v, want redelivered", got)
 	}
-	counters.after = false
-	mustDeliver(b3)
-	check("batch 3 committed, then redelivered", map[string][2]int64{"v2": {3, 2}})
+	w.sink.after = false
+	w.mustDeliver(t, b3)
+	w.check(t, "batch 3 committed, then redelivered", map[string][2]int64{"v2": {3, 2}})
+
+	// Backdated watches are history, never views: dated more than a window
+	// before their receipt, as far back as 1970.
+	w.mustDeliver(t, history.NewBatch([]history.Watch{
+		received("fay", "v3", at(w1, 1), w.window+time.Millisecond),
+		received("fay", "v3", at(w1, 2), at(w1, 2).Sub(time.UnixMilli(1)))}))
+	w.check(t, "backdated watches", map[string][2]int64{"v3": {0, 0}})
+	// Dated exactly a window before its receipt: a view.
+	w.mustDeliver(t, history.NewBatch([]history.Watch{received("fay", "v3", at(w1, 3), w.window)}))
+	w.check(t, "a watch dated a window before its receipt", map[string][2]int64{"v3": {1, 1}})
 
 	// A batch naming more videos than one event holds.
 	var many []history.Watch
 	for i := range 40 {
-		many = append(many, watch(fmt.Sprintf("m%d", i), fmt.Sprintf("many-%02d", i%20), i))
+		many = append(many, received(fmt.Sprintf("m%d", i), fmt.Sprintf("many-%02d", i%20), at(w1, 1), time.Duration(i)*time.Second))
 	}
 	big := history.NewBatch(many)
-	mustDeliver(big)
-	mustDeliver(big)
-	check("40 watches of 20 videos", map[string][2]int64{"many-00": {2, 2}, "many-19": {2, 2}})
+	w.mustDeliver(t, big)
+	w.mustDeliver(t, big)
+	w.check(t, "40 watches of 20 videos", map[string][2]int64{"many-00": {2, 2}, "many-19": {2, 2}})
 
 	// The form published before batches: one watch, counted once.
-	old, _ := watch("eve", "v2", 9).Encode()
+	old, _ := received("eve", "v2", at(w1, 9), 0).Encode()
 	for range 2 {
-		if got := push(t, fn, "old", old); got != pushtest.Acked {
-			t.Fatal(got)
+		if got := push(t, w.fn, "old", old); got != pushtest.Acked {
+			t.Fatalf("a single-watch message: %v", got)
 		}
 	}
-	check("a single-watch message delivered twice", map[string][2]int64{"v2": {4, 3}})
+	w.check(t, "a single-watch message delivered twice", map[string][2]int64{"v2": {4, 3}})
 
 	for _, bad := range []string{`not json`, `{"batchId":"x","watches":[]}`, `{"batchId":"","watches":[{}]}`} {
-		if got := push(t, fn, "bad", []byte(bad)); got != pushtest.Refused {
-			t.Errorf("poison %q: %v, want refused as poison", bad, got)
+		if got := push(t, w.fn, "bad", []byte(bad)); got != pushtest.Refused {
+			t.Errorf("poison %q: %v, want refused", bad, got)
 		}
+	}
+}
+
+// Farmed views: one account posting watch after watch of one video, with
+// new and backdated watch times (1970 to 5 minutes ahead), client retries
+// and Pub/Sub redeliveries, is counted one view per viewing window in which
+// it recorded a watch dated within the window, and no more.
+func TestFarmedViewsCountOncePerWindow(t *testing.T) {
+	w := newViewsWorld(t, true, 0)
+	w0, w1 := windows(w.window)
+	w2 := w1.Add(w.window)
+	rng := rand.New(rand.NewPCG(27, 1))
+	farm := func(start time.Time, n int, backdatedOnly bool) []history.Watch {
+		var ws []history.Watch
+		for range n {
+			recv := start.Add(time.Duration(rng.Int64N(int64(w.window))))
+			var dated time.Duration
+			switch {
+			case backdatedOnly || rng.IntN(2) == 0: // before the window, as far back as 1970
+				dated = w.window + time.Millisecond + time.Duration(rng.Int64N(int64(recv.Sub(time.UnixMilli(1))-w.window-time.Millisecond)))
+			case rng.IntN(4) == 0: // ahead of the clock, within 5 minutes
+				dated = -time.Duration(rng.Int64N(int64(history.MaxFuture)))
+			default: // within the window
+				dated = time.Duration(rng.Int64N(int64(w.window)))
+			}
+			ws = append(ws, received("farmer", "farmed", recv, dated))
+		}
+		return ws
+	}
+	// Window 0 and window 1: watches of every kind; window 2: backdated
+	// ones only.
+	var all []history.Watch
+	all = append(all, farm(w0, 300, false)...)
+	all = append(all, farm(w1, 300, false)...)
+	all = append(all, farm(w2, 300, true)...)
+	rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+	for len(all) > 0 {
+		n := min(len(all), 1+rng.IntN(60))
+		b := history.NewBatch(all[:n])
+		w.mustDeliver(t, b)
+		if rng.IntN(3) == 0 {
+			w.mustDeliver(t, b) // Pub/Sub redelivers
+		}
+		if rng.IntN(3) == 0 { // a client retries one watch, in a batch of its own
+			w.mustDeliver(t, history.NewBatch(all[:1]))
+		}
+		all = all[n:]
+	}
+	w.check(t, "900 farmed watches over three windows", map[string][2]int64{"farmed": {2, 1}})
+}
+
+// An account counted more views in a clock hour than a person can watch is
+// flagged automatically, with its hour and views as evidence; an account
+// under the limit, and one whose views were replays of one video, are not.
+func TestViewVelocityFlagsAccounts(t *testing.T) {
+	const limit = 50
+	w := newViewsWorld(t, true, limit)
+	ctx := context.Background()
+	recv := time.Now().UTC().Add(-time.Minute).Truncate(time.Millisecond)
+	var bot, human, replays []history.Watch
+	for i := range limit + 1 {
+		bot = append(bot, received("bot", fmt.Sprintf("farm-%d", i), recv, 0))
+		replays = append(replays, received("replayer", "one", recv, time.Duration(i)*time.Second))
+	}
+	for i := range limit {
+		human = append(human, received("human", fmt.Sprintf("watch-%d", i), recv, 0))
+	}
+	// In batches, each delivered twice: a redelivery counts no view again.
+	for _, ws := range [][]history.Watch{bot, human, replays} {
+		for len(ws) > 0 {
+			n := min(len(ws), 7)
+			b := history.NewBatch(ws[:n])
+			w.mustDeliver(t, b)
+			w.mustDeliver(t, b)
+			ws = ws[n:]
+		}
+	}
+	flags, _, err := w.flags.ListFlagged(ctx, nil, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(flags) != 1 || flags[0].UserID != "bot" || flags[0].Reason != moderation.Automatic || flags[0].Evidence == nil {
+		t.Fatalf("flags %+v, want the bot alone, automatically, with evidence", flags)
+	}
+	ev := flags[0].Evidence
+	hour := recv.Truncate(time.Hour)
+	if ev.Views != limit+1 || ev.GroupSize != 1 || !ev.WindowStart.Equal(hour) || !ev.WindowEnd.Equal(hour.Add(time.Hour)) {
+		t.Errorf("evidence %+v, want %d views in the hour from %v", ev, limit+1, hour)
 	}
 }
 
@@ -183,42 +323,23 @@ func testViewsCountOncePerWatch(t *testing.T, folded bool) {
 func TestConcurrentDeliveriesCountOnce(t *testing.T) {
 	for _, mode := range []string{"folded", "direct"} {
 		t.Run(mode, func(t *testing.T) {
-			cfg := emulatortest.New(t)
-			c, err := host.New(context.Background(), cfg, host.NeedSpanner|host.NeedBigtable)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { c.Close() })
-			store, err := counterstore.Consumer(spannerdb.Wrap(c.Spanner, c.Config), c.Config.Counters)
-			if err != nil {
-				t.Fatal(err)
-			}
-			staging := viewstore.NewStaging(c.BigtableTx)
-			var sink applyviewsfn.Views = applyviewsfn.Direct{Counters: store}
-			if mode == "folded" {
-				sink = staging
-			}
-			fn := applyviewsfn.New(historystore.NewClaims(c.BigtableTx), sink, nil)
-			at := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Hour)
+			w := newViewsWorld(t, mode == "folded", 0)
+			_, w1 := windows(w.window)
 			// 8 users watch "hot" once each; batch i carries users i and
 			// i+1, so every watch but the first and last is in two batches.
 			var batches []history.Batch
 			for i := range 8 {
-				ws := []history.Watch{history.NewWatch(fmt.Sprintf("u%d", i), "hot", at, 0)}
+				ws := []history.Watch{received(fmt.Sprintf("u%d", i), "hot", w1.Add(time.Minute), 0)}
 				if i+1 < 8 {
-					ws = append(ws, history.NewWatch(fmt.Sprintf("u%d", i+1), "hot", at, 0))
+					ws = append(ws, received(fmt.Sprintf("u%d", i+1), "hot", w1.Add(time.Minute), 0))
 				}
 				batches = append(batches, history.NewBatch(ws))
 			}
 			var wg sync.WaitGroup
 			outcomes := make(chan pushtest.Outcome, len(batches)*3)
 			for _, b := range batches {
-				data, err := b.Encode()
-				if err != nil {
-					t.Fatal(err)
-				}
 				for range 3 {
-					wg.Go(func() { outcomes <- push(t, fn, b.ID, data) })
+					wg.Go(func() { outcomes <- w.deliver(t, b) })
 				}
 			}
 			wg.Wait()
@@ -228,18 +349,7 @@ func TestConcurrentDeliveriesCountOnce(t *testing.T) {
 					t.Fatalf("a concurrent delivery: %v", got)
 				}
 			}
-			if mode == "folded" {
-				if _, err := views.Fold(context.Background(), staging, store, views.FoldOptions{Hi: viewstore.Parts}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			got, err := store.Counts(context.Background(), []string{"hot"}, nil, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if v := got.Values["hot"]; v.Views != 8 || v.UniqueViewers != 8 {
-				t.Fatalf("hot: %d views, %d unique viewers after 24 concurrent deliveries of 8 watches; want 8 and 8", v.Views, v.UniqueViewers)
-			}
+			w.check(t, "24 concurrent deliveries of 8 watches", map[string][2]int64{"hot": {8, 8}})
 		})
 	}
 }

@@ -170,6 +170,17 @@ type History struct {
 	// commit); "direct" counts each batch in a transaction of its own (the
 	// benchmark's comparison).
 	ViewsCounting ViewsCounting `env:"VIEWS_COUNTING, default=folded"`
+	// ViewWindow is the viewing window: a user's watches of a video count
+	// one view per window of server receive time (windows aligned on the
+	// Unix epoch), and a watch dated more than a window before its receipt
+	// counts none. Thirty minutes is the session timeout web analytics
+	// conventionally use for one visit: replays and a client's retries
+	// within it are one viewing.
+	ViewWindow time.Duration `env:"VIEW_WINDOW, default=30m"`
+	// MaxViewsPerHour is the view velocity beyond which an account is
+	// flagged automatically: more views counted in one clock hour than a
+	// person can watch (moderation.ViewVelocity). 0 turns the check off.
+	MaxViewsPerHour int `env:"MAX_VIEWS_PER_HOUR, default=600"`
 }
 
 type Erasure struct {

@@ -40,7 +40,9 @@ type Item struct {
 	Reaction  string `json:"reaction"`
 }
 
-// Evidence is why the job flagged an account: the group it acted with.
+// Evidence is why an account was flagged automatically: the group it acted
+// with, or (Views set) the views it was counted faster than a person can
+// watch, in a group of one.
 type Evidence struct {
 	// Items the group reacted to together (those at least half its members
 	// reacted to), most reacted first, at most MaxEvidenceItems.
@@ -53,6 +55,10 @@ type Evidence struct {
 	// YoungAccounts is how many of them were first seen less than
 	// Params.YoungAge before WindowEnd.
 	YoungAccounts int `json:"youngAccounts"`
+	// Views, for an account flagged for its view velocity, is how many
+	// views it was counted between WindowStart and WindowEnd (one clock
+	// hour).
+	Views int64 `json:"views,omitempty"`
 }
 
 // MaxEvidenceItems bounds the items an evidence record names.

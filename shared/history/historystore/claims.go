@@ -14,47 +14,68 @@ import (
 )
 
 // colClaimPrefix starts the watch_latest column that records which batch
-// first recorded a watch (the view's claim): "c" + the watch time in Unix
-// milliseconds, value the batch id, cell timestamp the time of the claim
-// (so the family's GC max age counts from it). A claim is written once, by
-// a conditional mutation, and never deleted with the history: a deleted
-// watch sent again is not a new view.
-const colClaimPrefix = "c"
+// first counted a view of the video by the user in a viewing window (the
+// view's claim): "w" + the window's start in Unix milliseconds, value the
+// batch id, cell timestamp the time of the claim (so the family's GC max age
+// counts from it). A claim is written once, by a conditional mutation, and
+// never deleted with the history: views are not taken back. (Claims named
+// "c" + a watch time, one per watch, were written before views counted per
+// window; they age out with the family's GC.)
+const colClaimPrefix = "w"
 
-func claimColumn(at time.Time) string { return colClaimPrefix + strconv.FormatInt(at.UnixMilli(), 10) }
+func claimColumn(windowStart time.Time) string {
+	return colClaimPrefix + strconv.FormatInt(windowStart.UnixMilli(), 10)
+}
 
 // claimConcurrency bounds the conditional writes one Claim has in flight.
 const claimConcurrency = 16
 
-// Claims records which batch counts each watch, in the watch's
-// watch_latest row. Its client is the transactional one
-// (host.Clients.BigtableTx): a claim is a check-and-mutate, a
-// single-row transaction, and the claims are read back on the same single
-// cluster, so a claim just written is always seen.
+// Claims records which batch counts the view of each (user, video, viewing
+// window), in the video's watch_latest row of the user. Its client is the
+// transactional one (host.Clients.BigtableTx): a claim is a
+// check-and-mutate, a single-row transaction, and the claims are read back
+// on the same single cluster, so a claim just written is always seen.
 type Claims struct {
 	latest *bigtable.Table
+	window time.Duration
 }
 
-// NewClaims uses the watch_latest table of client c.
-func NewClaims(c *bigtable.Client) *Claims { return &Claims{latest: c.Open(LatestTable)} }
+// NewClaims uses the watch_latest table of client c and the viewing window
+// (config.History.ViewWindow).
+func NewClaims(c *bigtable.Client, window time.Duration) *Claims {
+	return &Claims{latest: c.Open(LatestTable), window: window}
+}
 
-// Claim records batchID as the batch that counts each watch of ws, unless a
-// batch already did, and returns the watches that belong to batchID: those
-// it claimed now and those it had claimed on an earlier delivery. A watch
-// claimed by another batch (a client's retry of the same watch, sent again
-// in a new batch) is not returned. Each claim is one atomic
-// check-and-mutate of the watch's watch_latest row, so whatever the timing
-// of two batches carrying one watch, exactly one of them owns it; a batch
-// owns the same watches on every delivery.
-func (h *Claims) Claim(ctx context.Context, batchID string, ws []history.Watch) ([]history.Watch, error) {
-	ws = uniqueWatches(ws)
+// Claimed is what a batch owns after Claim.
+type Claimed struct {
+	// Owned holds one watch per view the batch counts: those it claimed
+	// now and those it had claimed on an earlier delivery.
+	Owned []history.Watch
+	// Fresh are the watches of Owned claimed by this call, not by an
+	// earlier delivery of the batch: each view is fresh exactly once
+	// (unless a delivery fails between its claims and their use).
+	Fresh []history.Watch
+}
+
+// Claim records batchID as the batch that counts the view of each (user,
+// video, viewing window) of ws, unless a batch already did, and returns the
+// views that belong to batchID. A watch dated more than a window before
+// its receipt is no view and claims nothing (history.CountsAsView); of the
+// batch's watches of one view, the first in batch order stands for it. A
+// view claimed by another batch (a replay, or a client's retry in the same
+// window, in a new batch) is not returned. Each claim is one atomic
+// check-and-mutate of the video's watch_latest row, so whatever the timing
+// of two batches carrying one view, exactly one of them owns it; a batch
+// owns the same views on every delivery.
+func (h *Claims) Claim(ctx context.Context, batchID string, ws []history.Watch) (Claimed, error) {
+	ws = h.uniqueViews(ws)
 	taken := make([]bool, len(ws)) // the claim existed before this call
 	errs := make([]error, len(ws))
 	var g errgroup.Group
 	g.SetLimit(claimConcurrency)
 	for i, w := range ws {
 		g.Go(func() error {
-			col := claimColumn(w.WatchedAt)
+			col := h.column(w)
 			set := bigtable.NewMutation()
 			set.Set(latestFamily, col, cellTime(time.Now()), []byte(batchID))
 			cond := bigtable.ChainFilters(bigtable.FamilyFilter("^"+latestFamily+"$"), bigtable.ColumnFilter("^"+col+"$"))
@@ -67,38 +88,43 @@ func (h *Claims) Claim(ctx context.Context, batchID string, ws []history.Watch) 
 	g.Wait()
 	for _, err := range errs {
 		if err != nil {
-			return nil, unavailable("claim watch", err)
+			return Claimed{}, unavailable("claim view", err)
 		}
 	}
-	owned := make([]history.Watch, 0, len(ws))
+	var c Claimed
 	var recheck []history.Watch
 	for i, w := range ws {
 		if taken[i] {
 			recheck = append(recheck, w)
 		} else {
-			owned = append(owned, w)
+			c.Owned = append(c.Owned, w)
+			c.Fresh = append(c.Fresh, w)
 		}
 	}
 	if len(recheck) == 0 {
-		return owned, nil
+		return c, nil
 	}
 	owners, err := h.claimOwners(ctx, recheck)
 	if err != nil {
-		return nil, err
+		return Claimed{}, err
 	}
 	for _, w := range recheck {
-		if owners[claimKey(w)] == batchID {
-			owned = append(owned, w)
+		if owners[h.claimKey(w)] == batchID {
+			c.Owned = append(c.Owned, w)
 		}
 	}
-	return owned, nil
+	return c, nil
 }
 
-func claimKey(w history.Watch) string {
-	return history.LatestKey(w.UserID, w.VideoID) + "\x00" + claimColumn(w.WatchedAt)
+func (h *Claims) column(w history.Watch) string {
+	return claimColumn(history.ViewWindowStart(w, h.window))
 }
 
-// claimOwners reads the batch that claimed each watch, in one read.
+func (h *Claims) claimKey(w history.Watch) string {
+	return history.LatestKey(w.UserID, w.VideoID) + "\x00" + h.column(w)
+}
+
+// claimOwners reads the batch that claimed each view, in one read.
 func (h *Claims) claimOwners(ctx context.Context, ws []history.Watch) (map[string]string, error) {
 	var rows bigtable.RowList
 	seenRow := map[string]bool{}
@@ -109,7 +135,7 @@ func (h *Claims) claimOwners(ctx context.Context, ws []history.Watch) (map[strin
 			seenRow[k] = true
 			rows = append(rows, k)
 		}
-		cols = append(cols, regexp.QuoteMeta(claimColumn(w.WatchedAt)))
+		cols = append(cols, regexp.QuoteMeta(h.column(w)))
 	}
 	filter := bigtable.ChainFilters(
 		bigtable.FamilyFilter("^"+latestFamily+"$"),
@@ -124,19 +150,24 @@ func (h *Claims) claimOwners(ctx context.Context, ws []history.Watch) (map[strin
 		return true
 	}, bigtable.RowFilter(filter))
 	if err != nil {
-		return nil, unavailable("read watch claims", err)
+		return nil, unavailable("read view claims", err)
 	}
 	return owners, nil
 }
 
-// uniqueWatches drops repeats of a watch (one event id) within a batch: a
-// client's retry can join the batch its first attempt is waiting in.
-func uniqueWatches(ws []history.Watch) []history.Watch {
+// uniqueViews keeps, in batch order, the first watch of each view (user,
+// video, viewing window) that may count: a client's retry or replay can
+// join the batch its first attempt is waiting in, and a backdated watch
+// counts none.
+func (h *Claims) uniqueViews(ws []history.Watch) []history.Watch {
 	seen := make(map[string]bool, len(ws))
 	out := make([]history.Watch, 0, len(ws))
 	for _, w := range ws {
-		if !seen[w.EventID] {
-			seen[w.EventID] = true
+		if !history.CountsAsView(w, h.window) {
+			continue
+		}
+		if k := h.claimKey(w); !seen[k] {
+			seen[k] = true
 			out = append(out, w)
 		}
 	}

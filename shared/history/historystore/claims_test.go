@@ -18,35 +18,47 @@ func ids(ws []history.Watch) map[string]bool {
 	return out
 }
 
-// A watch belongs to the first batch that claims it: that batch owns it on
-// every delivery, another batch carrying it again (a client's retry) never
-// does, and deleting the history (the video, or all of it) does not free
-// the claim: views are not taken back, and a deleted watch sent again is
-// not a new view.
-func TestClaimFirstBatchOwnsAWatch(t *testing.T) {
+// watchAt is a watch of the video by the user dated `dated` before its
+// receipt at recv.
+func watchAt(user, video string, recv time.Time, dated time.Duration) history.Watch {
+	w := history.NewWatch(user, video, recv.Add(-dated), 0)
+	w.RecordedAt = recv
+	return w
+}
+
+// A view (user, video, viewing window) belongs to the first batch that
+// claims it: that batch owns it on every delivery, another batch carrying
+// it again (a client's retry, a replay in the same window) never does, a
+// backdated watch claims nothing, and deleting the history (the video, or
+// all of it) does not free the claim: views are not taken back, and a
+// deleted watch sent again is not a new view.
+func TestClaimFirstBatchOwnsAView(t *testing.T) {
 	h, bt := newStore(t)
-	c := NewClaims(bt)
+	const window = 30 * time.Minute
+	c := NewClaims(bt, window)
 	ctx := context.Background()
-	at := base()
-	w1 := history.NewWatch("ann", "v1", at, 0)
-	w2 := history.NewWatch("ann", "v1", at.Add(time.Minute), 0) // a rewatch: another view
-	w3 := history.NewWatch("bob#x", "v1", at, 0)
-	claim := func(batch string, ws ...history.Watch) map[string]bool {
+	start := history.ViewWindowStart(history.Watch{RecordedAt: time.Now()}, window).Add(-window)
+	w1 := watchAt("ann", "v1", start.Add(time.Minute), 0)
+	w2 := watchAt("ann", "v1", start.Add(2*time.Minute), 0)                      // a replay in the window: the same view
+	w3 := watchAt("bob#x", "v1", start.Add(time.Minute), 0)                      // another user
+	w4 := watchAt("ann", "v1", start.Add(window), 0)                             // the next window: another view
+	old := watchAt("ann", "v2", start.Add(time.Minute), window+time.Millisecond) // backdated
+	claim := func(batch string, ws ...history.Watch) (owned, fresh map[string]bool) {
 		t.Helper()
-		owned, err := c.Claim(ctx, batch, ws)
+		got, err := c.Claim(ctx, batch, ws)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return ids(owned)
+		return ids(got.Owned), ids(got.Fresh)
 	}
-	if got := claim("b1", w1, w2, w1); len(got) != 2 || !got[w1.EventID] || !got[w2.EventID] {
-		t.Fatalf("first batch owns %v, want w1 and w2 once each", got)
+	if got, fresh := claim("b1", w1, w2, w1, old, w4); len(got) != 2 || !got[w1.EventID] || !got[w4.EventID] || len(fresh) != 2 {
+		t.Fatalf("first batch owns %v (fresh %v), want w1 and w4 once each", got, fresh)
 	}
-	if got := claim("b1", w1, w2); len(got) != 2 {
-		t.Fatalf("redelivered batch owns %v, want the same two", got)
+	if got, fresh := claim("b1", w2, w1, w4); len(got) != 2 || len(fresh) != 0 {
+		t.Fatalf("redelivered batch owns %v (fresh %v), want the same two views, none fresh", got, fresh)
 	}
-	if got := claim("b2", w1, w3); len(got) != 1 || !got[w3.EventID] {
-		t.Fatalf("second batch owns %v, want only w3 (w1 is b1's)", got)
+	if got, _ := claim("b2", w2, w3); len(got) != 1 || !got[w3.EventID] {
+		t.Fatalf("second batch owns %v, want only w3 (ann's view of the window is b1's)", got)
 	}
 	apply(t, h, w1, w2, w3)
 	if err := h.DeleteVideo(ctx, "ann", "v1"); err != nil {
@@ -55,10 +67,10 @@ func TestClaimFirstBatchOwnsAWatch(t *testing.T) {
 	if err := h.DeleteBefore(ctx, "bob#x", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := claim("b3", w1, w2, w3); len(got) != 0 {
+	if got, _ := claim("b3", w1, w2, w3); len(got) != 0 {
 		t.Fatalf("after the deletions, a batch sending the watches again owns %v, want none", got)
 	}
-	if got := claim("b1", w1, w2); len(got) != 2 {
+	if got, _ := claim("b1", w1, w4); len(got) != 2 {
 		t.Fatalf("after the deletions, the first batch owns %v, want its two still", got)
 	}
 	// The history itself is unaffected by the claims: ann's video is gone.
@@ -67,15 +79,17 @@ func TestClaimFirstBatchOwnsAWatch(t *testing.T) {
 	}
 }
 
-// Batches racing for the same watches: each watch has exactly one owner.
+// Batches racing for the same views: each view has exactly one owner.
 func TestClaimRacingBatches(t *testing.T) {
 	_, bt := newStore(t)
-	c := NewClaims(bt)
+	const window = time.Minute
+	c := NewClaims(bt, window)
 	ctx := context.Background()
-	at := base()
+	start := history.ViewWindowStart(history.Watch{RecordedAt: time.Now()}, window).Add(-time.Hour)
 	var ws []history.Watch
 	for i := range 40 {
-		ws = append(ws, history.NewWatch(fmt.Sprintf("u%d", i%7), "hot", at.Add(time.Duration(i)*time.Second), 0))
+		// 7 users, each in windows of its own: 40 watches, 40 views.
+		ws = append(ws, watchAt(fmt.Sprintf("u%d", i%7), "hot", start.Add(time.Duration(i)*window), 0))
 	}
 	owners := make([]map[string]bool, 8)
 	var wg sync.WaitGroup
@@ -83,12 +97,12 @@ func TestClaimRacingBatches(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			owned, err := c.Claim(ctx, fmt.Sprintf("race-%d", b), ws)
+			got, err := c.Claim(ctx, fmt.Sprintf("race-%d", b), ws)
 			if err != nil {
 				t.Error(err)
 				return
 			}
-			owners[b] = ids(owned)
+			owners[b] = ids(got.Owned)
 		}()
 	}
 	wg.Wait()
@@ -100,7 +114,7 @@ func TestClaimRacingBatches(t *testing.T) {
 			}
 		}
 		if n != 1 {
-			t.Fatalf("watch %s owned by %d batches, want 1", w.EventID, n)
+			t.Fatalf("view %s owned by %d batches, want 1", w.EventID, n)
 		}
 	}
 }

@@ -392,12 +392,13 @@ func TestDeleteBeforeManyEntries(t *testing.T) {
 func TestExpire(t *testing.T) {
 	t.Parallel()
 	h, bt := newStore(t)
-	claims := NewClaims(bt)
+	claims := NewClaims(bt, 30*time.Minute)
 	cut := base()
 	at := func(d time.Duration, v string, pos float64) history.Watch {
 		return history.NewWatch("kim", v, cut.Add(d), pos)
 	}
 	old := at(-48*time.Hour, "old", 1)
+	old.RecordedAt = old.WatchedAt // received when watched: a view
 	apply(t, h,
 		old,
 		at(-time.Millisecond, "just-before", 2),
@@ -406,8 +407,8 @@ func TestExpire(t *testing.T) {
 		at(-time.Hour, "rewatched", 5), at(time.Hour, "rewatched", 6), // older version below the cut
 	)
 	apply(t, h, history.NewWatch("kim2", "other", cut.Add(-48*time.Hour), 1)) // another user's
-	if owned, err := claims.Claim(t.Context(), "b1", []history.Watch{old}); err != nil || len(owned) != 1 {
-		t.Fatalf("Claim: %v, %v", owned, err)
+	if c, err := claims.Claim(t.Context(), "b1", []history.Watch{old}); err != nil || len(c.Owned) != 1 {
+		t.Fatalf("Claim: %v, %v", c, err)
 	}
 	n, err := h.Expire(t.Context(), "kim", cut)
 	if err != nil {
@@ -433,8 +434,8 @@ func TestExpire(t *testing.T) {
 		t.Errorf("second Expire: %d, %v; want 0", n, err)
 	}
 	// The claim stays: the expired watch sent again is not a new view.
-	if owned, err := claims.Claim(t.Context(), "b2", []history.Watch{old}); err != nil || len(owned) != 0 {
-		t.Errorf("after Expire, another batch owns %v, %v; want none", owned, err)
+	if c, err := claims.Claim(t.Context(), "b2", []history.Watch{old}); err != nil || len(c.Owned) != 0 {
+		t.Errorf("after Expire, another batch owns %v, %v; want none", c.Owned, err)
 	}
 	// No deletion is recorded: the watch applied again is listed again (a
 	// read's horizon hides it, and the next Expire removes it).

@@ -122,30 +122,9 @@ func (s *Store) FlagGroups(ctx context.Context, groups []moderation.Group, job s
 				return ErrWatermarkMoved
 			}
 		}
-		var users []string
-		for _, g := range groups {
-			users = append(users, g.Members...)
-		}
-		cur := map[string]flagRow{}
-		if len(users) > 0 {
-			if cur, err = readFlags(ctx, tx, users); err != nil {
-				return err
-			}
-		}
 		var ms []*spanner.Mutation
-		done := map[string]bool{}
-		for _, g := range groups {
-			ev := g.Evidence.Encode()
-			for _, u := range g.Members {
-				if _, has := cur[u]; has || done[u] {
-					continue
-				}
-				done[u] = true
-				flagged++
-				ms = append(ms, spanner.Insert(tableFlagged,
-					[]string{"UserId", "Flagged", "Reason", "FlaggedAt", "Evidence", "UpdateTime"},
-					[]any{u, true, string(moderation.Automatic), now, ev, spanner.CommitTimestamp}))
-			}
+		if ms, flagged, err = automaticFlags(ctx, tx, groups, now); err != nil {
+			return err
 		}
 		ms = append(ms, spanner.InsertOrUpdate(tableWatermarks, []string{"Name", "Watermark", "UpdateTime"}, []any{job, to, spanner.CommitTimestamp}))
 		return tx.BufferWrite(ms)
@@ -154,6 +133,58 @@ func (s *Store) FlagGroups(ctx context.Context, groups []moderation.Group, job s
 		return 0, fmt.Errorf("reactionstore.FlagGroups: %w", err)
 	}
 	return flagged, nil
+}
+
+// FlagAccounts flags the members of groups automatically, with their
+// group's evidence, outside any job's watermark (ApplyViews' view velocity
+// check). As in FlagGroups, an account that has any flag row is left as it
+// is, so flagging again changes nothing. It returns how many accounts it
+// flagged.
+func (s *Store) FlagAccounts(ctx context.Context, groups []moderation.Group) (int, error) {
+	var flagged int
+	_, err := s.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		ms, n, err := automaticFlags(ctx, tx, groups, s.now().UTC())
+		if err != nil {
+			return err
+		}
+		flagged = n
+		return tx.BufferWrite(ms)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("reactionstore.FlagAccounts: %w", err)
+	}
+	return flagged, nil
+}
+
+// automaticFlags are the inserts of the automatic flags of groups' members
+// that have no flag row, and how many accounts they flag.
+func automaticFlags(ctx context.Context, tx *spanner.ReadWriteTransaction, groups []moderation.Group, now time.Time) ([]*spanner.Mutation, int, error) {
+	var users []string
+	for _, g := range groups {
+		users = append(users, g.Members...)
+	}
+	cur := map[string]flagRow{}
+	if len(users) > 0 {
+		var err error
+		if cur, err = readFlags(ctx, tx, users); err != nil {
+			return nil, 0, err
+		}
+	}
+	var ms []*spanner.Mutation
+	done := map[string]bool{}
+	for _, g := range groups {
+		ev := g.Evidence.Encode()
+		for _, u := range g.Members {
+			if _, has := cur[u]; has || done[u] {
+				continue
+			}
+			done[u] = true
+			ms = append(ms, spanner.Insert(tableFlagged,
+				[]string{"UserId", "Flagged", "Reason", "FlaggedAt", "Evidence", "UpdateTime"},
+				[]any{u, true, string(moderation.Automatic), now, ev, spanner.CommitTimestamp}))
+		}
+	}
+	return ms, len(done), nil
 }
 
 // Watermark returns how far the job has read; zero before its first run.
