@@ -12,6 +12,7 @@
 package engagement
 
 import (
+	"context"
 	"log/slog"
 	"os"
 
@@ -29,6 +30,7 @@ import (
 	_ "github.com/videngage/engagement/functions/eraseaccount"
 	_ "github.com/videngage/engagement/functions/expirehistory"
 	_ "github.com/videngage/engagement/functions/history"
+	"github.com/videngage/engagement/functions/host"
 	_ "github.com/videngage/engagement/functions/reactions"
 	_ "github.com/videngage/engagement/functions/reconcile"
 	_ "github.com/videngage/engagement/functions/resumeerasures"
@@ -39,4 +41,11 @@ import (
 func init() {
 	// Cloud Logging reads JSON lines with severity and message from stdout.
 	slog.SetDefault(slog.New(httpx.NewLogHandler(os.Stdout, slog.LevelInfo, os.Getenv("GOOGLE_CLOUD_PROJECT"))))
+	// A deployed instance with a local default (audience, page-token
+	// secret), plain-HTTP keys, "*" CORS or the rate limits off refuses to
+	// start: every function package has registered by now.
+	if err := host.CheckDeployed(context.Background(), os.LookupEnv); err != nil {
+		slog.Error("refusing to start: unsafe configuration for a deployed instance", "function", os.Getenv("FUNCTION_TARGET"), "error", err.Error())
+		os.Exit(1)
+	}
 }

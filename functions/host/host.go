@@ -285,3 +285,27 @@ func (c *Clients) Check(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
+
+// CheckDeployed returns what makes this process unsafe to serve, when it is
+// a deployed instance (config.Deployed); nil otherwise. The function it
+// serves is FUNCTION_TARGET (set by Cloud Functions); one that verifies ID
+// tokens serves the public API and is held to its settings too.
+func CheckDeployed(ctx context.Context, lookup func(string) (string, bool)) error {
+	if !config.Deployed(lookup) {
+		return nil
+	}
+	cfg, err := config.FromLookuper(ctx, envLookuper(lookup))
+	if err != nil {
+		return err
+	}
+	target, _ := lookup("FUNCTION_TARGET")
+	regMu.Lock()
+	r, known := registered[target]
+	regMu.Unlock()
+	// An unknown or missing target is held to every check.
+	return cfg.CheckDeployed(!known || r.Needs&NeedVerifier != 0)
+}
+
+type envLookuper func(string) (string, bool)
+
+func (l envLookuper) Lookup(key string) (string, bool) { return l(key) }

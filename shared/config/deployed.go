@@ -1,0 +1,65 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+)
+
+// EmulatorHostVars are the variables that point the client libraries at the
+// local emulators; any of them set means the instance is not deployed.
+var EmulatorHostVars = []string{"SPANNER_EMULATOR_HOST", "BIGTABLE_EMULATOR_HOST", "FIRESTORE_EMULATOR_HOST", "PUBSUB_EMULATOR_HOST"}
+
+// Deployed reports whether the process runs as a deployed instance: in
+// Cloud Run's environment (K_SERVICE, which Cloud Functions 2nd gen sets
+// too) and against no emulator.
+func Deployed(lookup func(string) (string, bool)) bool {
+	if v, ok := lookup("K_SERVICE"); !ok || v == "" {
+		return false
+	}
+	for _, k := range EmulatorHostVars {
+		if v, ok := lookup(k); ok && v != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// Local defaults that a deployed instance must never run with: anyone can
+// read them here, and a project id nobody owns can be claimed.
+const (
+	defaultAudience        = "local-project"
+	defaultPageTokenSecret = "local-page-token-secret"
+	minSecretLength        = 16
+)
+
+// CheckDeployed returns what makes the configuration unsafe for a deployed
+// instance, one error per setting, joined; nil when nothing does. public is
+// whether the instance serves the public API (verifies ID tokens and signs
+// page tokens); every instance is checked for the rest.
+func (c *Config) CheckDeployed(public bool) error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if public {
+		if c.Auth.Audience == "" || c.Auth.Audience == defaultAudience {
+			bad("AUTH_AUDIENCE is %q: set it to the Firebase project id the ID tokens are issued for (a default project id can be claimed by anyone)", c.Auth.Audience)
+		}
+		if u, err := url.Parse(c.Auth.JWKSURL); err != nil || u.Scheme != "https" || u.Host == "" {
+			bad("AUTH_JWKS_URL %q is not an https URL: the signing keys must come over TLS", c.Auth.JWKSURL)
+		}
+		if u, err := url.Parse(c.Auth.TokenIssuer()); err != nil || u.Scheme != "https" {
+			bad("AUTH_ISSUER %q is not an https URL", c.Auth.TokenIssuer())
+		}
+		if c.HTTP.PageTokenSecret == defaultPageTokenSecret || len(c.HTTP.PageTokenSecret) < minSecretLength {
+			bad("PAGE_TOKEN_SECRET is the local default or shorter than %d bytes: page tokens could be forged", minSecretLength)
+		}
+		if slices.Contains(c.HTTP.AllowedOrigins, "*") {
+			bad(`CORS_ALLOWED_ORIGINS contains "*": name the frontends' origins`)
+		}
+	}
+	if !c.HTTP.RateLimits {
+		bad("RATE_LIMITS=off: the per-user limits are for local load tests only")
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,86 @@
+package config
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sethvargo/go-envconfig"
+)
+
+// safe is a deployed public instance's environment as Terraform sets it.
+func safe() map[string]string {
+	return map[string]string{
+		"K_SERVICE":            "history",
+		"GOOGLE_CLOUD_PROJECT": "videngage-prod",
+		"AUTH_AUDIENCE":        "videngage-prod",
+		"PAGE_TOKEN_SECRET":    "0123456789abcdef0123456789abcdef",
+		"CORS_ALLOWED_ORIGINS": "https://www.videngage.example",
+	}
+}
+
+func TestDeployed(t *testing.T) {
+	env := safe()
+	if !Deployed(envconfig.MapLookuper(env).Lookup) {
+		t.Error("K_SERVICE set, no emulator: not deployed")
+	}
+	for _, k := range EmulatorHostVars {
+		env := safe()
+		env[k] = "localhost:1"
+		if Deployed(envconfig.MapLookuper(env).Lookup) {
+			t.Errorf("%s set: deployed", k)
+		}
+	}
+	delete(env, "K_SERVICE")
+	if Deployed(envconfig.MapLookuper(env).Lookup) {
+		t.Error("no K_SERVICE: deployed")
+	}
+}
+
+// Each unsafe setting alone fails the check, naming the variable; the safe
+// environment passes.
+func TestCheckDeployed(t *testing.T) {
+	check := func(env map[string]string, public bool) error {
+		t.Helper()
+		c, err := FromLookuper(t.Context(), envconfig.MapLookuper(env))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.CheckDeployed(public)
+	}
+	if err := check(safe(), true); err != nil {
+		t.Fatalf("the safe environment: %v", err)
+	}
+	for _, c := range []struct {
+		name, key, value, want string
+		private                bool // a non-public instance is refused too
+	}{
+		{"default audience", "AUTH_AUDIENCE", "", "AUTH_AUDIENCE", false},
+		{"claimable project id", "AUTH_AUDIENCE", "local-project", "AUTH_AUDIENCE", false},
+		{"default page-token secret", "PAGE_TOKEN_SECRET", "", "PAGE_TOKEN_SECRET", false},
+		{"short page-token secret", "PAGE_TOKEN_SECRET", "secret", "PAGE_TOKEN_SECRET", false},
+		{"http key set", "AUTH_JWKS_URL", "http://keys.example/jwks", "AUTH_JWKS_URL", false},
+		{"http issuer", "AUTH_ISSUER", "http://issuer.example", "AUTH_ISSUER", false},
+		{"any origin", "CORS_ALLOWED_ORIGINS", "https://a.example,*", "CORS_ALLOWED_ORIGINS", false},
+		{"rate limits off", "RATE_LIMITS", "off", "RATE_LIMITS", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := safe()
+			if c.value == "" {
+				delete(env, c.key) // the default
+			} else {
+				env[c.key] = c.value
+			}
+			err := check(env, true)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("public: %v, want an error naming %s", err, c.want)
+			}
+			err = check(env, false)
+			if c.private && (err == nil || !strings.Contains(err.Error(), c.want)) {
+				t.Errorf("not public: %v, want an error naming %s", err, c.want)
+			}
+			if !c.private && err != nil {
+				t.Errorf("not public: %v, want none (the setting serves the public API only)", err)
+			}
+		})
+	}
+}
