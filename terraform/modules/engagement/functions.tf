@@ -76,6 +76,8 @@ locals {
     HISTORY_BATCHING                = "on" # "off" only for the benchmark's baseline
     HISTORY_BATCH_LINGER            = var.history_batch_linger
     VIEWS_COUNTING                  = "folded" # "direct" only for the benchmark's comparison
+    VIEW_WINDOW                     = "30m"
+    MAX_VIEWS_PER_HOUR              = "600"
     TELEMETRY_EXPORTER              = "gcp"
     TELEMETRY_SAMPLE_RATIO          = "0.1"
     # An account erasure keeps the views' claims as long as Pub/Sub may
