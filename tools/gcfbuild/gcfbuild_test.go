@@ -292,7 +292,10 @@ func start(t *testing.T, bin, target string) *instance {
 		// a metadata server.
 		"GOOGLE_APPLICATION_CREDENTIALS=" + filepath.Join(t.TempDir(), "absent.json"),
 		// Nothing listens there: no request leaves the machine.
-		"AUTH_JWKS_URL=http://127.0.0.1:" + strconv.Itoa(closed) + "/jwks",
+		"AUTH_JWKS_URL=https://127.0.0.1:" + strconv.Itoa(closed) + "/jwks",
+		// A deployed instance refuses the local defaults (config.CheckDeployed).
+		"AUTH_AUDIENCE=gcfbuild-check",
+		"PAGE_TOKEN_SECRET=gcfbuild-check-page-token-secret",
 	}
 	cmd.Stdout, cmd.Stderr = fi, fi
 	if err := cmd.Start(); err != nil {
