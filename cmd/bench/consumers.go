@@ -267,7 +267,7 @@ func viewPushes(run string, o consumersOptions) (bodies []string, units int, ite
 		ws := make([]history.Watch, o.watches)
 		for j := range ws {
 			n := i*o.watches + j
-			ws[j] = history.NewWatch(viewer(run, n), items[n%len(items)], at.Add(time.Duration(n)*time.Millisecond), 1)
+			ws[j] = history.NewWatch(viewer(run, n), items[n%len(items)], at.Add(time.Duration(n%50_000)*time.Millisecond), 1)
 		}
 		b := history.NewBatch(ws)
 		data, err := b.Encode()
