@@ -10,10 +10,14 @@ import (
 	"github.com/videngage/engagement/shared/auth"
 )
 
+// viewWindow is the drills' stacks' viewing window (TestMain).
+var viewWindow time.Duration
+
 // startLoad starts a mixed load (the soak's) on the stack, with tokens from
 // its local issuer.
 func startLoad(st *drillStack, spec workload.Spec) *workload.Load {
 	st.t.Helper()
+	spec.ViewWindow = viewWindow
 	tokens := func(uid string, moderator bool) (string, error) {
 		if moderator {
 			return st.issuer.Mint(uid, auth.Moderator())

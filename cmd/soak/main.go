@@ -111,6 +111,10 @@ func run(ctx context.Context, o options) (code int, err error) {
 		os.Setenv(k, v)
 	}
 
+	// One viewing window holds the run, so that the load's model knows
+	// which watches count as views.
+	viewWindow := workload.ViewWindowFor(time.Now(), max(6*time.Hour, 8*o.duration))
+	os.Setenv("VIEW_WINDOW", viewWindow.String())
 	local, base, err := startLocal(ctx, stack, logDir, o)
 	if err != nil {
 		return 0, err
@@ -135,6 +139,7 @@ func run(ctx context.Context, o options) (code int, err error) {
 	spec := workload.Spec{
 		Reactors: o.reactors, Watchers: o.watchers, Commenters: o.commenters, Readers: o.readers,
 		Pace: o.pace, HistoryDeletes: true, ReadListings: true, ReadReplies: o.readReplies, OwnReads: true,
+		ViewWindow: viewWindow,
 	}
 	for i := range o.keys {
 		spec.Keys = append(spec.Keys, fmt.Sprintf("video-%d", i))

@@ -36,6 +36,9 @@ type Spec struct {
 	WriteDeadline time.Duration
 	// Seed makes the choices repeatable; zero takes the clock.
 	Seed uint64
+	// ViewWindow is the stack's viewing window (VIEW_WINDOW), which must
+	// hold the whole run (ViewWindowFor): the model counts views by it.
+	ViewWindow time.Duration
 	// OwnReads makes each reactor also react, one time in five, on an item
 	// of its own (solo-<user>, reacted on by no one else) and read its own
 	// counts of it at once: GET /v1/me/counts must count exactly the
@@ -90,7 +93,10 @@ func Start(c *Client, tokens Tokens, spec Spec) (*Load, error) {
 	if len(spec.Keys) == 0 {
 		return nil, errors.New("workload: no keys")
 	}
-	l := &Load{Model: NewModel(), Rec: &Recorder{}, Seed: spec.Seed, c: c, spec: spec, stop: make(chan struct{})}
+	if spec.ViewWindow <= 0 {
+		return nil, errors.New("workload: no view window")
+	}
+	l := &Load{Model: NewModel(spec.ViewWindow), Rec: &Recorder{}, Seed: spec.Seed, c: c, spec: spec, stop: make(chan struct{})}
 	type user struct {
 		name string
 		mod  bool
@@ -299,8 +305,14 @@ func (l *Load) watch(user, tok string, rnd *rand.Rand) {
 		case l.spec.HistoryDeletes && r < 7:
 			err = l.ClearHistory(user, tok)
 		default:
-			// A random time in the last day: watches arrive out of order.
-			at := time.Now().Add(-time.Duration(rnd.Int64N(int64(24 * time.Hour)))).UTC().Truncate(time.Millisecond)
+			// Watches arrive out of order: dated in the last 5 minutes
+			// (a view), or backdated from just over a viewing window to a
+			// day more (history, never a view).
+			age := time.Duration(rnd.Int64N(int64(5 * time.Minute)))
+			if rnd.IntN(2) == 0 {
+				age = l.spec.ViewWindow + time.Minute + time.Duration(rnd.Int64N(int64(24*time.Hour)))
+			}
+			at := time.Now().Add(-age).UTC().Truncate(time.Millisecond)
 			err = l.RecordWatch(user, tok, l.key(rnd), at)
 		}
 		if err != nil {

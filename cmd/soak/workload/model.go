@@ -20,6 +20,7 @@ type WatchKey struct {
 type watchInfo struct {
 	position float64
 	accepted int64 // the model's sequence number at its last acceptance
+	view     bool  // it counts as a view (dated within a window of its acceptance)
 }
 
 // Comment is an accepted comment and whether it was removed (deleted or
@@ -45,11 +46,14 @@ type Model struct {
 	users     map[string]string // user → token
 	accepted  int
 	journal   map[string][]string // user → its accepted history writes, in order
+	window    time.Duration       // the stack's viewing window
 }
 
-// NewModel returns an empty model.
-func NewModel() *Model {
+// NewModel returns an empty model of a stack whose viewing window is
+// window (one window holds the whole run: ViewWindowFor).
+func NewModel(window time.Duration) *Model {
 	return &Model{
+		window:    window,
 		reactions: map[string]map[string]string{}, watches: map[WatchKey]*watchInfo{},
 		deleted: map[string]map[string]int64{}, cleared: map[string]int64{},
 		comments: map[string]*Comment{}, keys: map[string]bool{}, users: map[string]string{},
@@ -118,7 +122,11 @@ func (m *Model) AddWatch(k WatchKey, position float64) {
 	m.accepted++
 	m.seq++
 	m.keys[k.Video] = true
-	m.watches[k] = &watchInfo{position: position, accepted: m.seq}
+	view := countsAsView(k, time.Now(), m.window)
+	if old, ok := m.watches[k]; ok {
+		view = view || old.view
+	}
+	m.watches[k] = &watchInfo{position: position, accepted: m.seq, view: view}
 	m.note(k.User, "watch %s at %s", k.Video, time.UnixMilli(k.At).UTC().Format(time.RFC3339Nano))
 }
 
@@ -208,8 +216,9 @@ func (m *Model) Keys() []string {
 }
 
 // Counts is what every counter must read: likes and dislikes from the
-// current reactions, views from the distinct recorded watches, comments,
-// threads and replies from the visible comments.
+// current reactions, views from the users who recorded a watch of the video
+// that counts as a view (one view each: the run lies in one viewing
+// window), comments, threads and replies from the visible comments.
 func (m *Model) Counts() map[string]counter.Values {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -228,10 +237,10 @@ func (m *Model) Counts() map[string]counter.Values {
 		}
 		out[item] = v
 	}
-	for w := range m.watches {
-		v := out[w.Video]
-		v.Views++
-		out[w.Video] = v
+	for video, users := range m.viewers() {
+		v := out[video]
+		v.Views = int64(len(users))
+		out[video] = v
 	}
 	for _, c := range m.comments {
 		if !m.visible(c) {
@@ -252,20 +261,30 @@ func (m *Model) Counts() map[string]counter.Values {
 	return out
 }
 
-// UniqueViewers is, per key, how many distinct users recorded a watch of it.
+// UniqueViewers is, per key, how many distinct users it was counted a view
+// of.
 func (m *Model) UniqueViewers() map[string]int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	users := map[string]map[string]bool{}
-	for w := range m.watches {
-		if users[w.Video] == nil {
-			users[w.Video] = map[string]bool{}
-		}
-		users[w.Video][w.User] = true
-	}
+	viewers := m.viewers()
 	out := map[string]int64{}
 	for k := range m.keys {
-		out[k] = int64(len(users[k]))
+		out[k] = int64(len(viewers[k]))
+	}
+	return out
+}
+
+// viewers are, per video, the users whose watches of it count a view.
+func (m *Model) viewers() map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	for w, info := range m.watches {
+		if !info.view {
+			continue
+		}
+		if out[w.Video] == nil {
+			out[w.Video] = map[string]bool{}
+		}
+		out[w.Video][w.User] = true
 	}
 	return out
 }
