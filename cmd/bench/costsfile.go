@@ -12,47 +12,24 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/videngage/engagement/internal/capacity"
 )
 
 // The per-operation costs a run measured, written to the machine-readable
 // file the capacity model reads (-costs). Figures of the sections that did
 // not run are kept as they were, each with the run that measured it.
 
-// costsFile is the file's shape; internal/capacity reads the same.
-type costsFile struct {
-	Comment string                `json:"comment"`
-	Runs    map[string]costsRun   `json:"runs"`
-	Figures map[string]costFigure `json:"figures"`
-}
-
-// costsRun is one measuring run: what was run, where and when.
-type costsRun struct {
-	Command string `json:"command"`
-	Commit  string `json:"commit"`
-	Date    string `json:"date"`
-	Machine string `json:"machine"`
-	Uptime  string `json:"uptime"`
-	Note    string `json:"note,omitempty"`
-}
-
-// costFigure is one measured figure and the run that measured it.
-type costFigure struct {
-	Value float64 `json:"value"`
-	Unit  string  `json:"unit"`
-	Run   string  `json:"run"`
-	What  string  `json:"what"`
-}
-
 var measured = struct {
 	sync.Mutex
-	figures map[string]costFigure
-}{figures: map[string]costFigure{}}
+	figures map[string]capacity.Figure
+}{figures: map[string]capacity.Figure{}}
 
 // record notes a figure of this run.
 func record(name string, value float64, unit, what string) {
 	measured.Lock()
 	defer measured.Unlock()
-	measured.figures[name] = costFigure{Value: value, Unit: unit, What: what}
+	measured.figures[name] = capacity.Figure{Value: value, Unit: unit, What: what}
 }
 
 // writeCosts merges this run's figures into path, under a run named by
@@ -64,7 +41,7 @@ func writeCosts(path string, started time.Time, commit string) error {
 	if len(measured.figures) == 0 {
 		return nil
 	}
-	f := costsFile{Runs: map[string]costsRun{}, Figures: map[string]costFigure{}}
+	f := capacity.Costs{Runs: map[string]capacity.Run{}, Figures: map[string]capacity.Figure{}}
 	b, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -77,7 +54,7 @@ func writeCosts(path string, started time.Time, commit string) error {
 	}
 	f.Comment = "Per-operation costs measured by go run ./cmd/bench (-costs): the inputs of the capacity model (internal/capacity, make capacity). Each figure names the run that measured it; rerun the command of a run to refresh its figures."
 	id := "bench-" + started.UTC().Format("20060102T150405Z")
-	f.Runs[id] = costsRun{
+	f.Runs[id] = capacity.Run{
 		Command: "go run ./cmd/withemulators -- go run ./cmd/bench " + strings.Join(os.Args[1:], " "),
 		Commit:  commit,
 		Date:    started.UTC().Format(time.RFC3339),

@@ -13,8 +13,10 @@ import (
 const CostsFile = "docs/benchmarks/costs.json"
 
 // Costs are measured per-operation figures by name, and the runs that
-// measured them.
+// measured them: the file the benchmarks write (cmd/bench -costs) and the
+// model reads.
 type Costs struct {
+	Comment string            `json:"comment"`
 	Runs    map[string]Run    `json:"runs"`
 	Figures map[string]Figure `json:"figures"`
 }
