@@ -52,7 +52,9 @@ type Options struct {
 	// each line prefixed with "[name] ". Else the output is discarded (the
 	// end of it still appears in the error when an emulator fails).
 	Output io.Writer
-	// StartTimeout bounds the wait for all emulators to answer; default 90s.
+	// StartTimeout bounds the wait for all emulators to answer; default 5
+	// minutes: a JVM on a busy machine can take minutes to answer, and an
+	// emulator that exits ends the wait at once.
 	StartTimeout time.Duration
 	// SDKRoot is the Google Cloud CLI root; default SDKRoot().
 	SDKRoot string
@@ -138,7 +140,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	if opts.StartTimeout == 0 {
-		opts.StartTimeout = 90 * time.Second
+		opts.StartTimeout = 5 * time.Minute
 	}
 	if opts.LogDir != "" {
 		if err := os.MkdirAll(opts.LogDir, 0o755); err != nil {
@@ -241,6 +243,10 @@ func startAndProbe(ctx context.Context, sp *spawner, spec emulatorSpec, opts Opt
 
 var errExited = errors.New("exited")
 
+// probeTimeout bounds one readiness probe: long enough for an emulator
+// that answers slowly on a busy machine to pass.
+const probeTimeout = 10 * time.Second
+
 // waitReady probes host until it answers, the emulator exits or ctx ends.
 // An exit wins over everything else: it is the real reason, and a probe
 // answered after it came from some other process on that port.
@@ -249,8 +255,8 @@ func waitReady(ctx context.Context, p *process, host string, probe func(context.
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		go func() { // an exit ends a probe that would otherwise wait its 2 s out
+		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		go func() { // an exit ends a probe that would otherwise wait its time out
 			select {
 			case <-p.exited:
 				cancel()
