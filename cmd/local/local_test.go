@@ -184,23 +184,53 @@ func TestLocalStackPlumbing(t *testing.T) {
 		!strings.Contains(hdr.Get("Access-Control-Allow-Headers"), "Idempotency-Key") {
 		t.Errorf("preflight: %d %v", code, hdr)
 	}
-	// A page on another origin gets its token from the local issuer as it
-	// calls the API: with CORS.
-	code, hdr, body = anon.do("GET", "/dev/token?uid=alice", "", "Origin", "http://127.0.0.1:1")
-	if code != 200 || hdr.Get("Access-Control-Allow-Origin") != "*" || !strings.Contains(body, `"idToken"`) {
-		t.Errorf("/dev/token from another origin: %d %v %s", code, hdr, body)
+	// A page on another local origin gets its token from the local issuer
+	// as it calls the API: with CORS, for loopback origins only.
+	for _, origin := range []string{"http://127.0.0.1:1", "http://localhost:3000", "http://[::1]:5173"} {
+		code, hdr, body = anon.do("GET", "/dev/token?uid=alice", "", "Origin", origin)
+		if code != 200 || hdr.Get("Access-Control-Allow-Origin") != origin || !strings.Contains(body, `"idToken"`) {
+			t.Errorf("/dev/token from %s: %d %v %s", origin, code, hdr, body)
+		}
+		code, hdr, _ = anon.do("OPTIONS", "/dev/token", "", "Origin", origin, "Access-Control-Request-Method", "GET")
+		if code != 204 || hdr.Get("Access-Control-Allow-Origin") != origin || !strings.Contains(hdr.Get("Access-Control-Allow-Methods"), "GET") {
+			t.Errorf("preflight of /dev/token from %s: %d %v", origin, code, hdr)
+		}
 	}
-	code, hdr, _ = anon.do("OPTIONS", "/dev/token", "", "Origin", "http://127.0.0.1:1", "Access-Control-Request-Method", "GET")
-	if code != 204 || hdr.Get("Access-Control-Allow-Origin") != "*" || !strings.Contains(hdr.Get("Access-Control-Allow-Methods"), "GET") {
-		t.Errorf("preflight of /dev/token: %d %v", code, hdr)
+	// A web site the developer visits cannot mint tokens from the stack.
+	for _, origin := range []string{"https://app.example", "http://127.0.0.1.example:80", "null"} {
+		code, hdr, _ = anon.do("GET", "/dev/token?uid=alice", "", "Origin", origin)
+		if hdr.Get("Access-Control-Allow-Origin") != "" {
+			t.Errorf("/dev/token from %s: %d Access-Control-Allow-Origin %q", origin, code, hdr.Get("Access-Control-Allow-Origin"))
+		}
+		code, hdr, _ = anon.do("OPTIONS", "/dev/token", "", "Origin", origin, "Access-Control-Request-Method", "GET")
+		if code != 403 || hdr.Get("Access-Control-Allow-Origin") != "" {
+			t.Errorf("preflight of /dev/token from %s: %d %v", origin, code, hdr)
+		}
 	}
 	// The playground page, at / only.
 	code, hdr, body = anon.do("GET", "/", "")
 	if code != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "text/html") || !strings.Contains(body, "<title>Engagement API playground</title>") {
 		t.Errorf("GET /: %d %v", code, hdr)
 	}
-	if code, _, _ := anon.do("GET", "/nothing-here", ""); code != 404 {
-		t.Errorf("GET /nothing-here: %d, want 404", code)
+	// Unknown paths, on the stack's own mux and under a function's routes,
+	// answer the error body.
+	for _, path := range []string{"/nothing-here", "/v1/nothing-here", "/v1/comments/c1/nothing"} {
+		a := apitest.Request(t, "GET", base+path, "", nil)
+		apitest.CheckError(t, "GET "+path, a, 404, "NOT_FOUND")
+	}
+	// A query string that does not parse is refused, not read as absent.
+	for _, path := range []string{"/v1/videos/v1/comments?pageToken=%%%%", "/v1/counts?ids=a&x=%zz", "/dev/token?uid=%%"} {
+		a := apitest.Request(t, "GET", base+path, "", nil)
+		apitest.CheckError(t, "GET "+path, a, 400, "INVALID_ARGUMENT")
+	}
+	// Every answer carries the security headers: the functions', the
+	// stack's own, errors included.
+	for _, path := range []string{"/", "/healthz", "/v1/counts?ids=a", "/v1/history", "/nothing-here", "/dev/token?uid=alice"} {
+		_, hdr, _ := anon.do("GET", path, "")
+		if !strings.HasPrefix(hdr.Get("Strict-Transport-Security"), "max-age=") || hdr.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("GET %s: Strict-Transport-Security %q, X-Content-Type-Options %q", path,
+				hdr.Get("Strict-Transport-Security"), hdr.Get("X-Content-Type-Options"))
+		}
 	}
 	code, _, body = anon.do("GET", "/dev/token?uid=", "")
 	if code != 400 || !strings.Contains(body, `"status":"INVALID_ARGUMENT"`) {
@@ -214,5 +244,29 @@ func TestLocalStackPlumbing(t *testing.T) {
 	// An event function is reachable only as an event function.
 	if code, _, _ := anon.do("POST", "/events/NoSuchFunction", "{}"); code != 404 {
 		t.Errorf("unknown event function: %d", code)
+	}
+}
+
+// TestListensOnLoopback: the stack mints any user's token, so it is not
+// offered to the network unless LOCAL_LISTEN_HOST says so.
+func TestListensOnLoopback(t *testing.T) {
+	t.Setenv("PORT", "0")
+	t.Setenv("LOCAL_LISTEN_HOST", "")
+	ln, err := listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() {
+		t.Errorf("listening on %v, want a loopback address", ln.Addr())
+	}
+	t.Setenv("LOCAL_LISTEN_HOST", "0.0.0.0")
+	ln2, err := listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln2.Close()
+	if ip := ln2.Addr().(*net.TCPAddr).IP; !ip.IsUnspecified() {
+		t.Errorf("LOCAL_LISTEN_HOST=0.0.0.0: listening on %v", ln2.Addr())
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,18 +31,21 @@ import (
 const allNeeds = host.NeedSpanner | host.NeedBigtable | host.NeedPubSub | host.NeedFirestore | host.NeedVerifier
 
 func realMain(ctx context.Context) error {
-	port := envOr("PORT", "8080")
 	// Listen first: push subscriptions and /healthz need an answer as soon
 	// as they exist; /healthz says 503 until everything is ready.
-	ln, err := net.Listen("tcp", ":"+port)
+	ln, err := listen()
 	if err != nil {
-		return fmt.Errorf("listen on port %s (set PORT to use another): %w", port, err)
+		return err
 	}
-	base := "http://127.0.0.1:" + port
+	base := "http://127.0.0.1:" + envOr("PORT", "8080")
 	var ready readiness
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", ready.serve)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Every answer, the functions' and the stack's own, carries the
+	// security headers; unknown paths and bad query strings get the error
+	// body, as from a deployed function.
+	root := httpx.Chain(httpx.ServeMux(mux), httpx.SecurityHeaders, httpx.StrictQuery)
+	srv := &http.Server{Handler: root, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			slog.Error("server stopped", "error", err)
@@ -118,8 +122,10 @@ func realMain(ctx context.Context) error {
 		return err
 	}
 
-	// A page on another origin gets its token as it calls the API: with CORS.
-	mux.Handle("/dev/token", httpx.CORS(cfg.HTTP.AllowedOrigins)(issuer.TokenHandler()))
+	// A page on another local origin gets its token as it calls the API:
+	// with CORS, but for loopback origins only, so that no web site a
+	// developer visits can mint tokens from their stack.
+	mux.Handle("/dev/token", httpx.CORSFor(loopbackOrigin)(issuer.TokenHandler()))
 	mux.Handle("GET /{$}", playgroundHandler())
 	mux.Handle("GET /dev/jwks", issuer.JWKSHandler())
 	mux.Handle("POST /events/{function}", events)
@@ -151,6 +157,33 @@ func realMain(ctx context.Context) error {
 // newIssuer makes the stack's token issuer. Tests replace it to keep the
 // issuer, and mint expired or wrong-audience tokens with the stack's own key.
 var newIssuer = auth.NewLocalIssuer
+
+// listen listens on PORT of loopback, unless LOCAL_LISTEN_HOST names
+// another address: the stack mints any user's token for whoever asks, so it
+// is not offered to the network by default.
+func listen() (net.Listener, error) {
+	addr := net.JoinHostPort(envOr("LOCAL_LISTEN_HOST", "127.0.0.1"), envOr("PORT", "8080"))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s (set PORT, or LOCAL_LISTEN_HOST, to use another): %w", addr, err)
+	}
+	return ln, nil
+}
+
+// loopbackOrigin reports whether origin is a page served from this machine.
+func loopbackOrigin(origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Path != "" {
+		return false
+	}
+	switch h := u.Hostname(); h {
+	case "localhost":
+		return true
+	default:
+		ip := net.ParseIP(h)
+		return ip != nil && ip.IsLoopback()
+	}
+}
 
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {

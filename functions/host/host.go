@@ -162,22 +162,29 @@ var (
 // functions-framework-go under name. Call it from the package's init.
 func RegisterHTTP(name string, needs Needs, build HTTPBuilder) {
 	remember(Registered{Name: name, Needs: needs, HTTP: build})
+	functions.HTTP(name, httpEntry(needs, func(ctx context.Context, c *Clients) (http.Handler, error) {
+		h, err := build(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		cfg := c.Config
+		return httpx.Standard(name, cfg.Project, cfg.HTTP.AllowedOrigins, cfg.HTTP.RequestTimeout)(h), nil
+	}))
+}
+
+// httpEntry is the entry point of an HTTP function: its handler, built on
+// first use. The answer of a failed build (503) carries the security
+// headers too, as every answer does.
+func httpEntry(needs Needs, build HTTPBuilder) func(http.ResponseWriter, *http.Request) {
 	var l lazy[http.Handler]
-	functions.HTTP(name, func(w http.ResponseWriter, r *http.Request) {
-		h, err := l.get(r.Context(), needs, func(ctx context.Context, c *Clients) (http.Handler, error) {
-			h, err := build(ctx, c)
-			if err != nil {
-				return nil, err
-			}
-			cfg := c.Config
-			return httpx.Standard(name, cfg.Project, cfg.HTTP.AllowedOrigins, cfg.HTTP.RequestTimeout)(h), nil
-		})
+	return httpx.SecurityHeaders(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, err := l.get(r.Context(), needs, build)
 		if err != nil {
 			httpx.WriteError(w, r, fmt.Errorf("%w: %v", errs.ErrBackendUnavailable, err))
 			return
 		}
 		h.ServeHTTP(w, r)
-	})
+	})).ServeHTTP
 }
 
 // RegisterPush registers an event function, the HTTP function a Pub/Sub

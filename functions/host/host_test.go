@@ -3,6 +3,8 @@ package host
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 )
 
@@ -46,5 +48,21 @@ func TestLazyBuildsOnAContextThatOutlivesTheRequest(t *testing.T) {
 	cancel()
 	if got.Err() != nil {
 		t.Error("the build context was cancelled with the request")
+	}
+}
+
+// Every answer of an HTTP function carries the security headers, also the
+// 503 of a build that failed, before the function's own middleware exists.
+func TestHTTPEntryAnswersWithSecurityHeaders(t *testing.T) {
+	entry := httpEntry(0, func(context.Context, *Clients) (http.Handler, error) {
+		return nil, errors.New("backend down")
+	})
+	rec := httptest.NewRecorder()
+	entry(rec, httptest.NewRequest(http.MethodGet, "/v1/counts?ids=a", nil))
+	if rec.Code != http.StatusServiceUnavailable {
+		t.Errorf("status %d, want 503", rec.Code)
+	}
+	if rec.Header().Get("Strict-Transport-Security") == "" || rec.Header().Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("headers %v, want Strict-Transport-Security and X-Content-Type-Options", rec.Header())
 	}
 }

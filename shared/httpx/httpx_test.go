@@ -333,3 +333,69 @@ func requestContext(traceparent, cloudTrace string) context.Context {
 	traced(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { ctx = r.Context() })).ServeHTTP(httptest.NewRecorder(), r)
 	return ctx
 }
+
+func TestStandardSetsSecurityHeaders(t *testing.T) {
+	rt := NewRouter()
+	rt.Handle("GET /v1/ok", func(w http.ResponseWriter, r *http.Request) error {
+		WriteJSON(w, http.StatusOK, map[string]bool{"ok": true})
+		return nil
+	})
+	rt.Handle("GET /v1/panic", func(w http.ResponseWriter, r *http.Request) error { panic("boom") })
+	h := Standard("Test", "p", nil, time.Second)(rt)
+	for _, path := range []string{"/v1/ok", "/v1/panic", "/v1/nowhere", "/v1/ok?a=%zz"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if got := rec.Header().Get("Strict-Transport-Security"); !strings.HasPrefix(got, "max-age=") {
+			t.Errorf("GET %s (%d): Strict-Transport-Security = %q", path, rec.Code, got)
+		}
+		if got := rec.Header().Get("X-Content-Type-Options"); got != "nosniff" {
+			t.Errorf("GET %s (%d): X-Content-Type-Options = %q", path, rec.Code, got)
+		}
+	}
+}
+
+func TestStandardRefusesAQueryThatDoesNotParse(t *testing.T) {
+	rt := NewRouter()
+	rt.Handle("GET /v1/things", func(w http.ResponseWriter, r *http.Request) error {
+		WriteJSON(w, http.StatusOK, map[string]string{"pageToken": r.URL.Query().Get("pageToken")})
+		return nil
+	})
+	h := Standard("Test", "p", nil, time.Second)(rt)
+	for _, q := range []string{"pageToken=%%%%", "pageSize=2&pageToken=%zz", "%=1", "a=%2"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/things?"+q, nil))
+		checkError(t, rec, wantErr{400, "INVALID_ARGUMENT", "the query string is not valid: percent-encode its names and values", ""})
+	}
+	for _, q := range []string{"", "pageToken=a%25b", "pageToken=&x=1", "a=b;c"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/things?"+q, nil))
+		if q == "a=b;c" {
+			// A semicolon is refused by url.ParseQuery, as by the Go server.
+			checkError(t, rec, wantErr{400, "INVALID_ARGUMENT", "the query string is not valid: percent-encode its names and values", ""})
+			continue
+		}
+		if rec.Code != http.StatusOK {
+			t.Errorf("?%s = %d %s, want 200", q, rec.Code, rec.Body)
+		}
+	}
+}
+
+func TestServeMuxAnswersErrorBodies(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	h := ServeMux(mux)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	if rec.Code != http.StatusOK {
+		t.Errorf("GET /healthz = %d", rec.Code)
+	}
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/no/such/thing", nil))
+	checkError(t, rec, wantErr{404, "NOT_FOUND", "no such resource: /no/such/thing", ""})
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/healthz", nil))
+	checkError(t, rec, wantErr{405, "INVALID_ARGUMENT", "", ""})
+	if got := rec.Header().Get("Allow"); got != "GET, HEAD" {
+		t.Errorf("Allow = %q", got)
+	}
+}

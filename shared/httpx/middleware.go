@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -26,12 +27,39 @@ func Chain(h http.Handler, mws ...Middleware) http.Handler {
 
 // Standard is the middleware every HTTP function gets: the trace span and
 // request metric outermost (the route falls back to the function's name),
-// then panics and logs, CORS, and the request deadline.
+// then the security headers, panics and logs, CORS, the query check and the
+// request deadline.
 func Standard(function, project string, allowedOrigins []string, timeout time.Duration) Middleware {
 	route := func(*http.Request) string { return function }
 	return func(h http.Handler) http.Handler {
-		return Chain(h, telemetry.Middleware(route), Recover, Log(project), CORS(allowedOrigins), Timeout(timeout))
+		return Chain(h, telemetry.Middleware(route), SecurityHeaders, Recover, Log(project), CORS(allowedOrigins), StrictQuery, Timeout(timeout))
 	}
+}
+
+// SecurityHeaders sets the headers every answer carries: Strict-Transport-
+// Security, so that a browser that once reached the API over HTTPS never
+// sends a token over plain HTTP, and X-Content-Type-Options: nosniff, so
+// that no answer is ever sniffed and run as HTML or script.
+func SecurityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Strict-Transport-Security", "max-age=31536000; includeSubDomains")
+		h.Set("X-Content-Type-Options", "nosniff")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// StrictQuery refuses a request whose query string does not parse. URL.Query
+// drops the pairs it cannot decode without a word, so "pageToken=%%" would
+// otherwise read as no token at all and answer the first page.
+func StrictQuery(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+			WriteError(w, r, InvalidArgument("the query string is not valid: percent-encode its names and values"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Recover answers 500 instead of dropping the connection when a handler panics.
@@ -76,14 +104,25 @@ var (
 // cookies, so credentials are not allowed.
 func CORS(allowed []string) Middleware {
 	any := slices.Contains(allowed, "*")
+	// The answer depends on Origin, also when none is sent: a shared cache
+	// (Cloud CDN) must not serve an answer without
+	// Access-Control-Allow-Origin to a cross-origin caller.
+	vary := !any && len(allowed) > 0
+	return cors(any, vary, func(origin string) bool { return slices.Contains(allowed, origin) })
+}
+
+// CORSFor is CORS for the origins that allow accepts, each answered by name
+// (the local stack's token issuer: loopback origins only).
+func CORSFor(allow func(origin string) bool) Middleware {
+	return cors(false, true, allow)
+}
+
+func cors(any, vary bool, allow func(string) bool) Middleware {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			origin := r.Header.Get("Origin")
-			ok := origin != "" && (any || slices.Contains(allowed, origin))
-			if !any && len(allowed) > 0 {
-				// The answer depends on Origin, also when none is sent: a
-				// shared cache (Cloud CDN) must not serve an answer without
-				// Access-Control-Allow-Origin to a cross-origin caller.
+			ok := origin != "" && (any || allow(origin))
+			if vary {
 				w.Header().Add("Vary", "Origin")
 			}
 			if ok {

@@ -30,10 +30,21 @@ func (rt *Router) Handle(pattern string, h HandlerFunc) {
 }
 
 func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h, pattern := rt.mux.Handler(r)
+	serveMux(rt.mux, w, r)
+}
+
+// ServeMux serves mux with its "no such route" and "wrong method" answers
+// in the spec's error body, as Router does: for a server whose mux holds
+// plain handlers (the local stack's).
+func ServeMux(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { serveMux(mux, w, r) })
+}
+
+func serveMux(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
+	h, pattern := mux.Handler(r)
 	if pattern != "" {
 		// ServeHTTP, not h: it sets the request's path values.
-		rt.mux.ServeHTTP(w, r)
+		mux.ServeHTTP(w, r)
 		return
 	}
 	// Let the mux decide between 404 and 405 (it computes Allow), then
