@@ -22,9 +22,15 @@ type recorder struct {
 
 func useRecorder(t *testing.T) *recorder {
 	t.Helper()
+	return useRecorderSampling(t, 1)
+}
+
+// useRecorderSampling is useRecorder with the instance's sampler at ratio.
+func useRecorderSampling(t *testing.T, ratio float64) *recorder {
+	t.Helper()
 	prevTP, prevMP, prevProp := otel.GetTracerProvider(), otel.GetMeterProvider(), otel.GetTextMapPropagator()
 	rec := &recorder{spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sampler(1)), sdktrace.WithSpanProcessor(rec.spans))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sampler(ratio)), sdktrace.WithSpanProcessor(rec.spans))
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(rec.reader))
 	otel.SetTracerProvider(tp)
 	otel.SetMeterProvider(mp)

@@ -29,7 +29,8 @@ func SetRoute(ctx context.Context, route string) {
 }
 
 // Middleware traces each request in a server span, continuing the trace of
-// an incoming traceparent (else X-Cloud-Trace-Context), and counts it in
+// an incoming traceparent (else X-Cloud-Trace-Context) but never its
+// sampling decision (sampler), and counts it in
 // engagement/requests by route and status. Put it outermost, so that the
 // span covers the whole answer and the handlers' contexts (and log lines)
 // carry it.

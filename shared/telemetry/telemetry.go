@@ -191,13 +191,6 @@ func newProviders(ctx context.Context, cfg *config.Config, o options) (*sdktrace
 	return tp, mp, nil
 }
 
-// sampler records ratio of the traces started here. A span whose parent came
-// with the request or message follows the parent's decision, so that a trace
-// is recorded whole or not at all.
-func sampler(ratio float64) sdktrace.Sampler {
-	return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))
-}
-
 // newResource describes this instance. Cloud Monitoring files OTLP metrics
 // on prometheus_target (job = service namespace/name, instance = service
 // instance id), so instances never write the same time series.
