@@ -22,6 +22,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -145,9 +147,14 @@ type Body struct {
 
 // public answers GET /v1/counts. It never looks at Authorization.
 func (h *handler) public(w http.ResponseWriter, r *http.Request) error {
-	ids, err := httpx.ParseIDs(r.URL.Query().Get("ids"), MaxIDs)
+	q := r.URL.Query().Get("ids")
+	ids, err := httpx.ParseIDs(q, MaxIDs)
 	if err != nil {
 		return err
+	}
+	if canonical := canonicalIDs(ids); canonical != q {
+		redirectToCanonical(w, r, canonical)
+		return nil
 	}
 	vals, err := h.cache.get(r.Context(), ids)
 	if err != nil {
@@ -203,6 +210,32 @@ func (h *handler) mine(w http.ResponseWriter, r *http.Request) error {
 		body.Viewer.Reactions[id] = ReactionBody{Reaction: vr.Reaction, Version: vr.Version}
 	}
 	return h.write(w, r, "private, no-store", body)
+}
+
+// canonicalIDs is the one spelling of a set of ids that the public counts
+// answer: sorted, each once. Cloud CDN keys its cache by the ids query
+// parameter as sent, so every other order of the same ids would be another
+// cache entry, read from the origin again.
+func canonicalIDs(ids []string) string {
+	return strings.Join(slices.Sorted(slices.Values(ids)), ",")
+}
+
+// canonicalMaxAge is how long a cache may keep a redirect to the canonical
+// spelling: it depends on the query alone and never changes.
+const canonicalMaxAge = 24 * time.Hour
+
+// redirectToCanonical answers 301 to the same path with ids spelled as
+// canonical, so that the counts of a set of ids are one cache entry
+// whatever order a client names them in. Cloud CDN caches a 301 (not a
+// 308) with Cache-Control: public and a Content-Length, so the redirect
+// itself is served from the edge.
+func redirectToCanonical(w http.ResponseWriter, r *http.Request, canonical string) {
+	u := url.URL{Path: r.URL.Path, RawQuery: "ids=" + canonical}
+	h := w.Header()
+	h.Set("Location", u.RequestURI())
+	h.Set("Cache-Control", fmt.Sprintf("public, max-age=%d", int(canonicalMaxAge/time.Second)))
+	h.Set("Content-Length", "0")
+	w.WriteHeader(http.StatusMovedPermanently)
 }
 
 // maxTokenLead is how far past the instance's clock a session token may

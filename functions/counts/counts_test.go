@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -234,7 +235,8 @@ func TestPublicCounts(t *testing.T) {
 			t.Errorf("with %v: %s %v, want the anonymous answer", auth, b.Body, b.Header)
 		}
 	}
-	// The order of the ids does not change the answer or its tag.
+	// The order of the ids does not change the answer or its tag (the
+	// client follows the redirect to the canonical order).
 	if b := e.get("/v1/counts?ids=neg,unknown,b,a,a").Want(t, 200, "GET"); b.Header.Get("ETag") != etag {
 		t.Errorf("reordered ids: ETag %q, want %q", b.Header.Get("ETag"), etag)
 	}
@@ -265,6 +267,58 @@ func TestPublicCounts(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// The ids' order does not split the CDN's cache key (the ids parameter as
+// sent): any spelling but the sorted one, each id once, is redirected to it
+// with a cacheable 301; the canonical one is answered.
+func TestPublicCountsRedirectToCanonicalIDs(t *testing.T) {
+	f := newFake()
+	e := serve(t, f, deps)
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	get := func(path string) apitest.Answer {
+		t.Helper()
+		req, err := http.NewRequest("GET", e.url+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := noFollow.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if err := apitest.Check("GET", path, resp.StatusCode, resp.Header, b); err != nil {
+			t.Error(err)
+		}
+		return apitest.Answer{Code: resp.StatusCode, Header: resp.Header, Body: b}
+	}
+	for q, want := range map[string]string{
+		"ids=b,a":               "/v1/counts?ids=a,b",
+		"ids=neg,unknown,b,a,a": "/v1/counts?ids=a,b,neg,unknown",
+		"ids=a,a":               "/v1/counts?ids=a",
+		"ids=a,b&x=1":           "/v1/counts?ids=a,b",
+		"ids=B,a,_,-":           "/v1/counts?ids=-,B,_,a",
+	} {
+		if q == "ids=a,b&x=1" {
+			// Other parameters are not part of the cache key: no redirect.
+			get("/v1/counts?"+q).Want(t, 200, q)
+			continue
+		}
+		a := get("/v1/counts?"+q).Want(t, http.StatusMovedPermanently, q)
+		if got := a.Header.Get("Location"); got != want {
+			t.Errorf("?%s: Location %q, want %q", q, got, want)
+		}
+		if why := cdnCacheable(a.Code, a.Header); why != "" {
+			t.Errorf("?%s: Cloud CDN would not cache the redirect: %s (%v)", q, why, a.Header)
+		}
+	}
+	// Other parameters are not part of the cache key: they are left alone.
+	for _, q := range []string{"ids=a,b", "ids=a%2Cb", "ids=a", "ids=-,B,_,a", "ids=a,b&x=1"} {
+		get("/v1/counts?"+q).Want(t, 200, q)
+	}
+	// The caller's own view is never cached: its order is left as sent.
+	e.get("/v1/me/counts?ids=b,a", "Authorization", "Bearer "+e.alice).Want(t, 200, "GET /v1/me/counts")
 }
 
 func TestMyCounts(t *testing.T) {

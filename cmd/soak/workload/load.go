@@ -518,7 +518,8 @@ func (l *Load) DeleteComment(tok, id string) error {
 // ---- reads
 
 func (l *Load) read(tok string, rnd *rand.Rand) {
-	ids := strings.Join(l.spec.Keys[:min(len(l.spec.Keys), 50)], ",")
+	// In canonical order: any other is answered with a redirect to it.
+	ids := strings.Join(slices.Sorted(slices.Values(l.spec.Keys[:min(len(l.spec.Keys), 50)])), ",")
 	for !l.stopped() {
 		switch r := rnd.IntN(4); {
 		case r == 0:

@@ -127,7 +127,7 @@ func CheckHistories(c *Client, m *Model) map[string]HistoryDiff {
 func (c *Client) Counts(ids []string) (map[string]counter.Values, map[string]int64, error) {
 	out, unique := map[string]counter.Values{}, map[string]int64{}
 	for chunk := range slices.Chunk(ids, 50) {
-		code, _, b := c.Do(nil, "", "GET", "/v1/counts?ids="+strings.Join(chunk, ","), "", "")
+		code, _, b := c.Do(nil, "", "GET", "/v1/counts?ids="+strings.Join(slices.Sorted(slices.Values(chunk)), ","), "", "")
 		var resp struct {
 			Counts map[string]counter.Values `json:"counts"`
 		}
