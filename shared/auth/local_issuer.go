@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -88,6 +89,10 @@ type mintOptions struct {
 	kid       string
 	signWith  *LocalIssuer
 	alg       string // "RS256", "none" or "HS256"
+	provider  string
+	email     string // "" for none
+	verified  bool
+	tenant    string
 	extra     map[string]any
 }
 
@@ -124,6 +129,25 @@ func AlgNone() MintOption { return func(o *mintOptions) { o.alg = "none" } }
 // public key in PEM: the algorithm-confusion attack on RS256 verifiers.
 func HS256WithPublicKey() MintOption { return func(o *mintOptions) { o.alg = "HS256" } }
 
+// SignInProvider sets firebase.sign_in_provider (default "password"). For
+// any other provider it drops the e-mail address; an Email after it sets one.
+func SignInProvider(p string) MintOption {
+	return func(o *mintOptions) {
+		o.provider = p
+		if p != "password" {
+			o.email = ""
+		}
+	}
+}
+
+// Email sets the e-mail address ("" for none) and email_verified.
+func Email(addr string, verified bool) MintOption {
+	return func(o *mintOptions) { o.email, o.verified = addr, verified }
+}
+
+// Tenant sets firebase.tenant (default none).
+func Tenant(t string) MintOption { return func(o *mintOptions) { o.tenant = t } }
+
 // withClaim sets (or, with a nil value, removes) any claim: tests only.
 func withClaim(name string, value any) MintOption {
 	return func(o *mintOptions) {
@@ -134,8 +158,10 @@ func withClaim(name string, value any) MintOption {
 	}
 }
 
-// Mint returns a signed token for uid. It does not validate uid, so that
-// tests can mint tokens with an empty or overlong sub.
+// Mint returns a signed token for uid. By default it is the token of an
+// e-mail and password account whose address is verified, the kind the
+// verifier accepts by default. It does not validate uid, so that tests can
+// mint tokens with an empty or overlong sub.
 func (i *LocalIssuer) Mint(uid string, opts ...MintOption) (string, error) {
 	o := mintOptions{
 		issuedAt: i.now(),
@@ -144,6 +170,9 @@ func (i *LocalIssuer) Mint(uid string, opts ...MintOption) (string, error) {
 		kid:      i.kid,
 		signWith: i,
 		alg:      jwt.SigningMethodRS256.Alg(),
+		provider: "password",
+		email:    url.QueryEscape(uid) + "@local.invalid",
+		verified: true,
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -159,11 +188,20 @@ func (i *LocalIssuer) Mint(uid string, opts ...MintOption) (string, error) {
 		"sub":       uid,
 		"iat":       o.issuedAt.Unix(),
 		"exp":       o.expiresAt.Unix(),
-		"firebase": map[string]any{
-			"identities":       map[string]any{},
-			"sign_in_provider": "custom",
-		},
 	}
+	fb := map[string]any{
+		"identities":       map[string]any{},
+		"sign_in_provider": o.provider,
+	}
+	if o.email != "" {
+		c["email"] = o.email
+		c["email_verified"] = o.verified
+		fb["identities"] = map[string]any{"email": []string{o.email}}
+	}
+	if o.tenant != "" {
+		fb["tenant"] = o.tenant
+	}
+	c["firebase"] = fb
 	if o.moderator {
 		c["moderator"] = true
 	}

@@ -51,7 +51,14 @@ func TestLocalIssuerTokenShape(t *testing.T) {
 		"sub":       "alice",
 		"iat":       float64(iat.Unix()),
 		"exp":       float64(iat.Add(time.Hour).Unix()),
-		"firebase":  map[string]any{"identities": map[string]any{}, "sign_in_provider": "custom"},
+		// An e-mail and password account with a verified address, as
+		// Firebase shapes its tokens: what the verifier accepts by default.
+		"email":          "alice@local.invalid",
+		"email_verified": true,
+		"firebase": map[string]any{
+			"identities":       map[string]any{"email": []any{"alice@local.invalid"}},
+			"sign_in_provider": "password",
+		},
 		"moderator": true,
 	}
 	if d := cmp.Diff(wantPayload, payload); d != "" {

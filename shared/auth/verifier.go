@@ -33,10 +33,14 @@ const (
 type Verifier struct {
 	issuer   string
 	audience string
-	now      func() time.Time
-	keys     *keySet
-	parser   *jwt.Parser
-	cache    *tokenCache // nil: every token verified with RSA
+	// providers are the accepted firebase.sign_in_provider values, tenant
+	// the firebase.tenant a token must carry ("" for none).
+	providers map[string]bool
+	tenant    string
+	now       func() time.Time
+	keys      *keySet
+	parser    *jwt.Parser
+	cache     *tokenCache // nil: every token verified with RSA
 }
 
 // Option configures a Verifier.
@@ -82,10 +86,19 @@ func NewVerifier(ctx context.Context, cfg config.Auth, opts ...Option) (*Verifie
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return nil, fmt.Errorf("auth.NewVerifier: JWKS URL %q (AUTH_JWKS_URL) is not an http(s) URL", cfg.JWKSURL)
 	}
+	providers := map[string]bool{}
+	for _, p := range cfg.AcceptedProviders() {
+		if !knownProvider(p) {
+			return nil, fmt.Errorf("auth.NewVerifier: sign-in provider %q (AUTH_SIGN_IN_PROVIDERS) is not a Firebase provider id such as password, google.com, anonymous or oidc.<name>", p)
+		}
+		providers[p] = true
+	}
 	v := &Verifier{
-		issuer:   cfg.TokenIssuer(),
-		audience: cfg.Audience,
-		now:      time.Now,
+		issuer:    cfg.TokenIssuer(),
+		audience:  cfg.Audience,
+		providers: providers,
+		tenant:    cfg.Tenant,
+		now:       time.Now,
 		keys: &keySet{
 			url:    cfg.JWKSURL,
 			client: &http.Client{Timeout: defaultKeySetPolicy.fetchTimeout},
@@ -117,7 +130,25 @@ type claims struct {
 	jwt.RegisteredClaims
 	AuthTime *jwt.NumericDate `json:"auth_time,omitempty"`
 	// Moderator is any JSON value; only the boolean true grants moderation.
-	Moderator any `json:"moderator,omitempty"`
+	Moderator any    `json:"moderator,omitempty"`
+	Email     string `json:"email,omitempty"`
+	// EmailVerified is any JSON value; only the boolean true verifies.
+	EmailVerified any `json:"email_verified,omitempty"`
+	Firebase      struct {
+		SignInProvider string `json:"sign_in_provider"`
+		Tenant         string `json:"tenant"`
+	} `json:"firebase"`
+}
+
+// knownProvider reports whether p is a sign-in provider id Firebase puts in
+// firebase.sign_in_provider: a typo would lock every user out.
+func knownProvider(p string) bool {
+	switch p {
+	case "password", "phone", "anonymous", "custom", "google.com", "apple.com", "facebook.com",
+		"github.com", "microsoft.com", "twitter.com", "yahoo.com", "playgames.google.com", "gc.apple.com":
+		return true
+	}
+	return (strings.HasPrefix(p, "oidc.") || strings.HasPrefix(p, "saml.")) && len(p) > len("oidc.")
 }
 
 // Verify checks a raw ID token and returns its user. Errors wrap
@@ -183,6 +214,26 @@ func (v *Verifier) checkFirebase(c *claims) error {
 	}
 	if n := utf8.RuneCountInString(c.Subject); n > maxUIDLen {
 		return fmt.Errorf("sub of %d characters exceeds %d", n, maxUIDLen)
+	}
+	return v.checkAccount(c)
+}
+
+// checkAccount refuses accounts that cost nothing to make: a sign-in
+// provider that is not accepted (anonymous unless configured), an e-mail
+// address nobody proved to own, or a token of another tenant of the
+// project. Its errors wrap errs.ErrAccountNotAccepted.
+func (v *Verifier) checkAccount(c *claims) error {
+	p := c.Firebase.SignInProvider
+	if !v.providers[p] {
+		return fmt.Errorf("%w: sign-in provider %q is not accepted", errs.ErrAccountNotAccepted, p)
+	}
+	// A password account always has an e-mail address; for the others the
+	// address is verified wherever the token carries one.
+	if (c.Email != "" || p == "password") && c.EmailVerified != true {
+		return fmt.Errorf("%w: e-mail address not verified (provider %q)", errs.ErrAccountNotAccepted, p)
+	}
+	if c.Firebase.Tenant != v.tenant {
+		return fmt.Errorf("%w: tenant %q, want %q", errs.ErrAccountNotAccepted, c.Firebase.Tenant, v.tenant)
 	}
 	return nil
 }

@@ -39,6 +39,20 @@ func TestVerify(t *testing.T) {
 		{name: "expired within leeway", token: mint(t, a, "alice", IssuedAt(now.Add(-time.Hour)), ExpiresAt(now.Add(-leeway/2))), want: User{ID: "alice"}},
 		{name: "iat in the future within leeway", token: mint(t, a, "alice", IssuedAt(now.Add(leeway/2))), want: User{ID: "alice"}},
 		{name: "without auth_time", token: mint(t, a, "alice", IssuedAt(now), withClaim("auth_time", nil)), want: User{ID: "alice"}},
+		{name: "Google account with a verified address", token: mint(t, a, "alice", IssuedAt(now), SignInProvider("google.com"), Email("alice@example.com", true)), want: User{ID: "alice"}},
+		{name: "Google account without an address", token: mint(t, a, "alice", IssuedAt(now), SignInProvider("google.com")), want: User{ID: "alice"}},
+
+		{name: "anonymous account", token: mint(t, a, "alice", IssuedAt(now), SignInProvider("anonymous")), wantErr: errs.ErrAccountNotAccepted},
+		{name: "custom token", token: mint(t, a, "alice", IssuedAt(now), SignInProvider("custom")), wantErr: errs.ErrAccountNotAccepted},
+		{name: "phone account", token: mint(t, a, "alice", IssuedAt(now), SignInProvider("phone")), wantErr: errs.ErrAccountNotAccepted},
+		{name: "no sign-in provider", token: mint(t, a, "alice", IssuedAt(now), withClaim("firebase", map[string]any{})), wantErr: errs.ErrAccountNotAccepted},
+		{name: "no firebase claim", token: mint(t, a, "alice", IssuedAt(now), withClaim("firebase", nil)), wantErr: errs.ErrAccountNotAccepted},
+		{name: "password account, address not verified", token: mint(t, a, "alice", IssuedAt(now), Email("alice@example.com", false)), wantErr: errs.ErrAccountNotAccepted},
+		{name: "password account without an address", token: mint(t, a, "alice", IssuedAt(now), Email("", false)), wantErr: errs.ErrAccountNotAccepted},
+		{name: "Google account, address not verified", token: mint(t, a, "alice", IssuedAt(now), SignInProvider("google.com"), Email("alice@example.com", false)), wantErr: errs.ErrAccountNotAccepted},
+		{name: "email_verified as a string", token: mint(t, a, "alice", IssuedAt(now), withClaim("email_verified", "true")), wantErr: errs.ErrAccountNotAccepted},
+		{name: "token of a tenant", token: mint(t, a, "alice", IssuedAt(now), Tenant("tenant-1")), wantErr: errs.ErrAccountNotAccepted},
+
 
 		{name: "expired", token: mint(t, a, "alice", IssuedAt(now.Add(-2*time.Hour)), ExpiresAt(now.Add(-2*leeway))), wantErr: errs.ErrInvalidToken},
 		{name: "no exp", token: mint(t, a, "alice", IssuedAt(now), withClaim("exp", nil)), wantErr: errs.ErrInvalidToken},
@@ -71,8 +85,8 @@ func TestVerify(t *testing.T) {
 				if !errors.Is(err, tt.wantErr) {
 					t.Fatalf("Verify() error = %v, want %v", err, tt.wantErr)
 				}
-				if errors.Is(err, errs.ErrKeysUnavailable) || errors.Is(err, errs.ErrMissingToken) {
-					t.Fatalf("Verify() error = %v matches another sentinel", err)
+				if errors.Is(err, errs.ErrKeysUnavailable) || errors.Is(err, errs.ErrMissingToken) || !errors.Is(err, errs.ErrInvalidToken) {
+					t.Fatalf("Verify() error = %v matches another sentinel, or not ErrInvalidToken", err)
 				}
 				if got != (User{}) {
 					t.Errorf("Verify() user = %+v with an error, want zero", got)
@@ -164,6 +178,9 @@ func TestNewVerifier(t *testing.T) {
 		{name: "no audience", cfg: config.Auth{JWKSURL: "https://example.com/jwks"}, wantErr: true},
 		{name: "no URL", cfg: config.Auth{Audience: "p"}, wantErr: true},
 		{name: "not http", cfg: config.Auth{Audience: "p", JWKSURL: "file:///etc/jwks"}, wantErr: true},
+		{name: "providers", cfg: config.Auth{Audience: "p", JWKSURL: "https://example.com/jwks", SignInProviders: []string{"password", "anonymous", "oidc.corp", "saml.idp"}}},
+		{name: "misspelt provider", cfg: config.Auth{Audience: "p", JWKSURL: "https://example.com/jwks", SignInProviders: []string{"password", "google"}}, wantErr: true},
+		{name: "bare oidc provider", cfg: config.Auth{Audience: "p", JWKSURL: "https://example.com/jwks", SignInProviders: []string{"oidc."}}, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -173,6 +190,43 @@ func TestNewVerifier(t *testing.T) {
 			}
 			if err == nil && v.issuer != tt.cfg.TokenIssuer() {
 				t.Errorf("issuer = %q, want %q", v.issuer, tt.cfg.TokenIssuer())
+			}
+		})
+	}
+}
+
+// The configured sign-in providers and tenant replace the defaults: only
+// their tokens pass.
+func TestConfiguredAccounts(t *testing.T) {
+	a, _, _ := issuers(t)
+	srv := newJWKSServer(t, a)
+	clock := newFakeClock()
+	cfg := testConfig(srv.URL)
+	cfg.SignInProviders = []string{"anonymous", "phone"}
+	cfg.Tenant = "tenant-1"
+	v, err := NewVerifier(context.Background(), cfg, WithClock(clock.now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := clock.now()
+	for _, tt := range []struct {
+		name  string
+		token string
+		ok    bool
+	}{
+		{"anonymous of the tenant", mint(t, a, "alice", IssuedAt(now), SignInProvider("anonymous"), Tenant("tenant-1")), true},
+		{"phone of the tenant", mint(t, a, "alice", IssuedAt(now), SignInProvider("phone"), Tenant("tenant-1")), true},
+		{"password of the tenant, not listed", mint(t, a, "alice", IssuedAt(now), Tenant("tenant-1")), false},
+		{"anonymous of no tenant", mint(t, a, "alice", IssuedAt(now), SignInProvider("anonymous")), false},
+		{"anonymous of another tenant", mint(t, a, "alice", IssuedAt(now), SignInProvider("anonymous"), Tenant("tenant-2")), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := v.Verify(context.Background(), tt.token)
+			if tt.ok && err != nil {
+				t.Fatalf("Verify() error = %v", err)
+			}
+			if !tt.ok && !errors.Is(err, errs.ErrAccountNotAccepted) {
+				t.Fatalf("Verify() error = %v, want errs.ErrAccountNotAccepted", err)
 			}
 		})
 	}

@@ -76,6 +76,27 @@ type Auth struct {
 	// TokenCache is how many verified tokens an instance remembers until
 	// they expire (0: verify every token with RSA).
 	TokenCache int `env:"AUTH_TOKEN_CACHE, default=10000"`
+	// SignInProviders are the firebase.sign_in_provider values whose tokens
+	// are accepted ("password", "google.com", "anonymous", ...); empty is
+	// DefaultSignInProviders. Read it through AcceptedProviders.
+	SignInProviders []string `env:"AUTH_SIGN_IN_PROVIDERS"`
+	// Tenant is the Identity Platform tenant whose tokens are accepted
+	// (firebase.tenant); empty accepts only tokens of no tenant.
+	Tenant string `env:"AUTH_TENANT"`
+}
+
+// DefaultSignInProviders are the sign-in providers accepted when
+// AUTH_SIGN_IN_PROVIDERS is unset: accounts that cost their owner an e-mail
+// address or a Google account. Anonymous accounts cost nothing and are
+// accepted only when named.
+var DefaultSignInProviders = []string{"password", "google.com"}
+
+// AcceptedProviders are the sign-in providers whose tokens are accepted.
+func (a Auth) AcceptedProviders() []string {
+	if len(a.SignInProviders) == 0 {
+		return DefaultSignInProviders
+	}
+	return a.SignInProviders
 }
 
 // TokenIssuer is the issuer the verifier expects.

@@ -35,6 +35,12 @@ var (
 	ErrKeysUnavailable = errors.New("auth: signing keys unavailable")
 )
 
+// ErrAccountNotAccepted marks a valid token of an account this service does
+// not take (sign-in provider not accepted, e-mail address not verified,
+// another tenant); it always comes with ErrInvalidToken (401), so that callers
+// that know only the three above answer it rightly.
+var ErrAccountNotAccepted = errors.New("auth: account not accepted")
+
 // Transient reports whether err is worth a retry later: it wraps
 // ErrBackendUnavailable, a context deadline or cancellation, or a gRPC status
 // (Google's clients wrap theirs; the chain is searched) of Unavailable,

@@ -122,6 +122,8 @@ func AsError(err error) *Error {
 		return Unavailable(backendRetryAfter, "the token keys cannot be fetched right now; retry shortly")
 	case errors.Is(err, errs.ErrAccountErasing):
 		return PermissionDenied("this account is being erased (DELETE /v1/me); it takes no new data until the erasure is done")
+	case errors.Is(err, errs.ErrAccountNotAccepted):
+		return Unauthenticated("this account cannot use the API: sign in with a supported method and verify your e-mail address")
 	case errors.Is(err, errs.ErrInvalidToken):
 		return Unauthenticated("the bearer token is invalid or expired; sign in again")
 	case errors.Is(err, context.Canceled) && !errors.Is(err, errs.ErrBackendUnavailable):

@@ -71,6 +71,7 @@ func TestWriteErrorMapping(t *testing.T) {
 		{"wrapped api error", fmt.Errorf("op: %w", NotFound("gone")), wantErr{404, "NOT_FOUND", "gone", ""}},
 		{"missing token", fmt.Errorf("x: %w", errs.ErrMissingToken), wantErr{401, "UNAUTHENTICATED", "", ""}},
 		{"invalid token", fmt.Errorf("x: %w", errs.ErrInvalidToken), wantErr{401, "UNAUTHENTICATED", "the bearer token is invalid or expired; sign in again", ""}},
+		{"account not accepted", fmt.Errorf("x: %w: %w", errs.ErrInvalidToken, errs.ErrAccountNotAccepted), wantErr{401, "UNAUTHENTICATED", "this account cannot use the API: sign in with a supported method and verify your e-mail address", ""}},
 		{"keys down", errs.ErrKeysUnavailable, wantErr{503, "UNAVAILABLE", "", "2"}},
 		{"backend", fmt.Errorf("%w: spanner", errs.ErrBackendUnavailable), wantErr{503, "UNAVAILABLE", "a backend is unavailable; retry shortly", "2"}},
 		{"grpc unavailable", status.Error(codes.Unavailable, "conn refused"), wantErr{503, "UNAVAILABLE", "", "2"}},
