@@ -53,7 +53,16 @@ module "engagement" {
 
   auth_audience        = var.auth_audience
   cors_allowed_origins = var.cors_allowed_origins
-  rate_limits          = var.rate_limits
+
+  allow_anonymous_sign_in = var.allow_anonymous_sign_in
+  auth_sign_in_providers  = var.auth_sign_in_providers
+  auth_tenant             = var.auth_tenant
+  auth_authorized_domains = var.auth_authorized_domains
+  sign_up_quota           = var.sign_up_quota
+  waf_preview             = var.waf_preview
+  billing_account         = var.billing_account
+  monthly_budget          = var.monthly_budget
+  rate_limits             = var.rate_limits
 
   page_token_secret_version  = var.page_token_secret_version
   page_token_secret_accepted = var.page_token_secret_accepted

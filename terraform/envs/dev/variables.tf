@@ -148,3 +148,51 @@ variable "firestore_location" {
   type    = string
   default = "us-central1"
 }
+
+# Identity Platform and the accounts the functions accept (docs/identity.md).
+variable "allow_anonymous_sign_in" {
+  type    = bool
+  default = false
+}
+
+variable "auth_sign_in_providers" {
+  type    = list(string)
+  default = ["password", "google.com"]
+}
+
+variable "auth_tenant" {
+  type    = string
+  default = ""
+}
+
+variable "auth_authorized_domains" {
+  type    = list(string)
+  default = []
+}
+
+variable "sign_up_quota" {
+  type = object({
+    per_ip_per_hour = number
+    start_time      = string
+    duration        = string
+  })
+  default = null
+}
+
+# Cloud Armor's SQLi/XSS rules log only while true (docs/identity.md).
+variable "waf_preview" {
+  type    = bool
+  default = true
+}
+
+# A monthly budget alerts on the project's spend when the billing account is
+# given (docs/deploy.md).
+variable "billing_account" {
+  type    = string
+  default = ""
+}
+
+variable "monthly_budget" {
+  type    = number
+  default = 1000
+}

@@ -142,13 +142,30 @@ resource "google_compute_backend_service" "cdn" {
   }
 }
 
-# Per-client-IP rate limit on every public backend: past the threshold an IP
-# gets 429 until its rate falls back under it.
+# Cloud Armor on every public backend:
+# - a per-client-IP rate limit: past the threshold an IP gets 429 until its
+#   rate falls back under it;
+# - Google's preconfigured WAF rules against SQL injection and cross-site
+#   scripting, in preview (matches logged, nothing refused) unless
+#   waf_preview is false. The API takes free text (comments) that may quote
+#   SQL or HTML, stores it as data (Spanner query parameters, JSON answers,
+#   never HTML), so a refused match would mostly be a reader's comment lost;
+#   the preview logs say what deny would refuse before anyone turns it on
+#   (docs/identity.md);
+# - Adaptive Protection: layer-7 DDoS detection that alerts and proposes
+#   rules from the traffic it learns.
 resource "google_compute_security_policy" "api" {
   project     = var.project_id
   name        = "engagement-api"
-  description = "Per-IP rate limit on the public API."
+  description = "Per-IP rate limit, SQLi/XSS WAF and Adaptive Protection on the public API."
   type        = "CLOUD_ARMOR"
+
+  adaptive_protection_config {
+    layer_7_ddos_defense_config {
+      enable          = true
+      rule_visibility = "STANDARD"
+    }
+  }
 
   rule {
     action   = "throttle"
@@ -171,6 +188,21 @@ resource "google_compute_security_policy" "api" {
     description = "At most ${var.api_rate_limit_per_ip.count} requests per ${var.api_rate_limit_per_ip.interval_sec}s per client IP."
   }
 
+  dynamic "rule" {
+    for_each = local.waf_rules
+    content {
+      action   = "deny(403)"
+      priority = rule.value.priority
+      preview  = var.waf_preview
+      match {
+        expr {
+          expression = "evaluatePreconfiguredWaf('${rule.key}', {'sensitivity': ${var.waf_sensitivity}})"
+        }
+      }
+      description = rule.value.description
+    }
+  }
+
   rule {
     action   = "allow"
     priority = 2147483647
@@ -184,6 +216,15 @@ resource "google_compute_security_policy" "api" {
   }
 
   depends_on = [google_project_service.api]
+}
+
+locals {
+  # Preconfigured WAF rule sets (Cloud Armor's names) and their priorities,
+  # after the rate limit.
+  waf_rules = {
+    "sqli-v33-stable" = { priority = 2000, description = "SQL injection (OWASP CRS 3.3)." }
+    "xss-v33-stable"  = { priority = 2001, description = "Cross-site scripting (OWASP CRS 3.3)." }
+  }
 }
 
 resource "google_compute_url_map" "api" {
@@ -218,11 +259,23 @@ resource "google_compute_url_map" "api" {
   }
 }
 
+# TLS 1.2 at least, with the MODERN profile's ciphers (forward secrecy,
+# AEAD); the default policy also accepts TLS 1.0 and 1.1.
+resource "google_compute_ssl_policy" "api" {
+  project         = var.project_id
+  name            = "engagement-api"
+  profile         = "MODERN"
+  min_tls_version = "TLS_1_2"
+
+  depends_on = [google_project_service.api]
+}
+
 resource "google_compute_target_https_proxy" "api" {
   project          = var.project_id
   name             = "engagement-api"
   url_map          = google_compute_url_map.api.id
   ssl_certificates = [google_compute_managed_ssl_certificate.api.id]
+  ssl_policy       = google_compute_ssl_policy.api.id
 }
 
 resource "google_compute_global_forwarding_rule" "https" {

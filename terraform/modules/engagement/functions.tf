@@ -53,6 +53,8 @@ locals {
     AUTH_ISSUER                     = "https://securetoken.google.com/${local.auth_audience}"
     AUTH_JWKS_URL                   = "https://www.googleapis.com/service_accounts/v1/jwk/securetoken@system.gserviceaccount.com"
     AUTH_TOKEN_CACHE                = "10000"
+    AUTH_SIGN_IN_PROVIDERS          = join(",", local.auth_sign_in_providers)
+    AUTH_TENANT                     = var.auth_tenant
     CORS_ALLOWED_ORIGINS            = join(",", var.cors_allowed_origins)
     COUNTS_MAX_AGE                  = var.counts_max_age
     COUNTS_CACHE_TTL                = var.counts_cache_ttl

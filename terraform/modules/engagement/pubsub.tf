@@ -30,13 +30,18 @@ locals {
   ]...)
 }
 
+# No topic keeps messages of its own (message_retention_duration unset): the
+# messages hold user ids, and topic retention would keep even the delivered
+# ones for a week after an erasure. Nothing needs it: redelivery is the
+# subscriptions' retention of unacknowledged messages, and dead-lettered
+# messages wait on their dead-letter subscription; no subscription is ever
+# created late or seeked back to a time (terraform/check's retention rule).
 resource "google_pubsub_topic" "topic" {
   for_each = local.topics
 
-  project                    = var.project_id
-  name                       = each.key
-  message_retention_duration = "${local.delivery.messageRetentionSeconds}s"
-  labels                     = local.labels
+  project = var.project_id
+  name    = each.key
+  labels  = local.labels
 
   depends_on = [google_project_service.api]
 }
@@ -44,10 +49,9 @@ resource "google_pubsub_topic" "topic" {
 resource "google_pubsub_topic" "dead_letter" {
   for_each = local.dead_letter_topics
 
-  project                    = var.project_id
-  name                       = each.key
-  message_retention_duration = "${local.delivery.messageRetentionSeconds}s"
-  labels                     = local.labels
+  project = var.project_id
+  name    = each.key
+  labels  = local.labels
 
   depends_on = [google_project_service.api]
 }

@@ -403,3 +403,85 @@ variable "alert_thresholds" {
     spanner_storage_ratio     = 0.8
   }
 }
+
+# --- identity (identity.tf, shared/auth) ------------------------------------
+
+variable "auth_sign_in_providers" {
+  description = "Sign-in providers whose ID tokens the functions accept (AUTH_SIGN_IN_PROVIDERS, firebase.sign_in_provider ids); password also enables e-mail and password sign-in. Anonymous accounts are allow_anonymous_sign_in's."
+  type        = list(string)
+  default     = ["password", "google.com"]
+
+  validation {
+    condition     = length(var.auth_sign_in_providers) > 0 && !contains(var.auth_sign_in_providers, "anonymous")
+    error_message = "auth_sign_in_providers names at least one provider, and not anonymous: set allow_anonymous_sign_in instead."
+  }
+}
+
+variable "allow_anonymous_sign_in" {
+  description = "Let anyone make an anonymous account, which the functions then accept: every per-user limit can be bypassed by making accounts (docs/identity.md)."
+  type        = bool
+  default     = false
+}
+
+variable "auth_tenant" {
+  description = "Identity Platform tenant whose tokens are accepted (AUTH_TENANT); empty accepts only tokens of no tenant."
+  type        = string
+  default     = ""
+}
+
+variable "auth_authorized_domains" {
+  description = "Domains a browser sign-in may redirect back to (the frontends' domains)."
+  type        = list(string)
+  default     = []
+}
+
+variable "sign_up_quota" {
+  description = "Temporary override of the sign-ups Identity Platform allows per IP address an hour (1 to 1000) from start_time (RFC 3339) for duration (seconds, \"86400s\"); null keeps Identity Platform's standing limit."
+  type = object({
+    per_ip_per_hour = number
+    start_time      = string
+    duration        = string
+  })
+  default = null
+
+  validation {
+    condition     = var.sign_up_quota == null || try(var.sign_up_quota.per_ip_per_hour >= 1 && var.sign_up_quota.per_ip_per_hour <= 1000, false)
+    error_message = "sign_up_quota.per_ip_per_hour is between 1 and 1000."
+  }
+}
+
+variable "waf_preview" {
+  description = "Run Cloud Armor's SQLi/XSS rules in preview (log matches, refuse nothing); false refuses matching requests with 403."
+  type        = bool
+  default     = true
+}
+
+variable "waf_sensitivity" {
+  description = "Sensitivity of the preconfigured WAF rules (1: fewest false positives, 4: most matches)."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = contains([1, 2, 3, 4], var.waf_sensitivity)
+    error_message = "waf_sensitivity is 1, 2, 3 or 4."
+  }
+}
+
+# --- billing (billing.tf) ------------------------------------------------------
+
+variable "billing_account" {
+  description = "Billing account id (\"012345-6789AB-CDEF01\") that pays for the project; given, a monthly budget alerts on the spend. Empty: no budget."
+  type        = string
+  default     = ""
+}
+
+variable "monthly_budget" {
+  description = "Monthly budget of the project, in whole units of the billing account's currency."
+  type        = number
+  default     = 1000
+
+  validation {
+    condition     = var.monthly_budget > 0
+    error_message = "monthly_budget is positive."
+  }
+}
