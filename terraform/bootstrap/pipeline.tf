@@ -57,6 +57,7 @@ locals {
       "roles/cloudscheduler.admin",
       "roles/monitoring.editor",
       "roles/logging.configWriter",
+      "roles/identityplatform.admin",
     ]
   }
   project_grants = merge([

@@ -259,8 +259,8 @@ resource "google_compute_url_map" "api" {
   }
 }
 
-# TLS 1.2 at least, with the MODERN profile's ciphers (forward secrecy,
-# AEAD); the default policy also accepts TLS 1.0 and 1.1.
+# TLS 1.2 at least, MODERN profile; Google's default policy also accepts
+# TLS 1.0 and 1.1 (docs/identity.md).
 resource "google_compute_ssl_policy" "api" {
   project         = var.project_id
   name            = "engagement-api"

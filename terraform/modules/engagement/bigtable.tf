@@ -137,6 +137,9 @@ resource "google_bigtable_app_profile" "failover" {
   ignore_warnings               = true
 }
 
+# A function's role holds on the instance itself (the client's channel
+# priming pings it) and its app profiles, and on the tables its code
+# touches only (local.function_access tables), through an IAM condition.
 resource "google_bigtable_instance_iam_member" "fn" {
   for_each = { for k, a in local.function_access : k => a if a.bigtable != "" }
 
@@ -144,4 +147,13 @@ resource "google_bigtable_instance_iam_member" "fn" {
   instance = google_bigtable_instance.main.name
   role     = each.value.bigtable == "reader" ? "roles/bigtable.reader" : "roles/bigtable.user"
   member   = google_service_account.fn[each.key].member
+
+  condition {
+    title       = "tables-of-${local.functions[each.key].id}"
+    description = "The instance and its app profiles; of the tables, only those the function's code touches."
+    expression = join(" || ", concat(
+      ["resource.type != \"bigtableadmin.googleapis.com/Table\""],
+      [for t in each.value.tables : "resource.name == \"projects/${var.project_id}/instances/${google_bigtable_instance.main.name}/tables/${t}\""],
+    ))
+  }
 }

@@ -9,23 +9,29 @@ locals {
   # What each function's code touches, as its registration declares it
   # (host.Need* in functions/<name>; terraform/check compares the two).
   # spanner/bigtable: "user" (read-write), "reader" or "" (none); firestore:
-  # "user", "viewer" or ""; publish: the topics it publishes to.
+  # "user", "viewer" or ""; publish: the topics it publishes to; tables: the
+  # Bigtable tables its code can touch (the tables its packages' imports
+  # name; terraform/check's privilege rule derives them from the code).
   function_access = {
-    Account            = { spanner = "user", bigtable = "reader", firestore = "user", publish = [local.erasure_topic] }
-    EraseAccount       = { spanner = "user", bigtable = "user", firestore = "user", publish = [local.counter_topic, local.erasure_topic] }
-    ResumeErasures     = { spanner = "reader", bigtable = "", firestore = "", publish = [local.erasure_topic] }
-    History            = { spanner = "", bigtable = "user", firestore = "user", publish = [local.history_topic] }
-    Reactions          = { spanner = "user", bigtable = "user", firestore = "", publish = [local.counter_topic] }
-    Counts             = { spanner = "reader", bigtable = "", firestore = "", publish = [] }
-    Comments           = { spanner = "user", bigtable = "", firestore = "", publish = [local.counter_topic] }
-    Rollup             = { spanner = "user", bigtable = "user", firestore = "", publish = [local.counter_topic] }
-    Reconcile          = { spanner = "user", bigtable = "", firestore = "", publish = [] }
-    DetectManipulation = { spanner = "user", bigtable = "", firestore = "", publish = [] }
-    ExpireHistory      = { spanner = "", bigtable = "user", firestore = "user", publish = [] }
-    ApplyHistory       = { spanner = "", bigtable = "user", firestore = "", publish = [] }
-    ApplyCounters      = { spanner = "user", bigtable = "", firestore = "", publish = [] }
-    ApplyViews         = { spanner = "user", bigtable = "user", firestore = "", publish = [] }
+    Account            = { spanner = "user", bigtable = "reader", firestore = "user", publish = [local.erasure_topic], tables = [local.bt["rate_limits"], local.bt["watch_history"], local.bt["watch_latest"]] }
+    EraseAccount       = { spanner = "user", bigtable = "user", firestore = "user", publish = [local.counter_topic, local.erasure_topic], tables = [local.bt["rate_limits"], local.bt["watch_history"], local.bt["watch_latest"]] }
+    ResumeErasures     = { spanner = "reader", bigtable = "", firestore = "", publish = [local.erasure_topic], tables = [] }
+    History            = { spanner = "", bigtable = "user", firestore = "user", publish = [local.history_topic], tables = [local.bt["rate_limits"], local.bt["watch_history"], local.bt["watch_latest"]] }
+    Reactions          = { spanner = "user", bigtable = "user", firestore = "", publish = [local.counter_topic], tables = [local.bt["rate_limits"]] }
+    Counts             = { spanner = "reader", bigtable = "", firestore = "", publish = [], tables = [] }
+    Comments           = { spanner = "user", bigtable = "", firestore = "", publish = [local.counter_topic], tables = [] }
+    Rollup             = { spanner = "user", bigtable = "user", firestore = "", publish = [local.counter_topic], tables = [local.bt["rate_limits"], local.bt["view_batches"]] }
+    Reconcile          = { spanner = "user", bigtable = "", firestore = "", publish = [], tables = [] }
+    DetectManipulation = { spanner = "user", bigtable = "", firestore = "", publish = [], tables = [] }
+    ExpireHistory      = { spanner = "", bigtable = "user", firestore = "user", publish = [], tables = [local.bt["watch_history"], local.bt["watch_latest"]] }
+    ApplyHistory       = { spanner = "", bigtable = "user", firestore = "", publish = [], tables = [local.bt["watch_history"], local.bt["watch_latest"]] }
+    ApplyCounters      = { spanner = "user", bigtable = "", firestore = "", publish = [], tables = [] }
+    ApplyViews         = { spanner = "user", bigtable = "user", firestore = "", publish = [], tables = [local.bt["rate_limits"], local.bt["view_batches"], local.bt["watch_history"], local.bt["watch_latest"]] }
   }
+
+  # Bigtable table names by name: a lookup fails on a table that
+  # topology.json does not have.
+  bt = { for t in local.topology.bigtable.tables : t.name => t.name }
 
   publishers = merge([
     for k, a in local.function_access : { for t in a.publish : "${k}/${t}" => { function = k, topic = t } }
@@ -73,12 +79,20 @@ resource "google_project_iam_member" "fn_telemetry" {
   member  = google_service_account.fn[each.value.function].member
 }
 
+# Firestore roles are granted on the project; the condition narrows them to
+# the deployment's database.
 resource "google_project_iam_member" "fn_firestore" {
   for_each = { for k, a in local.function_access : k => a if a.firestore != "" }
 
   project = var.project_id
   role    = "roles/datastore.${each.value.firestore}"
   member  = google_service_account.fn[each.key].member
+
+  condition {
+    title       = "engagement-database"
+    description = "Only the engagement Firestore database."
+    expression  = "resource.name == \"projects/${var.project_id}/databases/${google_firestore_database.main.name}\""
+  }
 }
 
 resource "google_pubsub_topic_iam_member" "fn_publisher" {
