@@ -86,11 +86,11 @@ func NewVerifier(ctx context.Context, cfg config.Auth, opts ...Option) (*Verifie
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return nil, fmt.Errorf("auth.NewVerifier: JWKS URL %q (AUTH_JWKS_URL) is not an http(s) URL", cfg.JWKSURL)
 	}
+	if err := cfg.CheckSignInProviders(); err != nil {
+		return nil, fmt.Errorf("auth.NewVerifier: %w", err)
+	}
 	providers := map[string]bool{}
 	for _, p := range cfg.AcceptedProviders() {
-		if !knownProvider(p) {
-			return nil, fmt.Errorf("auth.NewVerifier: sign-in provider %q (AUTH_SIGN_IN_PROVIDERS) is not a Firebase provider id such as password, google.com, anonymous or oidc.<name>", p)
-		}
 		providers[p] = true
 	}
 	v := &Verifier{
@@ -138,17 +138,6 @@ type claims struct {
 		SignInProvider string `json:"sign_in_provider"`
 		Tenant         string `json:"tenant"`
 	} `json:"firebase"`
-}
-
-// knownProvider reports whether p is a sign-in provider id Firebase puts in
-// firebase.sign_in_provider: a typo would lock every user out.
-func knownProvider(p string) bool {
-	switch p {
-	case "password", "phone", "anonymous", "custom", "google.com", "apple.com", "facebook.com",
-		"github.com", "microsoft.com", "twitter.com", "yahoo.com", "playgames.google.com", "gc.apple.com":
-		return true
-	}
-	return (strings.HasPrefix(p, "oidc.") || strings.HasPrefix(p, "saml.")) && len(p) > len("oidc.")
 }
 
 // Verify checks a raw ID token and returns its user. Errors wrap
@@ -227,9 +216,9 @@ func (v *Verifier) checkAccount(c *claims) error {
 	if !v.providers[p] {
 		return fmt.Errorf("%w: sign-in provider %q is not accepted", errs.ErrAccountNotAccepted, p)
 	}
-	// A password account always has an e-mail address; for the others the
-	// address is verified wherever the token carries one.
-	if (c.Email != "" || p == "password") && c.EmailVerified != true {
+	// An e-mail account (password or e-mail link) always has an address; for
+	// the others the address is verified wherever the token carries one.
+	if (c.Email != "" || p == "password" || p == "email") && c.EmailVerified != true {
 		return fmt.Errorf("%w: e-mail address not verified (provider %q)", errs.ErrAccountNotAccepted, p)
 	}
 	if c.Firebase.Tenant != v.tenant {

@@ -53,7 +53,6 @@ func TestVerify(t *testing.T) {
 		{name: "email_verified as a string", token: mint(t, a, "alice", IssuedAt(now), withClaim("email_verified", "true")), wantErr: errs.ErrAccountNotAccepted},
 		{name: "token of a tenant", token: mint(t, a, "alice", IssuedAt(now), Tenant("tenant-1")), wantErr: errs.ErrAccountNotAccepted},
 
-
 		{name: "expired", token: mint(t, a, "alice", IssuedAt(now.Add(-2*time.Hour)), ExpiresAt(now.Add(-2*leeway))), wantErr: errs.ErrInvalidToken},
 		{name: "no exp", token: mint(t, a, "alice", IssuedAt(now), withClaim("exp", nil)), wantErr: errs.ErrInvalidToken},
 		{name: "iat in the future", token: mint(t, a, "alice", IssuedAt(now.Add(2*leeway))), wantErr: errs.ErrInvalidToken},
@@ -202,7 +201,7 @@ func TestConfiguredAccounts(t *testing.T) {
 	srv := newJWKSServer(t, a)
 	clock := newFakeClock()
 	cfg := testConfig(srv.URL)
-	cfg.SignInProviders = []string{"anonymous", "phone"}
+	cfg.SignInProviders = []string{"anonymous", "phone", "email"}
 	cfg.Tenant = "tenant-1"
 	v, err := NewVerifier(context.Background(), cfg, WithClock(clock.now))
 	if err != nil {
@@ -217,6 +216,8 @@ func TestConfiguredAccounts(t *testing.T) {
 		{"anonymous of the tenant", mint(t, a, "alice", IssuedAt(now), SignInProvider("anonymous"), Tenant("tenant-1")), true},
 		{"phone of the tenant", mint(t, a, "alice", IssuedAt(now), SignInProvider("phone"), Tenant("tenant-1")), true},
 		{"password of the tenant, not listed", mint(t, a, "alice", IssuedAt(now), Tenant("tenant-1")), false},
+		{"e-mail link of the tenant, address verified", mint(t, a, "alice", IssuedAt(now), SignInProvider("email"), Email("alice@example.com", true), Tenant("tenant-1")), true},
+		{"e-mail link of the tenant without an address", mint(t, a, "alice", IssuedAt(now), SignInProvider("email"), Tenant("tenant-1")), false},
 		{"anonymous of no tenant", mint(t, a, "alice", IssuedAt(now), SignInProvider("anonymous")), false},
 		{"anonymous of another tenant", mint(t, a, "alice", IssuedAt(now), SignInProvider("anonymous"), Tenant("tenant-2")), false},
 	} {

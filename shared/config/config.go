@@ -5,6 +5,7 @@ package config
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sethvargo/go-envconfig"
@@ -97,6 +98,24 @@ func (a Auth) AcceptedProviders() []string {
 		return DefaultSignInProviders
 	}
 	return a.SignInProviders
+}
+
+// CheckSignInProviders fails on an accepted provider that is not a sign-in
+// provider id Firebase puts in firebase.sign_in_provider: a misspelt one
+// would lock its users out.
+func (a Auth) CheckSignInProviders() error {
+	for _, p := range a.AcceptedProviders() {
+		switch {
+		case p == "password", p == "email", p == "phone", p == "anonymous", p == "custom",
+			p == "google.com", p == "apple.com", p == "facebook.com", p == "github.com",
+			p == "microsoft.com", p == "twitter.com", p == "yahoo.com",
+			p == "playgames.google.com", p == "gc.apple.com":
+		case (strings.HasPrefix(p, "oidc.") || strings.HasPrefix(p, "saml.")) && len(p) > len("oidc."):
+		default:
+			return fmt.Errorf("AUTH_SIGN_IN_PROVIDERS: %q is not a Firebase sign-in provider id such as password, google.com, anonymous or oidc.<name>", p)
+		}
+	}
+	return nil
 }
 
 // TokenIssuer is the issuer the verifier expects.

@@ -57,6 +57,9 @@ func (c *Config) CheckDeployed(public bool) error {
 		if slices.Contains(c.HTTP.AllowedOrigins, "*") {
 			bad(`CORS_ALLOWED_ORIGINS contains "*": name the frontends' origins`)
 		}
+		if err := c.Auth.CheckSignInProviders(); err != nil {
+			bad("%v: every token would be refused", err)
+		}
 	}
 	if !c.HTTP.RateLimits {
 		bad("RATE_LIMITS=off: the per-user limits are for local load tests only")

@@ -61,6 +61,7 @@ func TestCheckDeployed(t *testing.T) {
 		{"http key set", "AUTH_JWKS_URL", "http://keys.example/jwks", "AUTH_JWKS_URL", false},
 		{"http issuer", "AUTH_ISSUER", "http://issuer.example", "AUTH_ISSUER", false},
 		{"any origin", "CORS_ALLOWED_ORIGINS", "https://a.example,*", "CORS_ALLOWED_ORIGINS", false},
+		{"misspelt sign-in provider", "AUTH_SIGN_IN_PROVIDERS", "password,google", "AUTH_SIGN_IN_PROVIDERS", false},
 		{"rate limits off", "RATE_LIMITS", "off", "RATE_LIMITS", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
