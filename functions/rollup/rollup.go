@@ -15,13 +15,21 @@
 // partition's staged views for its minute. {"once":true} or no body at all (an operator's "roll up
 // now") runs one tick without the lease and answers at once (a fold is one
 // transaction per batch, so it stays exact beside a scheduled one).
+//
+// Each run also looks for stalled counters: changes accepted longer than
+// COUNTER_STALL_AFTER ago and still not counted — outbox rows, which the
+// relay has republished in vain, and staged views batches, which the folds
+// did not count. It logs them in one line (LogStalled), which a log-based
+// metric counts and an alert watches (terraform/modules/engagement).
 package rollupfn
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -50,13 +58,16 @@ func init() {
 				Policy:         counter.ShardPolicy{WritesPerShard: cfg.Counters.ShardWritesPerSecond, MinWindow: counter.DefaultShardPolicy.MinWindow},
 				RollupInterval: cfg.Counters.RollupInterval,
 			})
+			staging := viewstore.NewStaging(c.BigtableTx)
 			return New(Deps{
 				Store:         store,
 				Publisher:     bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic),
 				Interval:      cfg.Counters.RollupInterval,
 				RelayAfter:    cfg.Counters.RelayAfter,
-				Views:         FoldViews(viewstore.NewStaging(c.BigtableTx), store),
+				Views:         FoldViews(staging, store),
 				ViewsInterval: cfg.Counters.ViewsFoldInterval,
+				Staged:        staging,
+				StallAfter:    cfg.Counters.StallAfter,
 				Metrics:       c.Metrics,
 			}), nil
 		})
@@ -68,6 +79,11 @@ type Store interface {
 	Stale(ctx context.Context, age time.Duration) ([]events.Event, error)
 	Lease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
 	Release(ctx context.Context, name, holder string) error
+}
+
+// Staged lists the views batches staged before a time and still waiting.
+type Staged interface {
+	StagedBefore(ctx context.Context, lo, hi int, t time.Time, limit int) ([]views.Batch, error)
 }
 
 // ViewsFolder folds the staged views of parts [o.Lo, o.Hi).
@@ -95,7 +111,12 @@ type Deps struct {
 	// none).
 	Views         ViewsFolder
 	ViewsInterval time.Duration
-	Metrics       *telemetry.Metrics // may be nil
+	// Staged lists the staged views batches for the stalled check (nil:
+	// outbox rows only); StallAfter is the age of an uncounted change that
+	// makes its counter stalled (default 10 min).
+	Staged     Staged
+	StallAfter time.Duration
+	Metrics    *telemetry.Metrics // may be nil
 }
 
 type handler struct{ Deps }
@@ -121,6 +142,9 @@ func New(d Deps) http.Handler {
 	}
 	if d.ViewsInterval <= 0 {
 		d.ViewsInterval = time.Second
+	}
+	if d.StallAfter <= 0 {
+		d.StallAfter = 10 * time.Minute
 	}
 	h := &handler{d}
 	// The minute outlives the request deadline of the public functions; it
@@ -148,6 +172,8 @@ type Report struct {
 	ViewBatches  int `json:"viewBatches"`
 	ViewsApplied int `json:"viewsApplied"`
 	Errors       int `json:"errors"`
+	// Stalled counts the counters found stalled (see LogStalled).
+	Stalled int `json:"stalled"`
 	// Held says another invocation holds the partition: this one did nothing.
 	Held bool `json:"held,omitempty"`
 }
@@ -186,9 +212,11 @@ func (h *handler) run(ctx context.Context, b body) (Report, error) {
 		}
 	}
 
+	var stalled stalledCounters
 	if b.Partition == 0 && !rep.Held {
 		// One relay per minute, not one per partition.
 		evs, err := h.Store.Stale(ctx, h.RelayAfter)
+		stalled.outbox(evs, start.Add(-h.StallAfter))
 		if err == nil && len(evs) > 0 {
 			err = events.PublishAll(ctx, h.Publisher, evs)
 		}
@@ -252,6 +280,16 @@ func (h *handler) run(ctx context.Context, b body) (Report, error) {
 	viewsDone.Wait()
 	rep.ViewFolds, rep.ViewBatches, rep.ViewsApplied = vrep.ViewFolds, vrep.ViewBatches, vrep.ViewsApplied
 	rep.Errors += vrep.Errors
+	if h.Staged != nil && !rep.Held {
+		lo, hi, _ := counterstore.PartRange(b.Partition, b.Partitions)
+		bs, err := h.Staged.StagedBefore(ctx, lo, hi, time.Now().Add(-h.StallAfter), maxStalledBatches)
+		if err != nil {
+			rep.Errors++
+			httpx.LogJobFailure(ctx, "rollup: stalled views not checked; the next run checks", err)
+		}
+		stalled.views(bs)
+	}
+	rep.Stalled = stalled.log(ctx, b.Partition, b.Partitions)
 	// One line per run (per partition): Terraform's log-based metric
 	// rollup_lag reads lagSeconds from it (monitoring.tf), so the alert
 	// exists on a fresh project before any metric was written, and its
@@ -268,6 +306,91 @@ func (h *handler) run(ctx context.Context, b body) (Report, error) {
 	slog.InfoContext(ctx, "rollup: done", "partition", b.Partition, "partitions", b.Partitions,
 		"ticks", rep.Ticks, "errors", rep.Errors, "lagSeconds", maxLag.Seconds(), "viewBatches", rep.ViewBatches)
 	return rep, nil
+}
+
+// LogStalled is the message of the line that names stalled counters: their
+// count ("counters"), up to maxStalledKeys of their keys ("keys"), the
+// uncounted outbox events and staged batches that make them stalled, and
+// the age of the oldest ("oldestSeconds"). Terraform's log-based metric
+// stalled_counters counts these lines.
+const LogStalled = "rollup: stalled counters"
+
+// Bounds of the stalled check: the staged batches it reads per run, and the
+// keys its line names.
+const (
+	maxStalledBatches = 1000
+	maxStalledKeys    = 20
+)
+
+// stalledCounters gathers the counters whose changes wait uncounted.
+type stalledCounters struct {
+	keys        map[string]bool
+	outboxN     int
+	batches     int
+	undecodable int
+	oldest      time.Time
+}
+
+func (s *stalledCounters) add(key string, at time.Time) {
+	if s.keys == nil {
+		s.keys = map[string]bool{}
+	}
+	if key != "" {
+		s.keys[key] = true
+	}
+	if s.oldest.IsZero() || at.Before(s.oldest) {
+		s.oldest = at
+	}
+}
+
+// outbox adds the outbox events created before cut: the relay republishes
+// them each minute, so they are changes its copies did not get counted.
+func (s *stalledCounters) outbox(evs []events.Event, cut time.Time) {
+	for _, e := range evs {
+		if !e.Time.Before(cut) {
+			continue
+		}
+		s.outboxN++
+		for _, d := range e.Deltas {
+			s.add(d.Key, e.Time)
+		}
+	}
+}
+
+// views adds staged batches the folds left: a fold counts and deletes what
+// it lists, so these are batches it cannot count.
+func (s *stalledCounters) views(bs []views.Batch) {
+	for _, b := range bs {
+		s.batches++
+		if b.Err != nil {
+			s.undecodable++
+			s.add("", b.Written)
+			continue
+		}
+		for _, e := range b.Events {
+			for _, d := range e.Deltas {
+				s.add(d.Key, b.Written)
+			}
+		}
+	}
+}
+
+// log writes the LogStalled line when anything is stalled and returns how
+// many counters are.
+func (s *stalledCounters) log(ctx context.Context, partition, partitions int) int {
+	if s.outboxN == 0 && s.batches == 0 {
+		return 0
+	}
+	keys := slices.Sorted(maps.Keys(s.keys))
+	n := len(keys)
+	if n == 0 {
+		n = 1 // undecodable batches: their counters are unknown
+	}
+	slog.ErrorContext(ctx, LogStalled, "partition", partition, "partitions", partitions,
+		"counters", n, "keys", keys[:min(len(keys), maxStalledKeys)],
+		"outboxEvents", s.outboxN, "viewBatches", s.batches, "undecodableBatches", s.undecodable,
+		"oldestSeconds", time.Since(s.oldest).Seconds())
+	return n
 }
 
 // foldViews folds the staged views of parts [lo, hi) every ViewsInterval

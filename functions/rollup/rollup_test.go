@@ -1,9 +1,11 @@
 package rollupfn
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -214,5 +216,102 @@ func TestHeldPartitionFoldsViews(t *testing.T) {
 	}
 	if rep.ViewFolds < 2 || len(folds) != rep.ViewFolds || folds[0].Lo != 0 || folds[0].Hi != counterstore.Parts/2 {
 		t.Fatalf("held partition: %d views folds, %+v", rep.ViewFolds, folds)
+	}
+}
+
+type fakeStaged struct {
+	batches []views.Batch
+	asked   []time.Time
+	parts   [][2]int
+}
+
+func (f *fakeStaged) StagedBefore(_ context.Context, lo, hi int, t time.Time, _ int) ([]views.Batch, error) {
+	f.asked = append(f.asked, t)
+	f.parts = append(f.parts, [2]int{lo, hi})
+	var out []views.Batch
+	for _, b := range f.batches {
+		if b.Written.Before(t) {
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
+// logLines captures the JSON log lines written while f runs.
+func logLines(t *testing.T, f func()) []map[string]any {
+	t.Helper()
+	var buf bytes.Buffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewJSONHandler(&buf, nil)))
+	defer slog.SetDefault(old)
+	f()
+	var out []map[string]any
+	for _, l := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
+		var m map[string]any
+		if len(l) > 0 && json.Unmarshal(l, &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestStalledCounters: outbox events and staged views batches older than
+// StallAfter name their counters stalled in one line; younger ones, which
+// the relay or the next fold still count, do not.
+func TestStalledCounters(t *testing.T) {
+	now := time.Now()
+	like := func(key string, age time.Duration) events.Event {
+		return events.Event{ID: "e-" + key, Kind: events.KindCounterDelta, Outbox: true, Time: now.Add(-age),
+			Deltas: []counter.Delta{{Key: key, Field: counter.Likes, N: 1}}}
+	}
+	viewsOf := func(key string, age time.Duration) views.Batch {
+		return views.Batch{Key: "b-" + key, Written: now.Add(-age), Events: []events.Event{{ID: "v-" + key, Kind: events.KindCounterDelta,
+			Deltas: []counter.Delta{{Key: key, Field: counter.Views, N: 2}}}}}
+	}
+	run := func(s *fakeStore, staged *fakeStaged, body string) (Report, []map[string]any) {
+		t.Helper()
+		h := New(Deps{Store: s, Publisher: &fakePub{}, Interval: time.Second, Staged: staged, StallAfter: 10 * time.Minute})
+		var rep Report
+		lines := logLines(t, func() { rep = post(t, h, body) })
+		var stalled []map[string]any
+		for _, l := range lines {
+			if l["msg"] == LogStalled {
+				stalled = append(stalled, l)
+			}
+		}
+		return rep, stalled
+	}
+
+	// Moving: relayed but younger than StallAfter, staged a second ago.
+	s := &fakeStore{stale: []events.Event{like("moving", 3*time.Minute)}}
+	staged := &fakeStaged{batches: []views.Batch{viewsOf("moving-views", time.Second)}}
+	if rep, lines := run(s, staged, ``); rep.Stalled != 0 || len(lines) != 0 {
+		t.Errorf("nothing stalled: report %+v, lines %v", rep, lines)
+	}
+	if len(staged.asked) != 1 || now.Add(-10*time.Minute).Sub(staged.asked[0]) > time.Second || staged.parts[0] != [2]int{0, counterstore.Parts} {
+		t.Errorf("staged batches asked before %v of parts %v; want 10 min ago, every part", staged.asked, staged.parts)
+	}
+
+	// Stalled: an outbox event and a staged batch past StallAfter, and a
+	// staged row that cannot be decoded.
+	s.stale = append(s.stale, like("stuck", 11*time.Minute))
+	staged.batches = append(staged.batches, viewsOf("stuck-views", 12*time.Minute), views.Batch{Key: "b-bad", Written: now.Add(-time.Hour), Err: errors.New("bad")})
+	rep, lines := run(s, staged, ``)
+	if rep.Stalled != 2 || len(lines) != 1 {
+		t.Fatalf("stalled: report %+v, lines %v", rep, lines)
+	}
+	l := lines[0]
+	keys, _ := l["keys"].([]any)
+	if len(keys) != 2 || keys[0] != "stuck" || keys[1] != "stuck-views" || l["counters"] != 2.0 || l["outboxEvents"] != 1.0 ||
+		l["viewBatches"] != 2.0 || l["undecodableBatches"] != 1.0 || l["oldestSeconds"].(float64) < 3600 || l["level"] != "ERROR" {
+		t.Errorf("stalled line: %v", l)
+	}
+
+	// Partition 1 of 2 checks its own parts' staged views; the outbox is
+	// partition 0's.
+	staged.asked, staged.parts = nil, nil
+	rep, lines = run(s, staged, `{"once":true,"partition":1,"partitions":2}`)
+	if rep.Stalled != 1 || len(lines) != 1 || lines[0]["outboxEvents"] != 0.0 || staged.parts[0] != [2]int{counterstore.Parts / 2, counterstore.Parts} {
+		t.Errorf("partition 1: report %+v, lines %v, parts %v", rep, lines, staged.parts)
 	}
 }

@@ -192,6 +192,10 @@ type Counters struct {
 	// (VIEWS_COUNTING=folded) inside its minute: a staged view waits for
 	// it before it is counted.
 	ViewsFoldInterval time.Duration `env:"VIEWS_FOLD_INTERVAL, default=1s"`
+	// StallAfter is how long a change (an outbox row, a staged views batch)
+	// may wait uncounted before the rollup reports its counter stalled: well
+	// past the relay's republishing and Pub/Sub's redeliveries.
+	StallAfter time.Duration `env:"COUNTER_STALL_AFTER, default=10m"`
 }
 
 type History struct {

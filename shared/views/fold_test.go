@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/config"
@@ -206,5 +208,52 @@ func TestFoldGroupsAndPartitions(t *testing.T) {
 		if v.Views != batches || v.UniqueViewers != batches {
 			t.Errorf("%s: %d views, %d unique viewers; want %d", k, v.Views, v.UniqueViewers, batches)
 		}
+	}
+}
+
+// StagedBefore lists the batches staged before a time and still waiting,
+// not those staged after it; a batch staged again counts from its last put.
+func TestStagedBefore(t *testing.T) {
+	ctx := context.Background()
+	cfg := emulatortest.New(t)
+	_, staging := stores(t, cfg)
+	put := func(batch string) time.Time {
+		t.Helper()
+		if err := staging.Put(ctx, batch, viewEvents(batch, "v-"+batch, 1)); err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now()
+		// The next put lands in a later millisecond (the cells' resolution).
+		for time.Since(at) < 2*time.Millisecond {
+		}
+		return at
+	}
+	keys := func(bs []views.Batch, err error) []string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, b := range bs {
+			out = append(out, b.Key)
+		}
+		slices.Sort(out)
+		return out
+	}
+	put("old")
+	cut := put("again").Add(time.Millisecond)
+	put("new")
+	before := []string{viewstore.RowKey("again"), viewstore.RowKey("old")}
+	slices.Sort(before)
+	if got := keys(staging.StagedBefore(ctx, 0, viewstore.Parts, cut, 100)); !slices.Equal(got, before) {
+		t.Errorf("staged before the cut: %v, want %v", got, before)
+	}
+	put("again") // a redelivery stages it anew
+	want := []string{viewstore.RowKey("old")}
+	if got := keys(staging.StagedBefore(ctx, 0, viewstore.Parts, cut, 100)); !slices.Equal(got, want) {
+		t.Errorf("staged before the cut after a batch was staged again: %v, want %v", got, want)
+	}
+	if got := keys(staging.List(ctx, 0, viewstore.Parts, 100)); len(got) != 3 {
+		t.Errorf("List: %v, want all 3 batches", got)
 	}
 }

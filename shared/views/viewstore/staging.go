@@ -79,12 +79,29 @@ func (s *Staging) Put(ctx context.Context, batchID string, evs []events.Event) e
 // A row whose value cannot be decoded (never written by Put) is returned
 // with Err set, so that the fold reports it and leaves it.
 func (s *Staging) List(ctx context.Context, lo, hi, limit int) ([]views.Batch, error) {
+	return s.list(ctx, lo, hi, limit, nil)
+}
+
+// StagedBefore returns up to limit batches of parts [lo, hi) staged before
+// t and still waiting: each fold counts and deletes what it lists, so they
+// are batches the folds do not count (see rollupfn's stalled check).
+func (s *Staging) StagedBefore(ctx context.Context, lo, hi int, t time.Time, limit int) ([]views.Batch, error) {
+	return s.list(ctx, lo, hi, limit, bigtable.TimestampRangeFilterMicros(0, bigtable.Time(t).TruncateToMilliseconds()))
+}
+
+// list returns up to limit batches of parts [lo, hi) whose latest cell
+// passes also (nil: every batch).
+func (s *Staging) list(ctx context.Context, lo, hi, limit int, also bigtable.Filter) ([]views.Batch, error) {
 	if lo < 0 || hi > Parts || lo >= hi {
 		return nil, fmt.Errorf("viewstore.List: parts [%d, %d) outside [0, %d)", lo, hi, Parts)
 	}
 	rr := bigtable.InfiniteRange(fmt.Sprintf("%03x#", lo))
 	if hi < Parts {
 		rr = bigtable.NewRange(fmt.Sprintf("%03x#", lo), fmt.Sprintf("%03x#", hi))
+	}
+	filter := bigtable.ChainFilters(bigtable.FamilyFilter("^"+stagingFamily+"$"), bigtable.LatestNFilter(1))
+	if also != nil {
+		filter = bigtable.ChainFilters(filter, also)
 	}
 	var out []views.Batch
 	err := s.t.ReadRows(ctx, rr, func(r bigtable.Row) bool {
@@ -99,7 +116,7 @@ func (s *Staging) List(ctx context.Context, lo, hi, limit int) ([]views.Batch, e
 			out = append(out, b)
 		}
 		return true
-	}, bigtable.RowFilter(bigtable.ChainFilters(bigtable.FamilyFilter("^"+stagingFamily+"$"), bigtable.LatestNFilter(1))), bigtable.LimitRows(int64(limit)))
+	}, bigtable.RowFilter(filter), bigtable.LimitRows(int64(limit)))
 	if err != nil {
 		return nil, errs.Backend("list staged views", err)
 	}
