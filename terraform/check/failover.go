@@ -72,20 +72,27 @@ func FailoverFlip(before, after *Plan, from, to string) []error {
 // degradation counts the very line shared/ratelimit writes (logMessage), and
 // that an alert policy reads that metric.
 func DegradedAlert(p *Plan, logMessage string) []error {
-	m, ok := p.Instances("google_logging_metric", "rate_limit_degraded")[""]
+	return LogLineAlert(p, "rate_limit_degraded", logMessage)
+}
+
+// LogLineAlert checks that the log-based metric name counts the very line
+// the code writes (logMessage), and that the alert policy of the same name
+// reads that metric.
+func LogLineAlert(p *Plan, name, logMessage string) []error {
+	m, ok := p.Instances("google_logging_metric", name)[""]
 	if !ok {
-		return []error{fmt.Errorf("no google_logging_metric.rate_limit_degraded planned")}
+		return []error{fmt.Errorf("no google_logging_metric.%s planned", name)}
 	}
 	var errs []error
 	if want := fmt.Sprintf("jsonPayload.message=%q", logMessage); !strings.Contains(m.Str("filter"), want) {
-		errs = append(errs, fmt.Errorf("the rate_limit_degraded log metric's filter %q does not count the line %s", m.Str("filter"), want))
+		errs = append(errs, fmt.Errorf("the %s log metric's filter %q does not count the line %s", name, m.Str("filter"), want))
 	}
-	a, ok := p.Instances("google_monitoring_alert_policy", "rate_limit_degraded")[""]
+	a, ok := p.Instances("google_monitoring_alert_policy", name)[""]
 	if !ok {
-		return append(errs, fmt.Errorf("no google_monitoring_alert_policy.rate_limit_degraded planned"))
+		return append(errs, fmt.Errorf("no google_monitoring_alert_policy.%s planned", name))
 	}
 	if f := a.Str("conditions", 0, "condition_threshold", 0, "filter"); !strings.Contains(f, "logging.googleapis.com/user/"+m.Str("name")) {
-		errs = append(errs, fmt.Errorf("the rate_limit_degraded alert reads %q, not the log metric %s", f, m.Str("name")))
+		errs = append(errs, fmt.Errorf("the %s alert reads %q, not the log metric %s", name, f, m.Str("name")))
 	}
 	return errs
 }

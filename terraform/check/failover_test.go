@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	rollupfn "github.com/videngage/engagement/functions/rollup"
 	"github.com/videngage/engagement/shared/ratelimit"
 )
 
@@ -112,5 +113,46 @@ func TestDegradedAlert(t *testing.T) {
 	}
 	if errs := DegradedAlert(&broken, ratelimit.LogDegraded); !containsErr(errs, "does not count the line") {
 		t.Errorf("a metric counting another line passed: %v", errors.Join(errs...))
+	}
+}
+
+// The alert on stalled counters counts the line the rollup writes; a plan
+// whose metric counts another line, or whose alert reads another metric,
+// fails.
+func TestStalledCountersAlert(t *testing.T) {
+	res, errs := envResults(t)
+	for _, env := range Environments {
+		if errs[env] != nil {
+			t.Fatalf("%s: %v", env, errs[env])
+		}
+		for _, e := range LogLineAlert(res[env].PlanJSON, "stalled_counters", rollupfn.LogStalled) {
+			t.Errorf("%s: %v", env, e)
+		}
+	}
+	broken := func(typ, field, from, to string) *Plan {
+		var p Plan
+		for _, rc := range res["dev"].PlanJSON.ResourceChanges {
+			if rc.Type == typ && rc.Name == "stalled_counters" {
+				after := map[string]any{}
+				for k, v := range rc.Change.After {
+					after[k] = v
+				}
+				if field == "filter" {
+					after[field] = strings.Replace(after[field].(string), from, to, 1)
+				} else {
+					after["conditions"] = []any{map[string]any{"condition_threshold": []any{map[string]any{"filter": to}}}}
+				}
+				rc.Change.After = after
+			}
+			p.ResourceChanges = append(p.ResourceChanges, rc)
+		}
+		return &p
+	}
+	if errs := LogLineAlert(broken("google_logging_metric", "filter", rollupfn.LogStalled, "rollup: stalled"), "stalled_counters", rollupfn.LogStalled); !containsErr(errs, "does not count the line") {
+		t.Errorf("a metric counting another line passed: %v", errors.Join(errs...))
+	}
+	other := `metric.type = "logging.googleapis.com/user/engagement/rollup_lag_seconds"`
+	if errs := LogLineAlert(broken("google_monitoring_alert_policy", "conditions", "", other), "stalled_counters", rollupfn.LogStalled); !containsErr(errs, "not the log metric") {
+		t.Errorf("an alert reading another metric passed: %v", errors.Join(errs...))
 	}
 }

@@ -74,6 +74,7 @@ locals {
     COUNTER_RELAY_AFTER             = var.counter_relay_after
     COUNTER_OUTBOX_DELETE           = "range"
     VIEWS_FOLD_INTERVAL             = "1s"
+    COUNTER_STALL_AFTER             = "10m"
     HISTORY_MAX_AGE_DAYS            = tostring(local.bigtable_gc_days.history_max_age_days)
     HISTORY_BATCHING                = "on" # "off" only for the benchmark's baseline
     HISTORY_BATCH_LINGER            = var.history_batch_linger

@@ -11,6 +11,8 @@
 #                      folded during that run (functions/rollup)
 #   "reconcile: done"  corrected: counters repaired by that run
 #                      (functions/reconcile)
+#   "rollup: stalled counters"  a run found changes uncounted for longer
+#                      than COUNTER_STALL_AFTER (functions/rollup)
 # terraform/check verifies that no alert, dashboard or SLO names a metric that
 # is neither built in nor created here.
 
@@ -64,6 +66,24 @@ resource "google_logging_metric" "reconcile_corrections" {
   depends_on = [google_project_service.api]
 }
 
+# Counts the rollup's lines naming stalled counters: changes accepted (an
+# outbox row written with its source, a staged views batch) and still not
+# counted after COUNTER_STALL_AFTER, while the rollup runs.
+resource "google_logging_metric" "stalled_counters" {
+  project     = var.project_id
+  name        = "engagement/stalled_counters"
+  description = "Rollup runs that found counters whose accepted changes stayed uncounted for longer than COUNTER_STALL_AFTER."
+  filter      = "${local.function_log} AND resource.labels.service_name=\"${local.functions["Rollup"].id}\" AND jsonPayload.message=\"rollup: stalled counters\""
+
+  metric_descriptor {
+    metric_kind = "DELTA"
+    value_type  = "INT64"
+    unit        = "1"
+  }
+
+  depends_on = [google_project_service.api]
+}
+
 # Cloud Monitoring refuses an alert policy on a log-based metric for a while
 # after the metric is created: "Cannot find metric(s) ... If a metric was
 # created recently, it could take up to 10 minutes to become available"
@@ -79,6 +99,7 @@ resource "time_sleep" "log_metrics" {
     rollup_lag            = google_logging_metric.rollup_lag.name
     reconcile_corrections = google_logging_metric.reconcile_corrections.name
     rate_limit_degraded   = google_logging_metric.rate_limit_degraded.name
+    stalled_counters      = google_logging_metric.stalled_counters.name
   }
 }
 
@@ -120,7 +141,7 @@ resource "google_monitoring_alert_policy" "dead_letter_backlog" {
   }
 
   documentation {
-    content   = "Events failed ${local.delivery.maxDeliveryAttempts} deliveries and were dead-lettered. Read them from the dead-letter subscription, fix the cause, and republish them to the source topic (docs/deploy.md)."
+    content   = "Events failed ${local.delivery.maxDeliveryAttempts} deliveries and were dead-lettered. Find the cause in the consumer's logs, fix it, then replay them with cmd/replay (dry run first): docs/operations.md, \"Replaying dead-lettered events\"."
     mime_type = "text/markdown"
   }
 }
@@ -188,6 +209,34 @@ resource "google_monitoring_alert_policy" "rollup_lag" {
 
   documentation {
     content   = "Counter deltas wait longer than they should to reach the snapshots that anonymous reads see. Check the Rollup function's logs and the rollup scheduler job."
+    mime_type = "text/markdown"
+  }
+}
+
+resource "google_monitoring_alert_policy" "stalled_counters" {
+  project               = var.project_id
+  display_name          = "engagement ${var.environment}: stalled counters"
+  combiner              = "OR"
+  notification_channels = local.notification_channels
+
+  conditions {
+    display_name = "changes uncounted for longer than COUNTER_STALL_AFTER"
+    condition_threshold {
+      filter          = "resource.type = \"cloud_run_revision\" AND metric.type = \"logging.googleapis.com/user/${time_sleep.log_metrics.triggers["stalled_counters"]}\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = 0
+      duration        = "0s"
+
+      aggregations {
+        alignment_period     = "300s"
+        per_series_aligner   = "ALIGN_DELTA"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+    }
+  }
+
+  documentation {
+    content   = "Counters whose accepted changes (outbox rows, staged views) stay uncounted while the rollup runs. The Rollup's \"rollup: stalled counters\" lines name them: docs/operations.md, \"Stalled counters\"."
     mime_type = "text/markdown"
   }
 }
