@@ -6,9 +6,9 @@
 // reaches a consumer which had applied the message already changes nothing.
 //
 // It talks to Pub/Sub with the functions' own client: the project is
-// GOOGLE_CLOUD_PROJECT, and PUBSUB_EMULATOR_HOST points it at the emulator
-// (make run prints both). Runbook: docs/operations.md, "Replaying
-// dead-lettered events".
+// GOOGLE_CLOUD_PROJECT, and PUBSUB_EMULATOR_HOST, when set, points it at
+// the emulator. Runbook: docs/operations.md, "Replaying dead-lettered
+// events".
 //
 // Usage: go run ./cmd/replay [-topic history-events] [-dry-run] [-limit 1000]
 // [-batch 100] [-max-age 144h] [-ack-poison]
