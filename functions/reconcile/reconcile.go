@@ -1,11 +1,12 @@
 // Package reconcilefn is the Reconcile function (POST /internal/reconcile,
-// called by Cloud Scheduler with OIDC): body {"scope":"recent"} hourly checks
-// the counters that moved in the last hour; {"scope":"all"} daily starts a
-// run of every counter cut into key-range slices with stored cursors and
-// works it until done or out of time; {"scope":"slices"} each minute works
-// the open slices of any run (each under its lease, from its cursor), so that
-// a run of any size finishes over many invocations, in parallel when they
-// overlap. A bare POST is "all".
+// called by Cloud Scheduler with OIDC): body {"scope":"recent"} hourly brings
+// the reaction tallies up to date with flag changes, then starts a run of the
+// counters whose truth moved since the previous hourly run; {"scope":"all"}
+// daily starts a run of every counter; either run is cut into key-range
+// slices with stored cursors and worked until done or out of time;
+// {"scope":"slices"} each minute works the open slices of any run (each under
+// its lease, from its cursor), so that a run of any size finishes over many
+// invocations, in parallel when they overlap. A bare POST is "all".
 // Each source of truth registered in Sources recounts its fields; a counter
 // that differs gets a correction delta (see counterstore.Reconcile).
 package reconcilefn
@@ -29,8 +30,9 @@ import (
 func init() {
 	host.RegisterHTTP("Reconcile", host.NeedSpanner,
 		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
-			store := counterstore.New(spannerdb.Wrap(c.Spanner, c.Config), counterstore.Options{})
-			return New(Deps{Store: store, Sources: Sources(), Metrics: c.Metrics}), nil
+			db := spannerdb.Wrap(c.Spanner, c.Config)
+			store := counterstore.New(db, counterstore.Options{})
+			return New(Deps{Store: store, Flags: reactionstore.New(db, 0), Sources: Sources(), Metrics: c.Metrics}), nil
 		})
 }
 
@@ -48,6 +50,12 @@ type Store interface {
 	CloseRun(ctx context.Context, run string) (counterstore.RunStatus, bool, error)
 }
 
+// Flags brings the reaction tallies up to date with flag changes
+// (*reactionstore.Store).
+type Flags interface {
+	ApplyFlags(ctx context.Context, until time.Time) (reactionstore.FlagReport, error)
+}
+
 // scopeSlices works the open slices of every run.
 const scopeSlices = "slices"
 
@@ -60,6 +68,7 @@ const margin = 30 * time.Second
 // Deps are the handler's collaborators.
 type Deps struct {
 	Store   Store
+	Flags   Flags // nil: no tallies to bring up to date
 	Sources []counterstore.Source
 	// Timeout bounds one run (the daily run reads every counter).
 	Timeout time.Duration
@@ -110,17 +119,27 @@ func (h *handler) run(ctx context.Context, b body) (any, error) {
 		}
 		return rep, nil
 	}
+	if h.Flags != nil {
+		// Both runs take the tallies' rows as the reactions' truth: the
+		// flag changes are brought into them first. The hourly run, which
+		// trusts the tallies, waits for the next invocation when they are
+		// not all in (its next run covers this hour's counters too).
+		fl, err := h.Flags.ApplyFlags(ctx, until)
+		if err != nil {
+			return nil, err
+		}
+		if !fl.Done && scope == counterstore.Recent {
+			slog.WarnContext(ctx, "reconcile: flag changes not all in the tallies yet; the hourly run waits for the next invocation",
+				"accounts", fl.Users, "moved", fl.Moved, "duration", time.Since(started).String())
+			return counterstore.ReconcileReport{Scope: scope, Corrections: []counterstore.Correction{}}, nil
+		}
+	}
 	rep, err := h.Store.ReconcileUntil(ctx, scope, h.Sources, until)
 	if err != nil {
 		return nil, err
 	}
 	h.record(ctx, rep)
 	switch {
-	case scope == counterstore.Recent:
-		// One line per run: Terraform's log-based metric counts the runs
-		// that corrected many counters (monitoring.tf).
-		slog.InfoContext(ctx, "reconcile: done", "scope", scope, "checked", rep.Checked, "corrected", rep.Corrected,
-			"skipped", rep.Skipped, "duration", time.Since(started).String())
 	case rep.Done:
 		if err := h.close(ctx, rep.Run); err != nil {
 			return nil, err
@@ -132,14 +151,16 @@ func (h *handler) run(ctx context.Context, b body) (any, error) {
 	return rep, nil
 }
 
-// close reports a finished run of every counter once, whichever invocation
+// close reports a finished run once, whichever invocation
 // finished its last slice: "reconcile: done" with the run's stored figures.
 func (h *handler) close(ctx context.Context, run string) error {
 	st, closed, err := h.Store.CloseRun(ctx, run)
 	if err != nil || !closed {
 		return err
 	}
-	slog.InfoContext(ctx, "reconcile: done", "scope", counterstore.All, "run", run, "slices", st.Slices,
+	// One line per run: Terraform's log-based metric counts the runs that
+	// corrected many counters (monitoring.tf).
+	slog.InfoContext(ctx, "reconcile: done", "scope", st.Scope, "run", run, "slices", st.Slices,
 		"invocations", st.Invocations, "checked", st.Checked, "corrected", st.Corrected, "skipped", st.Skipped)
 	return nil
 }

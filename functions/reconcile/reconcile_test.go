@@ -3,11 +3,13 @@ package reconcilefn
 import (
 	"context"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/reaction/reactionstore"
 )
 
 type fakeStore struct{ scopes []counterstore.Scope }
@@ -58,6 +60,54 @@ func TestScopes(t *testing.T) {
 			}
 			if tt.code != 200 && len(s.scopes) != 0 {
 				t.Errorf("a refused request reconciled %v", s.scopes)
+			}
+		})
+	}
+}
+
+type fakeFlags struct {
+	store *fakeStore
+	done  bool
+	calls int
+}
+
+func (f *fakeFlags) ApplyFlags(_ context.Context, until time.Time) (reactionstore.FlagReport, error) {
+	if until.IsZero() {
+		panic("flags applied without the invocation's bound")
+	}
+	if len(f.store.scopes) != 0 {
+		panic("flags applied after the reconciliation started")
+	}
+	f.calls++
+	return reactionstore.FlagReport{Done: f.done}, nil
+}
+
+// TestHourlyAppliesFlagsFirst: the hourly run starts once the tallies hold
+// every flag change, and waits for the next invocation when they do not;
+// the daily run applies them first too but starts in any case; the
+// per-minute slices leave them alone.
+func TestHourlyAppliesFlagsFirst(t *testing.T) {
+	for _, tt := range []struct {
+		body, name string
+		done       bool
+		calls      int
+		scopes     []counterstore.Scope
+	}{
+		{`{"scope":"recent"}`, "hourly, flags applied", true, 1, []counterstore.Scope{counterstore.Recent}},
+		{`{"scope":"recent"}`, "hourly, flags not all applied", false, 1, nil},
+		{`{"scope":"all"}`, "daily", false, 1, []counterstore.Scope{counterstore.All}},
+		{`{"scope":"slices"}`, "slices", false, 0, []counterstore.Scope{"slices"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &fakeStore{}
+			f := &fakeFlags{store: s, done: tt.done}
+			rec := httptest.NewRecorder()
+			New(Deps{Store: s, Flags: f}).ServeHTTP(rec, httptest.NewRequest("POST", "/internal/reconcile", strings.NewReader(tt.body)))
+			if rec.Code != 200 {
+				t.Fatalf("status %d: %s", rec.Code, rec.Body)
+			}
+			if f.calls != tt.calls || !slices.Equal(s.scopes, tt.scopes) {
+				t.Errorf("flags applied %d times, reconciled %v; want %d, %v", f.calls, s.scopes, tt.calls, tt.scopes)
 			}
 		})
 	}

@@ -122,6 +122,16 @@ func Deltas(content string, from, to Kind) []counter.Delta {
 	return ds
 }
 
+// Counted is what one account's reaction k adds to its item's counts: a like
+// or a dislike, nothing for none.
+func Counted(k Kind) counter.Values {
+	var v counter.Values
+	if f, ok := field(k); ok {
+		v.Add(f, 1)
+	}
+	return v
+}
+
 func field(k Kind) (counter.Field, bool) {
 	switch k {
 	case Like:

@@ -31,6 +31,7 @@ import (
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/shared/reaction/reactionstore"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 
@@ -244,7 +245,7 @@ func New(ctx context.Context, name string, cfg *config.Config, srv *Server, moun
 		clients.Close()
 		return nil, err
 	}
-	st.Reconcile = reconcilefn.New(reconcilefn.Deps{Store: st.Counters, Sources: reconcilefn.Sources()})
+	st.Reconcile = reconcilefn.New(reconcilefn.Deps{Store: st.Counters, Flags: reactionstore.New(st.DB, 0), Sources: reconcilefn.Sources()})
 	mux := http.NewServeMux()
 	mux.Handle("/jwks", issuer.JWKSHandler())
 	cd, err := countsfn.Build(clients)

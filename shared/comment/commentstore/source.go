@@ -3,7 +3,6 @@ package commentstore
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"cloud.google.com/go/spanner"
 
@@ -23,14 +22,6 @@ var _ counterstore.Source = Source{}
 func (Source) Name() string { return "comments" }
 
 func (Source) Fields() []counter.Field { return tallied }
-
-// Changed adds nothing to the counters that moved: every change of the
-// comments' truth (post, delete, spam) writes outbox deltas for each counter
-// it changes, so those counters move when the deltas are applied. (A spam
-// verdict over a deleted comment changes no truth.)
-func (Source) Changed(context.Context, *spanner.ReadOnlyTransaction, time.Time) ([]string, error) {
-	return nil, nil
-}
 
 // KeysAfter lists, in order, up to limit keys after the given one whose
 // truth is not zero: videos with a visible comment and comments with a

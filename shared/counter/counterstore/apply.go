@@ -3,6 +3,7 @@ package counterstore
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"cloud.google.com/go/spanner"
 
@@ -283,6 +284,10 @@ func addToSnapshots(ctx context.Context, tx *spanner.ReadWriteTransaction, sums 
 	var ms []*spanner.Mutation
 	for _, k := range keys {
 		c, vals := withValues([]string{"CounterKey"}, []any{k}, cur[k].Plus(sums[k]))
+		if movesTruth(sums[k]) {
+			// No fold follows: the hourly reconciliation's mark is set here.
+			c, vals = append(c, "TruthHour"), append(vals, truthHour(time.Now()))
+		}
 		if hs := viewers[k]; len(hs) > 0 {
 			b, err := addViewers(curViewers[k], hs)
 			if err != nil {

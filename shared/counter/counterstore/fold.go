@@ -167,21 +167,23 @@ func (s *Store) foldTx(ctx context.Context, keys []string) (int, map[string]int,
 			v        counter.Values
 			shards   int64
 			foldTime spanner.NullTime
-			viewers  []byte
+			// truthHour is when a fold last moved a reconciled field.
+			truthHour spanner.NullTime
+			viewers   []byte
 		}
 		snaps := map[string]snap{}
-		cols := append(append([]string{"CounterKey", "Shards", "FoldTime"}, valueColumns...), colViewers)
+		cols := append(append([]string{"CounterKey", "Shards", "FoldTime", "TruthHour"}, valueColumns...), colViewers)
 		err := tx.Read(ctx, tableCounters, spanner.KeySetFromKeys(ks...), cols).Do(func(r *spanner.Row) error {
 			var k string
 			var sn snap
-			if err := columns(r, &k, &sn.shards, &sn.foldTime); err != nil {
+			if err := columns(r, &k, &sn.shards, &sn.foldTime, &sn.truthHour); err != nil {
 				return err
 			}
-			v, err := readValues(r, 3)
+			v, err := readValues(r, 4)
 			if err != nil {
 				return err
 			}
-			if err := r.Column(3+len(valueColumns), &sn.viewers); err != nil {
+			if err := r.Column(4+len(valueColumns), &sn.viewers); err != nil {
 				return err
 			}
 			sn.v = v
@@ -246,6 +248,10 @@ func (s *Store) foldTx(ctx context.Context, keys []string) (int, map[string]int,
 				resized[k] = next
 			}
 			c, vals := withValues([]string{"CounterKey", "Shards", "FoldTime"}, []any{k, int64(next), spanner.CommitTimestamp}, sn.v.Plus(sums[k]))
+			if h := truthHour(now); movesTruth(sums[k]) && (!sn.truthHour.Valid || !sn.truthHour.Time.Equal(h)) {
+				// The hourly reconciliation checks it (recent.go).
+				c, vals = append(c, "TruthHour"), append(vals, h)
+			}
 			if vs := viewers[k]; vs != nil {
 				if err := vs.MergeBytes(sn.viewers); err != nil {
 					return fmt.Errorf("viewers of %s: %w", k, err)

@@ -20,9 +20,6 @@ type Source interface {
 	Name() string
 	// Fields are the fields it owns; no two sources own the same field.
 	Fields() []counter.Field
-	// Changed lists keys whose truth may have changed since, beyond the
-	// counters that moved (e.g. items reacted on by users whose flag changed).
-	Changed(ctx context.Context, tx *spanner.ReadOnlyTransaction, since time.Time) ([]string, error)
 	// KeysAfter lists, in order and without repeats, up to limit keys after
 	// the given one ("": from the first) that the source has truth for. A
 	// key whose truth is zero may be left out: if it has a counter, the
@@ -32,19 +29,32 @@ type Source interface {
 	Truth(ctx context.Context, tx *spanner.ReadOnlyTransaction, keys []string) (map[string]counter.Values, error)
 }
 
+// An Auditor is a Source whose Truth reads a tally kept by the writes
+// themselves. The daily run also recounts the rows (Audit), takes the
+// recount as the truth, and repairs a tally that differs (Repair) in the
+// transaction that writes the batch's corrections and moves the slice's
+// cursor, so that no repair is written twice.
+type Auditor interface {
+	Source
+	// Audit recounts its fields of keys from the rows at tx's timestamp and
+	// returns, for the keys whose tally is complete, the tally's guard.
+	Audit(ctx context.Context, tx *spanner.ReadOnlyTransaction, keys []string) (truth map[string]counter.Values, guards map[string]spanner.NullTime, err error)
+	// Repair returns the mutations that add each fix to its key's tally if
+	// the key's guard is still what Audit returned, recording readAt as the
+	// new guard, and the keys repaired.
+	Repair(ctx context.Context, tx *spanner.ReadWriteTransaction, fixes map[string]counter.Values, guards map[string]spanner.NullTime, readAt time.Time) ([]*spanner.Mutation, []string, error)
+}
+
 // Scope of a reconciliation run.
 type Scope string
 
 const (
-	// Recent checks the counters that moved in the last hour (hourly).
+	// Recent checks the counters whose truth moved since the previous
+	// hourly run (hourly; see StartRecentRun).
 	Recent Scope = "recent"
 	// All checks every counter (daily).
 	All Scope = "all"
 )
-
-// RecentWindow is how far back Recent looks: an hour plus a margin, so that
-// consecutive hourly runs overlap.
-const RecentWindow = 70 * time.Minute
 
 // reconcileBatch is how many counters one read-only transaction checks.
 const reconcileBatch = 200
@@ -71,6 +81,8 @@ type ReconcileReport struct {
 	Corrected   int          `json:"corrected"`
 	Skipped     int          `json:"skipped"` // corrected meanwhile by another run
 	Corrections []Correction `json:"corrections"`
+	// Repaired counts the tallies the daily run repaired from their rows.
+	Repaired int `json:"repaired"`
 }
 
 // maxReported bounds the corrections listed in a report (all are logged).
@@ -94,9 +106,10 @@ const maxReported = 100
 // still what it was at T, so that two runs never both apply a correction for
 // the same drift.
 //
-// All starts a run of every counter in slices (StartRun) and works it here
-// until it is done or until (zero: no limit) passes; Recent checks its keys
-// at once.
+// All starts a run of every counter in slices (StartRun), Recent one of the
+// counters whose truth moved since the previous hourly run
+// (StartRecentRun); either is worked here until it is done or until (zero:
+// no limit) passes, the rest by WorkSlices.
 func (s *Store) Reconcile(ctx context.Context, scope Scope, sources []Source) (ReconcileReport, error) {
 	return s.ReconcileUntil(ctx, scope, sources, time.Time{})
 }
@@ -105,75 +118,24 @@ func (s *Store) Reconcile(ctx context.Context, scope Scope, sources []Source) (R
 // until, leaving the rest to WorkSlices.
 func (s *Store) ReconcileUntil(ctx context.Context, scope Scope, sources []Source, until time.Time) (ReconcileReport, error) {
 	rep := ReconcileReport{Scope: scope, Corrections: []Correction{}}
-	var fields []counter.Field
-	for _, src := range sources {
-		fields = append(fields, src.Fields()...)
-	}
-	check := func(keys []string) error {
-		for _, batch := range chunks(keys, reconcileBatch) {
-			if err := s.reconcileBatch(ctx, batch, sources, fields, &rep, nil); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
 	var err error
+	var run string
 	switch scope {
 	case Recent:
-		var keys []string
-		err = s.db.InSnapshot(ctx, func(ctx context.Context, tx *spanner.ReadOnlyTransaction) error {
-			keys, err = s.recentKeys(ctx, tx, sources)
-			return err
-		})
-		if err == nil {
-			err = check(keys)
-		}
-		rep.Done = err == nil
+		run, err = s.StartRecentRun(ctx, 0)
 	case All:
-		// One run of every slice, worked here to the end.
-		var run string
 		run, err = s.StartRun(ctx, 0)
-		if err == nil {
-			rep, err = s.finishRun(ctx, run, sources, until)
-		}
 	default:
 		err = fmt.Errorf("unknown scope %q", scope)
+	}
+	if err == nil {
+		rep, err = s.finishRun(ctx, run, sources, until)
+		rep.Scope = scope
 	}
 	if err != nil {
 		return rep, fmt.Errorf("counterstore.Reconcile: %w", err)
 	}
 	return rep, nil
-}
-
-// recentKeys lists the counters folded within RecentWindow and the keys the
-// sources say changed within it.
-func (s *Store) recentKeys(ctx context.Context, tx *spanner.ReadOnlyTransaction, sources []Source) ([]string, error) {
-	since := s.now().Add(-RecentWindow)
-	set := map[string]bool{}
-	err := tx.Query(ctx, spanner.Statement{
-		SQL:    `SELECT CounterKey FROM Counters@{FORCE_INDEX=CountersByFoldTime} WHERE FoldTime >= @since`,
-		Params: map[string]any{"since": since},
-	}).Do(func(r *spanner.Row) error {
-		var k string
-		if err := columns(r, &k); err != nil {
-			return err
-		}
-		set[k] = true
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list counters: %w", err)
-	}
-	for _, src := range sources {
-		ks, err := src.Changed(ctx, tx, since)
-		if err != nil {
-			return nil, fmt.Errorf("%s: list keys: %w", src.Name(), err)
-		}
-		for _, k := range ks {
-			set[k] = true
-		}
-	}
-	return sortedKeys(set), nil
 }
 
 // keyPageLimit lists the next keys after `after` (up to upto, when valid) of
@@ -243,13 +205,25 @@ type view struct {
 	readAt                  time.Time
 	counted, pending, truth map[string]counter.Values
 	guards                  map[string]spanner.NullTime
+	// repairs are the auditors' tallies to repair (audited runs), by
+	// auditor, with their guards.
+	repairs []repair
 }
 
-func (s *Store) reconcileBatch(ctx context.Context, keys []string, sources []Source, fields []counter.Field, rep *ReconcileReport, step *sliceStep) error {
+// repair is one auditor's fixes of its tallies.
+type repair struct {
+	auditor Auditor
+	fixes   map[string]counter.Values
+	guards  map[string]spanner.NullTime
+}
+
+// reconcileBatch checks keys; audit (the daily run) takes the auditors'
+// recounts as their truth and repairs their tallies.
+func (s *Store) reconcileBatch(ctx context.Context, keys []string, sources []Source, fields []counter.Field, rep *ReconcileReport, step *sliceStep, audit bool) error {
 	var v view
 	err := s.db.InSnapshot(ctx, func(ctx context.Context, tx *spanner.ReadOnlyTransaction) error {
 		var err error
-		v, err = readView(ctx, tx, keys, sources)
+		v, err = readView(ctx, tx, keys, sources, audit)
 		return err
 	})
 	if err != nil {
@@ -261,11 +235,12 @@ func (s *Store) reconcileBatch(ctx context.Context, keys []string, sources []Sou
 			fixes[k] = c
 		}
 	}
-	applied, err := s.correct(ctx, fixes, v.guards, v.readAt, len(keys), step)
+	applied, repaired, err := s.correct(ctx, fixes, v.guards, v.readAt, len(keys), step, v.repairs)
 	if err != nil {
 		return err
 	}
 	rep.Checked += len(keys)
+	rep.Repaired += repaired
 	for _, k := range keys {
 		c, ok := fixes[k]
 		if !ok {
@@ -287,7 +262,7 @@ func (s *Store) reconcileBatch(ctx context.Context, keys []string, sources []Sou
 	return nil
 }
 
-func readView(ctx context.Context, tx *spanner.ReadOnlyTransaction, keys []string, sources []Source) (view, error) {
+func readView(ctx context.Context, tx *spanner.ReadOnlyTransaction, keys []string, sources []Source, audit bool) (view, error) {
 	var v view
 	if len(keys) == 0 {
 		// A slice's last, empty step: nothing to read.
@@ -306,16 +281,33 @@ func readView(ctx context.Context, tx *spanner.ReadOnlyTransaction, keys []strin
 		return v, err
 	}
 	truth := map[string]counter.Values{}
+	var repairs []repair
 	for _, src := range sources {
 		t, err := src.Truth(ctx, tx, keys)
 		if err != nil {
 			return v, fmt.Errorf("%s: recount: %w", src.Name(), err)
 		}
+		if a, ok := src.(Auditor); ok && audit {
+			rows, tg, err := a.Audit(ctx, tx, keys)
+			if err != nil {
+				return v, fmt.Errorf("%s: audit: %w", src.Name(), err)
+			}
+			r := repair{auditor: a, fixes: map[string]counter.Values{}, guards: tg}
+			for k := range tg {
+				if fix := rows[k].Only(src.Fields()).Minus(t[k].Only(src.Fields())); !fix.IsZero() {
+					r.fixes[k] = fix
+				}
+			}
+			if len(r.fixes) > 0 {
+				repairs = append(repairs, r)
+			}
+			t = rows
+		}
 		for k, n := range t {
 			truth[k] = truth[k].Plus(n.Only(src.Fields()))
 		}
 	}
-	v = view{readAt: readAt, counted: counted, pending: pending, truth: truth, guards: guards}
+	v = view{readAt: readAt, counted: counted, pending: pending, truth: truth, guards: guards, repairs: repairs}
 	return v, nil
 }
 
@@ -325,15 +317,29 @@ func readView(ctx context.Context, tx *spanner.ReadOnlyTransaction, keys []strin
 // same transaction advances the slice's cursor over the batch and adds the
 // batch's figures to the slice's, so that a run stopped at any point and
 // resumed neither corrects nor counts a batch twice. applied says which
-// fixes were written.
-func (s *Store) correct(ctx context.Context, fixes map[string]counter.Values, guards map[string]spanner.NullTime, readAt time.Time, checked int, step *sliceStep) (map[string]bool, error) {
-	if len(fixes) == 0 && step == nil {
-		return nil, nil
+// fixes were written. The auditors' repairs of their tallies are written in
+// the same transaction; repaired counts them.
+func (s *Store) correct(ctx context.Context, fixes map[string]counter.Values, guards map[string]spanner.NullTime, readAt time.Time, checked int, step *sliceStep, repairs []repair) (map[string]bool, int, error) {
+	if len(fixes) == 0 && step == nil && len(repairs) == 0 {
+		return nil, 0, nil
 	}
 	var applied map[string]bool
+	var repaired int
 	_, err := s.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
-		applied = map[string]bool{}
+		applied, repaired = map[string]bool{}, 0
 		var ms []*spanner.Mutation
+		for _, r := range repairs {
+			rms, keys, err := r.auditor.Repair(ctx, tx, r.fixes, r.guards, readAt)
+			if err != nil {
+				return fmt.Errorf("%s: repair tallies: %w", r.auditor.Name(), err)
+			}
+			ms = append(ms, rms...)
+			repaired += len(keys)
+			for _, k := range keys {
+				slog.InfoContext(ctx, "reconcile: tally repaired from its rows", "source", r.auditor.Name(), "counterKey", k,
+					"delta", r.fixes[k], "readTime", readAt)
+			}
+		}
 		if step != nil {
 			m, err := step.advance(ctx, tx, s.now())
 			if err != nil {
@@ -397,7 +403,7 @@ func (s *Store) correct(ctx context.Context, fixes map[string]counter.Values, gu
 		return tx.BufferWrite(ms)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("write corrections: %w", err)
+		return nil, 0, fmt.Errorf("write corrections: %w", err)
 	}
-	return applied, nil
+	return applied, repaired, nil
 }

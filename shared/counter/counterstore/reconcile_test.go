@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sort"
 	"testing"
-	"time"
 
 	"cloud.google.com/go/spanner"
 	"github.com/google/go-cmp/cmp"
@@ -31,9 +30,6 @@ type source struct {
 
 func (s *source) Name() string            { return s.name }
 func (s *source) Fields() []counter.Field { return []counter.Field{s.field} }
-func (s *source) Changed(context.Context, *spanner.ReadOnlyTransaction, time.Time) ([]string, error) {
-	return nil, nil
-}
 
 func (s *source) KeysAfter(_ context.Context, _ *spanner.ReadOnlyTransaction, after string, limit int) ([]string, error) {
 	var keys []string

@@ -61,12 +61,23 @@ func sliceBounds(n int) []string {
 // StartRun records a run of every counter in n slices (DefaultSlices when
 // n ≤ 0) and returns its id. Nothing is checked yet: WorkSlices does it.
 func (s *Store) StartRun(ctx context.Context, n int) (string, error) {
+	return s.startRun(ctx, n, nil)
+}
+
+// startRun records a run in n slices: of every counter (h nil) or of the
+// counters whose truth moved in h.
+func (s *Store) startRun(ctx context.Context, n int, h *hours) (string, error) {
 	if n <= 0 {
 		n = DefaultSlices
 	}
 	bounds := sliceBounds(n)
 	run := s.now().UTC().Format("20060102T150405Z") + "-" + NewHolder()[:8]
-	ms := []*spanner.Mutation{spanner.Insert(tableRuns, []string{"RunId", "Slices", "CreateTime"}, []any{run, int64(len(bounds)), spanner.CommitTimestamp})}
+	var from, to spanner.NullTime
+	if h != nil {
+		from, to = spanner.NullTime{Time: h.from, Valid: true}, spanner.NullTime{Time: h.to, Valid: true}
+	}
+	ms := []*spanner.Mutation{spanner.Insert(tableRuns, []string{"RunId", "Slices", "CreateTime", "FromHour", "ToHour"},
+		[]any{run, int64(len(bounds)), spanner.CommitTimestamp, from, to})}
 	for i, lo := range bounds {
 		hi := spanner.NullString{}
 		if i+1 < len(bounds) {
@@ -79,14 +90,16 @@ func (s *Store) StartRun(ctx context.Context, n int) (string, error) {
 	if _, err := s.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		return tx.BufferWrite(ms)
 	}); err != nil {
-		return "", fmt.Errorf("counterstore.StartRun: %w", err)
+		return "", fmt.Errorf("counterstore.startRun: %w", err)
 	}
 	return run, nil
 }
 
 // RunStatus is what a run has done so far, from its stored figures.
 type RunStatus struct {
-	Run        string `json:"run"`
+	Run string `json:"run"`
+	// Scope is Recent for an hourly run, All for a daily one.
+	Scope      Scope  `json:"scope"`
 	Slices     int    `json:"slices"`
 	SlicesDone int    `json:"slicesDone"`
 	Checked    int    `json:"checked"`
@@ -121,6 +134,18 @@ FROM ReconcileSlices WHERE RunId = @run`,
 	})
 	if err != nil {
 		return st, fmt.Errorf("counterstore.Run(%s): %w", run, err)
+	}
+	row, err := s.db.Single().ReadRow(ctx, tableRuns, spanner.Key{run}, []string{"ToHour"})
+	if err != nil {
+		return st, fmt.Errorf("counterstore.Run(%s): %w", run, err)
+	}
+	var to spanner.NullTime
+	if err := row.Columns(&to); err != nil {
+		return st, fmt.Errorf("counterstore.Run(%s): %w", run, err)
+	}
+	st.Scope = All
+	if to.Valid {
+		st.Scope = Recent
 	}
 	return st, nil
 }
@@ -197,6 +222,7 @@ func (s *Store) WorkSlices(ctx context.Context, sources []Source, o WorkOptions)
 				rep.Checked += part.Checked
 				rep.Corrected += part.Corrected
 				rep.Skipped += part.Skipped
+				rep.Repaired += part.Repaired
 				for _, c := range part.Corrections {
 					if len(rep.Corrections) < maxReported {
 						rep.Corrections = append(rep.Corrections, c)
@@ -271,8 +297,21 @@ func (s *Store) workSlice(ctx context.Context, sl openSlice, holder string, sour
 	var upto spanner.NullString
 	var done bool
 	var invocations int64
+	var recent *hours
 	_, err = s.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
-		row, err := tx.ReadRow(ctx, tableSlices, spanner.Key{sl.run, sl.slice}, []string{"Cursor", "Upto", "Done", "Invocations"})
+		row, err := tx.ReadRow(ctx, tableRuns, spanner.Key{sl.run}, []string{"FromHour", "ToHour"})
+		if err != nil {
+			return err
+		}
+		var from, to spanner.NullTime
+		if err := row.Columns(&from, &to); err != nil {
+			return err
+		}
+		recent = nil
+		if from.Valid && to.Valid {
+			recent = &hours{from: from.Time, to: to.Time}
+		}
+		row, err = tx.ReadRow(ctx, tableSlices, spanner.Key{sl.run, sl.slice}, []string{"Cursor", "Upto", "Done", "Invocations"})
 		if err != nil {
 			return err
 		}
@@ -300,9 +339,17 @@ func (s *Store) workSlice(ctx context.Context, sl openSlice, holder string, sour
 		var more bool
 		err := s.db.InSnapshot(ctx, func(ctx context.Context, tx *spanner.ReadOnlyTransaction) error {
 			var err error
+			limit := min(s.reconcilePage, slicePage)
+			if recent != nil {
+				// The counters listed carry their bound: the index range
+				// ends at upto.
+				keys, err = truthMovedKeysAfter(ctx, tx, *recent, after, upto, limit)
+				more = len(keys) == limit
+				return err
+			}
 			var bound string
 			var last bool
-			keys, bound, last, err = s.keyPageLimit(ctx, tx, sources, after, upto, min(s.reconcilePage, slicePage))
+			keys, bound, last, err = s.keyPageLimit(ctx, tx, sources, after, upto, limit)
 			more = !last && (!upto.Valid || bound < upto.StringVal)
 			return err
 		})
@@ -329,7 +376,7 @@ func (s *Store) workSlice(ctx context.Context, sl openSlice, holder string, sour
 			if len(batch) > 0 {
 				step.to = batch[len(batch)-1]
 			}
-			err := s.reconcileBatch(ctx, batch, sources, fields, rep, step)
+			err := s.reconcileBatch(ctx, batch, sources, fields, rep, step, recent == nil)
 			if errors.Is(err, errSliceMoved) {
 				slog.WarnContext(ctx, "reconcile: slice taken over by another worker; leaving it", "run", sl.run, "slice", sl.slice)
 				return true, false, nil
@@ -406,6 +453,7 @@ func (s *Store) finishRun(ctx context.Context, run string, sources []Source, unt
 				rep.Corrections = append(rep.Corrections, c)
 			}
 		}
+		rep.Repaired += w.Repaired
 		if err != nil {
 			return rep, err
 		}

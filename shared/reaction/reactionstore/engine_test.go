@@ -154,9 +154,21 @@ func (w *world) fold(t *testing.T) counterstore.FoldStats {
 	return st
 }
 
+// reconcile runs a reconciliation as the Reconcile function does; an hourly
+// one after a fold (the rollup's, which marks the counters that moved) and
+// with the flag changes applied to the tallies first.
 func (w *world) reconcile(t *testing.T, scope counterstore.Scope) counterstore.ReconcileReport {
 	t.Helper()
-	rep, err := w.cs.Reconcile(context.Background(), scope, []counterstore.Source{reactionstore.Source{}})
+	ctx := context.Background()
+	if scope == counterstore.Recent {
+		if _, err := w.cs.Fold(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if rep, err := w.rs.ApplyFlags(ctx, time.Time{}); err != nil || !rep.Done {
+			t.Fatal(rep, err)
+		}
+	}
+	rep, err := w.cs.Reconcile(ctx, scope, []counterstore.Source{reactionstore.Source{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -135,16 +135,19 @@ func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 			state   reaction.State
 			updated time.Time
 			shares  []counterstore.Share
+			// tallied: the reaction is in its item's tally (NULL: a row
+			// that predates the tallies, not in it).
+			tallied spanner.NullBool
 		}
 		states := map[pairKey]stored{}
 		var shareRows []counterstore.RowKey
 		err := tx.Read(ctx, tableReactions, spanner.KeySetFromKeys(pairKeys...),
-			[]string{"UserId", "ContentId", "Reaction", "Version", "Generation", "UpdateTime", "PendingShares"}).Do(func(r *spanner.Row) error {
+			[]string{"UserId", "ContentId", "Reaction", "Version", "Generation", "UpdateTime", "PendingShares", "Tallied"}).Do(func(r *spanner.Row) error {
 			var k pairKey
 			var kind string
 			var st stored
 			var entries []string
-			if err := r.Columns(&k.user, &k.content, &kind, &st.state.Version, &st.state.Generation, &st.updated, &entries); err != nil {
+			if err := r.Columns(&k.user, &k.content, &kind, &st.state.Version, &st.state.Generation, &st.updated, &entries, &st.tallied); err != nil {
 				return err
 			}
 			st.state.Reaction = reaction.Kind(kind)
@@ -194,6 +197,7 @@ func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 		}
 		var ms []*spanner.Mutation
 		summedFor := make([]string, len(reqs)) // the item whose summed event a result carries
+		tallies := map[string]counter.Values{} // the moves of the items' tallies
 		for i, r := range reqs {
 			res := &results[i]
 			if erasing[r.UserID] && !r.erase {
@@ -223,6 +227,15 @@ func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 			}
 			res.State = tr.Next
 			res.Undone = tr.Next.Current() == reaction.None
+			// The tally holds the rows of accounts not flagged when written.
+			var was, is counter.Values
+			if cur.tallied.Valid && cur.tallied.Bool {
+				was = reaction.Counted(cur.state.Current())
+			}
+			if !flagged[r.UserID] {
+				is = reaction.Counted(tr.Next.Current())
+			}
+			tallies[r.ContentID] = tallies[r.ContentID].Plus(is).Minus(was)
 			var own counter.Values // what this change adds to the counts
 			if !flagged[r.UserID] {
 				own = counter.Coalesce(tr.Deltas)[r.ContentID]
@@ -253,15 +266,15 @@ func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 				ms = append(ms, counterstore.Pending(ev, r.UserID)...)
 			}
 			if tr.Next.Current() != reaction.None {
-				cols := []string{"UserId", "ContentId", "Reaction", "Version", "Generation", "UpdateTime", "PendingShares"}
-				vals := []any{r.UserID, r.ContentID, string(tr.Next.Reaction), tr.Next.Version, tr.Next.Generation, spanner.CommitTimestamp, counterstore.Entries(shares)}
+				cols := []string{"UserId", "ContentId", "Reaction", "Version", "Generation", "UpdateTime", "PendingShares", "Tallied"}
+				vals := []any{r.UserID, r.ContentID, string(tr.Next.Reaction), tr.Next.Version, tr.Next.Generation, spanner.CommitTimestamp, counterstore.Entries(shares), !flagged[r.UserID]}
 				if _, exists := states[k]; !exists {
 					// A new row records its creation in the same mutation:
 					// the account's first-seen time is its earliest row's.
 					cols, vals = append(cols, "CreateTime"), append(vals, spanner.CommitTimestamp)
 				}
 				ms = append(ms, spanner.InsertOrUpdate(tableReactions, cols, vals))
-				states[k] = stored{state: tr.Next, shares: shares}
+				states[k] = stored{state: tr.Next, shares: shares, tallied: spanner.NullBool{Bool: !flagged[r.UserID], Valid: true}}
 			}
 		}
 		summed, sms := box.finish(now)
@@ -271,6 +284,11 @@ func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 			}
 		}
 		ms = append(ms, sms...)
+		tms, err := tallyMutations(ctx, tx, tallies)
+		if err != nil {
+			return err
+		}
+		ms = append(ms, tms...)
 		ms = append(ms, limits.Mutations()...)
 		if len(ms) == 0 {
 			return nil
@@ -415,70 +433,6 @@ func (s *Store) Get(ctx context.Context, userID string, ids []string) (map[strin
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reactionstore.Get: %w", err)
-	}
-	return out, nil
-}
-
-// Source is the reactions' side of reconciliation: likes and dislikes
-// recounted from the reaction rows of accounts that are not flagged.
-type Source struct{}
-
-var _ counterstore.Source = Source{}
-
-func (Source) Name() string { return "reactions" }
-
-func (Source) Fields() []counter.Field { return []counter.Field{counter.Likes, counter.Dislikes} }
-
-// Changed lists the items reacted on by accounts flagged or unflagged since.
-func (Source) Changed(ctx context.Context, tx *spanner.ReadOnlyTransaction, since time.Time) ([]string, error) {
-	return queryKeys(ctx, tx, spanner.Statement{
-		SQL: `SELECT DISTINCT r.ContentId FROM FlaggedUsers f JOIN Reactions r ON r.UserId = f.UserId
-WHERE f.UpdateTime >= @since`,
-		Params: map[string]any{"since": since},
-	})
-}
-
-// KeysAfter lists, in order, up to limit items with a reaction after the
-// given one: one range of the ReactionsByContent index.
-func (Source) KeysAfter(ctx context.Context, tx *spanner.ReadOnlyTransaction, after string, limit int) ([]string, error) {
-	return queryKeys(ctx, tx, spanner.Statement{
-		SQL: `SELECT DISTINCT ContentId FROM Reactions@{FORCE_INDEX=ReactionsByContent}
-WHERE ContentId > @after ORDER BY ContentId LIMIT @limit`,
-		Params: map[string]any{"after": after, "limit": int64(limit)},
-	})
-}
-
-// Truth recounts likes and dislikes of keys, leaving out flagged accounts.
-func (Source) Truth(ctx context.Context, tx *spanner.ReadOnlyTransaction, keys []string) (map[string]counter.Values, error) {
-	out := map[string]counter.Values{}
-	stmt := spanner.Statement{
-		SQL: `SELECT r.ContentId, r.Reaction, COUNT(*)
-FROM Reactions@{FORCE_INDEX=ReactionsByContent} r
-LEFT JOIN FlaggedUsers f ON f.UserId = r.UserId
-WHERE r.ContentId IN UNNEST(@ids) AND (f.Flagged IS NULL OR f.Flagged = FALSE)
-GROUP BY r.ContentId, r.Reaction`,
-		Params: map[string]any{"ids": keys},
-	}
-	err := tx.Query(ctx, stmt).Do(func(r *spanner.Row) error {
-		var id, kind string
-		var n int64
-		if err := r.Columns(&id, &kind, &n); err != nil {
-			return err
-		}
-		v := out[id]
-		switch reaction.Kind(kind) {
-		case reaction.Like:
-			v.Likes += n
-		case reaction.Dislike:
-			v.Dislikes += n
-		default:
-			return fmt.Errorf("reaction row of %s holds %q", id, kind)
-		}
-		out[id] = v
-		return nil
-	})
-	if err != nil {
-		return nil, err
 	}
 	return out, nil
 }
