@@ -99,12 +99,12 @@ func (s *Store) startRun(ctx context.Context, n int, h *hours) (string, error) {
 type RunStatus struct {
 	Run string `json:"run"`
 	// Scope is Recent for an hourly run, All for a daily one.
-	Scope      Scope  `json:"scope"`
-	Slices     int    `json:"slices"`
-	SlicesDone int    `json:"slicesDone"`
-	Checked    int    `json:"checked"`
-	Corrected  int    `json:"corrected"`
-	Skipped    int    `json:"skipped"`
+	Scope      Scope `json:"scope"`
+	Slices     int   `json:"slices"`
+	SlicesDone int   `json:"slicesDone"`
+	Checked    int   `json:"checked"`
+	Corrected  int   `json:"corrected"`
+	Skipped    int   `json:"skipped"`
 	// Batches counts the committed batches; Invocations the times a worker
 	// took up one of its slices.
 	Batches     int `json:"batches"`
