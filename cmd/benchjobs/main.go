@@ -3,23 +3,26 @@
 //  1. Rollup: moved counters folded per second with 1 worker, N workers,
 //     and P partitions of N workers each (as P instances would), at each
 //     size of the moved set;
-//  2. Reconciliation of every counter over generated counters (some with a
-//     known drift), in slices worked by invocations bounded in time: total
-//     time, invocations, batches; then the same with every invocation
-//     killed at a random moment and resumed by the next, corrections
-//     counted exactly once.
+//  2. Reconciliation over generated counters, reaction rows and their
+//     tallies (some counters with a known drift, some whose truth moved this
+//     hour): an hourly run and a daily run, in slices worked by invocations
+//     bounded in time (time, invocations, batches, Spanner work); then the
+//     same drift again and each run with every invocation killed at a random
+//     moment and resumed by the next, corrections counted exactly once. The
+//     figures go to docs/benchmarks/reconcile.md (-reconcile-out).
 //
 // The counters are generated with batched mutations (thousands of rows per
 // commit), not through the pipeline.
 //
 // The defaults finish in minutes on the emulator of a loaded 2-core machine
 // (its commits, not the jobs, set the pace: see README); -moved
-// 10000,100000 and -counters 1000000 are the sizes the production
-// arithmetic is about (about 10 and 30 minutes there); -moved 0 skips the
-// rollup.
+// 10000,100000 and -counters 1000000 -reactions 10000000 are the sizes the
+// production arithmetic is about (hours to generate there); -moved 0 skips
+// the rollup.
 //
 // Usage: go run ./cmd/benchjobs [-moved 10000] [-workers 8] [-partitions 4]
-// [-counters 5000] [-drift 50] [-slices 64] [-budget 10s]
+// [-counters 5000] [-reactions 50000] [-recent-every 10] [-drift 50]
+// [-slices 64] [-budget 10s] [-reconcile-out docs/benchmarks/reconcile.md]
 package main
 
 import (
@@ -27,7 +30,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
@@ -37,7 +39,6 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/videngage/engagement/cmd/internal/localstack"
-	reconcilefn "github.com/videngage/engagement/functions/reconcile"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -51,6 +52,11 @@ type options struct {
 	drift      int
 	slices     int
 	budget     time.Duration
+	// reactions are the generated reaction rows, recentEvery how many
+	// counters there are to one whose truth moved this hour; out is the
+	// reconciliation's report file ("": none).
+	reactions, recentEvery int
+	out                    string
 }
 
 func main() { localstack.Main("benchjobs", realMain) }
@@ -65,6 +71,9 @@ func realMain(ctx context.Context) error {
 	flag.IntVar(&o.drift, "drift", 50, "of which drifted, to be corrected")
 	flag.IntVar(&o.slices, "slices", counterstore.DefaultSlices, "slices of a reconciliation run")
 	flag.DurationVar(&o.budget, "budget", 10*time.Second, "time of one reconciliation invocation")
+	flag.IntVar(&o.reactions, "reactions", 50000, "reaction rows of the reconciled items")
+	flag.IntVar(&o.recentEvery, "recent-every", 10, "one counter in this many moved this hour (the hourly run's)")
+	flag.StringVar(&o.out, "reconcile-out", "docs/benchmarks/reconcile.md", `the reconciliation's report ("": none)`)
 	flag.Parse()
 	for _, f := range strings.Split(moved, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -75,8 +84,9 @@ func realMain(ctx context.Context) error {
 			o.moved = append(o.moved, n)
 		}
 	}
-	if o.workers < 1 || o.partitions < 1 || o.drift < 1 || 2*o.drift > o.counters && o.counters > 0 || o.budget < time.Second {
-		return errors.New("want -workers ≥ 1, -partitions ≥ 1, 1 ≤ -drift ≤ -counters/2, -budget ≥ 1s")
+	if o.workers < 1 || o.partitions < 1 || o.drift < 1 || 2*o.drift > o.counters && o.counters > 0 || o.budget < time.Second ||
+		o.reactions < 20 || o.recentEvery < 1 {
+		return errors.New("want -workers ≥ 1, -partitions ≥ 1, 1 ≤ -drift ≤ -counters/2, -budget ≥ 1s, -reactions ≥ 20, -recent-every ≥ 1")
 	}
 
 	w, err := localstack.Start(ctx, "benchjobs", fmt.Sprintf("bench-jobs-%d", os.Getpid()), nil)
@@ -242,100 +252,5 @@ func benchRollup(ctx context.Context, db *spannerdb.DB, cs *counterstore.Store, 
 		fmt.Println()
 	}
 	fmt.Println()
-	return nil
-}
-
-func benchReconcile(ctx context.Context, db *spannerdb.DB, cs *counterstore.Store, o options) error {
-	sources := reconcilefn.Sources()
-	fmt.Printf("2. Reconciliation of %d counters (%d drifted by one like each) in %d slices; invocations of ≤ %v, 4 workers each\n\n",
-		o.counters, o.drift, o.slices, o.budget)
-	start := time.Now()
-	// Every counter's truth is zero (no reactions, no comments): the
-	// drifted ones count a like too many.
-	step := o.counters / o.drift
-	drifted := func(i int) bool { return i%step == 0 && i/step < o.drift }
-	commits, err := write(ctx, db, o.counters, genBatch, func(i int) []*spanner.Mutation {
-		likes := int64(0)
-		if drifted(i) {
-			likes = 1
-		}
-		return []*spanner.Mutation{spanner.InsertOrUpdate("Counters", []string{"CounterKey", "Shards", "Likes"}, []any{keyOf("c", i), int64(counter.MinShards), likes})}
-	})
-	if err != nil {
-		return err
-	}
-	fmt.Printf("   generated %d counters in %.1f s (%d commits of %d rows)\n", o.counters, time.Since(start).Seconds(), commits, genBatch)
-
-	run := func(kill bool) (counterstore.RunStatus, int, int, time.Duration, error) {
-		started := time.Now()
-		id, err := cs.StartRun(ctx, o.slices)
-		if err != nil {
-			return counterstore.RunStatus{}, 0, 0, 0, err
-		}
-		invocations, kills := 0, 0
-		for {
-			st, err := cs.Run(ctx, id)
-			if err != nil {
-				return st, 0, 0, 0, err
-			}
-			if st.Done() {
-				return st, invocations, kills, time.Since(started), nil
-			}
-			// Progress, so that a run too long to wait for still gives a rate.
-			fmt.Fprintf(os.Stderr, "benchjobs: reconcile: %d invocations, %d of %d checked in %.0f s\n", invocations, st.Checked, o.counters, time.Since(started).Seconds())
-			invocations++
-			ictx, cancel := context.WithCancel(ctx)
-			if kill {
-				// Killed at a random moment of its budget, mid-batch or not.
-				time.AfterFunc(time.Duration(rand.Int64N(int64(o.budget))), cancel)
-			}
-			_, err = cs.WorkSlices(ictx, sources, counterstore.WorkOptions{Run: id, Until: time.Now().Add(o.budget)})
-			if ictx.Err() != nil {
-				kills++
-			} else if err != nil {
-				cancel()
-				return st, 0, 0, 0, err
-			}
-			cancel()
-		}
-	}
-	report := func(name string, st counterstore.RunStatus, invocations, kills int, took time.Duration) {
-		fmt.Printf("   %-22s %6.1f s  %4d invocations (%d killed)  %5d batches  %8d checked (%.0f/s)  %5d corrected  %d skipped\n",
-			name, took.Seconds(), invocations, kills, st.Batches, st.Checked, float64(st.Checked)/took.Seconds(), st.Corrected, st.Skipped)
-	}
-	st, inv, kills, took, err := run(false)
-	if err != nil {
-		return err
-	}
-	report("run", st, inv, kills, took)
-	if st.Checked != o.counters || st.Corrected != o.drift {
-		return fmt.Errorf("run checked %d counters and corrected %d; want %d and %d", st.Checked, st.Corrected, o.counters, o.drift)
-	}
-
-	// Another drift of as many counters, and a run killed again and again.
-	if _, err := write(ctx, db, o.drift, genBatch, func(j int) []*spanner.Mutation {
-		return []*spanner.Mutation{spanner.Update("Counters", []string{"CounterKey", "Dislikes"}, []any{keyOf("c", j*step+1), int64(1)})}
-	}); err != nil {
-		return err
-	}
-	st, inv, kills, took, err = run(true)
-	if err != nil {
-		return err
-	}
-	report("killed and resumed", st, inv, kills, took)
-	if st.Checked != o.counters || st.Corrected != o.drift {
-		return fmt.Errorf("killed run checked %d counters and corrected %d; want each exactly once: %d and %d", st.Checked, st.Corrected, o.counters, o.drift)
-	}
-	var likes, dislikes int64
-	err = db.Single().Query(ctx, spanner.Statement{SQL: `SELECT SUM(Likes), SUM(Dislikes) FROM Counters`}).Do(func(r *spanner.Row) error {
-		return r.Columns(&likes, &dislikes)
-	})
-	if err != nil {
-		return err
-	}
-	fmt.Printf("   after both runs: likes %d, dislikes %d over every counter (truth 0: each drift corrected exactly once)\n\n", likes, dislikes)
-	if likes != 0 || dislikes != 0 {
-		return errors.New("reconciliation left counters wrong")
-	}
 	return nil
 }
