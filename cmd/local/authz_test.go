@@ -140,6 +140,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		each("GET /v1/reactions", "/v1/reactions?ids="+content, "", 401, 401, 401, 401, 200, 200, 200),
 		each("POST /v1/moderation/flagged-users", "/v1/moderation/flagged-users", flag, 401, 401, 401, 401, 403, 403, 200),
 		each("GET /v1/moderation/flagged-users", "/v1/moderation/flagged-users?pageSize=5", "", 401, 401, 401, 401, 403, 403, 200),
+		each("GET /v1/moderation/actions", "/v1/moderation/actions?pageSize=5", "", 401, 401, 401, 401, 403, 403, 200),
 		// Public: the same answer whatever token is sent, even a bad one.
 		each("GET /v1/counts", "/v1/counts?ids="+content, "", 200, 200, 200, 200, 200, 200, 200),
 		each("GET /v1/me/counts", "/v1/me/counts?ids="+content, "", 401, 401, 401, 401, 200, 200, 200),

@@ -26,6 +26,8 @@ import (
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
 	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/moderation"
+	"github.com/videngage/engagement/shared/moderation/moderationstore"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
@@ -41,7 +43,9 @@ func init() {
 				History:   historystore.New(c.Bigtable),
 				Settings:  historystore.NewSettings(c.Firestore),
 				Erasures:  accountstore.New(db),
-				Publisher: bus.NewPublisher(c.PubSub, c.Config.PubSub.ErasureTopic),
+				// The export only reads the trail: no gate.
+				Moderation: moderationstore.New(db, moderationstore.Gate{}),
+				Publisher:  bus.NewPublisher(c.PubSub, c.Config.PubSub.ErasureTopic),
 			}), nil
 		})
 }
@@ -64,6 +68,10 @@ type (
 		Get(ctx context.Context, userID string) (history.Settings, error)
 		MarkErasing(ctx context.Context, userID string) error
 	}
+	// Moderation reads the audit trail's entries about the caller.
+	Moderation interface {
+		List(ctx context.Context, f moderation.Filter, after *moderation.EntryCursor, limit int) ([]moderation.Entry, *moderation.EntryCursor, error)
+	}
 	Erasures interface {
 		Request(ctx context.Context, userID string) (account.Erasure, error)
 	}
@@ -74,13 +82,14 @@ type (
 
 // Deps are the handler's collaborators.
 type Deps struct {
-	Verifier  Verifier
-	Reactions Reactions
-	Comments  Comments
-	History   History
-	Settings  Settings
-	Erasures  Erasures
-	Publisher Publisher // the erasure topic
+	Verifier   Verifier
+	Reactions  Reactions
+	Comments   Comments
+	History    History
+	Settings   Settings
+	Moderation Moderation
+	Erasures   Erasures
+	Publisher  Publisher // the erasure topic
 	// ExportTimeout bounds one export (default 10 minutes): it outlives the
 	// request deadline of the other routes, since a large account streams
 	// for longer than one backend call.
@@ -137,6 +146,7 @@ const (
 	reactionPage = 500
 	commentPage  = 200
 	historyPage  = 1000
+	actionPage   = 500
 )
 
 type reactionJSON struct {
@@ -162,7 +172,7 @@ type entryJSON struct {
 	PositionSeconds float64   `json:"positionSeconds"`
 }
 
-// export streams {"reactions":[…],"comments":[…],"history":[…],"settings":{…}}:
+// export streams {"reactions":[…],"comments":[…],"history":[…],"moderation":[…],"settings":{…}}:
 // each store is read a page at a time and each item written as it is read,
 // so that the function holds one page, never the account. The first page is
 // read before the answer starts, so that a backend down at the start is a
@@ -241,6 +251,24 @@ func (h *handler) stream(ctx context.Context, s *objectStream, userID string, pa
 			break
 		}
 		after = p.Next
+	}
+	s.endArray()
+
+	// The moderation audit trail's entries about the user: one key range.
+	s.beginArray("moderation")
+	var afterAction *moderation.EntryCursor
+	for s.err == nil {
+		es, next, err := h.Moderation.List(ctx, moderation.Filter{UserID: userID}, afterAction, actionPage)
+		if err != nil {
+			return err
+		}
+		for _, e := range es {
+			s.item(e)
+		}
+		if next == nil {
+			break
+		}
+		afterAction = next
 	}
 	s.endArray()
 

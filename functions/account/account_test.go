@@ -18,6 +18,7 @@ import (
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/reaction"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
 )
@@ -43,6 +44,44 @@ type fakeAccount struct {
 	// page was read.
 	bytesBeforeLastPage int
 	failHistoryAt       int // fail the history page starting at this index (0: never)
+	trail               fakeTrail
+}
+
+// fakeTrail is the moderation audit trail about the account: n entries,
+// newest first, served a page at a time; users records whose entries were
+// asked for.
+type fakeTrail struct {
+	n     int
+	users []string
+}
+
+func (f *fakeTrail) List(_ context.Context, fl moderation.Filter, after *moderation.EntryCursor, limit int) ([]moderation.Entry, *moderation.EntryCursor, error) {
+	f.users = append(f.users, fl.UserID)
+	start := 0
+	if after != nil {
+		fmt.Sscanf(after.ID, "e%06d", &start)
+		start++
+	}
+	base := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	var out []moderation.Entry
+	for i := start; i < f.n && len(out) < limit; i++ {
+		e := moderation.Entry{ID: fmt.Sprintf("e%06d", i), Time: base.Add(-time.Duration(i) * time.Second), UserID: fl.UserID, Changed: true}
+		switch i % 3 {
+		case 0:
+			ev := moderation.Evidence{Items: []moderation.Item{{ContentID: "v1", Reaction: "like"}}, WindowStart: base.Add(-time.Hour), WindowEnd: base, GroupSize: 12, YoungAccounts: 10}
+			e.Action, e.Actor, e.ActorKind, e.Reason, e.Evidence = moderation.ActionFlag, moderation.DetectorGroups, moderation.ActorAutomatic, ev.Summary(), &ev
+		case 1:
+			e.Action, e.Actor, e.ActorKind, e.Reason = moderation.ActionUnflag, "mod-1", moderation.ActorModerator, "a real fan"
+		default:
+			e.Action, e.Actor, e.ActorKind, e.CommentID, e.VideoID = moderation.ActionSpam, "mod-2", moderation.ActorModerator, "c1", "v1"
+		}
+		out = append(out, e)
+	}
+	if start+len(out) < f.n {
+		last := out[len(out)-1]
+		return out, &moderation.EntryCursor{Time: last.Time, ID: last.ID}, nil
+	}
+	return out, nil, nil
 }
 
 func (a *fakeAccount) ListByUser(_ context.Context, _ string, after string, limit int) ([]reactionstore.UserReaction, error) {
@@ -118,7 +157,7 @@ func (w *countingWriter) Write(b []byte) (int, error) {
 }
 
 func newHandler(a *fakeAccount) http.Handler {
-	return New(Deps{Verifier: fakeVerifier{}, Reactions: a, Comments: a, History: a, Settings: a})
+	return New(Deps{Verifier: fakeVerifier{}, Reactions: a, Comments: a, History: a, Settings: a, Moderation: &a.trail})
 }
 
 // TestExportStreamsALargeAccount: 2,000 reactions, 3,000 comments and
@@ -126,7 +165,7 @@ func newHandler(a *fakeAccount) http.Handler {
 // document, read in bounded pages and written while they are read (most of
 // the answer is out before the last history page is even asked for).
 func TestExportStreamsALargeAccount(t *testing.T) {
-	a := &fakeAccount{reactions: 2000, comments: 3000, entries: 100_000}
+	a := &fakeAccount{reactions: 2000, comments: 3000, entries: 100_000, trail: fakeTrail{n: 1200}}
 	w := &countingWriter{ResponseRecorder: httptest.NewRecorder()}
 	a.written = func() int { return w.n }
 	req := httptest.NewRequest("GET", "/v1/me/export", nil)
@@ -146,8 +185,16 @@ func TestExportStreamsALargeAccount(t *testing.T) {
 			ID     string `json:"id"`
 			Status string `json:"status"`
 		} `json:"comments"`
-		History  []json.RawMessage `json:"history"`
-		Settings history.Settings  `json:"settings"`
+		History    []json.RawMessage `json:"history"`
+		Moderation []struct {
+			ID     string `json:"id"`
+			Action string `json:"action"`
+			Actor  struct {
+				ID, Kind string
+			} `json:"actor"`
+			UserID string `json:"userId"`
+		} `json:"moderation"`
+		Settings history.Settings `json:"settings"`
 	}
 	if err := json.Unmarshal(body, &doc); err != nil {
 		t.Fatalf("not one JSON document: %v", err)
@@ -157,6 +204,21 @@ func TestExportStreamsALargeAccount(t *testing.T) {
 	}
 	if doc.Comments[0].Status != "deleted" || doc.Comments[1].Status != "visible" {
 		t.Errorf("comment statuses %q %q, want deleted, visible", doc.Comments[0].Status, doc.Comments[1].Status)
+	}
+	// The trail's entries about alice, every page of them, in its order.
+	if len(doc.Moderation) != 1200 {
+		t.Fatalf("exported %d moderation entries, want 1200", len(doc.Moderation))
+	}
+	if m := doc.Moderation[0]; m.ID != "e000000" || m.Action != "flag" || m.Actor.Kind != "automatic" || m.UserID != "alice" {
+		t.Errorf("first moderation entry %+v", m)
+	}
+	if m := doc.Moderation[1199]; m.ID != "e001199" || m.Action != "spam" || m.Actor.ID != "mod-2" {
+		t.Errorf("last moderation entry %+v", m)
+	}
+	for _, u := range a.trail.users {
+		if u != "alice" {
+			t.Errorf("the export read the trail of %q, not the caller's", u)
+		}
 	}
 	if doc.Settings != (history.Settings{Paused: true, AutoDeleteMonths: 18}) {
 		t.Errorf("settings %+v", doc.Settings)
@@ -184,7 +246,7 @@ func TestExportOfAnEmptyAccount(t *testing.T) {
 	if err := apitest.Check("GET", "/v1/me/export", w.Code, w.Header(), w.Body.Bytes()); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.TrimSpace(w.Body.String()); !strings.HasPrefix(got, `{"reactions":[],"comments":[],"history":[],"settings":{`) {
+	if got := strings.TrimSpace(w.Body.String()); !strings.HasPrefix(got, `{"reactions":[],"comments":[],"history":[],"moderation":[],"settings":{`) {
 		t.Errorf("empty export: %s", got)
 	}
 }

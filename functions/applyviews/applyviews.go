@@ -56,7 +56,7 @@ func init() {
 			if n := c.Config.History.MaxViewsPerHour; n > 0 {
 				velocity = &VelocityCheck{
 					Counter: historystore.NewVelocity(c.BigtableTx),
-					Flagger: reactionstore.New(spannerdb.Wrap(c.Spanner, c.Config), 0),
+					Flagger: reactionstore.New(spannerdb.Wrap(c.Spanner, c.Config), 0).ProtectUnflags(c.Config.Moderation.UnflagProtection),
 					Params:  moderation.ViewVelocity{MaxPerHour: int64(n)},
 				}
 			}

@@ -26,6 +26,8 @@ import (
 	"github.com/videngage/engagement/shared/comment/commentstore"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/moderation"
+	"github.com/videngage/engagement/shared/moderation/moderationstore"
 	"github.com/videngage/engagement/shared/session"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
@@ -49,7 +51,7 @@ func Build(c *host.Clients) (Deps, error) {
 	if err != nil {
 		return Deps{}, err
 	}
-	store := commentstore.New(db, cfg.UserLimits().Comments)
+	store := commentstore.New(db, cfg.UserLimits().Comments).GateModeration(moderationstore.NewGate(cfg.UserLimits().Moderation))
 	w := commentstore.NewWriter(store, bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic), wo)
 	return Deps{
 		Verifier:     c.Verifier,
@@ -69,7 +71,7 @@ type (
 	Writer interface {
 		Post(ctx context.Context, r commentstore.CreateRequest) (commentstore.CreateResult, error)
 		Delete(ctx context.Context, actor commentstore.Actor, id string) (commentstore.RemoveResult, error)
-		MarkSpam(ctx context.Context, actor commentstore.Actor, ids []string) (commentstore.RemoveResult, error)
+		MarkSpam(ctx context.Context, actor commentstore.Actor, ids []string, reason string) (commentstore.RemoveResult, error)
 	}
 	Store interface {
 		ListVideo(ctx context.Context, videoID string, after *comment.Cursor, size int) (commentstore.Page, error)
@@ -333,6 +335,7 @@ func (h *handler) delete(w http.ResponseWriter, r *http.Request) error {
 
 type spamBody struct {
 	CommentIDs []string `json:"commentIds"`
+	Reason     string   `json:"reason"`
 }
 
 func (h *handler) spam(w http.ResponseWriter, r *http.Request) error {
@@ -355,8 +358,17 @@ func (h *handler) spam(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	res, err := h.Writer.MarkSpam(r.Context(), commentstore.Actor{UserID: user.ID, Moderator: true}, body.CommentIDs)
-	if err != nil {
+	if err := moderation.ValidReason(body.Reason); err != nil {
+		return httpx.InvalidArgument("%s", err.Error())
+	}
+	res, err := h.Writer.MarkSpam(r.Context(), commentstore.Actor{UserID: user.ID, Moderator: true}, body.CommentIDs, body.Reason)
+	var limited *moderation.RateLimitedError
+	switch {
+	case errors.Is(err, moderation.ErrRevoked):
+		return httpx.PermissionDenied("your moderator role was revoked")
+	case errors.As(err, &limited):
+		return httpx.ResourceExhausted(limited.RetryAfter, "too many moderation calls; retry after the time in Retry-After")
+	case err != nil:
 		return err
 	}
 	w.Header().Set("Cache-Control", "no-store")

@@ -22,6 +22,8 @@ import (
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/shared/moderation"
+	"github.com/videngage/engagement/shared/moderation/moderationstore"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 
@@ -524,5 +526,52 @@ func TestBuildThroughPubSub(t *testing.T) {
 		if !strings.Contains(string(raw), `"outbox":true`) {
 			t.Errorf("events not from the outbox: %s", raw)
 		}
+	}
+}
+
+// TestSpamMarksAreOnTheRecord: each comment a moderator marks gets an audit
+// entry with the moderator, the reason and the comment's author and video;
+// a reason too long is a 400; a revoked moderator is refused (403) and a
+// moderator over the limit waits (429), and neither marks anything.
+func TestSpamMarksAreOnTheRecord(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{moderation: 3})
+	a := e.post("alice", "vid", "", "buy now")
+	b := e.post("bob", "vid2", "", "buy later")
+	spam := "/v1/moderation/spam"
+	apitest.CheckError(t, "reason too long", e.do("POST", spam, e.moderator("mod"),
+		map[string]any{"commentIds": []string{a.ID}, "reason": strings.Repeat("x", 501)}), 400, "INVALID_ARGUMENT")
+	e.do("POST", spam, e.moderator("mod"), map[string]any{"commentIds": []string{a.ID, b.ID, "unknown"}, "reason": "link farm"}).
+		Want(t, 200, "spam with a reason")
+	trail := moderationstore.New(e.db, moderationstore.Gate{})
+	es, _, err := trail.List(context.Background(), moderation.Filter{VideoID: "vid"}, nil, 10)
+	if err != nil || len(es) != 1 {
+		t.Fatalf("vid's trail: %+v %v", es, err)
+	}
+	if x := es[0]; x.Action != moderation.ActionSpam || x.Actor != "mod" || x.ActorKind != moderation.ActorModerator ||
+		x.UserID != "alice" || x.CommentID != a.ID || x.Reason != "link farm" || !x.Changed {
+		t.Errorf("entry %+v", x)
+	}
+	if es, _, _ := trail.List(context.Background(), moderation.Filter{UserID: "bob"}, nil, 10); len(es) != 1 || es[0].CommentID != b.ID {
+		t.Errorf("bob's trail: %+v", es)
+	}
+
+	c := e.post("carol", "vid", "", "third")
+	if _, err := trail.Revoke(context.Background(), "mod", "ops", "stolen token"); err != nil {
+		t.Fatal(err)
+	}
+	apitest.CheckError(t, "revoked moderator", e.do("POST", spam, e.moderator("mod"), map[string]any{"commentIds": []string{c.ID}}), 403, "PERMISSION_DENIED")
+	// The third call of mod2 in the minute passes (the refused one above
+	// was mod's), the fourth waits.
+	for i := range 3 {
+		e.do("POST", spam, e.moderator("mod2"), map[string]any{"commentIds": []string{"unknown"}}).Want(t, 200, fmt.Sprint("call ", i))
+	}
+	r := e.do("POST", spam, e.moderator("mod2"), map[string]any{"commentIds": []string{c.ID}})
+	apitest.CheckError(t, "over the limit", r, 429, "RESOURCE_EXHAUSTED")
+	if es, _, _ := trail.List(context.Background(), moderation.Filter{UserID: "carol"}, nil, 10); len(es) != 0 {
+		t.Errorf("refused calls wrote %+v", es)
+	}
+	if got := e.list("/v1/videos/vid/comments"); len(got.Comments) != 1 || got.Comments[0].ID != c.ID {
+		t.Errorf("carol's comment after refused marks: %+v", got)
 	}
 }

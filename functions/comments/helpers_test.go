@@ -29,6 +29,7 @@ import (
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/moderation/moderationstore"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 
@@ -128,6 +129,8 @@ type env struct {
 type envOpts struct {
 	limit  int                 // comments per minute per user; 0: none
 	policy counter.ShardPolicy // of the counters; zero: the default
+	// moderation is each moderator's calls a minute; 0: none.
+	moderation int
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -145,7 +148,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 		t.Fatal(err)
 	}
 	e := &env{t: t, cfg: cfg, db: db, issuer: is}
-	e.store = commentstore.New(db, o.limit)
+	e.store = commentstore.New(db, o.limit).GateModeration(moderationstore.NewGate(o.moderation))
 	e.cs = counterstore.New(db, counterstore.Options{Policy: o.policy, RollupInterval: time.Second})
 	e.bus = &loopback{t: t, consume: applycountersfn.New(e.cs, nil)}
 	d := commentsfn.Deps{

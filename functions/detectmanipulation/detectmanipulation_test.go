@@ -134,7 +134,7 @@ func TestFlagsTheRingAndOnlyTheRing(t *testing.T) {
 	// A moderator clears one member; a run over the ring's minutes again
 	// (its watermark set back before them) finds the group and does not
 	// flag that member back.
-	if _, err := rs.SetFlagged(ctx, ring[:1], false); err != nil {
+	if _, err := rs.SetFlagged(ctx, moderation.Decision{Moderator: "mod", UserIDs: ring[:1], Flagged: false}); err != nil {
 		t.Fatal(err)
 	}
 	back := flags[ring[1]].Evidence.WindowStart.Add(-time.Minute)

@@ -3,6 +3,7 @@ package reactionsfn
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -31,13 +32,63 @@ func (verifier) FromRequest(r *http.Request) (auth.User, error) {
 }
 
 // flagList serves a fixed listing, newest first, as the store pages it.
-type flagList struct{ flags []moderation.Flag }
+type flagList struct {
+	flags     []moderation.Flag
+	decisions []moderation.Decision
+}
+
+// gate refuses revoked moderators and those it limits, as the store's
+// gate would, and serves a fixed trail, newest first, as the store pages
+// it; filters records what each listing asked for.
+type gate struct {
+	revoked, limited map[string]bool
+	trail            []moderation.Entry
+	filters          []moderation.Filter
+}
+
+func (g *gate) Admit(_ context.Context, moderator string) error {
+	switch {
+	case g.revoked[moderator]:
+		return fmt.Errorf("moderationstore.Admit: %w", moderation.ErrRevoked)
+	case g.limited[moderator]:
+		return &moderation.RateLimitedError{RetryAfter: 1500 * time.Millisecond}
+	}
+	return nil
+}
+
+func (g *gate) List(_ context.Context, f moderation.Filter, after *moderation.EntryCursor, limit int) ([]moderation.Entry, *moderation.EntryCursor, error) {
+	g.filters = append(g.filters, f)
+	start := 0
+	if after != nil {
+		for i, e := range g.trail {
+			if e.ID == after.ID {
+				start = i + 1
+			}
+		}
+	}
+	end := min(start+limit, len(g.trail))
+	page := g.trail[start:end]
+	if end == len(g.trail) {
+		return page, nil, nil
+	}
+	last := page[len(page)-1]
+	return page, &moderation.EntryCursor{Time: last.Time, ID: last.ID}, nil
+}
 
 func (f *flagList) Get(context.Context, string, []string) (map[string]reaction.State, error) {
 	return nil, nil
 }
 
-func (f *flagList) SetFlagged(context.Context, []string, bool) (int, error) { return 0, nil }
+func (f *flagList) SetFlagged(_ context.Context, d moderation.Decision) (int, error) {
+	switch d.Moderator { // the store's gate
+	case "gone":
+		return 0, fmt.Errorf("reactionstore.SetFlagged: %w", moderation.ErrRevoked)
+	case "busy":
+		return 0, fmt.Errorf("reactionstore.SetFlagged: %w", &moderation.RateLimitedError{RetryAfter: 1500 * time.Millisecond})
+	}
+	f.decisions = append(f.decisions, d)
+	return len(d.UserIDs), nil
+}
 
 func (f *flagList) ListFlagged(_ context.Context, after *moderation.Cursor, limit int) ([]moderation.Flag, *moderation.Cursor, error) {
 	start := 0
@@ -68,7 +119,7 @@ func TestListFlaggedPagesAndMatchesTheDocument(t *testing.T) {
 		{UserID: "user with spaces/and slashes", Reason: moderation.ByModerator, FlaggedAt: at.Add(-2 * time.Hour)},
 		{UserID: "old", Reason: moderation.ByModerator, FlaggedAt: time.Unix(0, 0).UTC()},
 	}}
-	h := New(Deps{Verifier: verifier{}, Store: store, Tokens: pagetoken.NewSigner("secret")})
+	h := New(Deps{Verifier: verifier{}, Store: store, Moderation: &gate{}, Tokens: pagetoken.NewSigner("secret")})
 	get := func(token, path string) (int, http.Header, []byte) {
 		req := httptest.NewRequest(http.MethodGet, path, nil)
 		if token != "" {
@@ -128,5 +179,114 @@ func TestListFlaggedPagesAndMatchesTheDocument(t *testing.T) {
 	}
 	if code, _, _ := get("", "/v1/moderation/flagged-users"); code != 401 {
 		t.Errorf("no token: %d, want 401", code)
+	}
+}
+
+// TestModerationActionsPageAndMatchTheDocument: the trail lists a page at a
+// time with tokens bound to its filters, every entry kind matches the
+// document, and the gate's refusals are 403 and 429.
+func TestModerationActionsPageAndMatchTheDocument(t *testing.T) {
+	at := time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
+	ev := &moderation.Evidence{Items: []moderation.Item{{ContentID: "v1", Reaction: "like"}}, WindowStart: at.Add(-time.Hour),
+		WindowEnd: at.Add(-50 * time.Minute), GroupSize: 40, YoungAccounts: 38}
+	g := &gate{revoked: map[string]bool{"gone": true}, limited: map[string]bool{"busy": true}, trail: []moderation.Entry{
+		{ID: "e5", Time: at, Action: moderation.ActionRestore, Actor: "ops", ActorKind: moderation.ActorOperator, UserID: "m2", Reason: "new token", Changed: true},
+		{ID: "e4", Time: at.Add(-time.Minute), Action: moderation.ActionSpam, Actor: "m1", ActorKind: moderation.ActorModerator, UserID: "u1", CommentID: "c1", VideoID: "v1", Reason: "links", Changed: true},
+		{ID: "e3", Time: at.Add(-time.Minute), Action: moderation.ActionUnflag, Actor: "m1", ActorKind: moderation.ActorModerator, UserID: "u2", Changed: false},
+		{ID: "e2", Time: at.Add(-time.Hour), Action: moderation.ActionFlag, Actor: moderation.DetectorGroups, ActorKind: moderation.ActorAutomatic, UserID: "u2", Reason: ev.Summary(), Changed: true, Evidence: ev},
+		{ID: "e1", Time: at.Add(-2 * time.Hour), Action: moderation.ActionRevoke, Actor: "ops", ActorKind: moderation.ActorOperator, UserID: "m2", Reason: "", Changed: true},
+	}}
+	store := &flagList{}
+	h := New(Deps{Verifier: verifier{}, Store: store, Moderation: g, Tokens: pagetoken.NewSigner("secret")})
+	do := func(method, token, path, body string) (int, http.Header, []byte) {
+		req := httptest.NewRequest(method, path, strings.NewReader(body))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if err := apitest.Check(method, path, rec.Code, rec.Header(), rec.Body.Bytes()); err != nil {
+			t.Error(err)
+		}
+		return rec.Code, rec.Header(), rec.Body.Bytes()
+	}
+
+	var got []string
+	path := "/v1/moderation/actions?pageSize=2&userId=u2"
+	for pages := 0; ; pages++ {
+		code, hdr, body := do("GET", "mod:m", path, "")
+		if code != 200 || hdr.Get("Cache-Control") != "private, no-store" || pages > 5 {
+			t.Fatalf("%s: %d %v %s", path, code, hdr, body)
+		}
+		var page struct {
+			Actions []struct {
+				ID    string `json:"id"`
+				Actor struct {
+					Kind string `json:"kind"`
+				} `json:"actor"`
+			} `json:"actions"`
+			NextPageToken string `json:"nextPageToken"`
+		}
+		if err := json.Unmarshal(body, &page); err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range page.Actions {
+			got = append(got, a.ID+":"+a.Actor.Kind)
+		}
+		if page.NextPageToken == "" {
+			break
+		}
+		// The token opens this listing with these filters only.
+		if code, _, _ := do("GET", "mod:m", "/v1/moderation/actions?userId=u1&pageToken="+url.QueryEscape(page.NextPageToken), ""); code != 400 {
+			t.Errorf("a token of userId=u2 with userId=u1: %d, want 400", code)
+		}
+		path = "/v1/moderation/actions?pageSize=2&userId=u2&pageToken=" + url.QueryEscape(page.NextPageToken)
+	}
+	if want := "[e5:operator e4:moderator e3:moderator e2:automatic e1:operator]"; fmt.Sprint(got) != want {
+		t.Errorf("listed %v, want %s", got, want)
+	}
+	if g.filters[0] != (moderation.Filter{UserID: "u2"}) {
+		t.Errorf("filter %+v", g.filters[0])
+	}
+	if code, _, _ := do("GET", "mod:m", "/v1/moderation/actions?videoId=v1", ""); code != 200 || g.filters[len(g.filters)-1] != (moderation.Filter{VideoID: "v1"}) {
+		t.Errorf("videoId: %d %+v", code, g.filters[len(g.filters)-1])
+	}
+	for _, q := range []string{"videoId=a.b", "userId=", "pageSize=0", "pageToken=abc.def"} {
+		if code, _, body := do("GET", "mod:m", "/v1/moderation/actions?"+q, ""); code != 400 || !strings.Contains(string(body), "INVALID_ARGUMENT") {
+			t.Errorf("%s: %d %s", q, code, body)
+		}
+	}
+	if code, _, _ := do("GET", "alice", "/v1/moderation/actions", ""); code != 403 {
+		t.Errorf("a user: %d, want 403", code)
+	}
+	if code, _, _ := do("GET", "", "/v1/moderation/actions", ""); code != 401 {
+		t.Errorf("no token: %d, want 401", code)
+	}
+
+	// The gate's refusals, on every moderation call of this function.
+	calls := []struct{ method, path, body string }{
+		{"GET", "/v1/moderation/actions", ""},
+		{"GET", "/v1/moderation/flagged-users", ""},
+		{"POST", "/v1/moderation/flagged-users", `{"userIds":["u9"],"flagged":false}`},
+	}
+	for _, c := range calls {
+		if code, _, body := do(c.method, "mod:gone", c.path, c.body); code != 403 || !strings.Contains(string(body), "revoked") {
+			t.Errorf("%s %s by a revoked moderator: %d %s", c.method, c.path, code, body)
+		}
+		code, hdr, _ := do(c.method, "mod:busy", c.path, c.body)
+		if code != 429 || hdr.Get("Retry-After") != "2" {
+			t.Errorf("%s %s over the limit: %d, Retry-After %q", c.method, c.path, code, hdr.Get("Retry-After"))
+		}
+	}
+
+	// A decision carries the moderator and the reason to the store.
+	if code, _, body := do("POST", "mod:m", "/v1/moderation/flagged-users", `{"userIds":["u3"],"flagged":true,"reason":"ring"}`); code != 200 {
+		t.Fatalf("flag: %d %s", code, body)
+	}
+	if code, _, _ := do("POST", "mod:m", "/v1/moderation/flagged-users", `{"userIds":["u3"],"flagged":true,"reason":"`+strings.Repeat("x", 501)+`"}`); code != 400 {
+		t.Errorf("a reason of 501 characters: %d, want 400", code)
+	}
+	if len(store.decisions) != 1 || store.decisions[0].Moderator != "m" || store.decisions[0].Reason != "ring" || !store.decisions[0].Flagged {
+		t.Errorf("decisions %+v", store.decisions)
 	}
 }

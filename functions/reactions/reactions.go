@@ -4,6 +4,7 @@
 //	GET  /v1/reactions?ids=a,b            the caller's reactions on up to 50 items
 //	POST /v1/moderation/flagged-users     flag or unflag accounts (moderators)
 //	GET  /v1/moderation/flagged-users     the flagged accounts, newest first (moderators)
+//	GET  /v1/moderation/actions           the moderation audit trail, newest first (moderators)
 package reactionsfn
 
 import (
@@ -22,6 +23,7 @@ import (
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/moderation"
+	"github.com/videngage/engagement/shared/moderation/moderationstore"
 	"github.com/videngage/engagement/shared/pagetoken"
 	"github.com/videngage/engagement/shared/ratelimit"
 	"github.com/videngage/engagement/shared/reaction"
@@ -65,9 +67,13 @@ func Build(c *host.Clients) (Deps, error) {
 		}
 		limit = 0
 	}
-	store := reactionstore.New(db, limit).OutboxRowByRow(cfg.Counters.OutboxDelete == config.OutboxDeleteRow)
+	gate := moderationstore.NewGate(cfg.UserLimits().Moderation)
+	store := reactionstore.New(db, limit).OutboxRowByRow(cfg.Counters.OutboxDelete == config.OutboxDeleteRow).GateModeration(gate)
 	w := reactionstore.NewWriter(store, bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic), wo).LimitWith(limiter)
-	return Deps{Verifier: c.Verifier, Writer: w, Store: store, Tokens: pagetoken.NewSigner(cfg.HTTP.PageTokenSecret, cfg.HTTP.PageTokenSecretAccepted), Metrics: c.Metrics}, nil
+	return Deps{
+		Verifier: c.Verifier, Writer: w, Store: store, Moderation: moderationstore.New(db, gate),
+		Tokens: pagetoken.NewSigner(cfg.HTTP.PageTokenSecret, cfg.HTTP.PageTokenSecretAccepted), Metrics: c.Metrics,
+	}, nil
 }
 
 // Interfaces of what the handler uses.
@@ -80,17 +86,23 @@ type (
 	}
 	Store interface {
 		Get(ctx context.Context, userID string, ids []string) (map[string]reaction.State, error)
-		SetFlagged(ctx context.Context, userIDs []string, flagged bool) (int, error)
+		SetFlagged(ctx context.Context, d moderation.Decision) (int, error)
 		ListFlagged(ctx context.Context, after *moderation.Cursor, limit int) ([]moderation.Flag, *moderation.Cursor, error)
+	}
+	// Moderation admits moderators' listings and reads the audit trail.
+	Moderation interface {
+		Admit(ctx context.Context, moderatorID string) error
+		List(ctx context.Context, f moderation.Filter, after *moderation.EntryCursor, limit int) ([]moderation.Entry, *moderation.EntryCursor, error)
 	}
 )
 
 // Deps are the handler's collaborators.
 type Deps struct {
-	Verifier Verifier
-	Writer   Writer
-	Store    Store
-	// Tokens sign the flag listing's page tokens.
+	Verifier   Verifier
+	Writer     Writer
+	Store      Store
+	Moderation Moderation
+	// Tokens sign the moderation listings' page tokens.
 	Tokens  pagetoken.Signer
 	Metrics *telemetry.Metrics // may be nil
 }
@@ -116,6 +128,7 @@ func New(d Deps) http.Handler {
 	rt.Handle("GET /v1/reactions", h.get)
 	rt.Handle("POST /v1/moderation/flagged-users", h.flag)
 	rt.Handle("GET /v1/moderation/flagged-users", h.listFlagged)
+	rt.Handle("GET /v1/moderation/actions", h.listActions)
 	return rt
 }
 
@@ -240,6 +253,32 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) error {
 type flagBody struct {
 	UserIDs []string `json:"userIds"`
 	Flagged *bool    `json:"flagged"`
+	Reason  string   `json:"reason"`
+}
+
+// moderationRefusal is the answer to a moderation call the gate refused,
+// or nil for any other error.
+func (h *handler) moderationRefusal(r *http.Request, err error) *httpx.Error {
+	var limited *moderation.RateLimitedError
+	switch {
+	case errors.Is(err, moderation.ErrRevoked):
+		return httpx.PermissionDenied("your moderator role was revoked")
+	case errors.As(err, &limited):
+		h.Metrics.RateLimited(r.Context(), "moderation")
+		return httpx.ResourceExhausted(limited.RetryAfter, "too many moderation calls; retry after the time in Retry-After")
+	}
+	return nil
+}
+
+// admit passes a moderator's listing through the gate.
+func (h *handler) admit(r *http.Request, user auth.User) error {
+	if err := h.Moderation.Admit(r.Context(), user.ID); err != nil {
+		if e := h.moderationRefusal(r, err); e != nil {
+			return e
+		}
+		return err
+	}
+	return nil
 }
 
 func (h *handler) flag(w http.ResponseWriter, r *http.Request) error {
@@ -265,7 +304,13 @@ func (h *handler) flag(w http.ResponseWriter, r *http.Request) error {
 			return httpx.InvalidArgument("every user id must be 1 to %d characters of valid UTF-8", maxUIDLen)
 		}
 	}
-	n, err := h.Store.SetFlagged(r.Context(), body.UserIDs, *body.Flagged)
+	if err := moderation.ValidReason(body.Reason); err != nil {
+		return httpx.InvalidArgument("%s", err.Error())
+	}
+	n, err := h.Store.SetFlagged(r.Context(), moderation.Decision{Moderator: user.ID, UserIDs: body.UserIDs, Flagged: *body.Flagged, Reason: body.Reason})
+	if e := h.moderationRefusal(r, err); e != nil {
+		return e
+	}
 	if err != nil {
 		return err
 	}
@@ -304,6 +349,9 @@ func (h *handler) listFlagged(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := h.admit(r, user); err != nil {
+		return err
+	}
 	var after *moderation.Cursor
 	if tok := q.Get("pageToken"); tok != "" {
 		payload, err := h.Tokens.Decode(flagScope, tok)
@@ -323,6 +371,64 @@ func (h *handler) listFlagged(w http.ResponseWriter, r *http.Request) error {
 	}
 	if next != nil {
 		out.NextPageToken = h.Tokens.Encode(flagScope, next.String())
+	}
+	w.Header().Set("Cache-Control", "private, no-store")
+	httpx.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// ActionPageBody is the answer of GET /v1/moderation/actions.
+type ActionPageBody struct {
+	Actions       []moderation.Entry `json:"actions"`
+	NextPageToken string             `json:"nextPageToken,omitempty"`
+}
+
+// listActions lists the audit trail, newest first, optionally of one
+// account (userId) or one video (videoId).
+func (h *handler) listActions(w http.ResponseWriter, r *http.Request) error {
+	user, err := h.Verifier.FromRequest(r)
+	if err != nil {
+		return err
+	}
+	if !user.Moderator {
+		return httpx.PermissionDenied("only moderators may list moderation actions")
+	}
+	q := r.URL.Query()
+	size, err := httpx.ParsePageSize(q.Get("pageSize"), defaultFlagPage, maxFlagPage)
+	if err != nil {
+		return err
+	}
+	f := moderation.Filter{UserID: q.Get("userId"), VideoID: q.Get("videoId")}
+	if q.Has("userId") && (f.UserID == "" || !utf8.ValidString(f.UserID) || utf8.RuneCountInString(f.UserID) > maxUIDLen) {
+		return httpx.InvalidArgument("userId must be 1 to %d characters of valid UTF-8", maxUIDLen)
+	}
+	if q.Has("videoId") {
+		if err := httpx.ValidateID("videoId", f.VideoID); err != nil {
+			return err
+		}
+	}
+	var after *moderation.EntryCursor
+	if tok := q.Get("pageToken"); tok != "" {
+		payload, err := h.Tokens.Decode(f.ScopeOf(), tok)
+		c, cerr := moderation.ParseEntryCursor(payload)
+		if err != nil || cerr != nil {
+			return httpx.InvalidArgument("pageToken is not valid for this listing; use the nextPageToken of its previous page, with the same userId and videoId")
+		}
+		after = &c
+	}
+	if err := h.admit(r, user); err != nil {
+		return err
+	}
+	entries, next, err := h.Moderation.List(r.Context(), f, after, size)
+	if err != nil {
+		return err
+	}
+	out := ActionPageBody{Actions: entries}
+	if out.Actions == nil {
+		out.Actions = []moderation.Entry{}
+	}
+	if next != nil {
+		out.NextPageToken = h.Tokens.Encode(f.ScopeOf(), next.String())
 	}
 	w.Header().Set("Cache-Control", "private, no-store")
 	httpx.WriteJSON(w, http.StatusOK, out)

@@ -13,17 +13,18 @@ import (
 
 // Config is the whole configuration, built from small sub-configs.
 type Config struct {
-	Project   string `env:"GOOGLE_CLOUD_PROJECT, default=local-project"`
-	Spanner   Spanner
-	Bigtable  Bigtable
-	Firestore Firestore
-	PubSub    PubSub
-	Auth      Auth
-	HTTP      HTTP
-	Counters  Counters
-	History   History
-	Erasure   Erasure
-	Telemetry Telemetry
+	Project    string `env:"GOOGLE_CLOUD_PROJECT, default=local-project"`
+	Spanner    Spanner
+	Bigtable   Bigtable
+	Firestore  Firestore
+	PubSub     PubSub
+	Auth       Auth
+	HTTP       HTTP
+	Counters   Counters
+	History    History
+	Erasure    Erasure
+	Moderation Moderation
+	Telemetry  Telemetry
 }
 
 type Spanner struct {
@@ -227,6 +228,17 @@ type History struct {
 	MaxViewsPerHour int `env:"MAX_VIEWS_PER_HOUR, default=600"`
 }
 
+type Moderation struct {
+	// PerMin limits each moderator's moderation calls a minute (flags,
+	// spam marks, the moderation listings), read through UserLimits.
+	PerMin int `env:"RATE_LIMIT_MODERATION, default=30"`
+	// UnflagProtection is how long a moderator's unflag keeps the detectors
+	// from flagging the account again; thirty days leave the moderator's
+	// decision standing well past any review, and let an account that
+	// resumes manipulating be found again.
+	UnflagProtection time.Duration `env:"UNFLAG_PROTECTION, default=720h"`
+}
+
 type Erasure struct {
 	// Settle is how long after an account erasure is asked for the views'
 	// claims of the user's watches are kept: at least as long as Pub/Sub may
@@ -315,7 +327,7 @@ func oneOf[T ~string](dst *T, v string, allowed ...T) error {
 
 // UserLimits are the per-user limits a minute of each kind of write; 0 is
 // no limit.
-type UserLimits struct{ Reactions, Comments, History int }
+type UserLimits struct{ Reactions, Comments, History, Moderation int }
 
 // UserLimits are the limits in force: RATE_LIMIT_* unless RATE_LIMITS=off,
 // which switches them all off (load tests of one user). This is the one
@@ -328,6 +340,8 @@ func (c *Config) UserLimits() UserLimits {
 		Reactions: max(c.Counters.ReactionsPerMin, 0),
 		Comments:  max(c.Counters.CommentsPerMin, 0),
 		History:   max(c.Counters.HistoryPerMin, 0),
+		// Every moderation call of one moderator, listings included.
+		Moderation: max(c.Moderation.PerMin, 0),
 	}
 }
 

@@ -2,6 +2,7 @@ package config
 
 import (
 	"testing"
+	"time"
 
 	"github.com/sethvargo/go-envconfig"
 )
@@ -14,8 +15,11 @@ func TestDefaults(t *testing.T) {
 	if !c.HTTP.RateLimits || !c.History.Batching || c.Counters.ReactionLimitStore != LimitInBigtable || c.Counters.OutboxDelete != OutboxDeleteRange {
 		t.Errorf("defaults: RateLimits %v, Batching %v, ReactionLimitStore %q, OutboxDelete %q", c.HTTP.RateLimits, c.History.Batching, c.Counters.ReactionLimitStore, c.Counters.OutboxDelete)
 	}
-	if got, want := c.UserLimits(), (UserLimits{Reactions: 60, Comments: 10, History: 120}); got != want {
+	if got, want := c.UserLimits(), (UserLimits{Reactions: 60, Comments: 10, History: 120, Moderation: 30}); got != want {
 		t.Errorf("UserLimits() = %+v, want %+v", got, want)
+	}
+	if c.Moderation.UnflagProtection != 30*24*time.Hour {
+		t.Errorf("UnflagProtection %v, want 720h", c.Moderation.UnflagProtection)
 	}
 }
 

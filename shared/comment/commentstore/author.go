@@ -55,7 +55,7 @@ func (s *Store) EraseSome(ctx context.Context, userID string, limit int) (int, [
 	for i, c := range cs {
 		ids[i] = c.ID
 	}
-	res, err := s.remove(ctx, Actor{UserID: userID}, ids, comment.Deleted, true, func(found map[string]comment.Comment) error {
+	res, err := s.remove(ctx, Actor{UserID: userID}, ids, comment.Deleted, true, nil, func(found map[string]comment.Comment) error {
 		for _, c := range found {
 			if c.AuthorID != userID {
 				return fmt.Errorf("comment %s is not by the user", c.ID)

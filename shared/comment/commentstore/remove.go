@@ -10,6 +10,8 @@ import (
 	"github.com/videngage/engagement/shared/comment"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/shared/moderation"
+	"github.com/videngage/engagement/shared/moderation/moderationstore"
 )
 
 // Actor is the caller of a removal.
@@ -33,7 +35,7 @@ type RemoveResult struct {
 // ErrNotFound, someone else's ErrPermissionDenied; a comment already deleted
 // or spam changes nothing (and no count).
 func (s *Store) Delete(ctx context.Context, actor Actor, id string) (RemoveResult, error) {
-	res, err := s.remove(ctx, actor, []string{id}, comment.Deleted, false, func(found map[string]comment.Comment) error {
+	res, err := s.remove(ctx, actor, []string{id}, comment.Deleted, false, nil, func(found map[string]comment.Comment) error {
 		c, ok := found[id]
 		if !ok {
 			return ErrNotFound
@@ -50,18 +52,25 @@ func (s *Store) Delete(ctx context.Context, actor Actor, id string) (RemoveResul
 }
 
 // MarkSpam records the spam verdict on up to comment.MaxRemoveBatch comments
-// (the caller checks the actor is a moderator). Unknown ids and repeats are
-// ignored; comments already deleted become spam without a count change.
-func (s *Store) MarkSpam(ctx context.Context, actor Actor, ids []string) (RemoveResult, error) {
+// (the caller checks the actor's token is a moderator's) and, in the same
+// transaction, passes the moderator through the store's gate (revoked:
+// moderation.ErrRevoked; over the rate: *moderation.RateLimitedError) and
+// writes one audit entry per comment found, with the moderator's reason
+// (optional). Unknown ids and repeats are ignored; comments already deleted
+// become spam without a count change.
+func (s *Store) MarkSpam(ctx context.Context, actor Actor, ids []string, reason string) (RemoveResult, error) {
 	if len(ids) > comment.MaxRemoveBatch {
 		return RemoveResult{}, fmt.Errorf("commentstore.MarkSpam: %d ids, at most %d", len(ids), comment.MaxRemoveBatch)
 	}
-	res, err := s.remove(ctx, actor, ids, comment.Spam, false, nil)
+	res, err := s.remove(ctx, actor, ids, comment.Spam, false, &spamMark{reason: reason}, nil)
 	if err != nil {
 		return RemoveResult{}, fmt.Errorf("commentstore.MarkSpam: %w", err)
 	}
 	return res, nil
 }
+
+// spamMark is a moderator's spam marks: why, in their words.
+type spamMark struct{ reason string }
 
 // remove runs one removal in one read-write transaction: the status of every
 // named comment, of the parents of the replies among them, and the visible
@@ -71,12 +80,21 @@ func (s *Store) MarkSpam(ctx context.Context, actor Actor, ids []string) (Remove
 // commits before or after this one, never in between, so exactly one of them
 // sees the comment visible and decrements. With eraseRows the named
 // comments' rows are deleted too, in the same transaction (the account
-// erasure): a comment leaves the counts and the table at once.
-func (s *Store) remove(ctx context.Context, actor Actor, ids []string, to comment.Status, eraseRows bool, check func(map[string]comment.Comment) error) (RemoveResult, error) {
+// erasure): a comment leaves the counts and the table at once. With mark
+// (a moderator's spam marks) the moderator passes the gate and each comment
+// found gets its audit entry.
+func (s *Store) remove(ctx context.Context, actor Actor, ids []string, to comment.Status, eraseRows bool, mark *spamMark, check func(map[string]comment.Comment) error) (RemoveResult, error) {
 	var res RemoveResult
 	commitTS, err := s.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		res = RemoveResult{}
 		now := s.now()
+		var ms []*spanner.Mutation
+		if mark != nil {
+			var err error
+			if ms, err = s.gate.Admit(ctx, tx, actor.UserID, now.UTC()); err != nil {
+				return err
+			}
+		}
 		var keys []spanner.Key
 		seen := map[string]bool{}
 		for _, id := range ids {
@@ -141,8 +159,9 @@ func (s *Store) remove(ctx context.Context, actor Actor, ids []string, to commen
 		if err != nil {
 			return err
 		}
-		var ms []*spanner.Mutation
+		changed := map[string]bool{}
 		for _, c := range plan.Changed {
+			changed[c.ID] = true
 			// Only the listing column of its kind: the other is NULL already.
 			lv, lp := c.Listed()
 			col, val := "ListedVideoId", lv
@@ -164,6 +183,14 @@ func (s *Store) remove(ctx context.Context, actor Actor, ids []string, to commen
 			return err
 		}
 		ms = append(ms, tally...)
+		if mark != nil {
+			for _, c := range r.Targets {
+				ms = append(ms, moderationstore.Record(moderation.Entry{
+					Action: moderation.ActionSpam, Actor: actor.UserID, ActorKind: moderation.ActorModerator,
+					UserID: c.AuthorID, CommentID: c.ID, VideoID: c.VideoID, Reason: mark.reason, Changed: changed[c.ID],
+				})...)
+			}
+		}
 		if eraseRows {
 			for _, c := range r.Targets {
 				ms = append(ms, spanner.Delete(tableComments, spanner.Key{c.ID}))

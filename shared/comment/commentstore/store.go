@@ -20,6 +20,7 @@ import (
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/shared/moderation/moderationstore"
 	"github.com/videngage/engagement/shared/ratelimit"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
@@ -71,11 +72,20 @@ type Store struct {
 	// table); PerMinute 0 is no limit.
 	limit ratelimit.GCRA
 	now   func() time.Time
+	// gate admits moderators' spam marks.
+	gate moderationstore.Gate
 }
 
 // New returns the store. postsPerMinute ≤ 0 switches the rate limit off.
 func New(db *spannerdb.DB, postsPerMinute int) *Store {
 	return &Store{db: db, limit: ratelimit.GCRA{PerMinute: max(postsPerMinute, 0)}, now: time.Now}
+}
+
+// GateModeration admits moderators' spam marks through g (the zero Gate
+// checks revocations only); it returns s.
+func (s *Store) GateModeration(g moderationstore.Gate) *Store {
+	s.gate = g
+	return s
 }
 
 // CreateRequest is one post.

@@ -491,7 +491,7 @@ func TestParentDeleteWithReplies(t *testing.T) {
 	if err != nil || res.Updated != 1 || len(res.Events) != 0 {
 		t.Errorf("delete a reply of a deleted parent: %+v, %v", res, err)
 	}
-	res, err = w.writer.MarkSpam(ctx, commentstore.Actor{UserID: "mod", Moderator: true}, []string{replies[2].ID, parent.ID})
+	res, err = w.writer.MarkSpam(ctx, commentstore.Actor{UserID: "mod", Moderator: true}, []string{replies[2].ID, parent.ID}, "")
 	if err != nil || res.Updated != 2 || len(res.Events) != 0 {
 		t.Errorf("spam over the removed thread: %+v, %v", res, err)
 	}
@@ -535,7 +535,7 @@ func TestDeleteRacingSpamSweep(t *testing.T) {
 		}()
 		go func() {
 			defer wg.Done()
-			if _, err := w.writer.MarkSpam(ctx, mod, []string{reply.ID, top.ID, reply.ID}); err != nil {
+			if _, err := w.writer.MarkSpam(ctx, mod, []string{reply.ID, top.ID, reply.ID}, ""); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -595,7 +595,7 @@ func TestSpamSweepWithDuplicatesAndDeletedIDs(t *testing.T) {
 	sweep := []string{tops[0].ID, tops[3].ID, replies[1].ID, replies[3].ID, replies[2].ID, other.ID,
 		"unknown1", tops[0].ID, replies[3].ID, "unknown2", other.ID}
 	mod := commentstore.Actor{UserID: "mod", Moderator: true}
-	res, err := w.writer.MarkSpam(ctx, mod, sweep)
+	res, err := w.writer.MarkSpam(ctx, mod, sweep, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -614,7 +614,7 @@ func TestSpamSweepWithDuplicatesAndDeletedIDs(t *testing.T) {
 	if diff := cmp.Diff(wantPer, perCounter); diff != "" {
 		t.Errorf("deltas per counter (-want +got):\n%s", diff)
 	}
-	again, err := w.writer.MarkSpam(ctx, mod, sweep)
+	again, err := w.writer.MarkSpam(ctx, mod, sweep, "")
 	if err != nil || again.Updated != 0 || len(again.Events) != 0 {
 		t.Errorf("the same sweep again: %+v, %v; want nothing", again, err)
 	}
@@ -631,7 +631,7 @@ func TestSpamSweepWithDuplicatesAndDeletedIDs(t *testing.T) {
 			t.Errorf("%s after the sweep: %+v, %v", id, c, err)
 		}
 	}
-	if _, err := w.writer.MarkSpam(ctx, mod, make([]string, comment.MaxRemoveBatch+1)); err == nil {
+	if _, err := w.writer.MarkSpam(ctx, mod, make([]string, comment.MaxRemoveBatch+1), ""); err == nil {
 		t.Error("a sweep over the batch limit was accepted")
 	}
 }
@@ -672,7 +672,7 @@ func TestLargeSpamSweep(t *testing.T) {
 	}
 	mod := commentstore.Actor{UserID: "mod", Moderator: true}
 	for i := 0; i < spam; i += comment.MaxRemoveBatch {
-		res, err := w.writer.MarkSpam(ctx, mod, ids[i:i+comment.MaxRemoveBatch])
+		res, err := w.writer.MarkSpam(ctx, mod, ids[i:i+comment.MaxRemoveBatch], "")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -68,8 +68,8 @@ func (w *Writer) Delete(ctx context.Context, actor Actor, id string) (RemoveResu
 
 // MarkSpam records a moderator's spam verdict on a batch of comments and
 // publishes the batch's decrements.
-func (w *Writer) MarkSpam(ctx context.Context, actor Actor, ids []string) (RemoveResult, error) {
-	res, err := w.store.MarkSpam(ctx, actor, ids)
+func (w *Writer) MarkSpam(ctx context.Context, actor Actor, ids []string, reason string) (RemoveResult, error) {
+	res, err := w.store.MarkSpam(ctx, actor, ids, reason)
 	if err != nil {
 		return RemoveResult{}, err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/reaction"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -542,11 +543,11 @@ func TestFlaggedUsersExcludedAndCountedAgain(t *testing.T) {
 	}
 	w.set(t, "bot1", "w", reaction.Dislike)
 	w.deliver(t, w.pub.take())
-	n, err := w.rs.SetFlagged(ctx, []string{"bot1", "bot2", "bot2"}, true)
+	n, err := w.rs.SetFlagged(ctx, moderation.Decision{Moderator: "mod", UserIDs: []string{"bot1", "bot2", "bot2"}, Flagged: true})
 	if err != nil || n != 2 {
 		t.Fatalf("flag: %d %v", n, err)
 	}
-	if n, _ := w.rs.SetFlagged(ctx, []string{"bot1"}, true); n != 0 {
+	if n, _ := w.rs.SetFlagged(ctx, moderation.Decision{Moderator: "mod", UserIDs: []string{"bot1"}, Flagged: true}); n != 0 {
 		t.Fatalf("flagging again updated %d", n)
 	}
 	// Counts are unchanged until the next reconciliation.
@@ -576,7 +577,7 @@ func TestFlaggedUsersExcludedAndCountedAgain(t *testing.T) {
 		t.Fatalf("flagged change corrected: %+v", rep)
 	}
 	// Unflagged: counted again by the next reconciliation.
-	if n, _ := w.rs.SetFlagged(ctx, []string{"bot1", "bot2"}, false); n != 2 {
+	if n, _ := w.rs.SetFlagged(ctx, moderation.Decision{Moderator: "mod", UserIDs: []string{"bot1", "bot2"}, Flagged: false}); n != 2 {
 		t.Fatalf("unflag updated %d", n)
 	}
 	w.reconcile(t, counterstore.Recent)

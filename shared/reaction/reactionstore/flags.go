@@ -10,44 +10,60 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/videngage/engagement/shared/moderation"
+	"github.com/videngage/engagement/shared/moderation/moderationstore"
 )
 
 // SetFlagged records a moderator's decision on accounts, flag or unflag, and
-// returns how many changed state. Flagged accounts keep their reactions;
-// reconciliation stops (or resumes) counting them, finding the affected
-// items through the rows' UpdateTime. The decision is recorded (Reason
-// moderator) even where the state does not change — an unflag of an account
-// never flagged, a flag of one the job flagged — so that the detection job
-// never overrides it.
-func (s *Store) SetFlagged(ctx context.Context, userIDs []string, flagged bool) (int, error) {
+// returns how many changed state. The moderator passes the gate (revoked:
+// moderation.ErrRevoked; over the rate: *moderation.RateLimitedError) and
+// the decision is written to the audit trail, one entry per account, in the
+// same transaction. Flagged accounts keep their reactions; reconciliation
+// stops (or resumes) counting them, finding the affected items through the
+// rows' UpdateTime. The decision is recorded (Reason moderator) even where
+// the state does not change — an unflag of an account never flagged, a flag
+// of one the job flagged — so that the detection job does not override it:
+// a flag never, an unflag for the store's unflag protection from this
+// decision on.
+func (s *Store) SetFlagged(ctx context.Context, d moderation.Decision) (int, error) {
 	var changed int
 	_, err := s.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		changed = 0
 		now := s.now().UTC()
-		cur, err := readFlags(ctx, tx, userIDs)
+		ms, err := s.gate.Admit(ctx, tx, d.Moderator, now)
 		if err != nil {
 			return err
 		}
-		var ms []*spanner.Mutation
+		cur, err := readFlags(ctx, tx, d.UserIDs)
+		if err != nil {
+			return err
+		}
+		action := moderation.ActionUnflag
+		if d.Flagged {
+			action = moderation.ActionFlag
+		}
 		seen := map[string]bool{}
-		for _, u := range userIDs {
-			c, has := cur[u]
-			if seen[u] || (c.flagged == flagged && c.reason == moderation.ByModerator) {
+		for _, u := range d.UserIDs {
+			if seen[u] {
 				continue
 			}
 			seen[u] = true
+			c, has := cur[u]
 			cols := []string{"UserId", "Flagged", "Reason", "UpdateTime"}
-			vals := []any{u, flagged, string(moderation.ByModerator), spanner.CommitTimestamp}
+			vals := []any{u, d.Flagged, string(moderation.ByModerator), spanner.CommitTimestamp}
 			switch {
-			case flagged && (!has || !c.flagged):
+			case d.Flagged && (!has || !c.flagged):
 				cols, vals = append(cols, "FlaggedAt", "Evidence"), append(vals, now, nil)
-			case !flagged:
+			case !d.Flagged:
 				cols, vals = append(cols, "FlaggedAt", "Evidence"), append(vals, nil, nil)
 			}
-			if c.flagged != flagged {
+			if c.flagged != d.Flagged {
 				changed++
 			}
 			ms = append(ms, spanner.InsertOrUpdate(tableFlagged, cols, vals))
+			ms = append(ms, moderationstore.Record(moderation.Entry{
+				Action: action, Actor: d.Moderator, ActorKind: moderation.ActorModerator, UserID: u,
+				Reason: d.Reason, Changed: c.flagged != d.Flagged,
+			})...)
 		}
 		return tx.BufferWrite(ms)
 	})
@@ -60,6 +76,7 @@ func (s *Store) SetFlagged(ctx context.Context, userIDs []string, flagged bool) 
 type flagRow struct {
 	flagged bool
 	reason  moderation.Reason
+	updated time.Time
 }
 
 // readFlags reads the flag rows of users; a row without a Reason predates
@@ -70,14 +87,15 @@ func readFlags(ctx context.Context, tx *spanner.ReadWriteTransaction, users []st
 		keys[i] = spanner.Key{u}
 	}
 	out := map[string]flagRow{}
-	err := tx.Read(ctx, tableFlagged, spanner.KeySetFromKeys(keys...), []string{"UserId", "Flagged", "Reason"}).Do(func(r *spanner.Row) error {
+	err := tx.Read(ctx, tableFlagged, spanner.KeySetFromKeys(keys...), []string{"UserId", "Flagged", "Reason", "UpdateTime"}).Do(func(r *spanner.Row) error {
 		var u string
 		var f bool
 		var reason spanner.NullString
-		if err := r.Columns(&u, &f, &reason); err != nil {
+		var updated time.Time
+		if err := r.Columns(&u, &f, &reason, &updated); err != nil {
 			return err
 		}
-		row := flagRow{flagged: f, reason: moderation.ByModerator}
+		row := flagRow{flagged: f, reason: moderation.ByModerator, updated: updated}
 		if reason.Valid {
 			row.reason = moderation.Reason(reason.StringVal)
 		}
@@ -97,9 +115,10 @@ var ErrWatermarkMoved = errors.New("reactionstore: the watermark moved")
 // FlagGroups flags the members of groups automatically, with their group's
 // evidence, and moves the job's watermark from `from` to `to`, in one
 // transaction: a run killed before it commits leaves both for the next run
-// to redo. An account that has any flag row — flagged already, or a
-// moderator's decision either way — is left as it is. It returns how many
-// accounts it flagged.
+// to redo. An account flagged already, or unflagged by a moderator within
+// the store's unflag protection, is left as it is. Each flag is written to
+// the audit trail (actor moderation.DetectorGroups) in the same
+// transaction. It returns how many accounts it flagged.
 func (s *Store) FlagGroups(ctx context.Context, groups []moderation.Group, job string, from, to time.Time) (int, error) {
 	var flagged int
 	_, err := s.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
@@ -123,7 +142,7 @@ func (s *Store) FlagGroups(ctx context.Context, groups []moderation.Group, job s
 			}
 		}
 		var ms []*spanner.Mutation
-		if ms, flagged, err = automaticFlags(ctx, tx, groups, now); err != nil {
+		if ms, flagged, err = s.automaticFlags(ctx, tx, groups, now, moderation.DetectorGroups); err != nil {
 			return err
 		}
 		ms = append(ms, spanner.InsertOrUpdate(tableWatermarks, []string{"Name", "Watermark", "UpdateTime"}, []any{job, to, spanner.CommitTimestamp}))
@@ -137,13 +156,14 @@ func (s *Store) FlagGroups(ctx context.Context, groups []moderation.Group, job s
 
 // FlagAccounts flags the members of groups automatically, with their
 // group's evidence, outside any job's watermark (ApplyViews' view velocity
-// check). As in FlagGroups, an account that has any flag row is left as it
-// is, so flagging again changes nothing. It returns how many accounts it
-// flagged.
+// check; actor moderation.DetectorViews in the audit trail). As in
+// FlagGroups, a flagged account or one under a moderator's unflag
+// protection is left as it is, so flagging again changes nothing. It
+// returns how many accounts it flagged.
 func (s *Store) FlagAccounts(ctx context.Context, groups []moderation.Group) (int, error) {
 	var flagged int
 	_, err := s.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
-		ms, n, err := automaticFlags(ctx, tx, groups, s.now().UTC())
+		ms, n, err := s.automaticFlags(ctx, tx, groups, s.now().UTC(), moderation.DetectorViews)
 		if err != nil {
 			return err
 		}
@@ -156,9 +176,10 @@ func (s *Store) FlagAccounts(ctx context.Context, groups []moderation.Group) (in
 	return flagged, nil
 }
 
-// automaticFlags are the inserts of the automatic flags of groups' members
-// that have no flag row, and how many accounts they flag.
-func automaticFlags(ctx context.Context, tx *spanner.ReadWriteTransaction, groups []moderation.Group, now time.Time) ([]*spanner.Mutation, int, error) {
+// automaticFlags are the writes of the automatic flags (by the detector
+// actor) of groups' members that no flag row protects, with their audit
+// entries, and how many accounts they flag.
+func (s *Store) automaticFlags(ctx context.Context, tx *spanner.ReadWriteTransaction, groups []moderation.Group, now time.Time, actor string) ([]*spanner.Mutation, int, error) {
 	var users []string
 	for _, g := range groups {
 		users = append(users, g.Members...)
@@ -173,15 +194,20 @@ func automaticFlags(ctx context.Context, tx *spanner.ReadWriteTransaction, group
 	var ms []*spanner.Mutation
 	done := map[string]bool{}
 	for _, g := range groups {
-		ev := g.Evidence.Encode()
+		ev := g.Evidence
+		enc, why := ev.Encode(), ev.Summary()
 		for _, u := range g.Members {
-			if _, has := cur[u]; has || done[u] {
+			if c, has := cur[u]; done[u] || has && moderation.Protected(c.flagged, c.updated, now, s.unflagProtection) {
 				continue
 			}
 			done[u] = true
-			ms = append(ms, spanner.Insert(tableFlagged,
+			ms = append(ms, spanner.InsertOrUpdate(tableFlagged,
 				[]string{"UserId", "Flagged", "Reason", "FlaggedAt", "Evidence", "UpdateTime"},
-				[]any{u, true, string(moderation.Automatic), now, ev, spanner.CommitTimestamp}))
+				[]any{u, true, string(moderation.Automatic), now, enc, spanner.CommitTimestamp}))
+			ms = append(ms, moderationstore.Record(moderation.Entry{
+				Action: moderation.ActionFlag, Actor: actor, ActorKind: moderation.ActorAutomatic, UserID: u,
+				Reason: why, Changed: true, Evidence: &ev,
+			})...)
 		}
 	}
 	return ms, len(done), nil

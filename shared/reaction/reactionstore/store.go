@@ -18,6 +18,8 @@ import (
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/shared/moderation"
+	"github.com/videngage/engagement/shared/moderation/moderationstore"
 	"github.com/videngage/engagement/shared/ratelimit"
 	"github.com/videngage/engagement/shared/reaction"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -42,12 +44,32 @@ type Store struct {
 	// consumer (the benchmark's comparison), instead of one batch per
 	// transaction.
 	rowByRow bool
+	// gate admits moderators' decisions; unflagProtection is how long a
+	// moderator's unflag keeps the detectors from flagging the account.
+	gate             moderationstore.Gate
+	unflagProtection time.Duration
 }
 
 // New returns the store. perMinute ≤ 0 switches the rate limit off (in
 // Spanner: a Writer may limit elsewhere, see Writer.LimitWith).
 func New(db *spannerdb.DB, perMinute int) *Store {
-	return &Store{db: db, limit: ratelimit.GCRA{PerMinute: max(perMinute, 0)}, now: time.Now}
+	return &Store{db: db, limit: ratelimit.GCRA{PerMinute: max(perMinute, 0)}, now: time.Now,
+		unflagProtection: moderation.DefaultUnflagProtection}
+}
+
+// GateModeration admits moderators' decisions through g (the zero Gate
+// checks revocations only); it returns s.
+func (s *Store) GateModeration(g moderationstore.Gate) *Store {
+	s.gate = g
+	return s
+}
+
+// ProtectUnflags sets how long a moderator's unflag keeps the detectors
+// from flagging the account again (default
+// moderation.DefaultUnflagProtection); it returns s.
+func (s *Store) ProtectUnflags(d time.Duration) *Store {
+	s.unflagProtection = d
+	return s
 }
 
 // OutboxRowByRow makes each change its own outbox row with its own event,
