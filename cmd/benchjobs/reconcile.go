@@ -122,9 +122,10 @@ func b2i(b bool) int64 {
 	return 0
 }
 
-// runRecon works a run with invocations bounded by o.budget, each killed at
-// a random moment when kill is set, until it is done.
-func runRecon(ctx context.Context, cs *counterstore.Store, o options, name string, start func(context.Context) (string, error), kill bool) (reconcileRun, error) {
+// runRecon works a run with invocations bounded by o.budget until it is
+// done; with kill > 0, each invocation is killed at a random moment before
+// kill.
+func runRecon(ctx context.Context, cs *counterstore.Store, o options, name string, start func(context.Context) (string, error), kill time.Duration) (reconcileRun, error) {
 	r := reconcileRun{name: name}
 	sources := reconcilefn.Sources()
 	before := spannerdb.CurrentStats()
@@ -146,9 +147,9 @@ func runRecon(ctx context.Context, cs *counterstore.Store, o options, name strin
 		fmt.Fprintf(os.Stderr, "benchjobs: %s: %d invocations, %d checked in %.0f s\n", name, r.invocations, st.Checked, time.Since(started).Seconds())
 		r.invocations++
 		ictx, cancel := context.WithCancel(ctx)
-		if kill {
-			// Killed at a random moment of its budget, mid-batch or not.
-			time.AfterFunc(time.Duration(rand.Int64N(int64(o.budget))), cancel)
+		if kill > 0 {
+			// Killed at a random moment, mid-batch or not.
+			time.AfterFunc(time.Duration(rand.Int64N(int64(kill))), cancel)
 		}
 		_, err = cs.WorkSlices(ictx, sources, counterstore.WorkOptions{Run: id, Until: time.Now().Add(o.budget)})
 		if ictx.Err() != nil {
@@ -195,14 +196,17 @@ func benchReconcile(ctx context.Context, db *spannerdb.DB, cs *counterstore.Stor
 		}
 		return nil
 	}
-	r, err := runRecon(ctx, cs, o, "hourly", hourly, false)
+	r, err := runRecon(ctx, cs, o, "hourly", hourly, 0)
 	if err := check(r, err, c.moved, movedDrift); err != nil {
 		return err
 	}
-	r, err = runRecon(ctx, cs, o, "daily", daily, false)
+	// A killed invocation is killed before the time the whole run took.
+	hourlyKill := min(o.budget, r.took)
+	r, err = runRecon(ctx, cs, o, "daily", daily, 0)
 	if err := check(r, err, c.counters, len(c.drift)-movedDrift); err != nil {
 		return err
 	}
+	dailyKill := min(o.budget, r.took)
 	// The same drift again, and each run killed again and again.
 	redrift := func() error {
 		_, err := write(spannerdb.Uncounted(ctx), db, len(c.drift), genBatch, func(j int) []*spanner.Mutation {
@@ -213,11 +217,11 @@ func benchReconcile(ctx context.Context, db *spannerdb.DB, cs *counterstore.Stor
 	if err := redrift(); err != nil {
 		return err
 	}
-	r, err = runRecon(ctx, cs, o, "hourly, killed and resumed", hourly, true)
+	r, err = runRecon(ctx, cs, o, "hourly, killed and resumed", hourly, hourlyKill)
 	if err := check(r, err, c.moved, movedDrift); err != nil {
 		return err
 	}
-	r, err = runRecon(ctx, cs, o, "daily, killed and resumed", daily, true)
+	r, err = runRecon(ctx, cs, o, "daily, killed and resumed", daily, dailyKill)
 	if err := check(r, err, c.counters, len(c.drift)-movedDrift); err != nil {
 		return err
 	}
@@ -251,7 +255,8 @@ func reconcileReport(o options, c corpus, gen time.Duration, uptime string, runs
 		"(likes of distinct accounts, each in its item's tally), the hot item %d of them; every %d-th counter's truth moved this hour "+
 		"(%d counters, %d of the items' reaction rows); %d counters drifted by one like. "+
 		"Each run is worked by invocations of at most %v (4 slices at once), as the per-minute `slices` invocations work it; "+
-		"the killed runs have every invocation cancelled at a random moment of its budget, and the same drift injected again first. "+
+		"the killed runs have every invocation cancelled at a random moment before the budget or the time the whole run took unkilled, whichever is shorter, and the same drift injected again first; "+
+		"a killed invocation's slices wait for their leases (2 minutes) before another invocation resumes them. "+
 		"Spanner work is counted on the wire (spannerdb's interceptors): read and query calls, commits, row writes. "+
 		"The emulator runs one read-write transaction at a time, so the times are the emulator's pace on this machine, shared with other work (see uptime).\n\n",
 		gen.Seconds(), c.counters, c.items, c.rows, c.hotRows, o.recentEvery, c.moved, c.movedRows, len(c.drift), o.budget)
@@ -267,7 +272,7 @@ func reconcileReport(o options, c corpus, gen time.Duration, uptime string, runs
 	fmt.Fprintf(&b, "\nReaction rows the hourly run counts: none; it reads the moved items' tallies (at most 65 rows an item, here 2). "+
 		"The hourly pass it replaces counted every reaction row of every moved item, here %d index entries, and every item whose counter folded views.\n\n", c.movedRows)
 	fmt.Fprintf(&b, "## At the asked size\n\n"+
-		"The issue asks for %d counters and %d reaction rows; this run has %d and %d (%.1f%% and %.1f%%): the emulator writes the generated rows at a few thousand a second "+
+		"The target size is %d counters and %d reaction rows; this run has %d and %d (%.1f%% and %.1f%%): the emulator writes the generated rows at a few thousand a second "+
 		"one transaction at a time, so the asked corpus takes hours to generate here. Scaled linearly from this run's pace on the emulator (%.2f ms a counter hourly, %.2f ms daily; "+
 		"the daily pass's recount reads every reaction row once, so it also scales with the rows):\n\n"+
 		"- hourly, with %d counters moved (1 in %d): %.0f s of one worker's emulator time;\n"+
