@@ -28,12 +28,14 @@ import (
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/moderation/moderationstore"
+	"github.com/videngage/engagement/shared/ratelimit"
 	"github.com/videngage/engagement/shared/session"
 	"github.com/videngage/engagement/shared/spannerdb"
+	"github.com/videngage/engagement/shared/telemetry"
 )
 
 func init() {
-	host.RegisterHTTP("Comments", host.NeedSpanner|host.NeedPubSub|host.NeedVerifier,
+	host.RegisterHTTP("Comments", host.NeedSpanner|host.NeedBigtable|host.NeedPubSub|host.NeedVerifier,
 		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
 			deps, err := Build(c)
 			if err != nil {
@@ -54,13 +56,28 @@ func Build(c *host.Clients) (Deps, error) {
 	store := commentstore.New(db, cfg.UserLimits().Comments).GateModeration(moderationstore.NewGate(cfg.UserLimits().Moderation))
 	w := commentstore.NewWriter(store, bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic), wo)
 	return Deps{
-		Verifier:     c.Verifier,
-		Writer:       w,
-		Store:        store,
-		Counts:       counterstore.New(db, counterstore.Options{}),
-		Tokens:       comment.NewPageTokens(cfg.HTTP.PageTokenSecret, cfg.HTTP.PageTokenSecretAccepted),
-		MaxStaleness: cfg.Counters.CountsMaxStaleness,
+		Verifier:      c.Verifier,
+		Writer:        w,
+		Store:         store,
+		Counts:        counterstore.New(db, counterstore.Options{}),
+		Tokens:        comment.NewPageTokens(cfg.HTTP.PageTokenSecret, cfg.HTTP.PageTokenSecretAccepted),
+		MaxStaleness:  cfg.Counters.CountsMaxStaleness,
+		DeleteLimiter: deleteLimiter(c),
+		Metrics:       c.Metrics,
 	}, nil
+}
+
+// deleteLimiter is the per-user limit of comment deletions
+// (RATE_LIMIT_OTHER_WRITES), counted in Bigtable as history's limits are,
+// which this instance decides alone while Bigtable does not answer; nil
+// when the limits are off.
+func deleteLimiter(c *host.Clients) Limiter {
+	limit := c.Config.UserLimits().OtherWrites
+	if limit == 0 {
+		return nil
+	}
+	shared := ratelimit.NewBigtable(c.BigtableTx, "comment-delete", limit)
+	return ratelimit.NewDegrading(shared, "comment-delete", limit, c.Config.HTTP.RateLimitBudget, c.Metrics)
 }
 
 // Interfaces of what the handler uses, declared here where they are consumed.
@@ -77,6 +94,10 @@ type (
 		ListVideo(ctx context.Context, videoID string, after *comment.Cursor, size int) (commentstore.Page, error)
 		ListReplies(ctx context.Context, parentID string, after *comment.Cursor, size int) (commentstore.Page, error)
 	}
+	// Limiter admits a user's write or says how long to wait.
+	Limiter interface {
+		Allow(ctx context.Context, userID string) (retryAfter time.Duration, err error)
+	}
 	// Counts reads the counter engine: the reply counts of a page.
 	Counts interface {
 		Counts(ctx context.Context, ids []string, viewer *counterstore.Viewer, maxStaleness time.Duration) (counterstore.Counts, error)
@@ -92,6 +113,9 @@ type Deps struct {
 	Tokens   comment.PageTokens
 	// MaxStaleness bounds how old the reply counts of a listing may be.
 	MaxStaleness time.Duration
+	// DeleteLimiter limits the deletions of each user; nil: no limit.
+	DeleteLimiter Limiter
+	Metrics       *telemetry.Metrics // may be nil
 }
 
 type handler struct{ Deps }
@@ -318,6 +342,16 @@ func (h *handler) delete(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("commentId")
 	if err := httpx.ValidateID("commentId", id); err != nil {
 		return err
+	}
+	if l := h.DeleteLimiter; l != nil {
+		wait, err := l.Allow(r.Context(), user.ID)
+		if err != nil {
+			return err
+		}
+		if wait > 0 {
+			h.Metrics.RateLimited(r.Context(), "comment-delete")
+			return httpx.ResourceExhausted(wait, "too many comment deletions; retry after the time in Retry-After")
+		}
 	}
 	res, err := h.Writer.Delete(r.Context(), commentstore.Actor{UserID: user.ID, Moderator: user.Moderator}, id)
 	switch {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -298,6 +299,32 @@ func (e *env) listAll(path string, size int) []string {
 	return nil
 }
 
+// Deletions are limited per user, apart from posts; a deletion refused
+// changes nothing.
+func TestDeletesRateLimited(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{deleteLimit: 2})
+	var ids []string
+	for i := range 3 {
+		ids = append(ids, e.post("ned", "vdel", "", fmt.Sprintf("comment %d", i)).ID)
+	}
+	tok := e.token("ned")
+	e.do("DELETE", "/v1/comments/"+ids[0], tok, nil).Want(t, http.StatusNoContent, "first deletion")
+	e.do("DELETE", "/v1/comments/"+ids[0], tok, nil).Want(t, http.StatusNoContent, "the same deletion again")
+	r := e.do("DELETE", "/v1/comments/"+ids[1], tok, nil)
+	apitest.CheckError(t, "a deletion over the limit", r, http.StatusTooManyRequests, "RESOURCE_EXHAUSTED")
+	if s, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || s < 1 || s > 60 {
+		t.Errorf("Retry-After %q, want 1 to 60 seconds", r.Header.Get("Retry-After"))
+	}
+	if got := e.list("/v1/videos/vdel/comments"); len(got.Comments) != 2 {
+		t.Errorf("comments after a refused deletion: %d, want 2", len(got.Comments))
+	}
+	// Posting is not held back, nor is another user.
+	e.post("ned", "vdel", "", "still posting")
+	other := e.post("ora", "vdel", "", "mine")
+	e.do("DELETE", "/v1/comments/"+other.ID, e.token("ora"), nil).Want(t, http.StatusNoContent, "another user")
+}
+
 func TestDeleteAndSpamRules(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{})
@@ -454,7 +481,7 @@ func TestBuildThroughPubSub(t *testing.T) {
 			emulatortest.WithEnv("RATE_LIMIT_COMMENTS", "3"),
 			emulatortest.WithEnv("RATE_LIMITS", limits))
 		ctx := context.Background()
-		clients, err := host.New(ctx, cfg, host.NeedSpanner|host.NeedPubSub|host.NeedVerifier)
+		clients, err := host.New(ctx, cfg, host.NeedSpanner|host.NeedBigtable|host.NeedPubSub|host.NeedVerifier)
 		if err != nil {
 			t.Fatal(err)
 		}

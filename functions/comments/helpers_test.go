@@ -17,6 +17,7 @@ import (
 	applycountersfn "github.com/videngage/engagement/functions/applycounters"
 	commentsfn "github.com/videngage/engagement/functions/comments"
 	countsfn "github.com/videngage/engagement/functions/counts"
+	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/internal/apitest"
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/internal/pushtest"
@@ -30,6 +31,7 @@ import (
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/moderation/moderationstore"
+	"github.com/videngage/engagement/shared/ratelimit"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 
@@ -131,6 +133,9 @@ type envOpts struct {
 	policy counter.ShardPolicy // of the counters; zero: the default
 	// moderation is each moderator's calls a minute; 0: none.
 	moderation int
+	// deleteLimit is the deletions per minute per user, counted in
+	// Bigtable as deployed; 0: none.
+	deleteLimit int
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -157,6 +162,14 @@ func newEnv(t *testing.T, o envOpts) *env {
 		Store:    e.store,
 		Counts:   e.cs,
 		Tokens:   comment.NewPageTokens(cfg.HTTP.PageTokenSecret),
+	}
+	if o.deleteLimit > 0 {
+		clients, err := host.New(context.Background(), cfg, host.NeedBigtable)
+		if err != nil {
+			t.Fatalf("host.New: %v", err)
+		}
+		t.Cleanup(func() { clients.Close() })
+		d.DeleteLimiter = ratelimit.NewBigtable(clients.BigtableTx, "comment-delete", o.deleteLimit)
 	}
 	// As deployed: the standard middleware around each handler.
 	mux := http.NewServeMux()

@@ -117,10 +117,19 @@ type env struct {
 
 type option func(*env, *historyfn.Deps)
 
-// withLimit puts the Firestore rate limiter in front of history writes.
+// withLimit puts the Bigtable rate limiter in front of history writes.
 func withLimit(perMinute int) option {
 	return func(e *env, d *historyfn.Deps) {
 		d.Limiter = ratelimit.NewBigtable(e.clients.Bigtable, "history", perMinute)
+	}
+}
+
+// withOtherLimit limits the deletions and the settings changes, each to
+// perMinute, as deployed (RATE_LIMIT_OTHER_WRITES).
+func withOtherLimit(perMinute int) option {
+	return func(e *env, d *historyfn.Deps) {
+		d.Deletes = ratelimit.NewBigtable(e.clients.Bigtable, "history-delete", perMinute)
+		d.SettingsLimiter = ratelimit.NewBigtable(e.clients.Bigtable, "history-settings", perMinute)
 	}
 }
 

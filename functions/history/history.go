@@ -32,15 +32,17 @@ func init() {
 		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
 			batch := Batching(c.Config)
 			return New(Deps{
-				Verifier:  c.Verifier,
-				Store:     historystore.New(c.Bigtable),
-				Settings:  historystore.NewSettings(c.Firestore),
-				Publisher: bus.NewPublisher(c.PubSub, c.Config.PubSub.HistoryTopic),
-				Batch:     batch,
-				Tokens:    history.NewPageTokens(c.Config.HTTP.PageTokenSecret, c.Config.HTTP.PageTokenSecretAccepted),
-				Limiter:   rateLimiter(c),
-				Retention: time.Duration(c.Config.History.MaxAgeDays) * 24 * time.Hour,
-				Metrics:   c.Metrics,
+				Verifier:        c.Verifier,
+				Store:           historystore.New(c.Bigtable),
+				Settings:        historystore.NewSettings(c.Firestore),
+				Publisher:       bus.NewPublisher(c.PubSub, c.Config.PubSub.HistoryTopic),
+				Batch:           batch,
+				Tokens:          history.NewPageTokens(c.Config.HTTP.PageTokenSecret, c.Config.HTTP.PageTokenSecretAccepted),
+				Limiter:         rateLimiter(c, "history", c.Config.UserLimits().History),
+				Deletes:         rateLimiter(c, "history-delete", c.Config.UserLimits().OtherWrites),
+				SettingsLimiter: rateLimiter(c, "history-settings", c.Config.UserLimits().OtherWrites),
+				Retention:       time.Duration(c.Config.History.MaxAgeDays) * 24 * time.Hour,
+				Metrics:         c.Metrics,
 			}), nil
 		})
 }
@@ -57,17 +59,16 @@ func Batching(cfg *config.Config) counter.GroupCommitOptions {
 	return counter.GroupCommitOptions{Batched: true, MaxBatch: history.MaxBatch, MaxInFlight: 1, Linger: cfg.History.BatchLinger}
 }
 
-// rateLimiter is the per-user limit of history writes, in Bigtable beside the
-// history, which this instance decides alone while Bigtable does not answer;
-// nil when RATE_LIMITS=off (load tests of one user) or the limit is not
-// positive.
-func rateLimiter(c *host.Clients) Limiter {
-	limit := c.Config.UserLimits().History
+// rateLimiter is the per-user limit of one kind of history write, in
+// Bigtable beside the history, which this instance decides alone while
+// Bigtable does not answer; nil when RATE_LIMITS=off (load tests of one
+// user) or the limit is not positive.
+func rateLimiter(c *host.Clients, kind string, limit int) Limiter {
 	if limit == 0 {
 		return nil
 	}
-	shared := ratelimit.NewBigtable(c.BigtableTx, "history", limit)
-	return ratelimit.NewDegrading(shared, "history", limit, c.Config.HTTP.RateLimitBudget, c.Metrics)
+	shared := ratelimit.NewBigtable(c.BigtableTx, kind, limit)
+	return ratelimit.NewDegrading(shared, kind, limit, c.Config.HTTP.RateLimitBudget, c.Metrics)
 }
 
 // Interfaces of what the handler uses, declared here where they are consumed.
@@ -101,9 +102,14 @@ type Deps struct {
 	Publisher Publisher
 	// Batch groups the publishes of accepted watches (zero: one message
 	// per watch).
-	Batch   counter.GroupCommitOptions
-	Tokens  history.PageTokens
-	Limiter Limiter // nil: no limit
+	Batch  counter.GroupCommitOptions
+	Tokens history.PageTokens
+	// Limiter limits the watches a user records, Deletes the deletions
+	// (of one video or a clear) and SettingsLimiter the settings changes,
+	// each on its own; nil: no limit.
+	Limiter         Limiter
+	Deletes         Limiter
+	SettingsLimiter Limiter
 	// Retention is the table's (HISTORY_MAX_AGE_DAYS): a read shows no
 	// watch older, whether or not garbage collection removed it yet.
 	// Zero: none.
@@ -177,7 +183,7 @@ func (h *handler) record(w http.ResponseWriter, r *http.Request) error {
 			return httpx.InvalidArgument("positionSeconds must be from 0 to %d", history.MaxPositionSeconds)
 		}
 	}
-	if err := h.admit(r.Context(), user.ID); err != nil {
+	if err := h.admit(r.Context(), h.Limiter, "history", "history writes", user.ID); err != nil {
 		return err
 	}
 	settings, err := h.Settings.Get(r.Context(), user.ID)
@@ -216,17 +222,19 @@ func (h *handler) publishBatch(ctx context.Context, ws []history.Watch) ([]struc
 	return make([]struct{}, len(ws)), nil
 }
 
-func (h *handler) admit(ctx context.Context, userID string) error {
-	if h.Limiter == nil {
+// admit counts one write of the user against l (kind names it in the
+// metric, what in the answer), or answers 429 with how long to wait.
+func (h *handler) admit(ctx context.Context, l Limiter, kind, what, userID string) error {
+	if l == nil {
 		return nil
 	}
-	wait, err := h.Limiter.Allow(ctx, userID)
+	wait, err := l.Allow(ctx, userID)
 	if err != nil {
 		return err
 	}
 	if wait > 0 {
-		h.Metrics.RateLimited(ctx, "history")
-		return httpx.ResourceExhausted(wait, "too many history writes; retry later")
+		h.Metrics.RateLimited(ctx, kind)
+		return httpx.ResourceExhausted(wait, "too many %s; retry later", what)
 	}
 	return nil
 }
@@ -300,6 +308,9 @@ func (h *handler) clear(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		}
 	}
+	if err := h.admit(r.Context(), h.Deletes, "history-delete", "history deletions", user.ID); err != nil {
+		return err
+	}
 	if err := h.Store.DeleteBefore(r.Context(), user.ID, before); err != nil {
 		return err
 	}
@@ -314,6 +325,9 @@ func (h *handler) deleteVideo(w http.ResponseWriter, r *http.Request) error {
 	}
 	video := r.PathValue("videoId")
 	if err := httpx.ValidateID("videoId", video); err != nil {
+		return err
+	}
+	if err := h.admit(r.Context(), h.Deletes, "history-delete", "history deletions", user.ID); err != nil {
 		return err
 	}
 	if err := h.Store.DeleteVideo(r.Context(), user.ID, video); err != nil {
@@ -356,6 +370,9 @@ func (h *handler) putSettings(w http.ResponseWriter, r *http.Request) error {
 	}
 	if !history.ValidAutoDeleteMonths(*req.AutoDeleteMonths) {
 		return httpx.InvalidArgument("autoDeleteMonths must be 0, 3, 18 or 36")
+	}
+	if err := h.admit(r.Context(), h.SettingsLimiter, "history-settings", "settings changes", user.ID); err != nil {
+		return err
 	}
 	s := history.Settings{Paused: *req.Paused, AutoDeleteMonths: *req.AutoDeleteMonths}
 	if err := h.Settings.Put(r.Context(), user.ID, s); err != nil {

@@ -532,6 +532,32 @@ func TestRateLimited(t *testing.T) {
 	e.do("POST", "/v1/history", e.token("jack2"), map[string]any{"videoId": "v1"}).Want(t, http.StatusAccepted, "another user")
 }
 
+// Deletions (of one video or a clear) and settings changes are limited per
+// user, each kind on its own and apart from the watches.
+func TestDeletesAndSettingsRateLimited(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withOtherLimit(2))
+	tok := e.token("jill")
+	e.do("DELETE", "/v1/history/v1", tok, nil).Want(t, http.StatusNoContent, "first deletion")
+	e.do("DELETE", "/v1/history", tok, nil).Want(t, http.StatusNoContent, "second deletion")
+	for _, path := range []string{"/v1/history/v2", "/v1/history"} {
+		r := e.do("DELETE", path, tok, nil)
+		apitest.CheckError(t, "DELETE "+path+" over the limit", r, http.StatusTooManyRequests, "RESOURCE_EXHAUSTED")
+		if s, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || s < 1 || s > 60 {
+			t.Errorf("Retry-After %q, want 1 to 60 seconds", r.Header.Get("Retry-After"))
+		}
+	}
+	settings := map[string]any{"paused": false, "autoDeleteMonths": 3}
+	for range 2 {
+		e.do("PUT", "/v1/history/settings", tok, settings).Want(t, http.StatusOK, "settings within the limit")
+	}
+	apitest.CheckError(t, "PUT settings over the limit", e.do("PUT", "/v1/history/settings", tok, settings), http.StatusTooManyRequests, "RESOURCE_EXHAUSTED")
+	// Watches, reads and other users are not held back.
+	e.do("POST", "/v1/history", tok, map[string]any{"videoId": "v3"}).Want(t, http.StatusAccepted, "a watch")
+	e.do("GET", "/v1/history/settings", tok, nil).Want(t, http.StatusOK, "GET settings while limited")
+	e.do("DELETE", "/v1/history/v1", e.token("jill2"), nil).Want(t, http.StatusNoContent, "another user")
+}
+
 // TestThroughPubSub sends the watches through the Pub/Sub emulator: the real
 // publisher, the history-apply subscription, and the consumer fed each
 // pulled message as the CloudEvent a push would deliver.

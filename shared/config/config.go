@@ -170,6 +170,10 @@ type Counters struct {
 	ReactionLimitStore LimitStore `env:"REACTION_RATE_LIMIT_STORE, default=bigtable"`
 	CommentsPerMin     int        `env:"RATE_LIMIT_COMMENTS, default=10"`
 	HistoryPerMin      int        `env:"RATE_LIMIT_HISTORY, default=120"`
+	// OtherWritesPerMin limits each other kind of write of a user on its
+	// own: history deletions (one video or a clear), history settings and
+	// comment deletions.
+	OtherWritesPerMin int `env:"RATE_LIMIT_OTHER_WRITES, default=30"`
 	// Mode "naive" applies each counter event in its own transaction on one
 	// counter row with no batching (the benchmark's baseline); "sharded" is
 	// the engine.
@@ -327,7 +331,7 @@ func oneOf[T ~string](dst *T, v string, allowed ...T) error {
 
 // UserLimits are the per-user limits a minute of each kind of write; 0 is
 // no limit.
-type UserLimits struct{ Reactions, Comments, History, Moderation int }
+type UserLimits struct{ Reactions, Comments, History, OtherWrites, Moderation int }
 
 // UserLimits are the limits in force: RATE_LIMIT_* unless RATE_LIMITS=off,
 // which switches them all off (load tests of one user). This is the one
@@ -337,9 +341,10 @@ func (c *Config) UserLimits() UserLimits {
 		return UserLimits{}
 	}
 	return UserLimits{
-		Reactions: max(c.Counters.ReactionsPerMin, 0),
-		Comments:  max(c.Counters.CommentsPerMin, 0),
-		History:   max(c.Counters.HistoryPerMin, 0),
+		Reactions:   max(c.Counters.ReactionsPerMin, 0),
+		Comments:    max(c.Counters.CommentsPerMin, 0),
+		History:     max(c.Counters.HistoryPerMin, 0),
+		OtherWrites: max(c.Counters.OtherWritesPerMin, 0),
 		// Every moderation call of one moderator, listings included.
 		Moderation: max(c.Moderation.PerMin, 0),
 	}

@@ -331,8 +331,15 @@ func position(r bigtable.Row) float64 {
 	return 0
 }
 
-// DeleteVideo removes a video from the user's history.
+// DeleteVideo removes a video from the user's history. A video the user
+// has no row of (never watched, or no watch of it applied or claimed yet)
+// writes nothing: a deletion mark is kept as long as the history, so one
+// per id asked would let any caller fill the table with marks.
 func (h *Store) DeleteVideo(ctx context.Context, userID, videoID string) error {
+	known, err := h.hasVideo(ctx, userID, videoID)
+	if err != nil || !known {
+		return err
+	}
 	// Every watch accepted up to now goes, including one still in flight.
 	if err := h.markDeleted(ctx, userID, []string{videoID}, time.Time{}); err != nil {
 		return err
@@ -346,6 +353,17 @@ func (h *Store) DeleteVideo(ctx context.Context, userID, videoID string) error {
 		times[i] = m.at
 	}
 	return h.deleteWatches(ctx, userID, map[string][]time.Time{videoID: times})
+}
+
+// hasVideo reports whether the user's latest-watch row of the video holds
+// anything: a watch's mark or claim, or an earlier deletion.
+func (h *Store) hasVideo(ctx context.Context, userID, videoID string) (bool, error) {
+	row, err := h.latest.ReadRow(ctx, history.LatestKey(userID, videoID),
+		bigtable.RowFilter(bigtable.ChainFilters(bigtable.CellsPerRowLimitFilter(1), bigtable.StripValueFilter())))
+	if err != nil {
+		return false, unavailable("read latest watch", err)
+	}
+	return len(row) > 0, nil
 }
 
 // DeleteBefore removes the user's watches before t, or all of them when t is zero.

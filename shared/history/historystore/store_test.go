@@ -691,6 +691,37 @@ func TestTableRetention(t *testing.T) {
 	checkOneRowPerVideo(t, h, "lou", want)
 }
 
+// Deleting a video the user never watched writes no deletion mark: the
+// marks are kept as long as the history.
+func TestDeleteVideoNeverWatchedWritesNothing(t *testing.T) {
+	t.Parallel()
+	h, _ := newStore(t)
+	apply(t, h, history.NewWatch("gil", "seen", base(), 1))
+	for _, v := range []string{"never", "other-never"} {
+		if err := h.DeleteVideo(t.Context(), "gil", v); err != nil {
+			t.Fatalf("DeleteVideo(%q): %v", v, err)
+		}
+		row, err := h.latest.ReadRow(t.Context(), history.LatestKey("gil", v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(row) != 0 {
+			t.Errorf("DeleteVideo(%q) of a video never watched wrote %v", v, row)
+		}
+	}
+	// A watched one is still deleted, with its mark.
+	if err := h.DeleteVideo(t.Context(), "gil", "seen"); err != nil {
+		t.Fatal(err)
+	}
+	if got := listAll(t, h, "gil", time.Time{}, 10); len(got) != 0 {
+		t.Errorf("after deleting the one video: %+v", got)
+	}
+	_, deletions, err := h.watchTimes(t.Context(), "gil", "seen")
+	if err != nil || len(deletions) != 1 {
+		t.Errorf("deletion marks of the watched video: %v, %v; want one", deletions, err)
+	}
+}
+
 // A watch still in flight when the user deletes the video, or clears the
 // history, must not bring the video back when it is delivered late.
 func TestLateDeliveryAfterDeleteStaysDeleted(t *testing.T) {

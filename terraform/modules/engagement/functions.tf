@@ -67,6 +67,7 @@ locals {
     RATE_LIMIT_HISTORY              = tostring(var.rate_limit_per_minute.history)
     RATE_LIMIT_MODERATION           = "30"
     UNFLAG_PROTECTION               = "720h"
+    RATE_LIMIT_OTHER_WRITES         = tostring(var.rate_limit_per_minute.other)
     RATE_LIMIT_STORE_BUDGET         = "250ms"
     REACTION_RATE_LIMIT_STORE       = "bigtable"
     ROLLUP_INTERVAL                 = var.rollup_interval

@@ -19,7 +19,7 @@ locals {
     History            = { spanner = "", bigtable = "user", firestore = "user", publish = [local.history_topic], tables = [local.bt["rate_limits"], local.bt["watch_history"], local.bt["watch_latest"]] }
     Reactions          = { spanner = "user", bigtable = "user", firestore = "", publish = [local.counter_topic], tables = [local.bt["rate_limits"]] }
     Counts             = { spanner = "reader", bigtable = "", firestore = "", publish = [], tables = [] }
-    Comments           = { spanner = "user", bigtable = "", firestore = "", publish = [local.counter_topic], tables = [] }
+    Comments           = { spanner = "user", bigtable = "user", firestore = "", publish = [local.counter_topic], tables = [local.bt["rate_limits"]] }
     Rollup             = { spanner = "user", bigtable = "user", firestore = "", publish = [local.counter_topic], tables = [local.bt["rate_limits"], local.bt["view_batches"]] }
     Reconcile          = { spanner = "user", bigtable = "", firestore = "", publish = [], tables = [] }
     DetectManipulation = { spanner = "user", bigtable = "", firestore = "", publish = [], tables = [] }

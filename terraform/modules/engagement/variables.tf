@@ -145,16 +145,18 @@ variable "rate_limits" {
 }
 
 variable "rate_limit_per_minute" {
-  description = "Per-user writes per minute (RATE_LIMIT_REACTIONS, RATE_LIMIT_COMMENTS, RATE_LIMIT_HISTORY)."
+  description = "Per-user writes per minute (RATE_LIMIT_REACTIONS, RATE_LIMIT_COMMENTS, RATE_LIMIT_HISTORY; other: RATE_LIMIT_OTHER_WRITES, each of history deletions, history settings and comment deletions)."
   type = object({
     reactions = number
     comments  = number
     history   = number
+    other     = number
   })
   default = {
     reactions = 60
     comments  = 10
     history   = 120
+    other     = 30
   }
 }
 
