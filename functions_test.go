@@ -45,4 +45,14 @@ func TestDeployedInstanceRefusesUnsafeSettings(t *testing.T) {
 			t.Errorf("%s: the log does not say why:\n%s", bad, out)
 		}
 	}
+	// The viewer-hash key is ApplyViews' alone: it refuses the default,
+	// the other functions do not read it.
+	applyViews := []string{"K_SERVICE=applyviews", "FUNCTION_TARGET=ApplyViews"}
+	out, err := run(applyViews...)
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(out, "VIEWER_HASH_KEY") {
+		t.Errorf("ApplyViews with the default VIEWER_HASH_KEY: %v, want exit status 1 naming it\n%s", err, out)
+	}
+	if out, err := run(append(applyViews, "VIEWER_HASH_KEY=0123456789abcdef0123456789abcdef")...); err != nil {
+		t.Errorf("ApplyViews with its own VIEWER_HASH_KEY did not start: %v\n%s", err, out)
+	}
 }

@@ -182,7 +182,7 @@ func newViewsStack(ctx context.Context, cfg *config.Config, srv *localstack.Serv
 		if cfg.History.ViewsCounting == config.ViewsFolded {
 			sink = staging
 		}
-		mux.Handle("/push/ApplyViews", applyviewsfn.New(historystore.NewClaims(more.BigtableTx, more.Config.History.ViewWindow), sink, nil, nil))
+		mux.Handle("/push/ApplyViews", applyviewsfn.New(historystore.NewClaims(more.BigtableTx, more.Config.History.ViewWindow), sink, history.NewViewerHasher(more.Config.History.ViewerHashKey), nil, nil))
 		// The rollup's views fold, every VIEWS_FOLD_INTERVAL.
 		fctx, cancel := context.WithCancel(context.Background())
 		stopFold = func() { cancel(); folding.Wait() }
@@ -413,7 +413,7 @@ func storeViewers(ctx context.Context, es *emulators.Stack, n int) (precision, e
 	for i := 0; i < n; {
 		var hs []uint64
 		for ; i < n && len(hs) < 500; i++ {
-			hs = append(hs, history.ViewerHash(fmt.Sprintf("store-viewer-%d", i)))
+			hs = append(hs, history.NewViewerHasher("bench").Hash(fmt.Sprintf("store-viewer-%d", i)))
 		}
 		e := events.Event{ID: fmt.Sprintf("views-store-%d", i), Kind: events.KindCounterDelta,
 			Deltas:  []counter.Delta{{Key: "hot", Field: counter.Views, N: int64(len(hs))}},
@@ -443,7 +443,7 @@ func storeViewers(ctx context.Context, es *emulators.Stack, n int) (precision, e
 func sketchViewers(n int) precision {
 	v := counter.NewViewers()
 	for i := range n {
-		v.Add(history.ViewerHash(fmt.Sprintf("sketch-viewer-%d", i)))
+		v.Add(history.NewViewerHasher("bench").Hash(fmt.Sprintf("sketch-viewer-%d", i)))
 	}
 	return precision{viewers: int64(n), estimate: v.Estimate(), bytes: int64(len(v.Bytes())), path: "the sketch code alone"}
 }

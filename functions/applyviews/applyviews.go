@@ -52,6 +52,7 @@ func init() {
 	host.RegisterPush("ApplyViews", host.NeedSpanner|host.NeedBigtable,
 		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
 			claims := historystore.NewClaims(c.BigtableTx, c.Config.History.ViewWindow)
+			viewers := history.NewViewerHasher(c.Config.History.ViewerHashKey)
 			var velocity *VelocityCheck
 			if n := c.Config.History.MaxViewsPerHour; n > 0 {
 				velocity = &VelocityCheck{
@@ -61,14 +62,14 @@ func init() {
 				}
 			}
 			if c.Config.History.ViewsCounting == config.ViewsFolded {
-				return New(claims, viewstore.NewStaging(c.BigtableTx), velocity, c.Metrics), nil
+				return New(claims, viewstore.NewStaging(c.BigtableTx), viewers, velocity, c.Metrics), nil
 			}
 			store, err := counterstore.Consumer(spannerdb.Wrap(c.Spanner, c.Config), c.Config.Counters)
 			if err != nil {
 				return nil, err
 			}
-			return New(claims, Direct{store}, velocity, c.Metrics), nil
-		})
+			return New(claims, Direct{store}, viewers, velocity, c.Metrics), nil
+		}, (*config.Config).CheckViewerHashKey)
 }
 
 // Interfaces of what the function uses.
@@ -150,9 +151,9 @@ const name = "ApplyViews"
 // redelivery when Bigtable or Spanner failed: Pub/Sub redelivers the batch,
 // which owns the same watches, also when that delivery overlaps another one
 // (each claim is one atomic row mutation). A message that can never be
-// applied is refused as poison, so that Pub/Sub dead-letters it. velocity
-// and m may be nil.
-func New(claims Claims, views Views, velocity *VelocityCheck, m *telemetry.Metrics) http.Handler {
+// applied is refused as poison, so that Pub/Sub dead-letters it. viewers
+// hashes the unique viewers; velocity and m may be nil.
+func New(claims Claims, views Views, viewers history.ViewerHasher, velocity *VelocityCheck, m *telemetry.Metrics) http.Handler {
 	return host.Push(name, m, func(ctx context.Context, msg bus.Message) error {
 		b, err := history.DecodeBatch(msg.Data)
 		if err != nil {
@@ -163,7 +164,7 @@ func New(claims Claims, views Views, velocity *VelocityCheck, m *telemetry.Metri
 		if err != nil {
 			return fmt.Errorf("applyviews: batch %s: %w", b.ID, err)
 		}
-		evs := ViewEvents(b.ID, claimed.Owned)
+		evs := ViewEvents(viewers, b.ID, claimed.Owned)
 		if len(evs) > 0 {
 			if err := views.Put(ctx, b.ID, evs); err != nil {
 				slog.WarnContext(ctx, "applyviews: count failed; Pub/Sub will redeliver", "messageId", msg.ID, "batchId", b.ID, "error", err.Error())
@@ -186,8 +187,8 @@ func New(claims Claims, views Views, velocity *VelocityCheck, m *telemetry.Metri
 // one view a watch and its viewers' hashes, in events of at most
 // events.MaxDeltas videos, whose ids derive from the batch id and the
 // event's place among the batch's videos (sorted): the same on every
-// delivery of the batch.
-func ViewEvents(batchID string, owned []history.Watch) []events.Event {
+// delivery of the batch (and the same hashes, under the same key).
+func ViewEvents(hasher history.ViewerHasher, batchID string, owned []history.Watch) []events.Event {
 	views := map[string]int64{}
 	viewers := map[string][]uint64{}
 	seen := map[string]bool{}
@@ -196,7 +197,7 @@ func ViewEvents(batchID string, owned []history.Watch) []events.Event {
 		views[w.VideoID]++
 		if k := w.VideoID + "\x00" + w.UserID; !seen[k] {
 			seen[k] = true
-			viewers[w.VideoID] = append(viewers[w.VideoID], history.ViewerHash(w.UserID))
+			viewers[w.VideoID] = append(viewers[w.VideoID], hasher.Hash(w.UserID))
 		}
 		if at := w.AcceptedAt(); first.IsZero() || at.Before(first) {
 			first = at

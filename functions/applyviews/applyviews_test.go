@@ -113,7 +113,7 @@ func newViewsWorld(t *testing.T, folded bool, maxPerHour int64) *viewsWorld {
 		velocity = &applyviewsfn.VelocityCheck{Counter: historystore.NewVelocity(c.BigtableTx), Flagger: w.flags,
 			Params: moderation.ViewVelocity{MaxPerHour: maxPerHour}}
 	}
-	w.fn = applyviewsfn.New(historystore.NewClaims(c.BigtableTx, w.window), w.sink, velocity, nil)
+	w.fn = applyviewsfn.New(historystore.NewClaims(c.BigtableTx, w.window), w.sink, history.NewViewerHasher("test"), velocity, nil)
 	w.check = func(t *testing.T, when string, want map[string][2]int64) {
 		t.Helper()
 		if folded {
@@ -361,12 +361,12 @@ func TestViewEventsDeterministic(t *testing.T) {
 	for i := range 50 {
 		ws = append(ws, history.NewWatch(fmt.Sprintf("u%d", i%9), fmt.Sprintf("v%02d", i%18), at.Add(time.Duration(i)*time.Second), 0))
 	}
-	a := applyviewsfn.ViewEvents("b", ws)
+	a := applyviewsfn.ViewEvents(history.NewViewerHasher("test"), "b", ws)
 	rev := append([]history.Watch(nil), ws...)
 	for i, j := 0, len(rev)-1; i < j; i, j = i+1, j-1 {
 		rev[i], rev[j] = rev[j], rev[i]
 	}
-	b := applyviewsfn.ViewEvents("b", rev)
+	b := applyviewsfn.ViewEvents(history.NewViewerHasher("test"), "b", rev)
 	if len(a) != 2 || len(b) != 2 {
 		t.Fatalf("%d and %d events for 18 videos, want 2", len(a), len(b))
 	}

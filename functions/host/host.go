@@ -145,12 +145,18 @@ type HTTPBuilder func(ctx context.Context, c *Clients) (http.Handler, error)
 // from the instance's clients.
 type PushBuilder func(ctx context.Context, c *Clients) (http.Handler, error)
 
+// DeployCheck returns what makes a deployed instance's configuration unsafe
+// for one function, beyond what every instance is checked for
+// (config.Config.CheckDeployed); nil when nothing does.
+type DeployCheck func(*config.Config) error
+
 // Registered is one function as registered by its package.
 type Registered struct {
-	Name  string
-	Needs Needs
-	HTTP  HTTPBuilder
-	Push  PushBuilder
+	Name   string
+	Needs  Needs
+	HTTP   HTTPBuilder
+	Push   PushBuilder
+	Checks []DeployCheck
 }
 
 var (
@@ -190,9 +196,10 @@ func httpEntry(needs Needs, build HTTPBuilder) func(http.ResponseWriter, *http.R
 // RegisterPush registers an event function, the HTTP function a Pub/Sub
 // push subscription delivers to, with functions-framework-go under name.
 // Call it from the package's init. A failed client build answers 503, so
-// Pub/Sub redelivers.
-func RegisterPush(name string, needs Needs, build PushBuilder) {
-	remember(Registered{Name: name, Needs: needs, Push: build})
+// Pub/Sub redelivers. checks hold a deployed instance to settings only this
+// function reads (CheckDeployed).
+func RegisterPush(name string, needs Needs, build PushBuilder, checks ...DeployCheck) {
+	remember(Registered{Name: name, Needs: needs, Push: build, Checks: checks})
 	var l lazy[http.Handler]
 	functions.HTTP(name, func(w http.ResponseWriter, r *http.Request) {
 		h, err := l.get(r.Context(), needs, build)
@@ -310,7 +317,18 @@ func CheckDeployed(ctx context.Context, lookup func(string) (string, bool)) erro
 	r, known := registered[target]
 	regMu.Unlock()
 	// An unknown or missing target is held to every check.
-	return cfg.CheckDeployed(!known || r.Needs&NeedVerifier != 0)
+	errs := []error{cfg.CheckDeployed(!known || r.Needs&NeedVerifier != 0)}
+	if !known {
+		for _, reg := range All() {
+			for _, check := range reg.Checks {
+				errs = append(errs, check(cfg))
+			}
+		}
+	}
+	for _, check := range r.Checks {
+		errs = append(errs, check(cfg))
+	}
+	return errors.Join(errs...)
 }
 
 type envLookuper func(string) (string, bool)

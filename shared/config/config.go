@@ -230,6 +230,10 @@ type History struct {
 	// flagged automatically: more views counted in one clock hour than a
 	// person can watch (moderation.ViewVelocity). 0 turns the check off.
 	MaxViewsPerHour int `env:"MAX_VIEWS_PER_HOUR, default=600"`
+	// ViewerHashKey keys the hash of a user id in the unique-viewers
+	// sketches (history.ViewerHasher). Changing it makes every viewer a new
+	// one to the sketches: set it once per environment.
+	ViewerHashKey string `env:"VIEWER_HASH_KEY, default=local-viewer-hash-key"`
 }
 
 type Moderation struct {

@@ -31,6 +31,7 @@ func Deployed(lookup func(string) (string, bool)) bool {
 const (
 	defaultAudience        = "local-project"
 	defaultPageTokenSecret = "local-page-token-secret"
+	defaultViewerHashKey   = "local-viewer-hash-key"
 	minSecretLength        = 16
 )
 
@@ -65,4 +66,14 @@ func (c *Config) CheckDeployed(public bool) error {
 		bad("RATE_LIMITS=off: the per-user limits are for local load tests only")
 	}
 	return errors.Join(errs...)
+}
+
+// CheckViewerHashKey returns an error when a deployed instance that hashes
+// viewers (ApplyViews) would do it under the local default key, or one too
+// short: anyone could then compute a user's viewer hash.
+func (c *Config) CheckViewerHashKey() error {
+	if k := c.History.ViewerHashKey; k == defaultViewerHashKey || len(k) < minSecretLength {
+		return fmt.Errorf("VIEWER_HASH_KEY is the local default or shorter than %d bytes: anyone could compute a user's viewer hash", minSecretLength)
+	}
+	return nil
 }

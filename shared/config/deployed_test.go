@@ -85,3 +85,20 @@ func TestCheckDeployed(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckViewerHashKey(t *testing.T) {
+	for key, ok := range map[string]bool{"": false, "local-viewer-hash-key": false, "short": false, "0123456789abcdef0123456789abcdef": true} {
+		env := safe()
+		if key != "" {
+			env["VIEWER_HASH_KEY"] = key
+		}
+		c, err := FromLookuper(t.Context(), envconfig.MapLookuper(env))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.CheckViewerHashKey()
+		if ok != (err == nil) || err != nil && !strings.Contains(err.Error(), "VIEWER_HASH_KEY") {
+			t.Errorf("VIEWER_HASH_KEY %q: %v", key, err)
+		}
+	}
+}

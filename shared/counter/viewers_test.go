@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// viewer is the hash of synthetic user i, as history.ViewerHash makes it.
+// viewer is the hash of synthetic user i, as history.ViewerHasher makes it.
 func viewer(i int) uint64 {
 	s := sha256.Sum256(fmt.Appendf(nil, "user-%d", i))
 	return binary.BigEndian.Uint64(s[:8])

@@ -1,6 +1,7 @@
 package history
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
@@ -81,9 +82,19 @@ func DecodeBatch(data []byte) (Batch, error) {
 	return b, nil
 }
 
-// ViewerHash is the 64-bit hash of a user id that the unique-viewers sketch
-// takes: uniform, as HyperLogLog needs, and no user id in the counter store.
-func ViewerHash(userID string) uint64 {
-	s := sha256.Sum256([]byte(userID))
-	return binary.BigEndian.Uint64(s[:8])
+// ViewerHasher makes the 64-bit hash of a user id that the unique-viewers
+// sketch takes: uniform, as HyperLogLog needs, and no user id in the
+// counter store. It is keyed (HMAC-SHA-256 under a secret,
+// VIEWER_HASH_KEY): an unkeyed hash of a user id can be computed by anyone
+// who knows or guesses the id, and then looked for in the sketches.
+type ViewerHasher struct{ key []byte }
+
+// NewViewerHasher hashes under key.
+func NewViewerHasher(key string) ViewerHasher { return ViewerHasher{key: []byte(key)} }
+
+// Hash is the viewer hash of userID.
+func (v ViewerHasher) Hash(userID string) uint64 {
+	m := hmac.New(sha256.New, v.key)
+	m.Write([]byte(userID))
+	return binary.BigEndian.Uint64(m.Sum(nil)[:8])
 }

@@ -1,6 +1,8 @@
 package history
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"testing"
 	"time"
 )
@@ -37,5 +39,26 @@ func TestViewWindow(t *testing.T) {
 	old := Watch{WatchedAt: recv}
 	if !CountsAsView(old, window) || !ViewWindowStart(old, window).Equal(time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC)) {
 		t.Error("a watch without a receipt time")
+	}
+}
+
+// The viewer hash is keyed: the same user hashes alike under one key, apart
+// under another, and never as the unkeyed SHA-256 anyone could compute.
+func TestViewerHasherIsKeyed(t *testing.T) {
+	a, b := NewViewerHasher("key-a"), NewViewerHasher("key-b")
+	if a.Hash("alice") != a.Hash("alice") {
+		t.Error("the same user hashes differently under one key")
+	}
+	if a.Hash("alice") == a.Hash("bob") {
+		t.Error("two users hash alike")
+	}
+	if a.Hash("alice") == b.Hash("alice") {
+		t.Error("the hash does not depend on the key")
+	}
+	unkeyed := sha256.Sum256([]byte("alice"))
+	for _, h := range []ViewerHasher{a, b, NewViewerHasher("")} {
+		if h.Hash("alice") == binary.BigEndian.Uint64(unkeyed[:8]) {
+			t.Error("the hash is the unkeyed SHA-256 of the user id")
+		}
 	}
 }

@@ -64,7 +64,7 @@ func viewEvents(batch, video string, n int) []events.Event {
 	e := events.Event{ID: events.ID("views", batch, "0"), Kind: events.KindCounterDelta,
 		Deltas: []counter.Delta{{Key: video, Field: counter.Views, N: int64(n)}}, Viewers: map[string][]uint64{}}
 	for i := range n {
-		e.Viewers[video] = append(e.Viewers[video], history.ViewerHash(fmt.Sprintf("%s-viewer-%d", batch, i)))
+		e.Viewers[video] = append(e.Viewers[video], history.NewViewerHasher("test").Hash(fmt.Sprintf("%s-viewer-%d", batch, i)))
 	}
 	return []events.Event{e}
 }
@@ -173,7 +173,7 @@ func TestFoldGroupsAndPartitions(t *testing.T) {
 		for v := range videos {
 			key := fmt.Sprintf("video-%02d", v)
 			e.Deltas = append(e.Deltas, counter.Delta{Key: key, Field: counter.Views, N: 1})
-			e.Viewers[key] = []uint64{history.ViewerHash(id)}
+			e.Viewers[key] = []uint64{history.NewViewerHasher("test").Hash(id)}
 		}
 		if err := staging.Put(ctx, id, []events.Event{e}); err != nil {
 			t.Fatal(err)

@@ -662,7 +662,8 @@ func TestGraphRulesFailWhenBroken(t *testing.T) {
 		},
 		{
 			name: "grant: public function started before it may read its secret",
-			edit: replaceIn(t, "functions.tf", "    google_secret_manager_secret_iam_member.page_token,\n  ]\n}", "  ]\n}"),
+			// The secret grants, the page token's and the viewer-hash key's.
+			edit: replaceIn(t, "functions.tf", "    google_secret_manager_secret_iam_member.viewer_hash_key,\n    google_secret_manager_secret_iam_member.page_token,\n  ]\n}", "  ]\n}"),
 			want: "grant rule: google_cloudfunctions2_function.fn reads secret PAGE_TOKEN_SECRET before its runtime identity may (roles/secretmanager.secretAccessor)",
 		},
 		{

@@ -296,6 +296,7 @@ func start(t *testing.T, bin, target string) *instance {
 		// A deployed instance refuses the local defaults (config.CheckDeployed).
 		"AUTH_AUDIENCE=gcfbuild-check",
 		"PAGE_TOKEN_SECRET=gcfbuild-check-page-token-secret",
+		"VIEWER_HASH_KEY=gcfbuild-check-viewer-hash-key",
 	}
 	cmd.Stdout, cmd.Stderr = fi, fi
 	if err := cmd.Start(); err != nil {

@@ -22,7 +22,7 @@ func TestReconcileLeavesViewsAndViewers(t *testing.T) {
 	viewers := func(prefix string, n int) []uint64 {
 		hs := make([]uint64, n)
 		for i := range hs {
-			hs[i] = history.ViewerHash(fmt.Sprintf("%s-%d", prefix, i))
+			hs[i] = history.NewViewerHasher("test").Hash(fmt.Sprintf("%s-%d", prefix, i))
 		}
 		return hs
 	}

@@ -18,7 +18,7 @@ func viewsEvent(id, key string, n int64, users ...string) events.Event {
 	e := events.Event{ID: id, Kind: events.KindCounterDelta,
 		Deltas: []counter.Delta{{Key: key, Field: counter.Views, N: n}}, Viewers: map[string][]uint64{}}
 	for _, u := range users {
-		e.Viewers[key] = append(e.Viewers[key], history.ViewerHash(u))
+		e.Viewers[key] = append(e.Viewers[key], history.NewViewerHasher("test").Hash(u))
 	}
 	return e
 }

@@ -107,6 +107,7 @@ resource "time_sleep" "function_grants" {
     google_project_iam_member.builder,
     google_project_iam_member.builder_staging,
     google_storage_bucket_iam_member.builder_source,
+    google_secret_manager_secret_iam_member.viewer_hash_key,
     google_secret_manager_secret_iam_member.page_token,
   ]
 }
@@ -184,6 +185,17 @@ resource "google_cloudfunctions2_function" "fn" {
         version    = google_secret_manager_secret_version.page_token[secret_environment_variables.value].version
       }
     }
+
+    # The unique viewers' hash key, for the one function that hashes them.
+    dynamic "secret_environment_variables" {
+      for_each = each.value.name == "ApplyViews" ? { VIEWER_HASH_KEY = google_secret_manager_secret_version.viewer_hash_key.version } : {}
+      content {
+        key        = secret_environment_variables.key
+        project_id = var.project_id
+        secret     = google_secret_manager_secret.viewer_hash_key.secret_id
+        version    = secret_environment_variables.value
+      }
+    }
   }
 
   # The schema first: new code may read a column this apply adds.
@@ -191,6 +203,7 @@ resource "google_cloudfunctions2_function" "fn" {
     google_project_service.api,
     google_spanner_database.main,
     google_secret_manager_secret_version.page_token,
+    google_secret_manager_secret_version.viewer_hash_key,
     time_sleep.function_grants,
   ]
 }

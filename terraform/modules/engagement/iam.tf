@@ -261,3 +261,37 @@ resource "google_secret_manager_secret_iam_member" "page_token" {
   role      = "roles/secretmanager.secretAccessor"
   member    = google_service_account.fn[each.key].member
 }
+
+# The key of the unique viewers' hash (VIEWER_HASH_KEY, history.ViewerHasher)
+# is generated as the page-token secret is, never in state or plans. It has
+# one version, never rotated: a new key makes every viewer a new one to the
+# sketches. Only ApplyViews, which hashes the viewers, reads it.
+ephemeral "random_password" "viewer_hash_key" {
+  length  = 64
+  special = false
+}
+
+resource "google_secret_manager_secret" "viewer_hash_key" {
+  project   = var.project_id
+  secret_id = "engagement-viewer-hash-key"
+  labels    = local.labels
+
+  replication {
+    auto {}
+  }
+
+  depends_on = [google_project_service.api]
+}
+
+resource "google_secret_manager_secret_version" "viewer_hash_key" {
+  secret                 = google_secret_manager_secret.viewer_hash_key.id
+  secret_data_wo         = ephemeral.random_password.viewer_hash_key.result
+  secret_data_wo_version = 1
+}
+
+resource "google_secret_manager_secret_iam_member" "viewer_hash_key" {
+  project   = var.project_id
+  secret_id = google_secret_manager_secret.viewer_hash_key.secret_id
+  role      = "roles/secretmanager.secretAccessor"
+  member    = google_service_account.fn["ApplyViews"].member
+}
