@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -80,7 +81,10 @@ func TLSRule(p *Plan, g *Graph) []error {
 
 // ArmorRule: every Cloud Armor policy has Adaptive Protection on and a rule
 // evaluating each of WAFRuleSets whose action refuses the request (it may
-// run in preview: docs/identity.md says why).
+// run in preview: docs/identity.md says why), placed before every enforced
+// rule that allows requests: Cloud Armor applies the first matching rule,
+// so a WAF rule after an "allow" (or a throttle's conform "allow") for all
+// addresses is never evaluated.
 func ArmorRule(p *Plan, _ *Graph) []error {
 	var errs []error
 	for _, rc := range p.ResourceChanges {
@@ -91,13 +95,31 @@ func ArmorRule(p *Plan, _ *Graph) []error {
 			errs = append(errs, fmt.Errorf("armor rule: %s has no Adaptive Protection (layer-7 DDoS defense)", rc.Address))
 		}
 		rules, _ := rc.Get("rule").([]any)
+		// The first enforced rule that lets every address through.
+		firstAllow, allowDesc := math.Inf(1), ""
+		for _, r := range rules {
+			action, _ := dig(r, "action").(string)
+			preview, _ := dig(r, "preview").(bool)
+			ranges := fmt.Sprint(dig(r, "match", 0, "config", 0, "src_ip_ranges"))
+			conform, _ := dig(r, "rate_limit_options", 0, "conform_action").(string)
+			if preview || ranges != "[*]" || !(action == "allow" || (action == "throttle" && conform == "allow")) {
+				continue
+			}
+			if prio, _ := dig(r, "priority").(float64); prio < firstAllow {
+				firstAllow, allowDesc = prio, action
+			}
+		}
 		for _, set := range WAFRuleSets {
 			found := false
 			for _, r := range rules {
 				expr, _ := dig(r, "match", 0, "expr", 0, "expression").(string)
 				action, _ := dig(r, "action").(string)
-				if strings.Contains(expr, "evaluatePreconfiguredWaf('"+set) && strings.HasPrefix(action, "deny") {
-					found = true
+				if !strings.Contains(expr, "evaluatePreconfiguredWaf('"+set) || !strings.HasPrefix(action, "deny") {
+					continue
+				}
+				found = true
+				if prio, _ := dig(r, "priority").(float64); prio >= firstAllow {
+					errs = append(errs, fmt.Errorf("armor rule: %s evaluates %s* at priority %v, after the %s rule for every address at priority %v: it is never reached", rc.Address, set, prio, allowDesc, firstAllow))
 				}
 			}
 			if !found {

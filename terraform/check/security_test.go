@@ -80,7 +80,7 @@ func TestSecurityRulesFailWhenBroken(t *testing.T) {
 			name: "TLS 1.0, no XSS rule, anonymous accounts refused but allowed, duplicate e-mails, topic retention",
 			edit: func(root string) {
 				replaceIn(t, "api.tf", `min_tls_version = "TLS_1_2"`, `min_tls_version = "TLS_1_0"`)(root)
-				replaceIn(t, "api.tf", `    "xss-v33-stable"  = { priority = 2001, description = "Cross-site scripting (OWASP CRS 3.3)." }`+"\n", "")(root)
+				replaceIn(t, "api.tf", `    "xss-v33-stable"  = { priority = 901, description = "Cross-site scripting (OWASP CRS 3.3)." }`+"\n", "")(root)
 				replaceIn(t, "identity.tf", "enabled = var.allow_anonymous_sign_in", "enabled = true")(root)
 				replaceIn(t, "identity.tf", "allow_duplicate_emails = false", "allow_duplicate_emails = true")(root)
 				replaceIn(t, "pubsub.tf", "resource \"google_pubsub_topic\" \"dead_letter\" {\n  for_each = local.dead_letter_topics\n", "resource \"google_pubsub_topic\" \"dead_letter\" {\n  for_each = local.dead_letter_topics\n\n  message_retention_duration = \"604800s\"\n")(root)
@@ -95,16 +95,18 @@ func TestSecurityRulesFailWhenBroken(t *testing.T) {
 			},
 		},
 		{
-			name: "proxy without SSL policy, no Adaptive Protection, budget only at 100%",
+			name: "proxy without SSL policy, no Adaptive Protection, SQLi rule after the throttle, budget only at 100%",
 			edit: func(root string) {
 				replaceIn(t, "api.tf", "  ssl_policy       = google_compute_ssl_policy.api.id\n", "")(root)
 				replaceIn(t, "api.tf", "      enable          = true\n", "      enable          = false\n")(root)
 				replaceIn(t, "billing.tf", "current    = [0.5, 0.9, 1.0]", "current    = [1.0]")(root)
+				replaceIn(t, "api.tf", `"sqli-v33-stable" = { priority = 900,`, `"sqli-v33-stable" = { priority = 2000,`)(root)
 			},
 			vars: []string{"-var", "billing_account=" + testBillingAccount},
 			want: []string{
 				"TLS rule: module.engagement.google_compute_target_https_proxy.api has no SSL policy of this configuration",
 				"armor rule: module.engagement.google_compute_security_policy.api has no Adaptive Protection",
+				"armor rule: module.engagement.google_compute_security_policy.api evaluates sqli-* at priority 2000, after the throttle rule for every address at priority 1000: it is never reached",
 				"budget rule: module.engagement.google_billing_budget.monthly[0] alerts on current spend at [1], want 100% and at least one threshold below it",
 			},
 		},

@@ -219,11 +219,12 @@ resource "google_compute_security_policy" "api" {
 }
 
 locals {
-  # Preconfigured WAF rule sets (Cloud Armor's names) and their priorities,
-  # after the rate limit.
+  # Preconfigured WAF rule sets (Cloud Armor's names) and their priorities:
+  # before the rate limit, whose conform action "allow" ends the evaluation
+  # of every request under the limit.
   waf_rules = {
-    "sqli-v33-stable" = { priority = 2000, description = "SQL injection (OWASP CRS 3.3)." }
-    "xss-v33-stable"  = { priority = 2001, description = "Cross-site scripting (OWASP CRS 3.3)." }
+    "sqli-v33-stable" = { priority = 900, description = "SQL injection (OWASP CRS 3.3)." }
+    "xss-v33-stable"  = { priority = 901, description = "Cross-site scripting (OWASP CRS 3.3)." }
   }
 }
 
