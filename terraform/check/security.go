@@ -134,14 +134,16 @@ func ArmorRule(p *Plan, _ *Graph) []error {
 // something (e-mail addresses unique, passwords required), and the
 // functions accept anonymous accounts exactly when Identity Platform lets
 // anyone make one, so that turning one on without the other is a choice
-// nobody made.
+// nobody made. Without a configuration here (auth_audience names another
+// project) there is nothing to compare.
 func SignInRule(p *Plan, _ *Graph) []error {
 	var errs []error
-	anonymousOn := false
+	anonymousOn, configured := false, false
 	for _, rc := range p.ResourceChanges {
 		if rc.Mode != "managed" || rc.Type != "google_identity_platform_config" {
 			continue
 		}
+		configured = true
 		if v, _ := rc.Get("sign_in", 0, "anonymous", 0, "enabled").(bool); v {
 			anonymousOn = true
 		}
@@ -153,6 +155,11 @@ func SignInRule(p *Plan, _ *Graph) []error {
 				errs = append(errs, fmt.Errorf("sign-in rule: %s lets e-mail accounts sign in without a password", rc.Address))
 			}
 		}
+	}
+	if !configured {
+		// Another project issues the tokens (auth_audience) and is
+		// configured there.
+		return errs
 	}
 	for key, rc := range p.Instances("google_cloudfunctions2_function", "fn") {
 		providers, ok := rc.Get("service_config", 0, "environment_variables", "AUTH_SIGN_IN_PROVIDERS").(string)
