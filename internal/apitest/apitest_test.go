@@ -10,7 +10,7 @@ import (
 // answer that strays from docs/openapi.yaml fails the tests that check it.
 func TestCheckRefusesWhatTheDocumentDoesNot(t *testing.T) {
 	json := http.Header{"Content-Type": {"application/json"}}
-	good := `{"reactions":[],"comments":[],"history":[],"settings":{"paused":false,"autoDeleteMonths":0}}`
+	good := `{"reactions":[],"comments":[],"history":[],"settings":{"paused":false,"autoDeleteMonths":0},"moderation":[]}`
 	if err := Check("GET", "/v1/me/export", 200, json, []byte(good)); err != nil {
 		t.Fatalf("a valid export refused: %v", err)
 	}
@@ -20,7 +20,7 @@ func TestCheckRefusesWhatTheDocumentDoesNot(t *testing.T) {
 		body         string
 	}{
 		"missing member":      {"GET", "/v1/me/export", 200, `{"reactions":[],"comments":[],"history":[]}`},
-		"bad enum":            {"GET", "/v1/me/export", 200, `{"reactions":[{"contentId":"a","reaction":"none","version":1,"updateTime":"2026-01-01T00:00:00Z"}],"comments":[],"history":[],"settings":{"paused":false,"autoDeleteMonths":0}}`},
+		"bad enum":            {"GET", "/v1/me/export", 200, `{"reactions":[{"contentId":"a","reaction":"none","version":1,"updateTime":"2026-01-01T00:00:00Z"}],"comments":[],"history":[],"settings":{"paused":false,"autoDeleteMonths":0},"moderation":[]}`},
 		"undocumented status": {"GET", "/v1/me/export", 418, `{}`},
 		"unknown path":        {"GET", "/v1/nowhere", 200, `{}`},
 		"unknown method":      {"PATCH", "/v1/me/export", 200, `{}`},
