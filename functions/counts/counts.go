@@ -29,6 +29,7 @@ import (
 
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/auth"
+	"github.com/videngage/engagement/shared/batch"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/httpx"
@@ -106,7 +107,7 @@ const MaxIDs = 50
 type handler struct {
 	Deps
 	cache        *publicCache
-	own          *counter.Batcher[counterstore.OwnQuery, counterstore.Own]
+	own          *batch.Batcher[counterstore.OwnQuery, counterstore.Own]
 	cacheControl string
 }
 
@@ -119,7 +120,7 @@ func New(d Deps) http.Handler {
 		load: d.Store.Public, maxStaleness: d.MaxStaleness, ttl: d.CacheTTL, max: d.CacheEntries, now: time.Now,
 	}}
 	if d.OwnInFlight > 0 {
-		h.own = counter.NewBatcher(counter.BatcherOptions{MaxItems: maxOwnBatch, MaxInFlight: d.OwnInFlight, Timeout: fetchTimeout}, d.Store.OwnMany)
+		h.own = batch.NewBatcher(batch.BatcherOptions{MaxItems: maxOwnBatch, MaxInFlight: d.OwnInFlight, Timeout: fetchTimeout}, d.Store.OwnMany)
 	}
 	h.cacheControl = fmt.Sprintf("public, max-age=%d", int(d.MaxAge/time.Second))
 	rt := httpx.NewRouter()

@@ -16,9 +16,9 @@ import (
 
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/auth"
+	"github.com/videngage/engagement/shared/batch"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
-	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
@@ -52,11 +52,11 @@ func init() {
 // together as one message of at most history.MaxBatch watches. One publish
 // is in flight at a time, so that the next batch gathers everything that
 // arrives meanwhile: each message is one transaction downstream.
-func Batching(cfg *config.Config) counter.GroupCommitOptions {
+func Batching(cfg *config.Config) batch.GroupCommitOptions {
 	if !cfg.History.Batching {
-		return counter.GroupCommitOptions{}
+		return batch.GroupCommitOptions{}
 	}
-	return counter.GroupCommitOptions{Batched: true, MaxBatch: history.MaxBatch, MaxInFlight: 1, Linger: cfg.History.BatchLinger}
+	return batch.GroupCommitOptions{Batched: true, MaxBatch: history.MaxBatch, MaxInFlight: 1, Linger: cfg.History.BatchLinger}
 }
 
 // rateLimiter is the per-user limit of one kind of history write, in
@@ -102,7 +102,7 @@ type Deps struct {
 	Publisher Publisher
 	// Batch groups the publishes of accepted watches (zero: one message
 	// per watch).
-	Batch  counter.GroupCommitOptions
+	Batch  batch.GroupCommitOptions
 	Tokens history.PageTokens
 	// Limiter limits the watches a user records, Deletes the deletions
 	// (of one video or a clear) and SettingsLimiter the settings changes,
@@ -120,7 +120,7 @@ type Deps struct {
 
 type handler struct {
 	Deps
-	publish *counter.GroupCommit[history.Watch, struct{}]
+	publish *batch.GroupCommit[history.Watch, struct{}]
 }
 
 // New builds the History handler.
@@ -129,7 +129,7 @@ func New(d Deps) http.Handler {
 		d.Now = time.Now
 	}
 	h := &handler{Deps: d}
-	h.publish = counter.NewGroupCommit(d.Batch, h.publishBatch)
+	h.publish = batch.NewGroupCommit(d.Batch, h.publishBatch)
 	rt := httpx.NewRouter()
 	rt.Handle("POST /v1/history", h.record)
 	rt.Handle("GET /v1/history", h.list)

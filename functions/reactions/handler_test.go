@@ -22,9 +22,9 @@ import (
 	"github.com/videngage/engagement/internal/apitest"
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/auth"
+	"github.com/videngage/engagement/shared/batch"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
-	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/pagetoken"
@@ -115,7 +115,7 @@ func newEnv(t *testing.T, perMinute int) *env {
 	pub := &faultyPublisher{next: bus.NewPublisher(clients.PubSub, cfg.PubSub.CounterTopic)}
 	t.Cleanup(pub.next.Stop)
 	limiter := &faultyLimiter{next: ratelimit.NewBigtable(clients.Bigtable, "reactions", perMinute)}
-	writer := reactionstore.NewWriter(store, pub, counter.GroupCommitOptions{Batched: true, MaxInFlight: 1}).LimitWith(limiter)
+	writer := reactionstore.NewWriter(store, pub, batch.GroupCommitOptions{Batched: true, MaxInFlight: 1}).LimitWith(limiter)
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })

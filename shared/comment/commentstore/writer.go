@@ -3,7 +3,7 @@ package commentstore
 import (
 	"context"
 
-	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/batch"
 	"github.com/videngage/engagement/shared/events"
 )
 
@@ -22,16 +22,16 @@ import (
 type Writer struct {
 	store *Store
 	pub   events.Publisher
-	posts *counter.GroupCommit[CreateRequest, CreateResult]
+	posts *batch.GroupCommit[CreateRequest, CreateResult]
 }
 
 // WriterOptions tune a Writer: Batched turns group commit of posts on.
-type WriterOptions = counter.GroupCommitOptions
+type WriterOptions = batch.GroupCommitOptions
 
 // NewWriter returns a Writer over store publishing through pub.
 func NewWriter(store *Store, pub events.Publisher, o WriterOptions) *Writer {
 	w := &Writer{store: store, pub: pub}
-	w.posts = counter.NewGroupCommit(o, w.post)
+	w.posts = batch.NewGroupCommit(o, w.post)
 	return w
 }
 

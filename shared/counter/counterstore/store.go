@@ -12,6 +12,7 @@ import (
 
 	"cloud.google.com/go/spanner"
 
+	"github.com/videngage/engagement/shared/batch"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -45,15 +46,15 @@ func ParseMode(s string) (Mode, error) {
 // mode, the benchmark's baseline, records each change in its own
 // transaction), with inFlight transactions at once, or one when db is serial
 // (the emulator runs one read-write transaction at a time).
-func WriterOptions(mode string, db *spannerdb.DB, inFlight int) (counter.GroupCommitOptions, error) {
+func WriterOptions(mode string, db *spannerdb.DB, inFlight int) (batch.GroupCommitOptions, error) {
 	m, err := ParseMode(mode)
 	if err != nil {
-		return counter.GroupCommitOptions{}, err
+		return batch.GroupCommitOptions{}, err
 	}
 	if db.Serial() {
 		inFlight = 1
 	}
-	return counter.GroupCommitOptions{Batched: m == Sharded, MaxInFlight: inFlight}, nil
+	return batch.GroupCommitOptions{Batched: m == Sharded, MaxInFlight: inFlight}, nil
 }
 
 // Table and column names (shared/topology/ddl/010_counters.sql).

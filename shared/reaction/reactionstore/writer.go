@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/batch"
 	"github.com/videngage/engagement/shared/events"
 )
 
@@ -18,7 +18,7 @@ import (
 type Writer struct {
 	store   *Store
 	pub     events.Publisher
-	sets    *counter.GroupCommit[SetRequest, SetResult]
+	sets    *batch.GroupCommit[SetRequest, SetResult]
 	limiter Limiter // nil: no limit besides the store's
 }
 
@@ -39,12 +39,12 @@ func (w *Writer) LimitWith(l Limiter) *Writer {
 }
 
 // WriterOptions tune a Writer: Batched turns group commit on.
-type WriterOptions = counter.GroupCommitOptions
+type WriterOptions = batch.GroupCommitOptions
 
 // NewWriter returns a Writer over store publishing through pub.
 func NewWriter(store *Store, pub events.Publisher, o WriterOptions) *Writer {
 	w := &Writer{store: store, pub: pub}
-	w.sets = counter.NewGroupCommit(o, w.run)
+	w.sets = batch.NewGroupCommit(o, w.run)
 	return w
 }
 

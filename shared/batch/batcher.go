@@ -1,4 +1,7 @@
-package counter
+// Package batch groups concurrent calls into batches run together (group
+// commit): a store writer's one transaction and one message for many
+// requests, and the counts' one read for many viewers. No I/O here.
+package batch
 
 import (
 	"context"
@@ -115,7 +118,7 @@ func (b *Batcher[T, R]) work() {
 func (b *Batcher[T, R]) safeRun(ctx context.Context, items []T) (res []R, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("counter.Batcher: run panicked: %v", p)
+			err = fmt.Errorf("batch.Batcher: run panicked: %v", p)
 		}
 	}()
 	return b.run(ctx, items)
@@ -134,7 +137,7 @@ func (b *Batcher[T, R]) runBatch(batch []*call[T, R]) {
 	defer cancel()
 	res, err := b.safeRun(ctx, items)
 	if err == nil && len(res) != len(items) {
-		err = fmt.Errorf("counter.Batcher: %d results for %d items", len(res), len(items))
+		err = fmt.Errorf("batch.Batcher: %d results for %d items", len(res), len(items))
 	}
 	for i, c := range batch {
 		if err != nil {
