@@ -17,8 +17,7 @@ type Reaction struct {
 	At        time.Time
 }
 
-// Params tune the detection. The defaults and the reasoning behind them are
-// in the README ("Automatic manipulation detection").
+// Params tune the detection; DefaultParams are the production settings.
 type Params struct {
 	// Window is how close in time reactions must be to count as acting
 	// together: one account's two reactions for an item pair, and two

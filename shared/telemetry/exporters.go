@@ -167,7 +167,7 @@ func export[T shutdowner](ctx context.Context, l *lazy[T], f func(T) error) erro
 // project written to. The identity needs roles/telemetry.tracesWriter and
 // roles/telemetry.metricsWriter (or roles/cloudtrace.agent and
 // roles/monitoring.metricWriter) and the project the telemetry.googleapis.com
-// API (see README, Deploy).
+// API, all of which terraform/modules/engagement sets up.
 const (
 	googleOTLPEndpoint = "telemetry.googleapis.com:443"
 	googleOTLPScope    = "https://www.googleapis.com/auth/cloud-platform"

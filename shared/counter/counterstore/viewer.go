@@ -303,9 +303,8 @@ func (s *Store) ownByKeys(ctx context.Context, plans []ownPlan) ([]Own, error) {
 	g.Go(func() error {
 		// Every pending row of each viewer, one key range a viewer: a
 		// viewer's rows not yet counted are few (the consumer deletes
-		// them as it counts them), and on the emulator one range costs
-		// far less than one a requested id (p99 55-60 against 82-92 ms
-		// in the counts benchmark). A viewer may have many while the
+		// them as it counts them), and one range costs less than a
+		// lookup a requested id. A viewer may have many while the
 		// consumer is down: past pendingRangeRows a viewer, the rows of
 		// the requested ids only.
 		limit := pendingRangeRows * len(viewers)
@@ -482,11 +481,8 @@ func keySet(ids []string) spanner.KeySet {
 
 // reactionRangeRows is how many reaction rows of each viewer a signed-in
 // read takes as one key range. Most viewers have reacted to fewer items
-// than that, and one range costs less than a lookup a requested id (on the
-// emulator, signed-in p99 36.3-52.7 ms in seven runs against 39.3-70.6 ms
-// in four with the lookups, the counts benchmark's deployed setting alone,
-// README "Counts reads"); a viewer found to hold more is read by key from
-// then on (Store.heavy).
+// than that, and one range costs less than a lookup a requested id; a
+// viewer found to hold more is read by key from then on (Store.heavy).
 var reactionRangeRows = 100
 
 // ownReactions are the viewers' reaction rows of the requested ids, and the
