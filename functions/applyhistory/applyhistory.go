@@ -39,7 +39,7 @@ func New(store Store, m *telemetry.Metrics) http.Handler {
 	return host.Push(name, m, func(ctx context.Context, msg bus.Message) error {
 		b, err := history.DecodeBatch(msg.Data)
 		if err != nil {
-			return fmt.Errorf("%w: %v", bus.ErrPoison, err)
+			return fmt.Errorf("%w: %w", bus.ErrPoison, err)
 		}
 		if err := applyAll(ctx, store, b.Watches); err != nil {
 			return fmt.Errorf("applyhistory: batch %s: %w", b.ID, err)

@@ -186,7 +186,7 @@ func httpEntry(needs Needs, build HTTPBuilder) func(http.ResponseWriter, *http.R
 	return httpx.SecurityHeaders(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h, err := l.get(r.Context(), needs, build)
 		if err != nil {
-			httpx.WriteError(w, r, fmt.Errorf("%w: %v", errs.ErrBackendUnavailable, err))
+			httpx.WriteError(w, r, errs.Unavailable("building the handler", err))
 			return
 		}
 		h.ServeHTTP(w, r)
@@ -204,7 +204,7 @@ func RegisterPush(name string, needs Needs, build PushBuilder, checks ...DeployC
 	functions.HTTP(name, func(w http.ResponseWriter, r *http.Request) {
 		h, err := l.get(r.Context(), needs, build)
 		if err != nil {
-			httpx.WriteError(w, r, fmt.Errorf("%w: %s: %v", errs.ErrBackendUnavailable, name, err))
+			httpx.WriteError(w, r, errs.Unavailable(name+": building the handler", err))
 			return
 		}
 		h.ServeHTTP(w, r)

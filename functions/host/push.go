@@ -48,7 +48,7 @@ func Push(name string, m *telemetry.Metrics, apply func(context.Context, bus.Mes
 				httpx.TooLarge("a push body of more than %d bytes", maxPushBytes))
 			return
 		case err != nil:
-			httpx.WriteError(w, r, fmt.Errorf("%w: %s: reading the push: %v", errs.ErrBackendUnavailable, name, err))
+			httpx.WriteError(w, r, errs.Unavailable(name+": reading the push", err))
 			return
 		}
 		msg, _, err := bus.DecodePush(body)
@@ -68,7 +68,7 @@ func Push(name string, m *telemetry.Metrics, apply func(context.Context, bus.Mes
 		default:
 			// Logged by WriteError with its detail; the answer says only
 			// that a redelivery is wanted.
-			httpx.WriteError(w, r, fmt.Errorf("%w: %s: message %s: %v", errs.ErrBackendUnavailable, name, msg.ID, err))
+			httpx.WriteError(w, r, errs.Unavailable(name+": message "+msg.ID, err))
 		}
 	}))
 }

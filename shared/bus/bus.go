@@ -37,14 +37,16 @@ func NewPublisher(c *pubsub.Client, topic string) *Publisher {
 	return &Publisher{p: p, topic: topic}
 }
 
-// Publish publishes one message and waits until Pub/Sub has it. A failure is
-// ErrBackendUnavailable: the caller answers 503 and the client retries.
+// Publish publishes one message and waits until Pub/Sub has it. A failure
+// wraps ErrBackendUnavailable and its cause: the caller answers 503 and the
+// client retries, since the client's own refusals (flow control, a stopped
+// publisher) are no gRPC status that errs.Transient could judge.
 func (p *Publisher) Publish(ctx context.Context, data []byte, attrs map[string]string) (string, error) {
 	ctx, attrs, end := telemetry.StartPublishSpan(ctx, p.topic, attrs)
 	id, err := p.p.Publish(ctx, &pubsub.Message{Data: data, Attributes: attrs}).Get(ctx)
 	end(id, err)
 	if err != nil {
-		return "", fmt.Errorf("%w: publish: %v", errs.ErrBackendUnavailable, err)
+		return "", errs.Unavailable("publish to "+p.topic, err)
 	}
 	n, _ := published.LoadOrStore(p.topic, new(atomic.Int64))
 	n.(*atomic.Int64).Add(1)
@@ -135,7 +137,7 @@ func DecodePush(body []byte) (Message, string, error) {
 	var d pushData
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&d); err != nil {
-		return Message{}, "", fmt.Errorf("%w: not a Pub/Sub push body: %v", ErrPoison, err)
+		return Message{}, "", fmt.Errorf("%w: not a Pub/Sub push body: %w", ErrPoison, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return Message{}, "", fmt.Errorf("%w: not a Pub/Sub push body: data after the JSON object", ErrPoison)

@@ -2,6 +2,13 @@
 // for which backend failures are worth a retry. It imports nothing of this
 // module: adapters wrap these sentinels, httpx maps them to HTTP answers, and
 // neither needs the other.
+//
+// The wrapping rule: an error is wrapped with %w, never flattened with %v,
+// so that errors.Is and errors.As see both the sentinel that decides the
+// answer and the cause beneath it. A failed backend call is wrapped with
+// Backend (transient or not, decided by Transient); a failure that must be
+// retried whatever its cause (a publish, a redelivery) with Unavailable; a
+// refusal with its sentinel first: fmt.Errorf("%w: detail: %w", sentinel, err).
 package errs
 
 import (
@@ -80,4 +87,12 @@ func Backend(op string, err error) error {
 		return fmt.Errorf("%w: %s: %w", ErrBackendUnavailable, op, err)
 	}
 	return fmt.Errorf("%s: %w", op, err)
+}
+
+// Unavailable wraps err with its operation and ErrBackendUnavailable whatever
+// the cause: for failures a retry is always the answer to, such as a publish
+// the caller must repeat or a delivery Pub/Sub must redeliver. The cause stays
+// in the chain.
+func Unavailable(op string, err error) error {
+	return fmt.Errorf("%w: %s: %w", ErrBackendUnavailable, op, err)
 }

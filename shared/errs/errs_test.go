@@ -50,3 +50,14 @@ func TestBackend(t *testing.T) {
 		t.Errorf("Backend(bug) = %v; want the cause without ErrBackendUnavailable", err)
 	}
 }
+
+func TestUnavailable(t *testing.T) {
+	bug := status.Error(codes.InvalidArgument, "message too large")
+	err := Unavailable("publish", bug)
+	if !errors.Is(err, ErrBackendUnavailable) || !errors.Is(err, bug) {
+		t.Errorf("Unavailable(bug) = %v; want it to wrap ErrBackendUnavailable and the cause", err)
+	}
+	if s, ok := status.FromError(err); !ok || s.Code() != codes.InvalidArgument {
+		t.Errorf("status.FromError(Unavailable(bug)) = %v, %v; want the cause's status through the chain", s, ok)
+	}
+}

@@ -116,7 +116,7 @@ func Decode(b []byte) (Message, error) {
 	}
 	var m Message
 	if err := json.Unmarshal(b, &m); err != nil {
-		return Message{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return Message{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if err := m.Validate(); err != nil {
 		return Message{}, err
@@ -134,7 +134,7 @@ func (m Message) Validate() error {
 	}
 	for i, e := range m.Events {
 		if err := e.Validate(); err != nil {
-			return fmt.Errorf("%w: event %d: %v", ErrInvalid, i, err)
+			return fmt.Errorf("%w: event %d: %w", ErrInvalid, i, err)
 		}
 	}
 	return nil
