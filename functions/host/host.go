@@ -27,6 +27,7 @@ import (
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/lazy"
 	"github.com/videngage/engagement/shared/spannerdb"
 	"github.com/videngage/engagement/shared/telemetry"
 )
@@ -182,9 +183,9 @@ func RegisterHTTP(name string, needs Needs, build HTTPBuilder) {
 // first use. The answer of a failed build (503) carries the security
 // headers too, as every answer does.
 func httpEntry(needs Needs, build HTTPBuilder) func(http.ResponseWriter, *http.Request) {
-	var l lazy[http.Handler]
+	l := onFirstUse(needs, build)
 	return httpx.SecurityHeaders(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h, err := l.get(r.Context(), needs, build)
+		h, err := l.Get(r.Context())
 		if err != nil {
 			httpx.WriteError(w, r, errs.Unavailable("building the handler", err))
 			return
@@ -200,9 +201,9 @@ func httpEntry(needs Needs, build HTTPBuilder) func(http.ResponseWriter, *http.R
 // function reads (CheckDeployed).
 func RegisterPush(name string, needs Needs, build PushBuilder, checks ...DeployCheck) {
 	remember(Registered{Name: name, Needs: needs, Push: build, Checks: checks})
-	var l lazy[http.Handler]
+	l := onFirstUse(needs, build)
 	functions.HTTP(name, func(w http.ResponseWriter, r *http.Request) {
-		h, err := l.get(r.Context(), needs, build)
+		h, err := l.Get(r.Context())
 		if err != nil {
 			httpx.WriteError(w, r, errs.Unavailable(name+": building the handler", err))
 			return
@@ -232,41 +233,30 @@ func All() []Registered {
 	return out
 }
 
-// lazy builds a value on first use, and again on the next use if building failed.
-type lazy[T any] struct {
-	mu    sync.Mutex
-	value T
-	done  bool
-}
-
-func (l *lazy[T]) get(ctx context.Context, needs Needs, build func(context.Context, *Clients) (T, error)) (T, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.done {
-		return l.value, nil
-	}
-	var zero T
-	cfg, err := config.FromEnv(ctx)
-	if err != nil {
-		return zero, err
-	}
-	// The clients outlive this request: build them on a context that is not
-	// cancelled when the request ends.
-	bctx := context.WithoutCancel(ctx)
-	if err := telemetry.StartInstance(bctx, cfg); err != nil {
-		return zero, err
-	}
-	c, err := New(bctx, cfg, needs)
-	if err != nil {
-		return zero, err
-	}
-	v, err := build(bctx, c)
-	if err != nil {
-		c.Close()
-		return zero, err
-	}
-	l.value, l.done = v, true
-	return v, nil
+// onFirstUse is a value built by build on first use, with the instance's
+// clients (those needs names) and telemetry, and built again on the next use
+// if building failed.
+func onFirstUse[T any](needs Needs, build func(context.Context, *Clients) (T, error)) *lazy.Value[T] {
+	return &lazy.Value[T]{Build: func(ctx context.Context) (T, error) {
+		var zero T
+		cfg, err := config.FromEnv(ctx)
+		if err != nil {
+			return zero, err
+		}
+		if err := telemetry.StartInstance(ctx, cfg); err != nil {
+			return zero, err
+		}
+		c, err := New(ctx, cfg, needs)
+		if err != nil {
+			return zero, err
+		}
+		v, err := build(ctx, c)
+		if err != nil {
+			c.Close()
+			return zero, err
+		}
+		return v, nil
+	}}
 }
 
 // Check reports whether every client that was built answers: the readiness

@@ -11,7 +11,6 @@ import (
 // A build that failed is tried again on the next use; one that succeeded is
 // kept. Needs of zero build no client, so no backend is involved.
 func TestLazyRetriesAFailedBuild(t *testing.T) {
-	var l lazy[int]
 	calls := 0
 	build := func(ctx context.Context, c *Clients) (int, error) {
 		calls++
@@ -23,11 +22,12 @@ func TestLazyRetriesAFailedBuild(t *testing.T) {
 		}
 		return 42, nil
 	}
-	if _, err := l.get(context.Background(), 0, build); err == nil {
+	l := onFirstUse(0, build)
+	if _, err := l.Get(context.Background()); err == nil {
 		t.Fatal("first get: want the build error")
 	}
 	for range 3 {
-		v, err := l.get(context.Background(), 0, build)
+		v, err := l.Get(context.Background())
 		if err != nil || v != 42 {
 			t.Fatalf("get = %d, %v; want 42", v, err)
 		}
@@ -39,9 +39,9 @@ func TestLazyRetriesAFailedBuild(t *testing.T) {
 
 // The request's cancellation must not reach clients that outlive it.
 func TestLazyBuildsOnAContextThatOutlivesTheRequest(t *testing.T) {
-	var l lazy[context.Context]
+	l := onFirstUse(0, func(ctx context.Context, _ *Clients) (context.Context, error) { return ctx, nil })
 	ctx, cancel := context.WithCancel(context.Background())
-	got, err := l.get(ctx, 0, func(ctx context.Context, _ *Clients) (context.Context, error) { return ctx, nil })
+	got, err := l.Get(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

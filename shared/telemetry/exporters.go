@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 	"time"
 
 	gcpdetector "go.opentelemetry.io/contrib/detectors/gcp"
@@ -21,6 +20,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/oauth"
+
+	"github.com/videngage/engagement/shared/lazy"
 )
 
 func newStdoutExporters(w io.Writer) (sdktrace.SpanExporter, sdkmetric.Exporter, error) {
@@ -37,121 +38,40 @@ func newStdoutExporters(w io.Writer) (sdktrace.SpanExporter, sdkmetric.Exporter,
 
 // rebuildAfter is how long an exporter that could not be built (no
 // credentials, no network) waits before the next try; what is exported in
-// between is dropped, and each failed try is logged once.
+// between is dropped, and each failed try is logged once. Building a Google
+// exporter looks for credentials and may wait on the metadata server, so it
+// is built on first use, in the background: it must neither delay nor fail a
+// function's start.
 const rebuildAfter = time.Minute
-
-// errWaiting marks an export dropped while the exporter waits to be built
-// again; it is not worth a log line of its own.
-var errWaiting = errors.New("exporter not built; waiting to try again")
-
-// errShutdown is the answer of an exporter after Shutdown.
-var errShutdown = errors.New("exporter is shut down")
 
 type shutdowner interface {
 	Shutdown(ctx context.Context) error
 }
 
-// lazy builds an exporter on first use, in the background, and again after a
-// failure (at most once per rebuildAfter). Building a Google exporter looks
-// for credentials and may wait on the metadata server; it must neither delay
-// nor fail a function's start.
-type lazy[T shutdowner] struct {
-	name  string
-	build func(context.Context) (T, error)
-
-	mu       sync.Mutex
-	value    T
-	built    bool
-	building chan struct{} // closed when the build in flight ends
-	err      error         // of the last build
-	failedAt time.Time
-	closed   bool
-}
-
-// get returns the exporter, building it if due; it waits for a build until
-// ctx ends.
-func (l *lazy[T]) get(ctx context.Context) (T, error) {
-	var zero T
-	l.mu.Lock()
-	switch {
-	case l.built:
-		v := l.value
-		l.mu.Unlock()
-		return v, nil
-	case l.closed:
-		l.mu.Unlock()
-		return zero, errShutdown
-	}
-	wait := l.building
-	if wait == nil {
-		if !l.failedAt.IsZero() && time.Since(l.failedAt) < rebuildAfter {
-			l.mu.Unlock()
-			return zero, errWaiting
-		}
-		wait = make(chan struct{})
-		l.building = wait
-		go l.run(wait)
-	}
-	l.mu.Unlock()
-	select {
-	case <-wait:
-	case <-ctx.Done():
-		return zero, fmt.Errorf("%s: still being built: %w", l.name, ctx.Err())
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.built {
-		return l.value, nil
-	}
-	if l.closed {
-		return zero, errShutdown
-	}
-	return zero, l.err
-}
-
-func (l *lazy[T]) run(done chan struct{}) {
-	// The exporter outlives the export that asked for it.
-	v, err := l.build(context.Background())
-	l.mu.Lock()
-	defer close(done)
-	defer l.mu.Unlock()
-	l.building = nil
-	switch {
-	case err != nil:
-		l.err = fmt.Errorf("%s: %w", l.name, err)
-		l.failedAt = time.Now()
-	case l.closed:
-		// Shut down while it was being built: nobody will use it.
-		go v.Shutdown(context.Background())
-	default:
-		l.value, l.built = v, true
+// lazyExporter is an exporter built by build on first use.
+func lazyExporter[T shutdowner](name string, build func(context.Context) (T, error)) *lazy.Value[T] {
+	return &lazy.Value[T]{
+		Name:       name,
+		Build:      build,
+		RetryAfter: rebuildAfter,
+		Release:    func(x T) { x.Shutdown(context.Background()) },
 	}
 }
 
-// peek returns the exporter if it has been built.
-func (l *lazy[T]) peek() (T, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.value, l.built
-}
-
-func (l *lazy[T]) shutdown(ctx context.Context) error {
-	l.mu.Lock()
-	l.closed = true
-	v, built := l.value, l.built
-	l.built = false
-	l.mu.Unlock()
+// shutdown shuts down the exporter of l if it was built.
+func shutdown[T shutdowner](ctx context.Context, l *lazy.Value[T]) error {
+	x, built := l.Close()
 	if !built {
 		return nil
 	}
-	return v.Shutdown(ctx)
+	return x.Shutdown(ctx)
 }
 
 // export runs f on the exporter, dropping the data quietly while a failed
 // build waits for its next try.
-func export[T shutdowner](ctx context.Context, l *lazy[T], f func(T) error) error {
-	v, err := l.get(ctx)
-	if errors.Is(err, errWaiting) {
+func export[T shutdowner](ctx context.Context, l *lazy.Value[T], f func(T) error) error {
+	v, err := l.Get(ctx)
+	if errors.Is(err, lazy.ErrWaiting) {
 		return nil
 	}
 	if err != nil {
@@ -186,13 +106,12 @@ func googleCredentials(ctx context.Context) (credentials.PerRPCCredentials, erro
 
 // lazySpanExporter exports spans to Google's OTLP endpoint.
 type lazySpanExporter struct {
-	l lazy[sdktrace.SpanExporter]
+	l *lazy.Value[sdktrace.SpanExporter]
 }
 
 func newLazySpanExporter(endpoint string) *lazySpanExporter {
-	return &lazySpanExporter{l: lazy[sdktrace.SpanExporter]{
-		name: "OTLP span exporter",
-		build: func(ctx context.Context) (sdktrace.SpanExporter, error) {
+	return &lazySpanExporter{l: lazyExporter("OTLP span exporter",
+		func(ctx context.Context) (sdktrace.SpanExporter, error) {
 			creds, err := googleCredentials(ctx)
 			if err != nil {
 				return nil, err
@@ -203,15 +122,14 @@ func newLazySpanExporter(endpoint string) *lazySpanExporter {
 				otlptracegrpc.WithEndpoint(endpoint),
 				otlptracegrpc.WithTLSCredentials(credentials.NewClientTLSFromCert(nil, "")),
 				otlptracegrpc.WithDialOption(grpc.WithPerRPCCredentials(creds)))
-		},
-	}}
+		})}
 }
 
 func (e *lazySpanExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
-	return export(ctx, &e.l, func(x sdktrace.SpanExporter) error { return x.ExportSpans(ctx, spans) })
+	return export(ctx, e.l, func(x sdktrace.SpanExporter) error { return x.ExportSpans(ctx, spans) })
 }
 
-func (e *lazySpanExporter) Shutdown(ctx context.Context) error { return e.l.shutdown(ctx) }
+func (e *lazySpanExporter) Shutdown(ctx context.Context) error { return shutdown(ctx, e.l) }
 
 // lazyMetricExporter exports metrics to Google's OTLP endpoint. Cloud
 // Monitoring files each as prometheus.googleapis.com/<instrument name>/<kind>
@@ -219,13 +137,12 @@ func (e *lazySpanExporter) Shutdown(ctx context.Context) error { return e.l.shut
 // cloud.region: the build detects the platform's resource attributes (the
 // metadata server gives the region) and adds them to every export.
 type lazyMetricExporter struct {
-	l lazy[sdkmetric.Exporter]
+	l *lazy.Value[sdkmetric.Exporter]
 }
 
 func newLazyMetricExporter(endpoint string, detect func(context.Context) (*resource.Resource, error)) *lazyMetricExporter {
-	return &lazyMetricExporter{l: lazy[sdkmetric.Exporter]{
-		name: "OTLP metric exporter",
-		build: func(ctx context.Context) (sdkmetric.Exporter, error) {
+	return &lazyMetricExporter{l: lazyExporter("OTLP metric exporter",
+		func(ctx context.Context) (sdkmetric.Exporter, error) {
 			res, err := detect(ctx)
 			if err != nil {
 				return nil, fmt.Errorf("detect the platform: %w", err)
@@ -245,8 +162,7 @@ func newLazyMetricExporter(endpoint string, detect func(context.Context) (*resou
 				return nil, err
 			}
 			return &withResource{Exporter: x, res: res}, nil
-		},
-	}}
+		})}
 }
 
 // detectGCP detects where the instance runs (Cloud Run, Cloud Functions,
@@ -283,14 +199,14 @@ func (e *lazyMetricExporter) Aggregation(k sdkmetric.InstrumentKind) sdkmetric.A
 }
 
 func (e *lazyMetricExporter) Export(ctx context.Context, rm *metricdata.ResourceMetrics) error {
-	return export(ctx, &e.l, func(x sdkmetric.Exporter) error { return x.Export(ctx, rm) })
+	return export(ctx, e.l, func(x sdkmetric.Exporter) error { return x.Export(ctx, rm) })
 }
 
 func (e *lazyMetricExporter) ForceFlush(ctx context.Context) error {
-	if x, ok := e.l.peek(); ok {
+	if x, ok := e.l.Peek(); ok {
 		return x.ForceFlush(ctx)
 	}
 	return nil
 }
 
-func (e *lazyMetricExporter) Shutdown(ctx context.Context) error { return e.l.shutdown(ctx) }
+func (e *lazyMetricExporter) Shutdown(ctx context.Context) error { return shutdown(ctx, e.l) }

@@ -70,7 +70,7 @@ func TestGCPExportersAreOTLP(t *testing.T) {
 		t.Errorf("endpoint %s", googleOTLPEndpoint)
 	}
 
-	se, err := newLazySpanExporter(googleOTLPEndpoint).l.build(ctx)
+	se, err := newLazySpanExporter(googleOTLPEndpoint).l.Build(ctx)
 	if err != nil {
 		t.Fatalf("span exporter: %v", err)
 	}
@@ -81,7 +81,7 @@ func TestGCPExportersAreOTLP(t *testing.T) {
 		t.Errorf("span exporter shutdown: %v", err)
 	}
 
-	me, err := newLazyMetricExporter(googleOTLPEndpoint, fakeRegion("europe-west1")).l.build(ctx)
+	me, err := newLazyMetricExporter(googleOTLPEndpoint, fakeRegion("europe-west1")).l.Build(ctx)
 	if err != nil {
 		t.Fatalf("metric exporter: %v", err)
 	}
@@ -105,7 +105,7 @@ func TestGCPExportersAreOTLP(t *testing.T) {
 // rather than sending points that would be refused.
 func TestGCPMetricExporterNeedsRegion(t *testing.T) {
 	useServiceAccountKey(t)
-	_, err := newLazyMetricExporter(googleOTLPEndpoint, fakeRegion("")).l.build(context.Background())
+	_, err := newLazyMetricExporter(googleOTLPEndpoint, fakeRegion("")).l.Build(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "cloud.region") {
 		t.Fatalf("build without a region: %v", err)
 	}
@@ -114,10 +114,10 @@ func TestGCPMetricExporterNeedsRegion(t *testing.T) {
 func TestGCPExportersWithoutCredentials(t *testing.T) {
 	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", filepath.Join(t.TempDir(), "missing.json"))
 	ctx := context.Background()
-	if _, err := newLazySpanExporter(googleOTLPEndpoint).l.build(ctx); err == nil || !strings.Contains(err.Error(), "application default credentials") {
+	if _, err := newLazySpanExporter(googleOTLPEndpoint).l.Build(ctx); err == nil || !strings.Contains(err.Error(), "application default credentials") {
 		t.Errorf("span exporter without credentials: %v", err)
 	}
-	if _, err := newLazyMetricExporter(googleOTLPEndpoint, fakeRegion("europe-west1")).l.build(ctx); err == nil || !strings.Contains(err.Error(), "application default credentials") {
+	if _, err := newLazyMetricExporter(googleOTLPEndpoint, fakeRegion("europe-west1")).l.Build(ctx); err == nil || !strings.Contains(err.Error(), "application default credentials") {
 		t.Errorf("metric exporter without credentials: %v", err)
 	}
 }
