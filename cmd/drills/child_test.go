@@ -23,7 +23,7 @@ import (
 	applyviewsfn "github.com/videngage/engagement/functions/applyviews"
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/config"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
@@ -146,7 +146,7 @@ type counterProbe struct {
 	inner applycountersfn.Store
 }
 
-func (p *counterProbe) Apply(ctx context.Context, evs []events.Event) (counterstore.ApplyStats, error) {
+func (p *counterProbe) Apply(ctx context.Context, evs []events.Event) (counter.ApplyStats, error) {
 	call := p.calls.Add(1)
 	l := probeLine{Function: p.function, Call: call}
 	for _, e := range evs {

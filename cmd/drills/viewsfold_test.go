@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/videngage/engagement/cmd/soak/workload"
-	"github.com/videngage/engagement/functions/rollup"
+	rollupfn "github.com/videngage/engagement/functions/rollup"
 	"github.com/videngage/engagement/shared/bus"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/views"
 	"github.com/videngage/engagement/shared/views/viewstore"
@@ -93,12 +93,12 @@ func (p *foldProbe) List(ctx context.Context, lo, hi, limit int) ([]views.Batch,
 	return bs, nil
 }
 
-func (p *foldProbe) Apply(ctx context.Context, evs []events.Event) (counterstore.ApplyStats, error) {
+func (p *foldProbe) Apply(ctx context.Context, evs []events.Event) (counter.ApplyStats, error) {
 	p.mu.Lock()
 	dying := p.dying
 	p.mu.Unlock()
 	if dying == "before" {
-		return counterstore.ApplyStats{}, errFoldGone
+		return counter.ApplyStats{}, errFoldGone
 	}
 	return p.counters.Apply(ctx, evs)
 }

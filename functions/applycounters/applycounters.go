@@ -13,6 +13,7 @@ import (
 
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/bus"
+	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -37,7 +38,7 @@ func Build(c *host.Clients) (*counterstore.Store, error) {
 
 // Store applies events.
 type Store interface {
-	Apply(ctx context.Context, evs []events.Event) (counterstore.ApplyStats, error)
+	Apply(ctx context.Context, evs []events.Event) (counter.ApplyStats, error)
 }
 
 // New returns the event function's push handler (host.Push). It asks for a

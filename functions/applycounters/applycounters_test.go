@@ -10,7 +10,6 @@ import (
 	"github.com/videngage/engagement/internal/pushtest"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/history"
 )
@@ -20,9 +19,9 @@ type fakeStore struct {
 	err error
 }
 
-func (f *fakeStore) Apply(_ context.Context, evs []events.Event) (counterstore.ApplyStats, error) {
+func (f *fakeStore) Apply(_ context.Context, evs []events.Event) (counter.ApplyStats, error) {
 	f.got = append(f.got, evs)
-	return counterstore.ApplyStats{Applied: len(evs)}, f.err
+	return counter.ApplyStats{Applied: len(evs)}, f.err
 }
 
 // push delivers a message of data to h and returns what Pub/Sub does with it.

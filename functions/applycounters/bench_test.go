@@ -9,7 +9,6 @@ import (
 	"github.com/videngage/engagement/internal/pushtest"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
 )
 
@@ -49,6 +48,6 @@ func BenchmarkConsumeHotMessage(b *testing.B) {
 
 type discard struct{}
 
-func (discard) Apply(_ context.Context, evs []events.Event) (counterstore.ApplyStats, error) {
-	return counterstore.ApplyStats{Applied: len(evs)}, nil
+func (discard) Apply(_ context.Context, evs []events.Event) (counter.ApplyStats, error) {
+	return counter.ApplyStats{Applied: len(evs)}, nil
 }

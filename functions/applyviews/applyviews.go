@@ -88,7 +88,7 @@ type (
 	}
 	// Counters applies counter events idempotently.
 	Counters interface {
-		Apply(ctx context.Context, evs []events.Event) (counterstore.ApplyStats, error)
+		Apply(ctx context.Context, evs []events.Event) (counter.ApplyStats, error)
 	}
 	// Views takes the view events of the watches a batch owns: staged for
 	// the rollup's fold (viewstore.Staging) or counted at once (Direct).

@@ -10,7 +10,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/events"
 )
 
@@ -31,7 +31,7 @@ type Staging interface {
 
 // Counters counts events idempotently (counterstore.Store).
 type Counters interface {
-	Apply(ctx context.Context, evs []events.Event) (counterstore.ApplyStats, error)
+	Apply(ctx context.Context, evs []events.Event) (counter.ApplyStats, error)
 }
 
 // Limits of one fold.

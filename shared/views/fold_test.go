@@ -51,9 +51,9 @@ type deadBeforeCommit struct {
 	dead bool
 }
 
-func (d *deadBeforeCommit) Apply(ctx context.Context, evs []events.Event) (counterstore.ApplyStats, error) {
+func (d *deadBeforeCommit) Apply(ctx context.Context, evs []events.Event) (counter.ApplyStats, error) {
 	if d.dead {
-		return counterstore.ApplyStats{}, errGone
+		return counter.ApplyStats{}, errGone
 	}
 	return d.Counters.Apply(ctx, evs)
 }

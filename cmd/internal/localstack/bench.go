@@ -29,6 +29,7 @@ import (
 	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/config"
+	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
@@ -218,7 +219,7 @@ type countingStore struct {
 	likes *atomic.Int64
 }
 
-func (c countingStore) Apply(ctx context.Context, evs []events.Event) (counterstore.ApplyStats, error) {
+func (c countingStore) Apply(ctx context.Context, evs []events.Event) (counter.ApplyStats, error) {
 	s, err := c.Store.Apply(ctx, evs)
 	c.likes.Add(s.Counted.Likes)
 	return s, err

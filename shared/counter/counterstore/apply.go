@@ -11,17 +11,6 @@ import (
 	"github.com/videngage/engagement/shared/events"
 )
 
-// ApplyStats says what one Apply did.
-type ApplyStats struct {
-	Applied    int // events counted now
-	Duplicates int // events already counted (redelivery, replay, re-publish)
-	Counters   int // counter rows written
-	Commits    int // read-write transactions
-	// Counted is the deltas counted now, summed over the counters (an
-	// outbox row's sum of many changes included whole).
-	Counted counter.Values
-}
-
 // Apply counts events idempotently. An outbox event counts iff its
 // PendingDeltas rows still exist, and counting deletes them (a whole outbox
 // batch in one range delete, see takeOutbox); any other event
@@ -33,10 +22,10 @@ type ApplyStats struct {
 // Sharded mode counts the whole batch in one transaction: the deltas are
 // summed per counter and each counter gets one write, on one random shard.
 // Naive mode counts each event in its own transaction on the snapshot row.
-func (s *Store) Apply(ctx context.Context, evs []events.Event) (ApplyStats, error) {
+func (s *Store) Apply(ctx context.Context, evs []events.Event) (counter.ApplyStats, error) {
 	evs = uniqueEvents(evs)
 	if s.mode == Naive {
-		var total ApplyStats
+		var total counter.ApplyStats
 		for _, e := range evs {
 			st, err := s.applyTx(ctx, []events.Event{e}, false)
 			if err != nil {
@@ -69,10 +58,10 @@ func uniqueEvents(evs []events.Event) []events.Event {
 	return out
 }
 
-func (s *Store) applyTx(ctx context.Context, evs []events.Event, sharded bool) (ApplyStats, error) {
-	var st ApplyStats
+func (s *Store) applyTx(ctx context.Context, evs []events.Event, sharded bool) (counter.ApplyStats, error) {
+	var st counter.ApplyStats
 	_, err := s.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
-		st = ApplyStats{}
+		st = counter.ApplyStats{}
 		var ms []*spanner.Mutation
 		sums := map[string]counter.Values{}
 		viewers := map[string][]uint64{}
@@ -160,7 +149,7 @@ func (s *Store) applyTx(ctx context.Context, evs []events.Event, sharded bool) (
 		return tx.BufferWrite(ms)
 	})
 	if err != nil {
-		return ApplyStats{}, fmt.Errorf("counterstore.Apply: %w", err)
+		return counter.ApplyStats{}, fmt.Errorf("counterstore.Apply: %w", err)
 	}
 	return st, nil
 }

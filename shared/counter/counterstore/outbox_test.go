@@ -53,7 +53,7 @@ func (w outboxWorld) record(t *testing.T, key string, n int, batched bool) []eve
 }
 
 // apply applies evs and returns the stats and the row writes of PendingDeltas.
-func (w outboxWorld) apply(t *testing.T, evs []events.Event) (counterstore.ApplyStats, int64) {
+func (w outboxWorld) apply(t *testing.T, evs []events.Event) (counter.ApplyStats, int64) {
 	t.Helper()
 	before := spannerdb.WritesByTable()["PendingDeltas"]
 	st, err := w.cs.Apply(context.Background(), evs)

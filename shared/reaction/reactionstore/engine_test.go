@@ -105,9 +105,9 @@ func (w *world) set(t *testing.T, user, content string, to reaction.Kind) reacti
 }
 
 // deliver applies messages as the consumer would.
-func (w *world) deliver(t *testing.T, msgs [][]events.Event) counterstore.ApplyStats {
+func (w *world) deliver(t *testing.T, msgs [][]events.Event) counter.ApplyStats {
 	t.Helper()
-	var total counterstore.ApplyStats
+	var total counter.ApplyStats
 	for _, m := range msgs {
 		st, err := w.cs.Apply(context.Background(), m)
 		if err != nil {
