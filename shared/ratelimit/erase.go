@@ -11,7 +11,7 @@ import (
 // NewBigtable): the account erasure deletes each kind's rows of the user. A
 // kind counted but not listed here keeps its rows until the family's GC (an
 // hour).
-var Kinds = []string{"history", "reactions"}
+var Kinds = []string{"history", "history-delete", "history-settings", "reactions", "comment-delete"}
 
 // EraseUser deletes the user's rows of every kind in rate_limits: one
 // prefix scan per kind (a user has at most one row a minute of the last
