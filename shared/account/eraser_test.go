@@ -469,7 +469,7 @@ func TestEraserResumes(t *testing.T) {
 	w2 := newWorld(t)
 	s2 := w2.seed(t, "ann", "bob")
 	w2.request(t, "ann")
-	w2.pub.setFail(errs.Backend("publish", errors.New("pubsub down")))
+	w2.pub.setFail(errs.Unavailable("publish", errors.New("pubsub down")))
 	if _, err := w2.eraser(0, time.Hour).Run(ctx, "ann"); err == nil {
 		t.Fatal("Run with the publisher down: no error")
 	}
@@ -509,7 +509,7 @@ type failingRecords struct {
 func (f *failingRecords) Step(ctx context.Context, userID string, phase account.Phase, add account.Figures, advance bool) (account.Erasure, error) {
 	if phase == account.Comments && !f.failed {
 		f.failed = true
-		return account.Erasure{}, errs.Backend("step", errors.New("instance killed"))
+		return account.Erasure{}, errs.Unavailable("step", errors.New("instance killed"))
 	}
 	return f.Records.Step(ctx, userID, phase, add, advance)
 }
