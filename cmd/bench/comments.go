@@ -43,7 +43,6 @@ type commentsOptions struct {
 	spam        int
 	sweep       int
 	concurrency int
-	mode        string
 	timeout     time.Duration
 }
 
@@ -62,8 +61,7 @@ func runCommentsBench(ctx context.Context, es *emulators.Stack, o commentsOption
 	}
 	defer srv.Close()
 	cfg, teardown, err := localstack.Provision(ctx, es, srv, fmt.Sprintf("bench-comments-%d", os.Getpid()), map[string]string{
-		"COUNTER_MODE": o.mode,
-		"RATE_LIMITS":  "off", // one bench user posts far more than 10 a minute
+		"RATE_LIMITS": "off", // one bench user posts far more than 10 a minute
 	})
 	if err != nil {
 		return err
@@ -74,7 +72,7 @@ func runCommentsBench(ctx context.Context, es *emulators.Stack, o commentsOption
 		return err
 	}
 	defer st.Close()
-	fmt.Fprintf(os.Stderr, "bench: comments: %d comments on one video, %d clients, %s counters…\n", o.comments, o.concurrency, o.mode)
+	fmt.Fprintf(os.Stderr, "bench: comments: %d comments on one video, %d clients…\n", o.comments, o.concurrency)
 	return runComments(ctx, st, o)
 }
 
@@ -257,7 +255,7 @@ func runComments(ctx context.Context, st *commentsStack, o commentsOptions) erro
 	}
 
 	n := float64(o.comments)
-	fmt.Printf("\nComments on the local stack (emulators, one process, 2 cores): %s counters, %d clients\n\n", o.mode, o.concurrency)
+	fmt.Printf("\nComments on the local stack (emulators, one process, 2 cores): %d clients\n\n", o.concurrency)
 	fmt.Printf("1. one hot video, %d comments\n", o.comments)
 	fmt.Printf("   accepted (HTTP 201)                       %8.0f comments/s  (%.2f s, %d retries)\n", n/acceptedIn.Seconds(), acceptedIn.Seconds(), retries.Load())
 	fmt.Printf("   counted end to end (exact count reached)  %8.0f comments/s  (%.2f s)\n", n/countedIn.Seconds(), countedIn.Seconds())
@@ -282,20 +280,18 @@ func runComments(ctx context.Context, st *commentsStack, o commentsOptions) erro
 	if !exact {
 		return errors.New("the final count is not exact")
 	}
-	if o.mode == "sharded" {
-		per := func(x int64) float64 { return float64(x) * 1000 / n }
-		record("comment.cpu_us", float64((cpu / time.Duration(n)).Microseconds()), "µs",
-			"process CPU per hot-video comment until counted: Comments, ApplyCounters, Rollup and the benchmark's own clients in one process (an upper bound)")
-		record("comment.spanner_commits_per_1000", per(after.Commits-before.Commits), "commits", "Spanner read-write commits per 1,000 comments (posts, consumer, folds)")
-		record("comment.spanner_row_writes_per_1000", per(after.RowWrites-before.RowWrites), "rows", "Spanner row writes (mutations) per 1,000 comments")
-		record("comment.spanner_reads_per_1000", per(after.ReadRPCs-before.ReadRPCs), "calls", "Spanner read and query calls per 1,000 comments")
-		record("comment.messages_per_1000", per(m1-m0), "messages", "Pub/Sub messages published per 1,000 comments")
-		record("comment.message_bytes_per_1000", per(b1-b0), "bytes", "Pub/Sub message data published per 1,000 comments")
-		record("comment.clients", float64(o.concurrency), "clients", "concurrent clients of the comments run")
-		record("comment.accepted_per_s", n/acceptedIn.Seconds(), "comments/s", "comments answered 201 per second, one serving process")
-		record("comment.push_ms", float64(pushTime.Microseconds())/1000, "ms", "time ApplyCounters held a counter message of the run (one push at a time)")
-		record("comment.counted_per_s", n/countedIn.Seconds(), "comments/s", "comments counted end to end per second, one ApplyCounters taking one push at a time")
-	}
+	per := func(x int64) float64 { return float64(x) * 1000 / n }
+	record("comment.cpu_us", float64((cpu / time.Duration(n)).Microseconds()), "µs",
+		"process CPU per hot-video comment until counted: Comments, ApplyCounters, Rollup and the benchmark's own clients in one process (an upper bound)")
+	record("comment.spanner_commits_per_1000", per(after.Commits-before.Commits), "commits", "Spanner read-write commits per 1,000 comments (posts, consumer, folds)")
+	record("comment.spanner_row_writes_per_1000", per(after.RowWrites-before.RowWrites), "rows", "Spanner row writes (mutations) per 1,000 comments")
+	record("comment.spanner_reads_per_1000", per(after.ReadRPCs-before.ReadRPCs), "calls", "Spanner read and query calls per 1,000 comments")
+	record("comment.messages_per_1000", per(m1-m0), "messages", "Pub/Sub messages published per 1,000 comments")
+	record("comment.message_bytes_per_1000", per(b1-b0), "bytes", "Pub/Sub message data published per 1,000 comments")
+	record("comment.clients", float64(o.concurrency), "clients", "concurrent clients of the comments run")
+	record("comment.accepted_per_s", n/acceptedIn.Seconds(), "comments/s", "comments answered 201 per second, one serving process")
+	record("comment.push_ms", float64(pushTime.Microseconds())/1000, "ms", "time ApplyCounters held a counter message of the run (one push at a time)")
+	record("comment.counted_per_s", n/countedIn.Seconds(), "comments/s", "comments counted end to end per second, one ApplyCounters taking one push at a time")
 	return nil
 }
 

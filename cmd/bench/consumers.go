@@ -74,7 +74,7 @@ func runConsumersBench(ctx context.Context, es *emulators.Stack, o consumersOpti
 		return err
 	}
 	defer srv.Close()
-	cfg, teardown, err := localstack.Provision(ctx, es, srv, "bench-consumers", map[string]string{"VIEWS_COUNTING": "folded"})
+	cfg, teardown, err := localstack.Provision(ctx, es, srv, "bench-consumers", nil)
 	if err != nil {
 		return err
 	}

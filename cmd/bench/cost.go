@@ -22,19 +22,12 @@ type configuration struct {
 	env  map[string]string
 }
 
-// configurations are compared side by side. "sharded-before" is the sharded
-// engine as it was before the reaction hot path was trimmed: each outbox row
-// deleted on its own, the reaction rate limit read and written in Spanner,
-// every token verified with RSA. Per-user rate limits are on in every
-// column (the production setting; each user reacts once, far under it).
+// configurations are compared side by side: the deployed engine. Per-user
+// rate limits are on (the production setting; each user reacts once, far
+// under it). The engines it replaced are retired
+// (docs/decisions/retired-baselines.md).
 var configurations = []configuration{
-	{"naive", map[string]string{
-		"COUNTER_MODE": "naive", "COUNTER_OUTBOX_DELETE": "row", "REACTION_RATE_LIMIT_STORE": "spanner", "AUTH_TOKEN_CACHE": "0",
-	}},
-	{"sharded-before", map[string]string{
-		"COUNTER_MODE": "sharded", "COUNTER_OUTBOX_DELETE": "row", "REACTION_RATE_LIMIT_STORE": "spanner", "AUTH_TOKEN_CACHE": "0",
-	}},
-	{"sharded", map[string]string{"COUNTER_MODE": "sharded"}},
+	{"sharded", nil},
 }
 
 // cost is the work of one hot-item run per 1,000 reactions.

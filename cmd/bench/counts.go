@@ -2,9 +2,8 @@ package main
 
 // The counts read benchmark: GET /v1/counts (public) and GET /v1/me/counts
 // (signed in), 50 ids a request, concurrent readers, with the instance cache
-// and shared reads off ("before": every request reads Spanner itself, and a
-// signed-in read is one strong query of every counter) and on ("after"), in
-// one world, side by side. Hot ids are being liked all through the run (so
+// and shared reads off ("no cache": every request reads Spanner itself) and
+// on ("after"), in one world, side by side. Hot ids are being liked all through the run (so
 // their counters keep moving), cold ones are not.
 
 import (
@@ -41,7 +40,7 @@ var (
 	countsWrites    = flag.Int("counts-writes", 10, "counts benchmark: likes per second on the hot ids during the reads")
 	countsOnly      = flag.Bool("counts-only", false, "run only the counts read benchmark")
 	countsRounds    = flag.Int("counts-rounds", 4, "counts benchmark: rounds in which the settings take turns")
-	countsOnlyThese = flag.String("counts-settings", "", `counts benchmark: the settings to measure, comma-separated ("before", "one query", "by key", "after"; default all)`)
+	countsOnlyThese = flag.String("counts-settings", "", `counts benchmark: the settings to measure, comma-separated ("no cache", "by key", "after"; default all)`)
 	countsInFlight  = flag.String("counts-own-in-flight", "", "counts benchmark: COUNTS_OWN_IN_FLIGHT of the \"after\" column (default: the configuration's)")
 	sessionClients  = flag.Int("counts-session-clients", 64, "counts benchmark, read after write: concurrent clients, each reading its counts right after its own write (0: skip)")
 	sessionRequests = flag.Int("counts-session-requests", 1280, "counts benchmark, read after write: measured reads per side (with and without the Session-Token)")
@@ -49,8 +48,8 @@ var (
 )
 
 // countingStore counts the Spanner reads of one Counts handler: each Public
-// call is one query, each OwnMany call one read of its callers' rows (one
-// query, or two round trips of key reads however many callers it serves).
+// call is one query, each OwnMany call one read of its callers' rows (two
+// round trips of key reads however many callers it serves).
 type countingStore struct {
 	countsfn.Store
 	queries atomic.Int64
@@ -84,13 +83,13 @@ type readResult struct {
 	failed       int // answers other than 200 (503 when Spanner is too slow)
 }
 
-// The settings, side by side: "before" reads Spanner for every request,
-// a signed-in one in one SQL query of every counter; "one query" holds the
+// The settings, side by side: "no cache" reads Spanner for every request, a
+// signed-in caller's rows by key, each request alone; "by key" holds the
 // public counts in the instance and reads a signed-in caller's rows and the
-// moved counters in one strong SQL query; "by key" reads those by key
-// (counterstore.Store.OwnMany), each request alone; "after" reads them by
-// key, the concurrent signed-in requests together (COUNTS_OWN_IN_FLIGHT).
-var countsSettings = []string{"before", "one query", "by key", "after"}
+// moved counters by key (counterstore.Store.OwnMany), each request alone;
+// "after" reads them by key, the concurrent signed-in requests together
+// (COUNTS_OWN_IN_FLIGHT).
+var countsSettings = []string{"no cache", "by key", "after"}
 
 // selectedSettings are the settings -counts-settings names, in the order of
 // countsSettings.
@@ -137,19 +136,15 @@ func countsReadBench(ctx context.Context, es *emulators.Stack, cpuProfile string
 	defer teardown()
 	stores := map[string]*countingStore{}
 	s, err := newStack(ctx, cfg, srv, func(st *localstack.Stack, mux *http.ServeMux) error {
-		// One code path, four settings: the cache TTL 0 turns the instance
+		// One code path, three settings: the cache TTL 0 turns the instance
 		// cache and the shared reads off, OwnInFlight 0 the batched reads.
-		oneQuery := counterstore.New(spannerdb.Wrap(st.Clients.Spanner, cfg), counterstore.Options{OneQuery: true})
 		for _, name := range countsSettings {
 			d, err := countsfn.Build(st.Clients)
 			if err != nil {
 				return err
 			}
 			cs := &countingStore{Store: st.Counters}
-			if name == "before" || name == "one query" {
-				cs.Store = oneQuery
-			}
-			if name == "before" {
+			if name == "no cache" {
 				d.CacheTTL = 0
 			}
 			if name != "after" {
@@ -312,8 +307,7 @@ func countsReadBench(ctx context.Context, es *emulators.Stack, cpuProfile string
 	fmt.Printf("\nCounts reads on the local stack: 50 ids a request (10 of %d hot ids, liked %d/s during the reads; 40 of %d cold),\n%d concurrent readers, %d measured requests per phase, 2 cores\n\n",
 		len(hot), *countsWrites, len(cold), *countsReaders, *countsRequests)
 	labels := map[string]string{
-		"before": "before (no instance cache)", "one query": fmt.Sprintf("cache %v, own: 1 query", cfg.HTTP.CountsCacheTTL),
-		"by key": "cache, own by key, alone", "after": fmt.Sprintf("after (%d reads in flight)", cfg.HTTP.CountsOwnInFlight),
+		"no cache": "no instance cache", "by key": fmt.Sprintf("cache %v, own by key, alone", cfg.HTTP.CountsCacheTTL), "after": fmt.Sprintf("after (%d reads in flight)", cfg.HTTP.CountsOwnInFlight),
 	}
 	fmt.Printf("%-44s", "")
 	for _, name := range settings {
@@ -338,14 +332,13 @@ func countsReadBench(ctx context.Context, es *emulators.Stack, cpuProfile string
 		fmt.Printf(" %24s", ms(fresh[name][0])+" / "+ms(fresh[name][1]))
 	}
 	fmt.Println()
-	b, a := results["false before"], results["false after"]
+	b, a := results["false no cache"], results["false after"]
 	if a.per1000 > 0 {
 		fmt.Printf("\nanonymous: %.0f× fewer Spanner queries per read with the instance cache\n", b.per1000/a.per1000)
 	}
-	q, k, a := results["true one query"], results["true by key"], results["true after"]
+	k, a := results["true by key"], results["true after"]
 	if k.p99 > 0 && a.p99 > 0 {
-		fmt.Printf("signed in: p99 %.1f× lower reading the caller's rows by key than in one query, %.1f× lower again reading concurrent callers' rows together\n",
-			float64(q.p99)/float64(k.p99), float64(k.p99)/float64(a.p99))
+		fmt.Printf("signed in: p99 %.1f× lower reading concurrent callers' rows together than each alone\n", float64(k.p99)/float64(a.p99))
 	}
 	fmt.Printf("hot-id likes accepted during the reads: %d (errors %d)\n", written.Load(), writeErrs.Load())
 	if *sessionClients > 0 {

@@ -1,8 +1,5 @@
 // Command bench measures the counter engine on the local stack (the Google
-// Cloud emulators): the same functions run once in naive mode (each event its
-// own transaction on one counter row, one message per reaction) and once in
-// the sharded, batched mode, and the issue's four figures are printed side by
-// side:
+// Cloud emulators), the functions as deployed (sharded, batched):
 //
 //  1. hot item: reactions/s accepted, and applied end to end
 //     (HTTP → Pub/Sub → Spanner), with the final count checked exact;
@@ -21,7 +18,7 @@
 // ApplyCounters' and ApplyViews' push handlers at 1 and more pushes in
 // flight.
 //
-// Usage: go run ./cmd/bench [-only <configurations>,views,comments,consumers] [-reactions 1000] [-concurrency 64] [-watches 20000] [-watchers 64] [-more-watchers 256] [-views-baseline=false] [-comments 12000] [-spam 10000] [-sweep 1000] [-comments-mode sharded] [-consumer-messages 400] [-consumer-levels 1,4,16,64] [-consumer-out docs/benchmarks/consumers.md]
+// Usage: go run ./cmd/bench [-only <configurations>,views,comments,consumers] [-reactions 1000] [-concurrency 64] [-watches 20000] [-watchers 64] [-more-watchers 256] [-views-baseline=false] [-comments 12000] [-spam 10000] [-sweep 1000] [-consumer-messages 400] [-consumer-levels 1,4,16,64] [-consumer-out docs/benchmarks/consumers.md]
 package main
 
 import (
@@ -79,7 +76,7 @@ func realMain(ctx context.Context) error {
 	flag.IntVar(&vo.watches, "watches", 20000, "views benchmark: distinct watches of the hot video per mode")
 	flag.IntVar(&vo.watchers, "watchers", 64, "views benchmark: concurrent clients")
 	flag.IntVar(&vo.moreWatchers, "more-watchers", 256, "views benchmark: concurrent clients of the second pair of batched runs (0: none)")
-	flag.BoolVar(&vo.baseline, "views-baseline", true, "views benchmark: run the per-watch path (HISTORY_BATCHING=off) first")
+	flag.BoolVar(&vo.baseline, "views-baseline", true, "views benchmark: run the per-watch path (no group commit) first")
 	flag.IntVar(&vo.retryOne, "retry-one", 10, "views benchmark: one watch in this many is sent twice (a client's retry)")
 	flag.IntVar(&vo.store, "store-viewers", 100000, "distinct viewers through the counter store")
 	flag.IntVar(&vo.sketch, "sketch-viewers", 1000000, "distinct viewers through the sketch alone")
@@ -88,7 +85,6 @@ func realMain(ctx context.Context) error {
 	flag.IntVar(&co.comments, "comments", 12000, "comments benchmark: comments posted on the hot video")
 	flag.IntVar(&co.spam, "spam", 10000, "comments benchmark: of which marked as spam afterwards")
 	flag.IntVar(&co.sweep, "sweep", 1000, "comments benchmark: comment ids per spam call (at most 1,000)")
-	flag.StringVar(&co.mode, "comments-mode", "sharded", `comments benchmark: COUNTER_MODE, "sharded" or "naive"`)
 	flag.DurationVar(&co.timeout, "comments-timeout", 5*time.Minute, "comments benchmark: give up waiting for the counts after this long")
 	var cso consumersOptions
 	flag.IntVar(&cso.messages, "consumer-messages", 400, "consumers benchmark: pushes per function and level")
@@ -445,12 +441,7 @@ func printTable(w io.Writer, o options, rs []result) {
 	row("1. hot item: reactions/s accepted (HTTP 200)", func(r result) string { return fmt.Sprintf("%.0f", r.accepted) })
 	row("   reactions/s applied end to end", func(r result) string { return fmt.Sprintf("%.0f", r.applied) })
 	row("   final count exact", func(r result) string { return fmt.Sprintf("%v (%d)", r.exact, r.final) })
-	row("   shard count of the hot item after the run", func(r result) string {
-		if r.mode == "naive" {
-			return "1 row"
-		}
-		return fmt.Sprint(r.shards)
-	})
+	row("   shard count of the hot item after the run", func(r result) string { return fmt.Sprint(r.shards) })
 	row("2. Spanner rw commits per 1,000 reactions", func(r result) string { return fmt.Sprintf("%.0f", r.commitsPer1000) })
 	row("   Pub/Sub messages per 1,000 reactions", func(r result) string { return fmt.Sprintf("%.0f", r.messagesPer1000) })
 	row("   events per message", func(r result) string { return fmt.Sprintf("%.1f", r.eventsPerMessage) })
@@ -458,7 +449,4 @@ func printTable(w io.Writer, o options, rs []result) {
 	row("   Spanner reads per request", func(r result) string { return fmt.Sprintf("%.2f", r.readsPerRequest) })
 	row("4. freshness (write → anonymous count): p50 / p99", func(r result) string { return ms(r.freshP50) + " / " + ms(r.freshP99) })
 	costRows(rs, row)
-	if len(rs) >= 2 && rs[0].applied > 0 {
-		fmt.Fprintf(w, "\nend-to-end gain: %.1f× the first column\n", rs[len(rs)-1].applied/rs[0].applied)
-	}
 }

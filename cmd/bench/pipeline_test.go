@@ -284,7 +284,7 @@ func TestViewsFromHistoryEvents(t *testing.T) {
 	t.Cleanup(srv.Close)
 	cfg := emulatortest.New(t, emulatortest.WithPushEndpoint(srv.PushEndpoint))
 	ctx := context.Background()
-	st, closeStack, err := newViewsStack(ctx, cfg, srv)
+	st, closeStack, err := newViewsStack(ctx, cfg, srv, deployed)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,9 +3,11 @@ package main
 // The views benchmark: watches recorded through the public API on one hot
 // video, counted end to end (POST /v1/history → Pub/Sub → ApplyViews →
 // Spanner), once with each watch its own message and its own transaction
-// (HISTORY_BATCHING=off, the path before batching), then batched, each batch
-// counted in a transaction of its own (VIEWS_COUNTING=direct) and staged in
-// Bigtable for the views fold (folded), at two client counts; then the
+// (the path before batching, rebuilt here: History with no group commit and
+// ApplyViews counting each batch at once), then batched, each batch counted
+// in a transaction of its own ("direct", rebuilt here too) and staged in
+// Bigtable for the views fold ("folded", the deployed path), at two client
+// counts; then the
 // precision of uniqueViewers at one viewer a watch (the same run, through the
 // API), 100,000 (through the counter store: shards, fold, read) and
 // 1,000,000 (the sketch code alone), with the bytes a sketch takes.
@@ -29,6 +31,7 @@ import (
 	historyfn "github.com/videngage/engagement/functions/history"
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/internal/emulators"
+	"github.com/videngage/engagement/shared/batch"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
@@ -48,7 +51,7 @@ type viewsOptions struct {
 	// moreWatchers is the concurrent clients of a second batched run (0:
 	// none): how batch size, commits and messages scale with concurrency.
 	moreWatchers int
-	// baseline runs the per-watch path (HISTORY_BATCHING=off) first.
+	// baseline runs the per-watch path (no group commit) first.
 	baseline bool
 	retryOne int // one watch in retryOne is sent twice (a client's retry)
 	store    int // distinct viewers through the counter store
@@ -115,7 +118,7 @@ func runViewsBench(ctx context.Context, es *emulators.Stack, o viewsOptions) err
 	}
 	batched := -1 // the folded run at o.watchers clients
 	for i, rn := range runs {
-		fmt.Fprintf(os.Stderr, "bench: views, HISTORY_BATCHING=%s VIEWS_COUNTING=%s, %d clients…\n", rn.batching, rn.counting, rn.watchers)
+		fmt.Fprintf(os.Stderr, "bench: views, batching %s, counting %s, %d clients…\n", rn.batching, rn.counting, rn.watchers)
 		mo := o
 		mo.watchers = rn.watchers
 		r, err := viewsMode(ctx, es, rn.batching, rn.counting, 10+i, mo)
@@ -139,13 +142,36 @@ func runViewsBench(ctx context.Context, es *emulators.Stack, o viewsOptions) err
 	return nil
 }
 
+// viewsPath is how the views stack publishes and counts watches: the
+// deployed path (both true) or a baseline the benchmark compares it with.
+type viewsPath struct {
+	// batched publishes the watches an instance accepts together (group
+	// commit, historyfn.Batching); false publishes each watch alone.
+	batched bool
+	// folded stages each batch's views for the rollup's views fold; false
+	// counts them at once, in a transaction of the batch's own.
+	folded bool
+}
+
+// deployed is the views path as deployed.
+var deployed = viewsPath{batched: true, folded: true}
+
+// directViews counts a batch's view events at once, in a transaction of
+// the batch's own: the baseline the views fold replaced.
+type directViews struct{ counters *counterstore.Store }
+
+func (d directViews) Put(ctx context.Context, _ string, evs []events.Event) error {
+	_, err := d.counters.Apply(ctx, evs)
+	return err
+}
+
 // viewsStack provisions a world and serves the views path on it.
-func viewsStack(ctx context.Context, es *emulators.Stack, srv *localstack.Server, project string, env map[string]string) (*localstack.Stack, func(), error) {
+func viewsStack(ctx context.Context, es *emulators.Stack, srv *localstack.Server, project string, env map[string]string, path viewsPath) (*localstack.Stack, func(), error) {
 	cfg, teardown, err := localstack.Provision(ctx, es, srv, project, env)
 	if err != nil {
 		return nil, nil, err
 	}
-	st, closeStack, err := newViewsStack(ctx, cfg, srv)
+	st, closeStack, err := newViewsStack(ctx, cfg, srv, path)
 	if err != nil {
 		teardown()
 		return nil, nil, err
@@ -155,7 +181,7 @@ func viewsStack(ctx context.Context, es *emulators.Stack, srv *localstack.Server
 
 // newViewsStack serves History, ApplyHistory and ApplyViews over a
 // localstack, on a provisioned world whose subscriptions push to srv.
-func newViewsStack(ctx context.Context, cfg *config.Config, srv *localstack.Server) (*localstack.Stack, func(), error) {
+func newViewsStack(ctx context.Context, cfg *config.Config, srv *localstack.Server, path viewsPath) (*localstack.Stack, func(), error) {
 	var more *host.Clients
 	var folding sync.WaitGroup
 	stopFold := func() {}
@@ -165,21 +191,24 @@ func newViewsStack(ctx context.Context, cfg *config.Config, srv *localstack.Serv
 		if err != nil {
 			return err
 		}
-		batch := historyfn.Batching(cfg)
+		var grouped batch.GroupCommitOptions
+		if path.batched {
+			grouped = historyfn.Batching(cfg)
+		}
 		store := historystore.New(more.Bigtable)
 		h := historyfn.New(historyfn.Deps{
 			Verifier:  st.Clients.Verifier,
 			Store:     store,
 			Settings:  historystore.NewSettings(more.Firestore),
 			Publisher: bus.NewPublisher(st.Clients.PubSub, cfg.PubSub.HistoryTopic),
-			Batch:     batch,
+			Batch:     grouped,
 			Tokens:    history.NewPageTokens(cfg.HTTP.PageTokenSecret),
 		})
 		mux.Handle("/v1/history", httpx.Standard("History", cfg.Project, nil, cfg.HTTP.RequestTimeout)(h))
 		mux.Handle("/push/ApplyHistory", applyhistoryfn.New(store, nil))
 		staging := viewstore.NewStaging(more.BigtableTx)
-		var sink applyviewsfn.Views = applyviewsfn.Direct{Counters: st.Counters}
-		if cfg.History.ViewsCounting == config.ViewsFolded {
+		var sink applyviewsfn.Views = directViews{st.Counters}
+		if path.folded {
 			sink = staging
 		}
 		mux.Handle("/push/ApplyViews", applyviewsfn.New(historystore.NewClaims(more.BigtableTx, more.Config.History.ViewWindow), sink, history.NewViewerHasher(more.Config.History.ViewerHashKey), nil, nil))
@@ -219,10 +248,8 @@ func viewsMode(ctx context.Context, es *emulators.Stack, mode, counting string, 
 	}
 	defer srv.Close()
 	st, closeAll, err := viewsStack(ctx, es, srv, fmt.Sprintf("bench-%d-%d", os.Getpid(), n), map[string]string{
-		"HISTORY_BATCHING": mode,
-		"VIEWS_COUNTING":   counting,
-		"RATE_LIMITS":      "off",
-	})
+		"RATE_LIMITS": "off",
+	}, viewsPath{batched: mode == "on", folded: counting == "folded"})
 	if err != nil {
 		return r, err
 	}
@@ -458,8 +485,8 @@ func printViews(w io.Writer, o viewsOptions, rs []viewsResult, ps []precision) {
 	}
 	fmt.Fprintf(w, "\nViews on the local stack: %d watches of one video by %d users (%d requests with retries), 2 cores\n\n",
 		o.watches, o.watches, rs[0].requests)
-	row("HISTORY_BATCHING", func(r viewsResult) string { return r.mode })
-	row("VIEWS_COUNTING", func(r viewsResult) string { return r.counting })
+	row("history batching", func(r viewsResult) string { return r.mode })
+	row("views counting", func(r viewsResult) string { return r.counting })
 	row("concurrent clients", func(r viewsResult) string { return fmt.Sprint(r.watchers) })
 	row("1. views/s accepted (HTTP 202)", func(r viewsResult) string { return fmt.Sprintf("%.0f", r.accepted) })
 	row("   views/s applied end to end", func(r viewsResult) string { return fmt.Sprintf("%.0f", r.applied) })

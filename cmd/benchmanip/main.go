@@ -86,7 +86,7 @@ func measureCost(ctx context.Context, ordinary int) error {
 			return err
 		}
 	}
-	h := detectmanipulationfn.New(detectmanipulationfn.Deps{Store: reactionstore.New(db, 0), FirstLookback: 2 * time.Hour})
+	h := detectmanipulationfn.New(detectmanipulationfn.Deps{Store: reactionstore.New(db), FirstLookback: 2 * time.Hour})
 	fmt.Printf("\nThe job's cost per run on the Spanner emulator (%d reactions over the last 2 hours, %d ring accounts)\n\n", len(world.Reactions), len(world.Ring))
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
 	fmt.Fprintln(tw, "run\tsteps\trows read (reactions)\tSpanner reads\tcommits\trows written\tflagged\ttime\t")

@@ -238,11 +238,7 @@ func registerProbes(targets map[string]string) error {
 	}
 	cp := &counterProbe{probe: probe{function: "ApplyCounters", plan: plan, out: out}, inner: store}
 	hp := &historyProbe{probe: probe{function: "ApplyHistory", plan: plan, out: out}, inner: historystore.New(c.Bigtable)}
-	var views applyviewsfn.Views = viewstore.NewStaging(c.BigtableTx)
-	if cfg.History.ViewsCounting == config.ViewsDirect {
-		views = applyviewsfn.Direct{Counters: store}
-	}
-	vp := &viewsProbe{probe: probe{function: "ApplyViews", plan: plan, out: out}, inner: views}
+	vp := &viewsProbe{probe: probe{function: "ApplyViews", plan: plan, out: out}, inner: viewstore.NewStaging(c.BigtableTx)}
 	functions.HTTP("ApplyCountersProbed", applycountersfn.New(cp, c.Metrics).ServeHTTP)
 	functions.HTTP("ApplyHistoryProbed", applyhistoryfn.New(hp, c.Metrics).ServeHTTP)
 	functions.HTTP("ApplyViewsProbed", applyviewsfn.New(historystore.NewClaims(c.BigtableTx, c.Config.History.ViewWindow), vp, history.NewViewerHasher(c.Config.History.ViewerHashKey), nil, c.Metrics).ServeHTTP)

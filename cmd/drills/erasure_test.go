@@ -103,7 +103,7 @@ func TestDrillAccountErasureKilledMidway(t *testing.T) {
 	}
 	bt, ops := countingBigtable(t, st)
 	eraser := &account.Eraser{
-		Records: records, Reactions: reactionstore.New(st.db, 0), Comments: commentstore.New(st.db, 0),
+		Records: records, Reactions: reactionstore.New(st.db), Comments: commentstore.New(st.db, 0),
 		History: historystore.New(bt), Settings: historystore.NewSettings(st.clients.Firestore),
 		RateLimits: func(ctx context.Context, u string) error { return ratelimit.EraseUser(ctx, bt, u) },
 		Counters:   bus.NewPublisher(st.clients.PubSub, st.cfg.PubSub.CounterTopic),
@@ -148,7 +148,7 @@ func seedAccount(t *testing.T, st *drillStack, user, other, video string, size e
 	ctx := context.Background()
 	pub := bus.NewPublisher(st.clients.PubSub, st.cfg.PubSub.CounterTopic)
 	defer pub.Stop()
-	reactions := reactionstore.New(st.db, 0)
+	reactions := reactionstore.New(st.db)
 	comments := commentstore.New(st.db, 0)
 	before, after = map[string]counter.Values{}, map[string]counter.Values{}
 	add := func(m map[string]counter.Values, k string, f counter.Field, n int64) {

@@ -38,7 +38,7 @@ func init() {
 			db := spannerdb.Wrap(c.Spanner, c.Config)
 			return New(Deps{
 				Verifier:  c.Verifier,
-				Reactions: reactionstore.New(db, 0),
+				Reactions: reactionstore.New(db),
 				Comments:  commentstore.New(db, 0),
 				History:   historystore.New(c.Bigtable),
 				Settings:  historystore.NewSettings(c.Firestore),

@@ -33,7 +33,7 @@ func init() {
 
 // Build returns the counter store of an instance.
 func Build(c *host.Clients) (*counterstore.Store, error) {
-	return counterstore.Consumer(spannerdb.Wrap(c.Spanner, c.Config), c.Config.Counters)
+	return counterstore.Consumer(spannerdb.Wrap(c.Spanner, c.Config), c.Config.Counters), nil
 }
 
 // Store applies events.

@@ -7,12 +7,11 @@
 // counter events of the watches the batch owns, under ids derived from the
 // batch id, are staged in the batch's own Bigtable row (viewstore), which
 // the rollup's views fold counts with many other batches in one Spanner
-// transaction (VIEWS_COUNTING=folded); or they are counted at once in a
-// transaction of the batch's own (direct). So:
+// transaction. So:
 //   - a redelivery, re-publish or replay of the batch owns the same watches
-//     and stages (or counts) the same events, which the counter store
+//     and stages the same events, which the counter store
 //     refuses a second time (idempotence per batch, not per view);
-//   - a crash after the claims and before the stage (or count) leaves the
+//   - a crash after the claims and before the stage leaves the
 //     claims to the batch's redelivery, which stages them;
 //   - a client's retry of the same watch, or any other watch of the video by
 //     the user received in the same viewing window (VIEW_WINDOW), finds the
@@ -37,7 +36,6 @@ import (
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
@@ -57,18 +55,11 @@ func init() {
 			if n := c.Config.History.MaxViewsPerHour; n > 0 {
 				velocity = &VelocityCheck{
 					Counter: historystore.NewVelocity(c.BigtableTx),
-					Flagger: reactionstore.New(spannerdb.Wrap(c.Spanner, c.Config), 0).ProtectUnflags(c.Config.Moderation.UnflagProtection),
+					Flagger: reactionstore.New(spannerdb.Wrap(c.Spanner, c.Config)).ProtectUnflags(c.Config.Moderation.UnflagProtection),
 					Params:  moderation.ViewVelocity{MaxPerHour: int64(n)},
 				}
 			}
-			if c.Config.History.ViewsCounting == config.ViewsFolded {
-				return New(claims, viewstore.NewStaging(c.BigtableTx), viewers, velocity, c.Metrics), nil
-			}
-			store, err := counterstore.Consumer(spannerdb.Wrap(c.Spanner, c.Config), c.Config.Counters)
-			if err != nil {
-				return nil, err
-			}
-			return New(claims, Direct{store}, viewers, velocity, c.Metrics), nil
+			return New(claims, viewstore.NewStaging(c.BigtableTx), viewers, velocity, c.Metrics), nil
 		}, (*config.Config).CheckViewerHashKey)
 }
 
@@ -86,26 +77,12 @@ type (
 	Flagger interface {
 		FlagAccounts(ctx context.Context, groups []moderation.Group) (int, error)
 	}
-	// Counters applies counter events idempotently.
-	Counters interface {
-		Apply(ctx context.Context, evs []events.Event) (counter.ApplyStats, error)
-	}
-	// Views takes the view events of the watches a batch owns: staged for
-	// the rollup's fold (viewstore.Staging) or counted at once (Direct).
+	// Views takes the view events of the watches a batch owns, staged for
+	// the rollup's fold (viewstore.Staging).
 	Views interface {
 		Put(ctx context.Context, batchID string, evs []events.Event) error
 	}
 )
-
-// Direct counts a batch's view events at once, in a transaction of the
-// batch's own.
-type Direct struct{ Counters Counters }
-
-// Put counts evs.
-func (d Direct) Put(ctx context.Context, _ string, evs []events.Event) error {
-	_, err := d.Counters.Apply(ctx, evs)
-	return err
-}
 
 // VelocityCheck flags the accounts counted views faster than a person can
 // watch.

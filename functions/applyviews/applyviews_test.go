@@ -70,17 +70,6 @@ func windows(window time.Duration) (w0, w1 time.Time) {
 	return now.Add(-2 * window), now.Add(-window)
 }
 
-// Views are exact through redelivery, replay, re-publish, a crash before or
-// after the stage (or the commit) and a client's retry of a watch in another
-// batch; a user's watches of a video count one view per viewing window, and
-// a backdated watch none; unique viewers count users, not watches. Folded,
-// the rollup's views fold counts the staged batches before each check.
-func TestViewsCountOncePerWindow(t *testing.T) {
-	for _, mode := range []string{"folded", "direct"} {
-		t.Run(mode, func(t *testing.T) { testViewsCountOncePerWindow(t, mode == "folded") })
-	}
-}
-
 // viewsWorld is ApplyViews on the emulators, with a way to read the counts.
 type viewsWorld struct {
 	fn     http.Handler
@@ -90,7 +79,7 @@ type viewsWorld struct {
 	flags  *reactionstore.Store
 }
 
-func newViewsWorld(t *testing.T, folded bool, maxPerHour int64) *viewsWorld {
+func newViewsWorld(t *testing.T, maxPerHour int64) *viewsWorld {
 	cfg := emulatortest.New(t)
 	c, err := host.New(context.Background(), cfg, host.NeedSpanner|host.NeedBigtable)
 	if err != nil {
@@ -98,16 +87,9 @@ func newViewsWorld(t *testing.T, folded bool, maxPerHour int64) *viewsWorld {
 	}
 	t.Cleanup(func() { c.Close() })
 	db := spannerdb.Wrap(c.Spanner, c.Config)
-	store, err := counterstore.Consumer(db, c.Config.Counters)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := counterstore.Consumer(db, c.Config.Counters)
 	staging := viewstore.NewStaging(c.BigtableTx)
-	var sink applyviewsfn.Views = applyviewsfn.Direct{Counters: store}
-	if folded {
-		sink = staging
-	}
-	w := &viewsWorld{sink: &crashing{inner: sink}, window: c.Config.History.ViewWindow, flags: reactionstore.New(db, 0)}
+	w := &viewsWorld{sink: &crashing{inner: staging}, window: c.Config.History.ViewWindow, flags: reactionstore.New(db)}
 	var velocity *applyviewsfn.VelocityCheck
 	if maxPerHour > 0 {
 		velocity = &applyviewsfn.VelocityCheck{Counter: historystore.NewVelocity(c.BigtableTx), Flagger: w.flags,
@@ -116,10 +98,8 @@ func newViewsWorld(t *testing.T, folded bool, maxPerHour int64) *viewsWorld {
 	w.fn = applyviewsfn.New(historystore.NewClaims(c.BigtableTx, w.window), w.sink, history.NewViewerHasher("test"), velocity, nil)
 	w.check = func(t *testing.T, when string, want map[string][2]int64) {
 		t.Helper()
-		if folded {
-			if _, err := views.Fold(context.Background(), staging, store, views.FoldOptions{Hi: viewstore.Parts}); err != nil {
-				t.Fatal(err)
-			}
+		if _, err := views.Fold(context.Background(), staging, store, views.FoldOptions{Hi: viewstore.Parts}); err != nil {
+			t.Fatal(err)
 		}
 		var ids []string
 		for id := range want {
@@ -154,8 +134,13 @@ func (w *viewsWorld) mustDeliver(t *testing.T, b history.Batch) {
 	}
 }
 
-func testViewsCountOncePerWindow(t *testing.T, folded bool) {
-	w := newViewsWorld(t, folded, 0)
+// Views are exact through redelivery, replay, re-publish, a crash before or
+// after the stage and a client's retry of a watch in another
+// batch; a user's watches of a video count one view per viewing window, and
+// a backdated watch none; unique viewers count users, not watches. The
+// rollup's views fold counts the staged batches before each check.
+func TestViewsCountOncePerWindow(t *testing.T) {
+	w := newViewsWorld(t, 0)
 	w0, w1 := windows(w.window)
 	at := func(start time.Time, min int) time.Time { return start.Add(time.Duration(min) * time.Minute) }
 
@@ -234,7 +219,7 @@ func testViewsCountOncePerWindow(t *testing.T, folded bool) {
 // and Pub/Sub redeliveries, is counted one view per viewing window in which
 // it recorded a watch dated within the window, and no more.
 func TestFarmedViewsCountOncePerWindow(t *testing.T) {
-	w := newViewsWorld(t, true, 0)
+	w := newViewsWorld(t, 0)
 	w0, w1 := windows(w.window)
 	w2 := w1.Add(w.window)
 	rng := rand.New(rand.NewPCG(27, 1))
@@ -282,7 +267,7 @@ func TestFarmedViewsCountOncePerWindow(t *testing.T) {
 // under the limit, and one whose views were replays of one video, are not.
 func TestViewVelocityFlagsAccounts(t *testing.T) {
 	const limit = 50
-	w := newViewsWorld(t, true, limit)
+	w := newViewsWorld(t, limit)
 	ctx := context.Background()
 	recv := time.Now().UTC().Add(-time.Minute).Truncate(time.Millisecond)
 	var bot, human, replays []history.Watch
@@ -321,37 +306,33 @@ func TestViewVelocityFlagsAccounts(t *testing.T) {
 // batch pushed several times concurrently, and the batches sharing watches
 // (a client's retries in other batches), leave each watch counted once.
 func TestConcurrentDeliveriesCountOnce(t *testing.T) {
-	for _, mode := range []string{"folded", "direct"} {
-		t.Run(mode, func(t *testing.T) {
-			w := newViewsWorld(t, mode == "folded", 0)
-			_, w1 := windows(w.window)
-			// 8 users watch "hot" once each; batch i carries users i and
-			// i+1, so every watch but the first and last is in two batches.
-			var batches []history.Batch
-			for i := range 8 {
-				ws := []history.Watch{received(fmt.Sprintf("u%d", i), "hot", w1.Add(time.Minute), 0)}
-				if i+1 < 8 {
-					ws = append(ws, received(fmt.Sprintf("u%d", i+1), "hot", w1.Add(time.Minute), 0))
-				}
-				batches = append(batches, history.NewBatch(ws))
-			}
-			var wg sync.WaitGroup
-			outcomes := make(chan pushtest.Outcome, len(batches)*3)
-			for _, b := range batches {
-				for range 3 {
-					wg.Go(func() { outcomes <- w.deliver(t, b) })
-				}
-			}
-			wg.Wait()
-			close(outcomes)
-			for got := range outcomes {
-				if got != pushtest.Acked {
-					t.Fatalf("a concurrent delivery: %v", got)
-				}
-			}
-			w.check(t, "24 concurrent deliveries of 8 watches", map[string][2]int64{"hot": {8, 8}})
-		})
+	w := newViewsWorld(t, 0)
+	_, w1 := windows(w.window)
+	// 8 users watch "hot" once each; batch i carries users i and
+	// i+1, so every watch but the first and last is in two batches.
+	var batches []history.Batch
+	for i := range 8 {
+		ws := []history.Watch{received(fmt.Sprintf("u%d", i), "hot", w1.Add(time.Minute), 0)}
+		if i+1 < 8 {
+			ws = append(ws, received(fmt.Sprintf("u%d", i+1), "hot", w1.Add(time.Minute), 0))
+		}
+		batches = append(batches, history.NewBatch(ws))
 	}
+	var wg sync.WaitGroup
+	outcomes := make(chan pushtest.Outcome, len(batches)*3)
+	for _, b := range batches {
+		for range 3 {
+			wg.Go(func() { outcomes <- w.deliver(t, b) })
+		}
+	}
+	wg.Wait()
+	close(outcomes)
+	for got := range outcomes {
+		if got != pushtest.Acked {
+			t.Fatalf("a concurrent delivery: %v", got)
+		}
+	}
+	w.check(t, "24 concurrent deliveries of 8 watches", map[string][2]int64{"hot": {8, 8}})
 }
 
 // ViewEvents are the same on every delivery and valid counter events.

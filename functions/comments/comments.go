@@ -49,10 +49,7 @@ func init() {
 func Build(c *host.Clients) (Deps, error) {
 	cfg := c.Config
 	db := spannerdb.Wrap(c.Spanner, cfg)
-	wo, err := counterstore.WriterOptions(cfg.Counters.Mode, db, 8)
-	if err != nil {
-		return Deps{}, err
-	}
+	wo := counterstore.WriterOptions(db, 8)
 	store := commentstore.New(db, cfg.UserLimits().Comments).GateModeration(moderationstore.NewGate(cfg.UserLimits().Moderation))
 	w := commentstore.NewWriter(store, bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic), wo)
 	return Deps{

@@ -51,13 +51,9 @@ func init() {
 // Build makes the handler's Deps from an instance's clients and config.
 func Build(c *host.Clients) (Deps, error) {
 	cfg := c.Config
-	mode, err := counterstore.ParseMode(cfg.Counters.Mode)
-	if err != nil {
-		return Deps{}, err
-	}
 	return Deps{
 		Verifier:     c.Verifier,
-		Store:        counterstore.New(spannerdb.Wrap(c.Spanner, cfg), counterstore.Options{Mode: mode}),
+		Store:        counterstore.New(spannerdb.Wrap(c.Spanner, cfg), counterstore.Options{}),
 		MaxAge:       cfg.HTTP.CountsMaxAge,
 		MaxStaleness: cfg.Counters.CountsMaxStaleness,
 		CacheTTL:     cfg.HTTP.CountsCacheTTL,

@@ -28,7 +28,7 @@ import (
 func init() {
 	host.RegisterHTTP("DetectManipulation", host.NeedSpanner,
 		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
-			store := reactionstore.New(spannerdb.Wrap(c.Spanner, c.Config), 0).ProtectUnflags(c.Config.Moderation.UnflagProtection)
+			store := reactionstore.New(spannerdb.Wrap(c.Spanner, c.Config)).ProtectUnflags(c.Config.Moderation.UnflagProtection)
 			return New(Deps{Store: store}), nil
 		})
 }

@@ -89,7 +89,7 @@ func TestFlagsTheRingAndOnlyTheRing(t *testing.T) {
 	started := time.Now()
 	seed(t, db, world)
 	t.Logf("seeded %d reactions in %v", len(world.Reactions), time.Since(started))
-	rs := reactionstore.New(db, 0)
+	rs := reactionstore.New(db)
 	// Steps of an hour, and a row budget that makes the first split: the
 	// run walks the two hours in several steps.
 	h := detectmanipulationfn.New(detectmanipulationfn.Deps{Store: rs, MaxRows: 5000,

@@ -36,7 +36,7 @@ func init() {
 			db := spannerdb.Wrap(c.Spanner, cfg)
 			e := &account.Eraser{
 				Records:   accountstore.New(db),
-				Reactions: reactionstore.New(db, 0),
+				Reactions: reactionstore.New(db),
 				Comments:  commentstore.New(db, 0),
 				History:   historystore.New(c.Bigtable),
 				Settings:  historystore.NewSettings(c.Firestore),

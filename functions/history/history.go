@@ -47,15 +47,12 @@ func init() {
 		})
 }
 
-// Batching reads HISTORY_BATCHING and HISTORY_BATCH_LINGER: the watches
+// Batching reads HISTORY_BATCH_LINGER: the watches
 // that arrive while a publish is under way (and within the linger) leave
 // together as one message of at most history.MaxBatch watches. One publish
 // is in flight at a time, so that the next batch gathers everything that
 // arrives meanwhile: each message is one transaction downstream.
 func Batching(cfg *config.Config) batch.GroupCommitOptions {
-	if !cfg.History.Batching {
-		return batch.GroupCommitOptions{}
-	}
 	return batch.GroupCommitOptions{Batched: true, MaxBatch: history.MaxBatch, MaxInFlight: 1, Linger: cfg.History.BatchLinger}
 }
 

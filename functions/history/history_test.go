@@ -625,7 +625,7 @@ func TestThroughPubSub(t *testing.T) {
 // its batch is published, and every watch is in exactly one message.
 func TestBatchedPublishes(t *testing.T) {
 	t.Parallel()
-	cfg := &config.Config{History: config.History{Batching: true, BatchLinger: 50 * time.Millisecond}}
+	cfg := &config.Config{History: config.History{BatchLinger: 50 * time.Millisecond}}
 	batch := historyfn.Batching(cfg)
 	e := newEnv(t, func(_ *env, d *historyfn.Deps) { d.Batch = batch })
 	at := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Hour)

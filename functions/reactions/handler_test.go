@@ -111,7 +111,7 @@ func newEnv(t *testing.T, perMinute int) *env {
 		t.Fatal(err)
 	}
 	db := spannerdb.Wrap(clients.Spanner, cfg)
-	store := reactionstore.New(db, 0)
+	store := reactionstore.New(db)
 	pub := &faultyPublisher{next: bus.NewPublisher(clients.PubSub, cfg.PubSub.CounterTopic)}
 	t.Cleanup(pub.next.Stop)
 	limiter := &faultyLimiter{next: ratelimit.NewBigtable(clients.Bigtable, "reactions", perMinute)}

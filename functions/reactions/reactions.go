@@ -19,7 +19,6 @@ import (
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/bus"
-	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/moderation"
@@ -51,24 +50,17 @@ func Build(c *host.Clients) (Deps, error) {
 	// Group commit: while a transaction runs, the requests that arrive form
 	// the next one. Two in flight per instance keep batches large under load
 	// (one against the emulator, which runs one transaction at a time).
-	wo, err := counterstore.WriterOptions(cfg.Counters.Mode, db, 2)
-	if err != nil {
-		return Deps{}, err
-	}
-	limit := cfg.UserLimits().Reactions
+	wo := counterstore.WriterOptions(db, 2)
 	// The per-user limit is one atomic Bigtable increment per request, the
 	// limiter history uses: no Spanner row read and written per reaction.
 	// While Bigtable does not answer, this instance decides it alone.
 	var limiter reactionstore.Limiter
-	if cfg.Counters.ReactionLimitStore == config.LimitInBigtable {
-		if limit > 0 {
-			shared := ratelimit.NewBigtable(c.BigtableTx, "reactions", limit)
-			limiter = ratelimit.NewDegrading(shared, "reactions", limit, cfg.HTTP.RateLimitBudget, c.Metrics)
-		}
-		limit = 0
+	if limit := cfg.UserLimits().Reactions; limit > 0 {
+		shared := ratelimit.NewBigtable(c.BigtableTx, "reactions", limit)
+		limiter = ratelimit.NewDegrading(shared, "reactions", limit, cfg.HTTP.RateLimitBudget, c.Metrics)
 	}
 	gate := moderationstore.NewGate(cfg.UserLimits().Moderation)
-	store := reactionstore.New(db, limit).OutboxRowByRow(cfg.Counters.OutboxDelete == config.OutboxDeleteRow).GateModeration(gate)
+	store := reactionstore.New(db).GateModeration(gate)
 	w := reactionstore.NewWriter(store, bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic), wo).LimitWith(limiter)
 	return Deps{
 		Verifier: c.Verifier, Writer: w, Store: store, Moderation: moderationstore.New(db, gate),

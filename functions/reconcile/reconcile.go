@@ -32,7 +32,7 @@ func init() {
 		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
 			db := spannerdb.Wrap(c.Spanner, c.Config)
 			store := counterstore.New(db, counterstore.Options{})
-			return New(Deps{Store: store, Flags: reactionstore.New(db, 0), Sources: Sources(), Metrics: c.Metrics}), nil
+			return New(Deps{Store: store, Flags: reactionstore.New(db), Sources: Sources(), Metrics: c.Metrics}), nil
 		})
 }
 

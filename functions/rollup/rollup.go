@@ -35,7 +35,6 @@ import (
 
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/bus"
-	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/httpx"
@@ -49,15 +48,7 @@ func init() {
 	host.RegisterHTTP("Rollup", host.NeedSpanner|host.NeedBigtable|host.NeedPubSub,
 		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
 			cfg := c.Config
-			mode, err := counterstore.ParseMode(cfg.Counters.Mode)
-			if err != nil {
-				return nil, err
-			}
-			store := counterstore.New(spannerdb.Wrap(c.Spanner, cfg), counterstore.Options{
-				Mode:           mode,
-				Policy:         counter.ShardPolicy{WritesPerShard: cfg.Counters.ShardWritesPerSecond, MinWindow: counter.DefaultShardPolicy.MinWindow},
-				RollupInterval: cfg.Counters.RollupInterval,
-			})
+			store := counterstore.Consumer(spannerdb.Wrap(c.Spanner, cfg), cfg.Counters)
 			staging := viewstore.NewStaging(c.BigtableTx)
 			return New(Deps{
 				Store:         store,

@@ -163,21 +163,12 @@ type HTTP struct {
 type Counters struct {
 	RollupInterval  time.Duration `env:"ROLLUP_INTERVAL, default=5s"`
 	ReactionsPerMin int           `env:"RATE_LIMIT_REACTIONS, default=60"`
-	// ReactionLimitStore is where the reactions' per-user limit is counted:
-	// "bigtable" (one atomic increment per request, as history's) or
-	// "spanner" (a row read and written in the reaction's transaction: the
-	// benchmark's comparison).
-	ReactionLimitStore LimitStore `env:"REACTION_RATE_LIMIT_STORE, default=bigtable"`
-	CommentsPerMin     int        `env:"RATE_LIMIT_COMMENTS, default=10"`
-	HistoryPerMin      int        `env:"RATE_LIMIT_HISTORY, default=120"`
+	CommentsPerMin  int           `env:"RATE_LIMIT_COMMENTS, default=10"`
+	HistoryPerMin   int           `env:"RATE_LIMIT_HISTORY, default=120"`
 	// OtherWritesPerMin limits each other kind of write of a user on its
 	// own: history deletions (one video or a clear), history settings and
 	// comment deletions.
 	OtherWritesPerMin int `env:"RATE_LIMIT_OTHER_WRITES, default=30"`
-	// Mode "naive" applies each counter event in its own transaction on one
-	// counter row with no batching (the benchmark's baseline); "sharded" is
-	// the engine.
-	Mode string `env:"COUNTER_MODE, default=sharded"`
 	// ShardWritesPerSecond is the commit rate one shard row is meant to
 	// take; the rollup raises a counter's shard count (4..64) above it.
 	ShardWritesPerSecond float64 `env:"COUNTER_SHARD_WRITES_PER_SECOND, default=10"`
@@ -187,14 +178,8 @@ type Counters struct {
 	// RelayAfter is the age at which the rollup republishes an outbox event
 	// whose message was lost.
 	RelayAfter time.Duration `env:"COUNTER_RELAY_AFTER, default=2m"`
-	// OutboxDelete is the shape of the reactions' outbox: "range", one
-	// summed row per item and group-committed transaction (each user's
-	// share on their reaction row), deleted as one key range per batch, or
-	// "row", one row per change, deleted one by one (the benchmark's
-	// comparison).
-	OutboxDelete OutboxDelete `env:"COUNTER_OUTBOX_DELETE, default=range"`
 	// ViewsFoldInterval is how often the rollup folds the staged views
-	// (VIEWS_COUNTING=folded) inside its minute: a staged view waits for
+	// inside its minute: a staged view waits for
 	// it before it is counted.
 	ViewsFoldInterval time.Duration `env:"VIEWS_FOLD_INTERVAL, default=1s"`
 	// StallAfter is how long a change (an outbox row, a staged views batch)
@@ -206,19 +191,9 @@ type Counters struct {
 type History struct {
 	// MaxAgeDays is the table-level retention (Bigtable GC max age).
 	MaxAgeDays int `env:"HISTORY_MAX_AGE_DAYS, default=1096"`
-	// Batching "on" publishes the watches an instance accepts together as
-	// one message (group commit), counted by one transaction; "off"
-	// publishes each watch alone and counts it in its own transaction (the
-	// benchmark's baseline).
-	Batching Switch `env:"HISTORY_BATCHING, default=on"`
 	// BatchLinger is how long a batch of watches waits for company before
 	// it is published; the request waits that much longer for its 202.
 	BatchLinger time.Duration `env:"HISTORY_BATCH_LINGER, default=50ms"`
-	// ViewsCounting "folded" has ApplyViews stage each batch's views in
-	// Bigtable, counted by the rollup's views fold (many batches a Spanner
-	// commit); "direct" counts each batch in a transaction of its own (the
-	// benchmark's comparison).
-	ViewsCounting ViewsCounting `env:"VIEWS_COUNTING, default=folded"`
 	// ViewWindow is the viewing window: a user's watches of a video count
 	// one view per window of server receive time (windows aligned on the
 	// Unix epoch), and a watch dated more than a window before its receipt
@@ -285,52 +260,6 @@ func (s *Switch) EnvDecode(v string) error {
 		return fmt.Errorf("must be on or off, not %q", v)
 	}
 	return nil
-}
-
-// LimitStore is where the reactions' per-user limit is counted.
-type LimitStore string
-
-const (
-	LimitInBigtable LimitStore = "bigtable"
-	LimitInSpanner  LimitStore = "spanner"
-)
-
-// EnvDecode implements envconfig.Decoder.
-func (l *LimitStore) EnvDecode(v string) error { return oneOf(l, v, LimitInBigtable, LimitInSpanner) }
-
-// ViewsCounting is how ApplyViews counts a batch's views.
-type ViewsCounting string
-
-const (
-	ViewsFolded ViewsCounting = "folded"
-	ViewsDirect ViewsCounting = "direct"
-)
-
-// EnvDecode implements envconfig.Decoder.
-func (v *ViewsCounting) EnvDecode(s string) error { return oneOf(v, s, ViewsFolded, ViewsDirect) }
-
-// OutboxDelete is the shape of the reactions' outbox (Counters.OutboxDelete).
-type OutboxDelete string
-
-const (
-	OutboxDeleteRange OutboxDelete = "range"
-	OutboxDeleteRow   OutboxDelete = "row"
-)
-
-// EnvDecode implements envconfig.Decoder.
-func (o *OutboxDelete) EnvDecode(v string) error {
-	return oneOf(o, v, OutboxDeleteRange, OutboxDeleteRow)
-}
-
-// oneOf sets *dst to v when v is one of allowed, else fails the load.
-func oneOf[T ~string](dst *T, v string, allowed ...T) error {
-	for _, a := range allowed {
-		if T(v) == a {
-			*dst = a
-			return nil
-		}
-	}
-	return fmt.Errorf("must be one of %q, not %q", allowed, v)
 }
 
 // UserLimits are the per-user limits a minute of each kind of write; 0 is

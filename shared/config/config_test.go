@@ -12,8 +12,8 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.HTTP.RateLimits || !c.History.Batching || c.Counters.ReactionLimitStore != LimitInBigtable || c.Counters.OutboxDelete != OutboxDeleteRange {
-		t.Errorf("defaults: RateLimits %v, Batching %v, ReactionLimitStore %q, OutboxDelete %q", c.HTTP.RateLimits, c.History.Batching, c.Counters.ReactionLimitStore, c.Counters.OutboxDelete)
+	if !c.HTTP.RateLimits {
+		t.Errorf("defaults: RateLimits %v", c.HTTP.RateLimits)
 	}
 	if got, want := c.UserLimits(), (UserLimits{Reactions: 60, Comments: 10, History: 120, OtherWrites: 30, Moderation: 30}); got != want {
 		t.Errorf("UserLimits() = %+v, want %+v", got, want)
@@ -25,13 +25,13 @@ func TestDefaults(t *testing.T) {
 
 func TestTypedValues(t *testing.T) {
 	c, err := FromLookuper(t.Context(), envconfig.MapLookuper(map[string]string{
-		"RATE_LIMITS": "off", "HISTORY_BATCHING": "off", "REACTION_RATE_LIMIT_STORE": "spanner", "COUNTER_OUTBOX_DELETE": "row",
+		"RATE_LIMITS": "off",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.HTTP.RateLimits || c.History.Batching || c.Counters.ReactionLimitStore != LimitInSpanner || c.Counters.OutboxDelete != OutboxDeleteRow {
-		t.Errorf("RateLimits %v, Batching %v, ReactionLimitStore %q, OutboxDelete %q", c.HTTP.RateLimits, c.History.Batching, c.Counters.ReactionLimitStore, c.Counters.OutboxDelete)
+	if c.HTTP.RateLimits {
+		t.Errorf("RATE_LIMITS=off: RateLimits %v", c.HTTP.RateLimits)
 	}
 	if got := c.UserLimits(); got != (UserLimits{}) {
 		t.Errorf("RATE_LIMITS=off: UserLimits() = %+v, want none", got)
@@ -52,9 +52,6 @@ func TestBadValuesFailTheLoad(t *testing.T) {
 	for _, env := range []map[string]string{
 		{"RATE_LIMITS": "maybe"},
 		{"RATE_LIMITS": "true"},
-		{"HISTORY_BATCHING": "maybe"},
-		{"REACTION_RATE_LIMIT_STORE": "redis"},
-		{"COUNTER_OUTBOX_DELETE": "all"},
 	} {
 		if _, err := FromLookuper(t.Context(), envconfig.MapLookuper(env)); err == nil {
 			t.Errorf("%v accepted", env)

@@ -246,7 +246,7 @@ func New(ctx context.Context, name string, cfg *config.Config, srv *Server, moun
 		clients.Close()
 		return nil, err
 	}
-	st.Reconcile = reconcilefn.New(reconcilefn.Deps{Store: st.Counters, Flags: reactionstore.New(st.DB, 0), Sources: reconcilefn.Sources()})
+	st.Reconcile = reconcilefn.New(reconcilefn.Deps{Store: st.Counters, Flags: reactionstore.New(st.DB), Sources: reconcilefn.Sources()})
 	mux := http.NewServeMux()
 	mux.Handle("/jwks", issuer.JWKSHandler())
 	cd, err := countsfn.Build(clients)

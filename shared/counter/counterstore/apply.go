@@ -3,7 +3,6 @@ package counterstore
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"cloud.google.com/go/spanner"
 
@@ -19,27 +18,10 @@ import (
 // delivery, a crash between commit and acknowledgement, or a replay changes
 // nothing.
 //
-// Sharded mode counts the whole batch in one transaction: the deltas are
-// summed per counter and each counter gets one write, on one random shard.
-// Naive mode counts each event in its own transaction on the snapshot row.
+// The whole batch is counted in one transaction: the deltas are summed per
+// counter and each counter gets one write, on one random shard.
 func (s *Store) Apply(ctx context.Context, evs []events.Event) (counter.ApplyStats, error) {
-	evs = uniqueEvents(evs)
-	if s.mode == Naive {
-		var total counter.ApplyStats
-		for _, e := range evs {
-			st, err := s.applyTx(ctx, []events.Event{e}, false)
-			if err != nil {
-				return total, err
-			}
-			total.Applied += st.Applied
-			total.Duplicates += st.Duplicates
-			total.Counters += st.Counters
-			total.Counted = total.Counted.Plus(st.Counted)
-			total.Commits++
-		}
-		return total, nil
-	}
-	st, err := s.applyTx(ctx, evs, true)
+	st, err := s.applyTx(ctx, uniqueEvents(evs))
 	if err == nil {
 		st.Commits = 1
 	}
@@ -58,7 +40,7 @@ func uniqueEvents(evs []events.Event) []events.Event {
 	return out
 }
 
-func (s *Store) applyTx(ctx context.Context, evs []events.Event, sharded bool) (counter.ApplyStats, error) {
+func (s *Store) applyTx(ctx context.Context, evs []events.Event) (counter.ApplyStats, error) {
 	var st counter.ApplyStats
 	_, err := s.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		st = counter.ApplyStats{}
@@ -130,13 +112,7 @@ func (s *Store) applyTx(ctx context.Context, evs []events.Event, sharded bool) (
 			}
 		}
 		if len(sums) > 0 {
-			var cms []*spanner.Mutation
-			var err error
-			if sharded {
-				cms, err = s.addToShards(ctx, tx, sums, viewers)
-			} else {
-				cms, err = addToSnapshots(ctx, tx, sums, viewers)
-			}
+			cms, err := s.addToShards(ctx, tx, sums, viewers)
 			if err != nil {
 				return err
 			}
@@ -236,55 +212,6 @@ func (s *Store) addToShards(ctx context.Context, tx *spanner.ReadWriteTransactio
 			// together, so a shard that exists is already marked.
 			ms = append(ms, spanner.InsertOrUpdate(tableMoved, []string{"CounterKey", "Shard", "MovedTime"}, []any{k, pick[k], spanner.CommitTimestamp}))
 		}
-	}
-	return ms, nil
-}
-
-// addToSnapshots is the naive baseline: read-modify-write of the one
-// snapshot row per counter.
-func addToSnapshots(ctx context.Context, tx *spanner.ReadWriteTransaction, sums map[string]counter.Values, viewers map[string][]uint64) ([]*spanner.Mutation, error) {
-	keys := sortedKeys(sums)
-	var ks []spanner.Key
-	for _, k := range keys {
-		ks = append(ks, spanner.Key{k})
-	}
-	cur := map[string]counter.Values{}
-	curViewers := map[string][]byte{}
-	cols := append(append([]string{"CounterKey"}, valueColumns...), colViewers)
-	err := tx.Read(ctx, tableCounters, spanner.KeySetFromKeys(ks...), cols).Do(func(r *spanner.Row) error {
-		var k string
-		if err := columns(r, &k); err != nil {
-			return err
-		}
-		v, err := readValues(r, 1)
-		if err != nil {
-			return err
-		}
-		var vb []byte
-		if err := r.Column(1+len(valueColumns), &vb); err != nil {
-			return err
-		}
-		cur[k], curViewers[k] = v, vb
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read snapshots: %w", err)
-	}
-	var ms []*spanner.Mutation
-	for _, k := range keys {
-		c, vals := withValues([]string{"CounterKey"}, []any{k}, cur[k].Plus(sums[k]))
-		if movesTruth(sums[k]) {
-			// No fold follows: the hourly reconciliation's mark is set here.
-			c, vals = append(c, "TruthHour"), append(vals, truthHour(time.Now()))
-		}
-		if hs := viewers[k]; len(hs) > 0 {
-			b, err := addViewers(curViewers[k], hs)
-			if err != nil {
-				return nil, fmt.Errorf("viewers of %s: %w", k, err)
-			}
-			c, vals = append(c, colViewers), append(vals, b)
-		}
-		ms = append(ms, spanner.InsertOrUpdate(tableCounters, c, vals))
 	}
 	return ms, nil
 }

@@ -88,9 +88,6 @@ func (s *Store) Fold(ctx context.Context) (FoldStats, error) {
 // transaction, and the second finds the shards gone.
 func (s *Store) FoldPart(ctx context.Context, o FoldOptions) (FoldStats, error) {
 	st := FoldStats{Resized: map[string]int{}}
-	if s.mode == Naive {
-		return st, nil
-	}
 	if o.Partitions == 0 {
 		o.Partitions = 1
 	}

@@ -1,11 +1,10 @@
 // Package counterstore keeps the sharded counters in Spanner: the consumer
 // that applies counter events idempotently, the rollup that folds shards into
-// snapshots and sets shard counts, the one-query read path, the outbox relay
+// snapshots and sets shard counts, the read paths, the outbox relay
 // and reconciliation against the sources of truth.
 package counterstore
 
 import (
-	"fmt"
 	"sort"
 	"strings"
 	"time"
@@ -18,43 +17,15 @@ import (
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 
-// Mode selects how events are applied.
-type Mode string
-
-const (
-	// Sharded applies each message in one transaction, coalesced per counter,
-	// onto a random shard of N; the rollup folds shards into the snapshot.
-	Sharded Mode = "sharded"
-	// Naive applies each event in its own transaction onto the counter's one
-	// snapshot row, with no batching: the benchmark's baseline.
-	Naive Mode = "naive"
-)
-
-// ParseMode reads COUNTER_MODE.
-func ParseMode(s string) (Mode, error) {
-	switch Mode(s) {
-	case Sharded, Naive:
-		return Mode(s), nil
-	case "":
-		return Sharded, nil
-	}
-	return "", fmt.Errorf("counterstore: COUNTER_MODE must be %q or %q, not %q", Sharded, Naive, s)
-}
-
 // WriterOptions are the group-commit options of a writer recording counted
-// changes in db under COUNTER_MODE mode: batched in sharded mode (naive
-// mode, the benchmark's baseline, records each change in its own
-// transaction), with inFlight transactions at once, or one when db is serial
-// (the emulator runs one read-write transaction at a time).
-func WriterOptions(mode string, db *spannerdb.DB, inFlight int) (batch.GroupCommitOptions, error) {
-	m, err := ParseMode(mode)
-	if err != nil {
-		return batch.GroupCommitOptions{}, err
-	}
+// changes in db: the requests that arrive while a transaction runs form the
+// next one, inFlight transactions at once, or one when db is serial (the
+// emulator runs one read-write transaction at a time).
+func WriterOptions(db *spannerdb.DB, inFlight int) batch.GroupCommitOptions {
 	if db.Serial() {
 		inFlight = 1
 	}
-	return batch.GroupCommitOptions{Batched: m == Sharded, MaxInFlight: inFlight}, nil
+	return batch.GroupCommitOptions{Batched: true, MaxInFlight: inFlight}
 }
 
 // Table and column names (shared/topology/ddl/010_counters.sql).
@@ -82,14 +53,12 @@ const revisitShard = -1
 // Store is the counters' Spanner store.
 type Store struct {
 	db     *spannerdb.DB
-	mode   Mode
 	policy counter.ShardPolicy
 	// window is the rollup interval: the longest a shard holds writes
 	// before a fold, so the span over which Writes were measured.
 	window        time.Duration
 	reconcilePage int
 	sliceLease    time.Duration
-	ownOneQuery   bool
 	now           func() time.Time
 	// heavy holds the viewers whose reactions a signed-in read looks up by
 	// key: those found to hold reactionRangeRows or more.
@@ -101,7 +70,6 @@ type Store struct {
 
 // Options tune a Store.
 type Options struct {
-	Mode           Mode
 	Policy         counter.ShardPolicy
 	RollupInterval time.Duration
 	// ReconcilePage is how many keys a reconciliation of every counter lists
@@ -111,31 +79,20 @@ type Options struct {
 	// last batch (default 2 minutes): how long a killed worker's slice
 	// waits before another worker resumes it.
 	SliceLease time.Duration
-	// OneQuery makes Own one SQL query instead of key lookups: the counts
-	// benchmark's baseline.
-	OneQuery bool
 }
 
 // Consumer returns the store the counting consumers apply events with
-// (ApplyCounters, and ApplyViews when it counts directly): the engine mode,
-// the shard policy and the rollup interval from the configuration.
-func Consumer(db *spannerdb.DB, c config.Counters) (*Store, error) {
-	mode, err := ParseMode(c.Mode)
-	if err != nil {
-		return nil, err
-	}
+// (ApplyCounters, the rollup's views fold): the shard policy and the rollup
+// interval from the configuration.
+func Consumer(db *spannerdb.DB, c config.Counters) *Store {
 	return New(db, Options{
-		Mode:           mode,
 		Policy:         counter.ShardPolicy{WritesPerShard: c.ShardWritesPerSecond, MinWindow: counter.DefaultShardPolicy.MinWindow},
 		RollupInterval: c.RollupInterval,
-	}), nil
+	})
 }
 
 // New returns the store over db.
 func New(db *spannerdb.DB, o Options) *Store {
-	if o.Mode == "" {
-		o.Mode = Sharded
-	}
 	if o.Policy.WritesPerShard <= 0 {
 		o.Policy = counter.DefaultShardPolicy
 	}
@@ -148,11 +105,8 @@ func New(db *spannerdb.DB, o Options) *Store {
 	if o.SliceLease <= 0 {
 		o.SliceLease = defaultSliceLease
 	}
-	return &Store{db: db, mode: o.Mode, policy: o.Policy, window: o.RollupInterval, reconcilePage: o.ReconcilePage, sliceLease: o.SliceLease, ownOneQuery: o.OneQuery, now: time.Now, heavy: newBounded[string, struct{}](heavyViewers), gone: newBounded[RowKey, time.Time](countedShares)}
+	return &Store{db: db, policy: o.Policy, window: o.RollupInterval, reconcilePage: o.ReconcilePage, sliceLease: o.SliceLease, now: time.Now, heavy: newBounded[string, struct{}](heavyViewers), gone: newBounded[RowKey, time.Time](countedShares)}
 }
-
-// Mode is the store's mode.
-func (s *Store) Mode() Mode { return s.mode }
 
 // valueColumns are the counted columns in the order of counter.Fields.
 var valueColumns = counter.Columns

@@ -132,32 +132,13 @@ func (s *Store) Own(ctx context.Context, q OwnQuery) (Own, error) {
 // Since is counted at ReadTime exactly as at Since, and held value + pending
 // at ReadTime holds each of the viewer's changes once (the consumer deletes
 // a pending row in the transaction that counts it). The other ids are read
-// at ReadTime. In naive mode (counting straight into the snapshot row,
-// leaving no trace) every id is read again.
-//
-// Options.OneQuery reads each query in one SQL query instead (one round
-// trip, but the emulator spends tens of milliseconds compiling each query):
-// the benchmark's baseline.
+// at ReadTime.
 func (s *Store) OwnMany(ctx context.Context, qs []OwnQuery) ([]Own, error) {
 	plans := make([]ownPlan, len(qs))
 	for i, q := range qs {
 		plans[i] = s.plan(q)
 	}
-	var out []Own
-	var err error
-	if s.ownOneQuery {
-		out = make([]Own, len(plans))
-		g, gctx := errgroup.WithContext(ctx)
-		for i, p := range plans {
-			g.Go(func() (err error) {
-				out[i], err = s.ownInOneQuery(gctx, p)
-				return err
-			})
-		}
-		err = g.Wait()
-	} else {
-		out, err = s.ownByKeys(ctx, plans)
-	}
+	out, err := s.ownByKeys(ctx, plans)
 	if err != nil {
 		return nil, fmt.Errorf("counterstore.Own: %w", err)
 	}
@@ -179,10 +160,8 @@ func (s *Store) plan(q OwnQuery) ownPlan {
 		p.At = p.Since
 	}
 	held := map[string]bool{}
-	if s.mode != Naive {
-		for _, id := range q.Cached {
-			held[id] = true
-		}
+	for _, id := range q.Cached {
+		held[id] = true
 	}
 	for _, id := range q.IDs {
 		if held[id] {
@@ -632,81 +611,6 @@ func readSketches(ctx context.Context, tx *spanner.ReadOnlyTransaction, table st
 		return fmt.Errorf("read %s sketches: %w", table, err)
 	}
 	return nil
-}
-
-// srcFresh marks an id whose counted values the query read (see Own).
-const srcFresh = 3
-
-// ownInOneQuery is Own in one SQL query: the ids whose public value cannot
-// be used are the uncached ones and the cached ones with a MovedCounters
-// row or a fold since since.
-func (s *Store) ownInOneQuery(ctx context.Context, p ownPlan) (Own, error) {
-	q, cached, uncached, since := p.OwnQuery, p.cached, p.uncached, p.since
-	out := newOwn()
-	if len(q.IDs) == 0 {
-		return out, nil
-	}
-	sql := fmt.Sprintf(`WITH Fresh AS (
-  SELECT CounterKey FROM UNNEST(@uncached) AS CounterKey
-  UNION DISTINCT SELECT CounterKey FROM MovedCounters WHERE CounterKey IN UNNEST(@cached)
-  UNION DISTINCT SELECT CounterKey FROM Counters WHERE CounterKey IN UNNEST(@cached) AND FoldTime > @since
-)
-%[1]s
-UNION ALL SELECT CounterKey, %[2]d, %[7]s, '', 0, CAST(NULL AS BYTES) FROM Fresh
-UNION ALL SELECT CounterKey, %[3]d, %[5]s, '', 0, CAST(NULL AS BYTES) FROM PendingDeltas@{FORCE_INDEX=PendingDeltasByUser} WHERE UserId = @viewer AND CounterKey IN UNNEST(@ids)
-%[6]s
-UNION ALL SELECT ContentId, %[4]d, %[7]s, Reaction, Version, CAST(NULL AS BYTES) FROM Reactions WHERE UserId = @viewer AND ContentId IN UNNEST(@ids)`,
-		countedSQL(srcCounted, "(SELECT CounterKey FROM Fresh)"), srcFresh, srcPending, srcViewer, valueList, sharesSQL(srcPending), zeroList)
-	params := map[string]any{"ids": q.IDs, "cached": cached, "uncached": uncached, "since": since, "viewer": q.Viewer}
-	tx := s.db.Single()
-	if !q.At.IsZero() {
-		tx = s.db.At(q.At)
-	}
-	viewers := sketches{}
-	err := tx.Query(ctx, spanner.Statement{SQL: sql, Params: params}).Do(func(r *spanner.Row) error {
-		var key string
-		var src int64
-		if err := columns(r, &key, &src); err != nil {
-			return err
-		}
-		switch src {
-		case srcViewer:
-			var vr ViewerReaction
-			if err := r.Column(reactionColumn, &vr.Reaction); err != nil {
-				return err
-			}
-			if err := r.Column(versionColumn, &vr.Version); err != nil {
-				return err
-			}
-			out.Reactions[key] = vr
-			return nil
-		case srcFresh:
-			out.Fresh[key] = out.Fresh[key]
-			return nil
-		}
-		v, err := readValues(r, 2)
-		if err != nil {
-			return err
-		}
-		if src == srcPending {
-			out.Pending[key] = out.Pending[key].Plus(v)
-			return nil
-		}
-		out.Fresh[key] = out.Fresh[key].Plus(v)
-		var vb []byte
-		if err := r.Column(viewersColumn, &vb); err != nil {
-			return err
-		}
-		return viewers.add(key, vb)
-	})
-	if err != nil {
-		return Own{}, err
-	}
-	viewers.estimate(out.Fresh)
-	if out.ReadTime, err = tx.Timestamp(); err != nil {
-		return Own{}, fmt.Errorf("read timestamp: %w", err)
-	}
-	return out, nil
 }
 
 // Merge returns the viewer's counts of ids: the fresh counted values where

@@ -114,27 +114,6 @@ func TestOwnExactWhileCounted(t *testing.T) {
 	}
 }
 
-// TestOwnNaiveReadsEverything: naive mode counts into the snapshot row and
-// leaves no trace of when, so no held value can be trusted.
-func TestOwnNaiveReadsEverything(t *testing.T) {
-	ctx := context.Background()
-	cs := newStore(t, counterstore.Options{Mode: counterstore.Naive})
-	held, err := cs.Public(ctx, []string{"v"}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cs.Apply(ctx, []events.Event{{ID: "e", Kind: events.KindCounterDelta, Deltas: counter.Deltas("v", counter.Values{Likes: 1})}}); err != nil {
-		t.Fatal(err)
-	}
-	own, err := cs.Own(ctx, counterstore.OwnQuery{Viewer: "alice", IDs: []string{"v"}, Cached: []string{"v"}, Since: held.ReadTime})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := own.Merge([]string{"v"}, held.Values); got["v"].Likes != 1 {
-		t.Errorf("naive: %+v, want 1 like", got)
-	}
-}
-
 // TestOwnUniqueViewers: an id not held is read whole, its unique viewers
 // merged from the snapshot and the live shards; a held id read again for
 // its moved counts keeps the held unique-viewers estimate (the public part,

@@ -76,7 +76,6 @@ type world struct {
 }
 
 type worldOpts struct {
-	limit   int
 	policy  counter.ShardPolicy
 	batched bool
 }
@@ -86,7 +85,7 @@ func newWorld(t *testing.T, o worldOpts) *world {
 	cfg := emulatortest.New(t)
 	db := emulatortest.Spanner(t, cfg)
 	w := &world{cfg: cfg, db: db, pub: &capture{}}
-	w.rs = reactionstore.New(db, o.limit)
+	w.rs = reactionstore.New(db)
 	w.cs = counterstore.New(db, counterstore.Options{Policy: o.policy, RollupInterval: time.Second})
 	w.writer = reactionstore.NewWriter(w.rs, w.pub, reactionstore.WriterOptions{Batched: o.batched, MaxInFlight: 1})
 	return w
@@ -244,49 +243,44 @@ func TestIfMatch(t *testing.T) {
 }
 
 func TestDuplicateAndOutOfOrderDelivery(t *testing.T) {
-	for _, rowByRow := range []bool{false, true} {
-		t.Run(fmt.Sprintf("rowByRow=%v", rowByRow), func(t *testing.T) {
-			w := newWorld(t, worldOpts{batched: false})
-			w.rs.OutboxRowByRow(rowByRow)
-			w.set(t, "a", "v", reaction.Like)
-			w.set(t, "a", "v", reaction.None)
-			w.set(t, "b", "v", reaction.Dislike)
-			w.set(t, "c", "v", reaction.Like)
-			msgs := w.pub.take()
-			if !rowByRow {
-				// The undo took a's share out of the pending summed row
-				// of the like: nothing of a's is left to send.
-				if len(msgs) != 3 {
-					t.Fatalf("%d messages, want 3 (unbatched, the undo cancelling its pending like)", len(msgs))
-				}
-			} else {
-				if len(msgs) != 4 {
-					t.Fatalf("%d messages, want 4 (unbatched)", len(msgs))
-				}
-				// The undo first: the counter dips below zero, the answer never does.
-				w.deliver(t, msgs[1:2])
-				if got := w.counted(t, "v"); got != likes(-1, 0) {
-					t.Fatalf("after the undo alone: counted %+v", got)
-				}
-				if got := w.anonymous(t, "v"); got != likes(0, 0) {
-					t.Fatalf("a negative count was shown: %+v", got)
-				}
-			}
-			// Then everything, in reverse, twice.
-			for i := 0; i < 2; i++ {
-				for j := len(msgs) - 1; j >= 0; j-- {
-					w.deliver(t, msgs[j:j+1])
-				}
-			}
-			if got := w.counted(t, "v"); got != likes(1, 1) {
-				t.Fatalf("after duplicates and reordering: counted %+v, want 1 like 1 dislike", got)
-			}
-			// A message that repeats an event inside itself counts it once too.
-			st := w.deliver(t, [][]events.Event{append(msgs[2], msgs[2]...)})
-			if st.Applied != 0 {
-				t.Fatalf("replayed message applied %d events", st.Applied)
-			}
-		})
+	w := newWorld(t, worldOpts{batched: false})
+	w.set(t, "a", "v", reaction.Like)
+	w.set(t, "a", "v", reaction.None)
+	w.set(t, "b", "v", reaction.Dislike)
+	w.set(t, "c", "v", reaction.Like)
+	msgs := w.pub.take()
+	// The undo took a's share out of the pending summed row of the like:
+	// nothing of a's is left to send.
+	if len(msgs) != 3 {
+		t.Fatalf("%d messages, want 3 (unbatched, the undo cancelling its pending like)", len(msgs))
+	}
+	// Everything, in reverse, twice.
+	for i := 0; i < 2; i++ {
+		for j := len(msgs) - 1; j >= 0; j-- {
+			w.deliver(t, msgs[j:j+1])
+		}
+	}
+	if got := w.counted(t, "v"); got != likes(1, 1) {
+		t.Fatalf("after duplicates and reordering: counted %+v, want 1 like 1 dislike", got)
+	}
+	// A message that repeats an event inside itself counts it once too.
+	st := w.deliver(t, [][]events.Event{append(msgs[2], msgs[2]...)})
+	if st.Applied != 0 {
+		t.Fatalf("replayed message applied %d events", st.Applied)
+	}
+}
+
+// A counter that dips below zero (an undo counted before the change it
+// undoes) is never shown negative.
+func TestNegativeCountShownAsZero(t *testing.T) {
+	w := newWorld(t, worldOpts{batched: false})
+	undo := events.Event{ID: "undo-first", Kind: events.KindCounterDelta, Deltas: counter.Deltas("v", counter.Values{Likes: -1})}
+	w.deliver(t, [][]events.Event{{undo}})
+	if got := w.counted(t, "v"); got != likes(-1, 0) {
+		t.Fatalf("after the undo alone: counted %+v", got)
+	}
+	if got := w.anonymous(t, "v"); got != likes(0, 0) {
+		t.Fatalf("a negative count was shown: %+v", got)
 	}
 }
 
@@ -644,45 +638,6 @@ func TestShardCountRisesUnderLoadAndFallsBack(t *testing.T) {
 	}
 }
 
-func TestRateLimitAcrossInstances(t *testing.T) {
-	w := newWorld(t, worldOpts{batched: true, limit: 5})
-	ctx := context.Background()
-	// A second instance: its own store and writer over its own client.
-	db2, err := spannerdb.New(ctx, w.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db2.Client.Close()
-	other := reactionstore.NewWriter(reactionstore.New(db2, 5), w.pub, reactionstore.WriterOptions{Batched: true})
-	writers := []*reactionstore.Writer{w.writer, other}
-	var limited *reactionstore.RateLimitedError
-	for i := 0; i < 5; i++ {
-		res, err := writers[i%2].Set(ctx, reactionstore.SetRequest{UserID: "u", ContentID: fmt.Sprintf("v%d", i), To: reaction.Like})
-		if err != nil || res.Err != nil {
-			t.Fatalf("request %d within the limit: %v %v", i, err, res.Err)
-		}
-	}
-	res, err := other.Set(ctx, reactionstore.SetRequest{UserID: "u", ContentID: "v9", To: reaction.Like})
-	if err != nil || !errors.As(res.Err, &limited) || limited.RetryAfter <= 0 || limited.RetryAfter > 12*time.Second {
-		t.Fatalf("6th request: %v %+v", err, res)
-	}
-	// Other users are not limited, and the refused change wrote nothing.
-	if r := w.set(t, "someone-else", "v9", reaction.Like); r.State.Version != 1 {
-		t.Fatalf("other user: %+v", r)
-	}
-	got, _ := w.rs.Get(ctx, "u", []string{"v9"})
-	if got["v9"].Current() != reaction.None {
-		t.Fatalf("a refused change was recorded: %+v", got["v9"])
-	}
-	// Off: unlimited.
-	off := reactionstore.NewWriter(reactionstore.New(w.db, 0), w.pub, reactionstore.WriterOptions{})
-	for i := 0; i < 20; i++ {
-		if res, err := off.Set(ctx, reactionstore.SetRequest{UserID: "u", ContentID: fmt.Sprintf("x%d", i), To: reaction.Like}); err != nil || res.Err != nil {
-			t.Fatalf("limit off, request %d: %v %v", i, err, res.Err)
-		}
-	}
-}
-
 // TestSourceKeysAfter pages through the items the reactions' source lists
 // for reconciliation: every item with a reaction, in order, none twice.
 func TestSourceKeysAfter(t *testing.T) {
@@ -812,13 +767,12 @@ var errLimiterDown = errors.New("limiter backend down")
 
 // The changes of one transaction on one item write one summed outbox row,
 // each user's share kept on their reaction row: every read of a user's own
-// counts (the one-query read, the by-key read) adds exactly their pending
+// counts (the counts query, the by-key read) adds exactly their pending
 // shares, an undo takes its shares out of the summed rows before they are
 // counted, a retry republishes them, and every count ends exact.
 func TestSummedOutboxSharesCountOnce(t *testing.T) {
 	w := newWorld(t, worldOpts{batched: true})
 	ctx := context.Background()
-	oneQuery := counterstore.New(w.db, counterstore.Options{OneQuery: true})
 	setMany := func(reqs ...reactionstore.SetRequest) []events.Event {
 		t.Helper()
 		res, err := w.rs.SetMany(ctx, reqs)
@@ -846,14 +800,12 @@ func TestSummedOutboxSharesCountOnce(t *testing.T) {
 		if got := c.Values["v"]; got != want {
 			t.Errorf("%s sees %+v in one query, want %+v", user, got, want)
 		}
-		for name, cs := range map[string]*counterstore.Store{"by key": w.cs, "own query": oneQuery} {
-			own, err := cs.Own(ctx, counterstore.OwnQuery{Viewer: user, IDs: ids})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := own.Merge(ids, nil)["v"]; got != want {
-				t.Errorf("%s sees %+v %s, want %+v", user, got, name, want)
-			}
+		own, err := w.cs.Own(ctx, counterstore.OwnQuery{Viewer: user, IDs: ids})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := own.Merge(ids, nil)["v"]; got != want {
+			t.Errorf("%s sees %+v by key, want %+v", user, got, want)
 		}
 	}
 	before := spannerdb.WritesByTable()

@@ -268,7 +268,7 @@ func TestFlagsAreOnTheRecord(t *testing.T) {
 		t.Errorf("flags after the refused call: %+v", flags)
 	}
 	// Limited: the gate's limit holds for decisions too.
-	limited := reactionstore.New(w.db, 0).GateModeration(moderationstore.NewGate(1))
+	limited := reactionstore.New(w.db).GateModeration(moderationstore.NewGate(1))
 	if _, err := limited.SetFlagged(ctx, moderation.Decision{Moderator: "mod-c", UserIDs: []string{"x"}, Flagged: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +297,7 @@ func TestUnflagProtectionExpires(t *testing.T) {
 	}
 	at := func(d time.Duration) *reactionstore.Store {
 		// A minute of slack either way for the emulator's commit clock.
-		return reactionstore.New(w.db, 0).ProtectUnflags(protection).SetNow(func() time.Time { return unflagged.Add(d) })
+		return reactionstore.New(w.db).ProtectUnflags(protection).SetNow(func() time.Time { return unflagged.Add(d) })
 	}
 	if n, err := at(protection-time.Minute).FlagAccounts(ctx, views(1000)); err != nil || n != 0 {
 		t.Fatalf("within the protection: flagged %d, %v; want none", n, err)

@@ -1,5 +1,5 @@
 // Package reactionstore keeps reactions in Spanner: the transaction that
-// records a change together with its rate-limit check and its counter deltas
+// records a change together with its counter deltas
 // (outbox), the group commit of concurrent changes, the one-read lookup of a
 // user's reactions, flagged accounts, and the reactions' side of
 // reconciliation.
@@ -20,14 +20,15 @@ import (
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/moderation/moderationstore"
-	"github.com/videngage/engagement/shared/ratelimit"
 	"github.com/videngage/engagement/shared/reaction"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 
 const (
-	tableReactions  = "Reactions"
-	tableFlagged    = "FlaggedUsers"
+	tableReactions = "Reactions"
+	tableFlagged   = "FlaggedUsers"
+	// tableLimits held the reactions' per-user limit state; an account
+	// erasure still deletes a user's row (EraseUserRows).
 	tableLimits     = "ReactionRateLimits"
 	tableWatermarks = "JobWatermarks"
 )
@@ -37,24 +38,17 @@ const MaxUserIDBytes = 512
 
 // Store is the reactions' Spanner store.
 type Store struct {
-	db    *spannerdb.DB
-	limit ratelimit.GCRA // PerMinute 0: no limit
-	now   func() time.Time
-	// rowByRow: each outbox event its own id, deleted on its own by the
-	// consumer (the benchmark's comparison), instead of one batch per
-	// transaction.
-	rowByRow bool
+	db  *spannerdb.DB
+	now func() time.Time
 	// gate admits moderators' decisions; unflagProtection is how long a
 	// moderator's unflag keeps the detectors from flagging the account.
 	gate             moderationstore.Gate
 	unflagProtection time.Duration
 }
 
-// New returns the store. perMinute ≤ 0 switches the rate limit off (in
-// Spanner: a Writer may limit elsewhere, see Writer.LimitWith).
-func New(db *spannerdb.DB, perMinute int) *Store {
-	return &Store{db: db, limit: ratelimit.GCRA{PerMinute: max(perMinute, 0)}, now: time.Now,
-		unflagProtection: moderation.DefaultUnflagProtection}
+// New returns the store. The per-user limit is the Writer's (Writer.LimitWith).
+func New(db *spannerdb.DB) *Store {
+	return &Store{db: db, now: time.Now, unflagProtection: moderation.DefaultUnflagProtection}
 }
 
 // GateModeration admits moderators' decisions through g (the zero Gate
@@ -69,15 +63,6 @@ func (s *Store) GateModeration(g moderationstore.Gate) *Store {
 // moderation.DefaultUnflagProtection); it returns s.
 func (s *Store) ProtectUnflags(d time.Duration) *Store {
 	s.unflagProtection = d
-	return s
-}
-
-// OutboxRowByRow makes each change its own outbox row with its own event,
-// deleted row by row when counted, instead of one summed row per item and
-// transaction deleted with its batch as one key range
-// (COUNTER_OUTBOX_DELETE=row, the benchmark's comparison); it returns s.
-func (s *Store) OutboxRowByRow(on bool) *Store {
-	s.rowByRow = on
 	return s
 }
 
@@ -126,7 +111,7 @@ type SetResult struct {
 type pairKey struct{ user, content string }
 
 // SetMany records reqs, in order, in one read-write transaction: for each,
-// the rate-limit check, the transition from the stored reaction, the new
+// the transition from the stored reaction, the new
 // row, and its counter deltas in the outbox (unless the account is flagged).
 // Requests of one user on one item see each other in order.
 //
@@ -199,10 +184,6 @@ func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 		if err != nil {
 			return fmt.Errorf("read flagged users: %w", err)
 		}
-		limits, err := counterstore.ReadUserLimits(ctx, tx, tableLimits, s.limit, userKeys)
-		if err != nil {
-			return err
-		}
 		erasing, err := accountstore.Erasing(ctx, tx, userKeys)
 		if err != nil {
 			return err
@@ -224,10 +205,6 @@ func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 			res := &results[i]
 			if erasing[r.UserID] && !r.erase {
 				res.Err = errs.ErrAccountErasing
-				continue
-			}
-			if ok, wait := limits.Allow(r.UserID, now); !ok {
-				res.Err = &RateLimitedError{RetryAfter: wait}
 				continue
 			}
 			k := pairKey{r.UserID, r.ContentID}
@@ -273,7 +250,7 @@ func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 				shares = nil
 				ms = append(ms, spanner.Delete(tableReactions, spanner.Key{r.UserID, r.ContentID}))
 				delete(states, k)
-			} else if !own.IsZero() && !s.rowByRow && len(shares) < maxShares {
+			} else if !own.IsZero() && len(shares) < maxShares {
 				shares = box.add(shares, r.ContentID, own)
 				summedFor[i] = r.ContentID
 				own = counter.Values{}
@@ -281,9 +258,7 @@ func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 			if !own.IsZero() {
 				ev := tr.Event(r.UserID, r.ContentID, now)
 				ev.Deltas = counter.Deltas(r.ContentID, own)
-				if !s.rowByRow {
-					ev.ID = counterstore.BatchedID(batch, ev.ID)
-				}
+				ev.ID = counterstore.BatchedID(batch, ev.ID)
 				res.Event = &ev
 				ms = append(ms, counterstore.Pending(ev, r.UserID)...)
 			}
@@ -311,7 +286,6 @@ func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 			return err
 		}
 		ms = append(ms, tms...)
-		ms = append(ms, limits.Mutations()...)
 		if len(ms) == 0 {
 			return nil
 		}

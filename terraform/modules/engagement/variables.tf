@@ -166,17 +166,6 @@ variable "rollup_interval" {
   default     = "5s"
 }
 
-variable "counter_mode" {
-  description = "Counter engine (COUNTER_MODE): sharded, or naive for the benchmark baseline."
-  type        = string
-  default     = "sharded"
-
-  validation {
-    condition     = contains(["sharded", "naive"], var.counter_mode)
-    error_message = "counter_mode is sharded or naive."
-  }
-}
-
 variable "counter_shard_writes_per_second" {
   description = "Commit rate one counter shard row is meant to take; the rollup adds shards above it (COUNTER_SHARD_WRITES_PER_SECOND)."
   type        = number
