@@ -67,7 +67,7 @@ func TestEraseAccountFollowsItsMessages(t *testing.T) {
 	db := emulatortest.Spanner(t, cfg)
 	bt := emulatortest.Bigtable(t, cfg)
 	records := accountstore.New(db)
-	reactions := reactionstore.New(db, 0)
+	reactions := reactionstore.New(db)
 	for _, item := range []string{"v1", "v2"} {
 		res, err := reactions.SetMany(ctx, []reactionstore.SetRequest{{UserID: "ann", ContentID: item, To: reaction.Like}})
 		if err == nil {

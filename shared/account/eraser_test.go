@@ -83,7 +83,7 @@ func newWorld(t *testing.T) *world {
 	bt := emulatortest.Bigtable(t, cfg)
 	return &world{
 		records:   accountstore.New(db),
-		reactions: reactionstore.New(db, 0),
+		reactions: reactionstore.New(db),
 		comments:  commentstore.New(db, 0),
 		history:   historystore.New(bt),
 		settings:  historystore.NewSettings(emulatortest.Firestore(t, cfg)),
