@@ -56,10 +56,10 @@ func part(batchID string) int {
 func RowKey(batchID string) string { return fmt.Sprintf("%03x#%s", part(batchID), batchID) }
 
 // Put stages the counter events of the watches batchID owns, in one row
-// mutation. Putting the same batch again writes the same cell (the row's
-// only column, one version kept), so a redelivery changes nothing; a put
-// after the batch was folded and its row deleted is refused by the fold
-// (the events' ids are in AppliedEvents).
+// mutation. Putting the same batch again writes the same column (the
+// row's only one, read at its latest version), so a redelivery changes
+// nothing; a put after the batch was folded and its row deleted is
+// refused by the fold (the events' ids are in AppliedEvents).
 func (s *Staging) Put(ctx context.Context, batchID string, evs []events.Event) error {
 	data, err := events.Encode(events.Message{Events: evs})
 	if err != nil {
