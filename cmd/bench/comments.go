@@ -26,7 +26,7 @@ import (
 
 	"cloud.google.com/go/spanner"
 
-	"github.com/videngage/engagement/cmd/internal/localstack"
+	"github.com/videngage/engagement/cmd/internal/benchstack"
 	commentsfn "github.com/videngage/engagement/functions/comments"
 	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/shared/auth"
@@ -55,12 +55,12 @@ func (o commentsOptions) check() error {
 
 // runCommentsBench runs the comments section on a world of its own in es.
 func runCommentsBench(ctx context.Context, es *emulators.Stack, o commentsOptions) error {
-	srv, err := localstack.StartServer()
+	srv, err := benchstack.StartServer()
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
-	cfg, teardown, err := localstack.Provision(ctx, es, srv, fmt.Sprintf("bench-comments-%d", os.Getpid()), map[string]string{
+	cfg, teardown, err := benchstack.Provision(ctx, es, srv, fmt.Sprintf("bench-comments-%d", os.Getpid()), map[string]string{
 		"RATE_LIMITS": "off", // one bench user posts far more than 10 a minute
 	})
 	if err != nil {
@@ -78,15 +78,15 @@ func runCommentsBench(ctx context.Context, es *emulators.Stack, o commentsOption
 
 // commentsStack is the functions of the comments section's world, served as the local stack
 // serves them: the counter functions every benchmark serves
-// (localstack.Stack) and the Comments API.
+// (benchstack.Stack) and the Comments API.
 type commentsStack struct {
-	*localstack.Stack
+	*benchstack.Stack
 	url string
-	srv *localstack.Server
+	srv *benchstack.Server
 }
 
-func newCommentsStack(ctx context.Context, cfg *config.Config, srv *localstack.Server) (*commentsStack, error) {
-	bs, err := localstack.New(ctx, "bench", cfg, srv, func(st *localstack.Stack, mux *http.ServeMux) error {
+func newCommentsStack(ctx context.Context, cfg *config.Config, srv *benchstack.Server) (*commentsStack, error) {
+	bs, err := benchstack.New(ctx, "bench", cfg, srv, func(st *benchstack.Stack, mux *http.ServeMux) error {
 		deps, err := commentsfn.Build(st.Clients)
 		if err != nil {
 			return err
@@ -106,7 +106,7 @@ func newCommentsStack(ctx context.Context, cfg *config.Config, srv *localstack.S
 const hotVideo = "hot-video"
 
 func runComments(ctx context.Context, st *commentsStack, o commentsOptions) error {
-	client := localstack.NewClient(o.concurrency, 60*time.Second)
+	client := benchstack.NewClient(o.concurrency, 60*time.Second)
 	tokens := make([]string, o.concurrency)
 	for i := range tokens {
 		t, err := st.Issuer.Mint(fmt.Sprintf("viewer-%d", i))

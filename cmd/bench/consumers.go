@@ -24,7 +24,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/videngage/engagement/cmd/internal/localstack"
+	"github.com/videngage/engagement/cmd/internal/benchstack"
 	applycountersfn "github.com/videngage/engagement/functions/applycounters"
 	applyhistoryfn "github.com/videngage/engagement/functions/applyhistory"
 	applyviewsfn "github.com/videngage/engagement/functions/applyviews"
@@ -69,12 +69,12 @@ func runConsumersBench(ctx context.Context, es *emulators.Stack, o consumersOpti
 		}
 		levels = append(levels, n)
 	}
-	srv, err := localstack.StartServer()
+	srv, err := benchstack.StartServer()
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
-	cfg, teardown, err := localstack.Provision(ctx, es, srv, "bench-consumers", nil)
+	cfg, teardown, err := benchstack.Provision(ctx, es, srv, "bench-consumers", nil)
 	if err != nil {
 		return err
 	}

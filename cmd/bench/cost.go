@@ -11,7 +11,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/videngage/engagement/cmd/internal/localstack"
+	"github.com/videngage/engagement/cmd/internal/benchstack"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 
@@ -154,7 +154,7 @@ func tablesWritten(rs []result) []string {
 // part of a reaction's CPU that serving one HTTP request costs whatever the
 // handler does.
 func httpFloor(n, concurrency int) (time.Duration, error) {
-	srv, err := localstack.StartServer()
+	srv, err := benchstack.StartServer()
 	if err != nil {
 		return 0, err
 	}

@@ -22,7 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/videngage/engagement/cmd/internal/localstack"
+	"github.com/videngage/engagement/cmd/internal/benchstack"
 	countsfn "github.com/videngage/engagement/functions/counts"
 	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/shared/counter"
@@ -77,7 +77,7 @@ type readResult struct {
 	cpu time.Duration
 	// lead0 and lead1 are the emulator's clock lead before the setting's
 	// first round and after its last: what each strong read waits
-	// (localstack.SpannerClockLead).
+	// (benchstack.SpannerClockLead).
 	lead0, lead1 time.Duration
 	perSec       float64
 	failed       int // answers other than 200 (503 when Spanner is too slow)
@@ -120,7 +120,7 @@ func countsReadBench(ctx context.Context, es *emulators.Stack, cpuProfile string
 	if err != nil {
 		return err
 	}
-	srv, err := localstack.StartServer()
+	srv, err := benchstack.StartServer()
 	if err != nil {
 		return err
 	}
@@ -129,13 +129,13 @@ func countsReadBench(ctx context.Context, es *emulators.Stack, cpuProfile string
 	if *countsInFlight != "" {
 		env["COUNTS_OWN_IN_FLIGHT"] = *countsInFlight
 	}
-	cfg, teardown, err := localstack.Provision(ctx, es, srv, fmt.Sprintf("bench-counts-%d", os.Getpid()), env)
+	cfg, teardown, err := benchstack.Provision(ctx, es, srv, fmt.Sprintf("bench-counts-%d", os.Getpid()), env)
 	if err != nil {
 		return err
 	}
 	defer teardown()
 	stores := map[string]*countingStore{}
-	s, err := newStack(ctx, cfg, srv, func(st *localstack.Stack, mux *http.ServeMux) error {
+	s, err := newStack(ctx, cfg, srv, func(st *benchstack.Stack, mux *http.ServeMux) error {
 		// One code path, three settings: the cache TTL 0 turns the instance
 		// cache and the shared reads off, OwnInFlight 0 the batched reads.
 		for _, name := range countsSettings {
@@ -221,7 +221,7 @@ func countsReadBench(ctx context.Context, es *emulators.Stack, cpuProfile string
 	// The settings take turns, a share of the requests each round, so
 	// that each meets the emulator in the same state: the emulator's clock
 	// lead, which every strong read waits for, grows with the calls it
-	// serves (localstack.SpannerClockLead).
+	// serves (benchstack.SpannerClockLead).
 	results := map[string]readResult{}
 	var firstErr error
 	kinds := []bool{false, true}
@@ -473,7 +473,7 @@ func sessionReads(ctx context.Context, s *stack, client *http.Client, api string
 			if _, err := run(*sessionRequests / 5 / *countsRounds); err != nil {
 				return res, err
 			}
-			lead0, err := localstack.SpannerClockLead(ctx, s.DB)
+			lead0, err := benchstack.SpannerClockLead(ctx, s.DB)
 			if err != nil {
 				return res, err
 			}
@@ -481,7 +481,7 @@ func sessionReads(ctx context.Context, s *stack, client *http.Client, api string
 			if err != nil {
 				return res, err
 			}
-			lead1, err := localstack.SpannerClockLead(ctx, s.DB)
+			lead1, err := benchstack.SpannerClockLead(ctx, s.DB)
 			if err != nil {
 				return res, err
 			}
@@ -563,13 +563,13 @@ func countsRound(ctx context.Context, s *stack, client *http.Client, path string
 	if _, err = readPhase(client, path, tokens, signed, hot, cold, *countsRequests/5 / *countsRounds, store); err != nil {
 		return
 	}
-	if lead0, err = localstack.SpannerClockLead(ctx, s.DB); err != nil {
+	if lead0, err = benchstack.SpannerClockLead(ctx, s.DB); err != nil {
 		return
 	}
 	if p, err = readPhase(client, path, tokens, signed, hot, cold, *countsRequests / *countsRounds, store); err != nil {
 		return
 	}
-	lead1, err = localstack.SpannerClockLead(ctx, s.DB)
+	lead1, err = benchstack.SpannerClockLead(ctx, s.DB)
 	return
 }
 
@@ -601,7 +601,7 @@ func merged(rounds []phase) readResult {
 		return r
 	}
 	r.perSec = float64(len(all)) / elapsed.Seconds()
-	r.p50, r.p99 = localstack.Percentiles(all)
+	r.p50, r.p99 = benchstack.Percentiles(all)
 	r.per1000 = float64(queries) * 1000 / float64(len(all))
 	r.wire1000 = float64(rpcs) * 1000 / float64(len(all))
 	r.cpu = cpu / time.Duration(len(all))
@@ -711,7 +711,7 @@ func publicFreshness(client *http.Client, counts, api string, s *stack, name str
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	p50, p99 = localstack.Percentiles(lat)
+	p50, p99 = benchstack.Percentiles(lat)
 	return p50, p99, nil
 }
 

@@ -35,6 +35,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/videngage/engagement/cmd/internal/benchstack"
 	"github.com/videngage/engagement/cmd/internal/localstack"
 	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/shared/events"
@@ -57,7 +58,7 @@ func main() {
 	if os.Getenv(loadChildEnv) != "" {
 		runLoadChild()
 	}
-	localstack.Main("bench", realMain)
+	benchstack.Main("bench", realMain)
 }
 
 func realMain(ctx context.Context) error {
@@ -179,7 +180,7 @@ type result struct {
 }
 
 func runMode(ctx context.Context, es *emulators.Stack, c configuration, n int, o options) (result, error) {
-	srv, err := localstack.StartServer()
+	srv, err := benchstack.StartServer()
 	if err != nil {
 		return result{}, err
 	}
@@ -188,7 +189,7 @@ func runMode(ctx context.Context, es *emulators.Stack, c configuration, n int, o
 	// measures that): every counts read and freshness poll reads Spanner.
 	env := map[string]string{"COUNTS_CACHE_TTL": "0s"}
 	maps.Copy(env, c.env)
-	cfg, teardown, err := localstack.Provision(ctx, es, srv, fmt.Sprintf("bench-%d-%d", os.Getpid(), n), env)
+	cfg, teardown, err := benchstack.Provision(ctx, es, srv, fmt.Sprintf("bench-%d-%d", os.Getpid(), n), env)
 	if err != nil {
 		return result{}, err
 	}
@@ -227,7 +228,7 @@ func recordReaction(r result, o options, floor time.Duration) {
 	record("reaction.applied_per_s", r.applied, "reactions/s", "reactions counted end to end per second, one ApplyCounters taking one push at a time")
 }
 
-func newClient(conc int) *http.Client { return localstack.NewClient(conc, 30*time.Second) }
+func newClient(conc int) *http.Client { return benchstack.NewClient(conc, 30*time.Second) }
 
 // do sends a request (JSON when it has a body, hdr as name, value pairs)
 // and returns the answer's status and body.
@@ -262,7 +263,7 @@ func doHeader(c *http.Client, method, url, token, body string, hdr ...string) (i
 
 // hotItem: o.reactions users like one item as fast as o.concurrency clients
 // can; accepted = all answered 200, applied = the exact count reached.
-func hotItem(ctx context.Context, s *stack, srv *localstack.Server, o options, r *result) error {
+func hotItem(ctx context.Context, s *stack, srv *benchstack.Server, o options, r *result) error {
 	tokens := make([]string, o.reactions)
 	for i := range tokens {
 		t, err := s.token(fmt.Sprintf("user-%d", i), false)
@@ -363,7 +364,7 @@ func hotItem(ctx context.Context, s *stack, srv *localstack.Server, o options, r
 	return nil
 }
 
-func countsLatency(ctx context.Context, s *stack, srv *localstack.Server, o options, r *result) error {
+func countsLatency(ctx context.Context, s *stack, srv *benchstack.Server, o options, r *result) error {
 	ids := make([]string, 50)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("item-%d", i)
@@ -388,13 +389,13 @@ func countsLatency(ctx context.Context, s *stack, srv *localstack.Server, o opti
 	}
 	after := spannerdb.CurrentStats()
 	r.readsPerRequest = float64(after.Reads-before.Reads) / float64(o.countsReqs)
-	r.countsP50, r.P99 = localstack.Percentiles(lat)
+	r.countsP50, r.P99 = benchstack.Percentiles(lat)
 	return nil
 }
 
 // freshness: one write at a time on its own item, then anonymous counts
 // polled every 5 ms until the like shows.
-func freshness(ctx context.Context, s *stack, srv *localstack.Server, o options, r *result) error {
+func freshness(ctx context.Context, s *stack, srv *benchstack.Server, o options, r *result) error {
 	client := newClient(2)
 	tok, err := s.token("fresh-writer", false)
 	if err != nil {
@@ -423,7 +424,7 @@ func freshness(ctx context.Context, s *stack, srv *localstack.Server, o options,
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	r.freshP50, r.freshP99 = localstack.Percentiles(lat)
+	r.freshP50, r.freshP99 = benchstack.Percentiles(lat)
 	return nil
 }
 

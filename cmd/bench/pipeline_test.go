@@ -12,7 +12,7 @@ import (
 
 	"cloud.google.com/go/pubsub/v2"
 
-	"github.com/videngage/engagement/cmd/internal/localstack"
+	"github.com/videngage/engagement/cmd/internal/benchstack"
 	"github.com/videngage/engagement/internal/apitest"
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/history"
@@ -23,9 +23,9 @@ func TestMain(m *testing.M) {
 	emulatortest.Main(m)
 }
 
-func newTestStack(t *testing.T, env ...string) (*stack, *localstack.Server) {
+func newTestStack(t *testing.T, env ...string) (*stack, *benchstack.Server) {
 	t.Helper()
-	srv, err := localstack.StartServer()
+	srv, err := benchstack.StartServer()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +277,7 @@ func TestModerationReconcileAndRollupOverHTTP(t *testing.T) {
 // ApplyViews (the same watch in several messages too), with their unique
 // viewers; a message of neither form is refused, not retried forever.
 func TestViewsFromHistoryEvents(t *testing.T) {
-	srv, err := localstack.StartServer()
+	srv, err := benchstack.StartServer()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/videngage/engagement/cmd/internal/localstack"
+	"github.com/videngage/engagement/cmd/internal/benchstack"
 	reactionsfn "github.com/videngage/engagement/functions/reactions"
 	rollupfn "github.com/videngage/engagement/functions/rollup"
 	"github.com/videngage/engagement/shared/auth"
@@ -15,17 +15,17 @@ import (
 
 // stack is the engagement functions of one world, served by one server the
 // way the local stack serves them: the counter functions every benchmark
-// serves (localstack.Stack), the Reactions API, and the Rollup function at
+// serves (benchstack.Stack), the Reactions API, and the Rollup function at
 // /internal/rollup.
 type stack struct {
-	*localstack.Stack
+	*benchstack.Stack
 }
 
 // newStack builds the functions over cfg (whose Auth is pointed at a local
 // issuer served by srv) and serves them on srv, with whatever more mount
 // adds.
-func newStack(ctx context.Context, cfg *config.Config, srv *localstack.Server, mount ...func(*localstack.Stack, *http.ServeMux) error) (*stack, error) {
-	bs, err := localstack.New(ctx, "bench", cfg, srv, func(st *localstack.Stack, mux *http.ServeMux) error {
+func newStack(ctx context.Context, cfg *config.Config, srv *benchstack.Server, mount ...func(*benchstack.Stack, *http.ServeMux) error) (*stack, error) {
+	bs, err := benchstack.New(ctx, "bench", cfg, srv, func(st *benchstack.Stack, mux *http.ServeMux) error {
 		rdeps, err := reactionsfn.Build(st.Clients)
 		if err != nil {
 			return err

@@ -25,7 +25,7 @@ import (
 
 	"cloud.google.com/go/spanner"
 
-	"github.com/videngage/engagement/cmd/internal/localstack"
+	"github.com/videngage/engagement/cmd/internal/benchstack"
 	applyhistoryfn "github.com/videngage/engagement/functions/applyhistory"
 	applyviewsfn "github.com/videngage/engagement/functions/applyviews"
 	historyfn "github.com/videngage/engagement/functions/history"
@@ -166,8 +166,8 @@ func (d directViews) Put(ctx context.Context, _ string, evs []events.Event) erro
 }
 
 // viewsStack provisions a world and serves the views path on it.
-func viewsStack(ctx context.Context, es *emulators.Stack, srv *localstack.Server, project string, env map[string]string, path viewsPath) (*localstack.Stack, func(), error) {
-	cfg, teardown, err := localstack.Provision(ctx, es, srv, project, env)
+func viewsStack(ctx context.Context, es *emulators.Stack, srv *benchstack.Server, project string, env map[string]string, path viewsPath) (*benchstack.Stack, func(), error) {
+	cfg, teardown, err := benchstack.Provision(ctx, es, srv, project, env)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -181,11 +181,11 @@ func viewsStack(ctx context.Context, es *emulators.Stack, srv *localstack.Server
 
 // newViewsStack serves History, ApplyHistory and ApplyViews over a
 // localstack, on a provisioned world whose subscriptions push to srv.
-func newViewsStack(ctx context.Context, cfg *config.Config, srv *localstack.Server, path viewsPath) (*localstack.Stack, func(), error) {
+func newViewsStack(ctx context.Context, cfg *config.Config, srv *benchstack.Server, path viewsPath) (*benchstack.Stack, func(), error) {
 	var more *host.Clients
 	var folding sync.WaitGroup
 	stopFold := func() {}
-	st, err := localstack.New(ctx, "bench", cfg, srv, func(st *localstack.Stack, mux *http.ServeMux) error {
+	st, err := benchstack.New(ctx, "bench", cfg, srv, func(st *benchstack.Stack, mux *http.ServeMux) error {
 		var err error
 		more, err = host.New(ctx, cfg, host.NeedBigtable|host.NeedFirestore)
 		if err != nil {
@@ -242,7 +242,7 @@ func newViewsStack(ctx context.Context, cfg *config.Config, srv *localstack.Serv
 
 func viewsMode(ctx context.Context, es *emulators.Stack, mode, counting string, n int, o viewsOptions) (viewsResult, error) {
 	r := viewsResult{mode: map[string]string{"off": "off (per watch)", "on": "on"}[mode], counting: counting, watchers: o.watchers}
-	srv, err := localstack.StartServer()
+	srv, err := benchstack.StartServer()
 	if err != nil {
 		return r, err
 	}
@@ -368,7 +368,7 @@ func viewsMode(ctx context.Context, es *emulators.Stack, mode, counting string, 
 }
 
 // waitViews waits until key has want views counted (snapshot and shards).
-func waitViews(ctx context.Context, st *localstack.Stack, key string, want int64, timeout time.Duration) error {
+func waitViews(ctx context.Context, st *benchstack.Stack, key string, want int64, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		c, _, err := st.Counters.Totals(ctx, []string{key})
@@ -421,12 +421,12 @@ func (r viewsResult) precision(viewers int64, path string) precision {
 // folds, and reads the estimate the counts API would answer.
 func storeViewers(ctx context.Context, es *emulators.Stack, n int) (precision, error) {
 	p := precision{viewers: int64(n), path: "counter store: 500-viewer batches, shards, fold, read"}
-	srv, err := localstack.StartServer()
+	srv, err := benchstack.StartServer()
 	if err != nil {
 		return p, err
 	}
 	defer srv.Close()
-	cfg, teardown, err := localstack.Provision(ctx, es, srv, fmt.Sprintf("bench-%d-store", os.Getpid()), nil)
+	cfg, teardown, err := benchstack.Provision(ctx, es, srv, fmt.Sprintf("bench-%d-store", os.Getpid()), nil)
 	if err != nil {
 		return p, err
 	}

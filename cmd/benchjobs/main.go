@@ -38,7 +38,7 @@ import (
 
 	"cloud.google.com/go/spanner"
 
-	"github.com/videngage/engagement/cmd/internal/localstack"
+	"github.com/videngage/engagement/cmd/internal/benchstack"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -59,7 +59,7 @@ type options struct {
 	out                    string
 }
 
-func main() { localstack.Main("benchjobs", realMain) }
+func main() { benchstack.Main("benchjobs", realMain) }
 
 func realMain(ctx context.Context) error {
 	var o options
@@ -89,7 +89,7 @@ func realMain(ctx context.Context) error {
 		return errors.New("want -workers ≥ 1, -partitions ≥ 1, 1 ≤ -drift ≤ -counters/2, -budget ≥ 1s, -reactions ≥ 20, -recent-every ≥ 1")
 	}
 
-	w, err := localstack.Start(ctx, "benchjobs", fmt.Sprintf("bench-jobs-%d", os.Getpid()), nil)
+	w, err := benchstack.Start(ctx, "benchjobs", fmt.Sprintf("bench-jobs-%d", os.Getpid()), nil)
 	if err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ func realMain(ctx context.Context) error {
 	// Reconciliation in a database of its own: the rollup's folded
 	// counters would be counters to check (and drifted: no truth holds
 	// their likes).
-	rcfg, rteardown, err := localstack.Provision(ctx, w.Emulators, w.Server, fmt.Sprintf("bench-reconcile-%d", os.Getpid()), nil)
+	rcfg, rteardown, err := benchstack.Provision(ctx, w.Emulators, w.Server, fmt.Sprintf("bench-reconcile-%d", os.Getpid()), nil)
 	if err != nil {
 		return err
 	}

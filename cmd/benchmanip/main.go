@@ -24,7 +24,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/videngage/engagement/cmd/internal/localstack"
+	"github.com/videngage/engagement/cmd/internal/benchstack"
 	detectmanipulationfn "github.com/videngage/engagement/functions/detectmanipulation"
 	"github.com/videngage/engagement/internal/moderationtest"
 	"github.com/videngage/engagement/shared/moderation"
@@ -32,7 +32,7 @@ import (
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 
-func main() { localstack.Main("benchmanip", realMain) }
+func main() { benchstack.Main("benchmanip", realMain) }
 
 func realMain(ctx context.Context) error {
 	cost := flag.Bool("cost", false, "also measure the job's Spanner cost per run on the emulator")
@@ -65,7 +65,7 @@ func realMain(ctx context.Context) error {
 }
 
 func measureCost(ctx context.Context, ordinary int) error {
-	w, err := localstack.Start(ctx, "benchmanip", fmt.Sprintf("benchmanip-%d", time.Now().UnixNano()), nil)
+	w, err := benchstack.Start(ctx, "benchmanip", fmt.Sprintf("benchmanip-%d", time.Now().UnixNano()), nil)
 	if err != nil {
 		return err
 	}

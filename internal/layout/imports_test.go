@@ -115,3 +115,45 @@ func TestImportRulesRefuse(t *testing.T) {
 		t.Errorf("allowed edges reported: %q", got)
 	}
 }
+
+// benchmarkCode lists the packages of deps that hold benchmark code: the
+// benchmark commands and what only they import. The local stack (`make
+// run`, cmd/local) links none of them.
+func benchmarkCode(deps []string) []string {
+	var out []string
+	for _, p := range deps {
+		if strings.HasPrefix(p, module+"/cmd/bench") || under(p, "cmd/internal/benchstack") ||
+			under(p, "cmd/internal/benchreport") || under(p, "internal/otelcount") {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func TestLocalLinksNoBenchmarkCode(t *testing.T) {
+	b, err := exec.Command("go", "list", "-deps", module+"/cmd/local").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(b))
+	if !slices.Contains(deps, module+"/cmd/internal/localstack") {
+		t.Fatalf("go list -deps ./cmd/local did not list the local stack (%d packages)", len(deps))
+	}
+	for _, p := range benchmarkCode(deps) {
+		t.Errorf("cmd/local links benchmark code: %s", p)
+	}
+}
+
+// TestBenchmarkCodeRefused: the rule reports each kind of benchmark package
+// and leaves the local stack's alone.
+func TestBenchmarkCodeRefused(t *testing.T) {
+	m := func(p string) string { return module + "/" + p }
+	bad := []string{m("cmd/internal/benchstack"), m("cmd/internal/benchreport"), m("cmd/bench"), m("cmd/benchjobs"), m("internal/otelcount")}
+	if got := benchmarkCode(bad); len(got) != len(bad) {
+		t.Errorf("%d of %d benchmark packages reported: %q", len(got), len(bad), got)
+	}
+	good := []string{m("cmd/local"), m("cmd/internal/localstack"), m("internal/emulators"), m("functions/reactions"), "net/http"}
+	if got := benchmarkCode(good); len(got) != 0 {
+		t.Errorf("local stack packages reported: %q", got)
+	}
+}

@@ -6,8 +6,8 @@
 // as the cloud does, serves the registered event functions (HTTP functions
 // that read Pub/Sub pushes) with functions-framework-go where Pub/Sub
 // pushes, and waits until every
-// backend answers. The benchmarks' counter stack (bench.go) is built on the
-// same world.
+// backend answers. The benchmarks' counter stack (cmd/internal/benchstack)
+// is built on the same world.
 //
 // The per-package tests use internal/emulators/emulatortest instead: the
 // same emulators and the same provisioning (internal/emulators), one world

@@ -1,9 +1,10 @@
-// The benchmarks' part of the stack: a loopback server whose handler is set
-// after the world is provisioned, the counter functions every benchmark
-// needs (Counts, Reconcile, the ApplyCounters push endpoint, the rollup
-// folding every interval), and the measuring helpers.
-
-package localstack
+// Package benchstack is the benchmarks' part of the local stack: a loopback
+// server whose handler is set after the world is provisioned, the counter
+// functions every benchmark needs (Counts, Reconcile, the ApplyCounters push
+// endpoint, the rollup folding every interval), and the measuring helpers.
+// Only the benchmark commands import it, so `make run` (cmd/local) links
+// none of it.
+package benchstack
 
 import (
 	"context"
@@ -22,6 +23,7 @@ import (
 	"cloud.google.com/go/spanner"
 	"github.com/sethvargo/go-envconfig"
 
+	"github.com/videngage/engagement/cmd/internal/localstack"
 	applycountersfn "github.com/videngage/engagement/functions/applycounters"
 	countsfn "github.com/videngage/engagement/functions/counts"
 	"github.com/videngage/engagement/functions/host"
@@ -145,7 +147,7 @@ func Provision(ctx context.Context, es *emulators.Stack, srv *Server, project st
 	if cfg, err = config.FromLookuper(ctx, envconfig.MapLookuper(all)); err != nil {
 		return nil, nil, err
 	}
-	if teardown, err = ProvisionConfig(ctx, es, cfg, srv.PushEndpoint); err != nil {
+	if teardown, err = localstack.ProvisionConfig(ctx, es, cfg, srv.PushEndpoint); err != nil {
 		return nil, nil, err
 	}
 	return cfg, teardown, nil
@@ -164,7 +166,7 @@ type World struct {
 // and provisions project on them with env (see Provision). Close undoes all
 // three.
 func Start(ctx context.Context, name, project string, env map[string]string) (*World, error) {
-	es, err := Emulators(ctx, name, emulators.Options{})
+	es, err := localstack.Emulators(ctx, name, emulators.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -314,7 +316,7 @@ func (st *Stack) Close() {
 func SpannerClockLead(ctx context.Context, db *spannerdb.DB) (time.Duration, error) {
 	ts, err := db.InTx(spannerdb.Uncounted(ctx), func(context.Context, *spanner.ReadWriteTransaction) error { return nil })
 	if err != nil {
-		return 0, fmt.Errorf("localstack.SpannerClockLead: %w", err)
+		return 0, fmt.Errorf("benchstack.SpannerClockLead: %w", err)
 	}
 	return ts.Sub(time.Now()), nil
 }
