@@ -21,14 +21,14 @@ func TestTokenCacheRemembersAVerifiedToken(t *testing.T) {
 			t.Fatalf("verify %d: %+v, %v", i, u, err)
 		}
 	}
-	if n := len(v.cache.entries); n != 1 {
+	if n := v.cache.Len(); n != 1 {
 		t.Fatalf("%d cached tokens, want 1", n)
 	}
 	// A failed verification is not remembered.
 	if _, err := v.Verify(context.Background(), tok+"x"); !errors.Is(err, errs.ErrInvalidToken) {
 		t.Fatalf("tampered token: %v, want errs.ErrInvalidToken", err)
 	}
-	if n := len(v.cache.entries); n != 1 {
+	if n := v.cache.Len(); n != 1 {
 		t.Fatalf("%d cached tokens after a refusal, want 1", n)
 	}
 }
@@ -88,7 +88,7 @@ func TestTokenCacheIsBounded(t *testing.T) {
 		if _, err := v.Verify(context.Background(), mint(t, a, "u"+string(rune('a'+i)), IssuedAt(clock.now()))); err != nil {
 			t.Fatal(err)
 		}
-		if n := len(v.cache.entries); n > 3 {
+		if n := v.cache.Len(); n > 3 {
 			t.Fatalf("%d cached tokens, want at most 3", n)
 		}
 	}

@@ -149,13 +149,13 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (User, error) {
 	var hash [sha256.Size]byte
 	if v.cache != nil {
 		hash = sha256.Sum256([]byte(raw))
-		if e, ok := v.cache.get(hash, v.now()); ok {
+		if e, ok := v.cache.Get(hash, v.now()); ok {
 			// The key that verified it must still be the key set's key of
 			// that kid (a refresh may have withdrawn or replaced it).
 			if k, err := v.keys.key(ctx, e.kid); err == nil && k == e.key {
 				return e.user, nil
 			}
-			v.cache.drop(hash)
+			v.cache.Delete(hash)
 		}
 	}
 	var c claims
@@ -182,7 +182,7 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (User, error) {
 	}
 	u := User{ID: c.Subject, Moderator: c.Moderator == true}
 	if c.ExpiresAt != nil && key != nil {
-		v.cache.put(hash, cachedToken{user: u, kid: kid, key: key, expires: c.ExpiresAt.Time}, v.now())
+		v.cache.Put(hash, cachedToken{user: u, kid: kid, key: key}, c.ExpiresAt.Time, v.now())
 	}
 	return u, nil
 }
