@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/videngage/engagement/shared/cache"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 )
@@ -50,8 +51,9 @@ type publicCache struct {
 
 	group singleflight.Group
 
+	// mu makes each read-and-update of entries whole.
 	mu         sync.Mutex
-	entries    map[string]*entry
+	entries    *cache.Map[string, *entry]
 	refreshing bool
 }
 
@@ -74,7 +76,7 @@ func (c *publicCache) peek(ids []string) (held map[string]counter.Values, since 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, id := range ids {
-		e, ok := c.entries[id]
+		e, ok := c.entries.Get(id)
 		if !ok || now.Sub(e.readTime) > c.ttl {
 			missing = append(missing, id)
 			continue
@@ -144,22 +146,23 @@ func (c *publicCache) hold(ids []string, s counterstore.Snapshot) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.entries == nil {
-		c.entries = map[string]*entry{}
+		c.entries = cache.New[string, *entry](c.max, nil)
 	}
 	for _, id := range ids {
-		e, ok := c.entries[id]
+		e, ok := c.entries.Get(id)
 		if !ok {
-			if len(c.entries) >= c.max {
+			if c.entries.Len() >= c.max {
 				continue
 			}
 			e = &entry{used: s.ReadTime}
-			c.entries[id] = e
+			// The entries expire by use, which refresh judges.
+			c.entries.Put(id, e)
 		}
 		if !e.readTime.After(s.ReadTime) {
 			e.v, e.readTime = s.Values[id], s.ReadTime
 		}
 	}
-	if !c.refreshing && len(c.entries) > 0 {
+	if !c.refreshing && c.entries.Len() > 0 {
 		c.refreshing = true
 		go c.refresh()
 	}
@@ -173,16 +176,17 @@ func (c *publicCache) refresh() {
 		now := c.now()
 		var ids []string
 		c.mu.Lock()
-		for id, e := range c.entries {
-			switch {
-			case now.Sub(e.used) > c.ttl:
-				delete(c.entries, id)
-			case now.Sub(e.readTime) >= c.ttl/2 && e.used.After(e.readTime):
+		c.entries.DeleteFunc(func(id string, e *entry) bool {
+			if now.Sub(e.used) > c.ttl {
+				return true
+			}
+			if now.Sub(e.readTime) >= c.ttl/2 && e.used.After(e.readTime) {
 				// Asked for since it was read: worth reading again.
 				ids = append(ids, id)
 			}
-		}
-		if len(c.entries) == 0 {
+			return false
+		})
+		if c.entries.Len() == 0 {
 			c.refreshing = false
 			c.mu.Unlock()
 			return

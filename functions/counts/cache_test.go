@@ -82,8 +82,8 @@ func TestConcurrentIdenticalReadsShareOneQuery(t *testing.T) {
 			t.Errorf("request %d got likes %d, want the shared answer 1", i, v)
 		}
 	}
-	if len(c.entries) != 0 {
-		t.Errorf("a cache bounded to 0 ids holds %d", len(c.entries))
+	if c.entries.Len() != 0 {
+		t.Errorf("a cache bounded to 0 ids holds %d", c.entries.Len())
 	}
 }
 
@@ -112,8 +112,8 @@ func TestCacheHoldsForTTLWithinBound(t *testing.T) {
 		t.Errorf("peek: held %v since %v missing %v", held, since, missing)
 	}
 	get("c")
-	if len(c.entries) != 2 {
-		t.Errorf("holds %d ids, bound 2", len(c.entries))
+	if c.entries.Len() != 2 {
+		t.Errorf("holds %d ids, bound 2", c.entries.Len())
 	}
 	clk.add(time.Hour + time.Second)
 	if v := get("a"); v["a"].Likes != 3 {
@@ -139,7 +139,7 @@ func TestCacheOff(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if l.calls.Load() != 3 || len(c.entries) != 0 {
-		t.Errorf("cache off: %d queries for 3 reads, %d held", l.calls.Load(), len(c.entries))
+	if l.calls.Load() != 3 || c.entries.Len() != 0 {
+		t.Errorf("cache off: %d queries for 3 reads, %d held", l.calls.Load(), c.entries.Len())
 	}
 }

@@ -3,6 +3,7 @@ package auth
 import (
 	"crypto/rsa"
 	"crypto/sha256"
+	"time"
 
 	"github.com/videngage/engagement/shared/cache"
 )
@@ -26,7 +27,8 @@ type cachedToken struct {
 	key  *rsa.PublicKey
 }
 
-// newTokenCache remembers up to max tokens; nil if max is not positive.
-func newTokenCache(max int) *tokenCache {
-	return cache.New[[sha256.Size]byte, cachedToken](max)
+// newTokenCache remembers up to max tokens, expiring by v's clock; nil if
+// max is not positive.
+func newTokenCache(max int, v *Verifier) *tokenCache {
+	return cache.New[[sha256.Size]byte, cachedToken](max, func() time.Time { return v.now() })
 }

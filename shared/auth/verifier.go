@@ -73,7 +73,7 @@ func WithRefreshIntervals(unknownKID, afterFailure time.Duration) Option {
 // WithTokenCache remembers up to n verified tokens until they expire (0
 // turns the cache off); the default is DefaultTokenCacheSize.
 func WithTokenCache(n int) Option {
-	return func(v *Verifier) { v.cache = newTokenCache(n) }
+	return func(v *Verifier) { v.cache = newTokenCache(n, v) }
 }
 
 // NewVerifier builds a verifier for cfg. It does no I/O: the key set is
@@ -105,8 +105,8 @@ func NewVerifier(ctx context.Context, cfg config.Auth, opts ...Option) (*Verifie
 			log:    slog.Default(),
 			policy: defaultKeySetPolicy,
 		},
-		cache: newTokenCache(DefaultTokenCacheSize),
 	}
+	v.cache = newTokenCache(DefaultTokenCacheSize, v)
 	for _, o := range opts {
 		o(v)
 	}
@@ -149,7 +149,7 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (User, error) {
 	var hash [sha256.Size]byte
 	if v.cache != nil {
 		hash = sha256.Sum256([]byte(raw))
-		if e, ok := v.cache.Get(hash, v.now()); ok {
+		if e, ok := v.cache.Get(hash); ok {
 			// The key that verified it must still be the key set's key of
 			// that kid (a refresh may have withdrawn or replaced it).
 			if k, err := v.keys.key(ctx, e.kid); err == nil && k == e.key {
@@ -182,7 +182,7 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (User, error) {
 	}
 	u := User{ID: c.Subject, Moderator: c.Moderator == true}
 	if c.ExpiresAt != nil && key != nil {
-		v.cache.Put(hash, cachedToken{user: u, kid: kid, key: key}, c.ExpiresAt.Time, v.now())
+		v.cache.PutUntil(hash, cachedToken{user: u, kid: kid, key: key}, c.ExpiresAt.Time)
 	}
 	return u, nil
 }

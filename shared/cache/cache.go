@@ -10,13 +10,15 @@ import (
 )
 
 // Map is a map of at most a fixed number of entries, safe for concurrent
-// use. An entry put with an expiry is dropped at it. When the map is full,
-// Put drops the expired entries, then others at random (map order). A nil
-// Map holds nothing: Get misses and Put does nothing.
+// use. An entry put with an expiry (PutUntil) is dropped at it. When the map
+// is full, a put drops the expired entries, then others at random (map
+// order). A nil Map holds nothing: Get misses and a put does nothing.
 type Map[K comparable, V any] struct {
-	mu  sync.Mutex
 	max int
-	m   map[K]entry[V]
+	now func() time.Time
+
+	mu sync.Mutex
+	m  map[K]entry[V]
 }
 
 type entry[V any] struct {
@@ -24,17 +26,21 @@ type entry[V any] struct {
 	expires time.Time // zero: never
 }
 
-// New returns a Map of at most max entries; nil (a cache that holds
-// nothing) if max is not positive.
-func New[K comparable, V any](max int) *Map[K, V] {
+// New returns a Map of at most max entries whose expiries are judged by the
+// clock now (nil: time.Now); nil (a cache that holds nothing) if max is not
+// positive.
+func New[K comparable, V any](max int, now func() time.Time) *Map[K, V] {
 	if max <= 0 {
 		return nil
 	}
-	return &Map[K, V]{max: max, m: map[K]entry[V]{}}
+	if now == nil {
+		now = time.Now
+	}
+	return &Map[K, V]{max: max, now: now, m: map[K]entry[V]{}}
 }
 
-// Get returns the value of k unless it has expired at now.
-func (m *Map[K, V]) Get(k K, now time.Time) (V, bool) {
+// Get returns the value of k unless it has expired.
+func (m *Map[K, V]) Get(k K) (V, bool) {
 	var zero V
 	if m == nil {
 		return zero, false
@@ -45,7 +51,7 @@ func (m *Map[K, V]) Get(k K, now time.Time) (V, bool) {
 	if !ok {
 		return zero, false
 	}
-	if e.expired(now) {
+	if !e.expires.IsZero() && e.expired(m.now()) {
 		delete(m.m, k)
 		return zero, false
 	}
@@ -56,16 +62,18 @@ func (e entry[V]) expired(now time.Time) bool {
 	return !e.expires.IsZero() && !now.Before(e.expires)
 }
 
-// Put sets the value of k until expires (zero: until it is dropped to make
-// room or deleted); now is the time that decides which entries have expired
-// when room is needed.
-func (m *Map[K, V]) Put(k K, v V, expires, now time.Time) {
+// Put sets the value of k until it is dropped to make room or deleted.
+func (m *Map[K, V]) Put(k K, v V) { m.PutUntil(k, v, time.Time{}) }
+
+// PutUntil sets the value of k until expires (zero: as Put).
+func (m *Map[K, V]) PutUntil(k K, v V, expires time.Time) {
 	if m == nil {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.m[k]; !ok && len(m.m) >= m.max {
+		now := m.now()
 		for old, e := range m.m {
 			if e.expired(now) {
 				delete(m.m, old)

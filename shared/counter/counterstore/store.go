@@ -12,6 +12,7 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/videngage/engagement/shared/batch"
+	"github.com/videngage/engagement/shared/cache"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -62,10 +63,10 @@ type Store struct {
 	now           func() time.Time
 	// heavy holds the viewers whose reactions a signed-in read looks up by
 	// key: those found to hold reactionRangeRows or more.
-	heavy *bounded[string, struct{}]
+	heavy *cache.Map[string, struct{}]
 	// gone holds summed outbox rows a signed-in read found gone (counted),
 	// with the timestamp it read at (sharesToRead).
-	gone *bounded[RowKey, time.Time]
+	gone *cache.Map[RowKey, time.Time]
 }
 
 // Options tune a Store.
@@ -105,7 +106,7 @@ func New(db *spannerdb.DB, o Options) *Store {
 	if o.SliceLease <= 0 {
 		o.SliceLease = defaultSliceLease
 	}
-	return &Store{db: db, policy: o.Policy, window: o.RollupInterval, reconcilePage: o.ReconcilePage, sliceLease: o.SliceLease, now: time.Now, heavy: newBounded[string, struct{}](heavyViewers), gone: newBounded[RowKey, time.Time](countedShares)}
+	return &Store{db: db, policy: o.Policy, window: o.RollupInterval, reconcilePage: o.ReconcilePage, sliceLease: o.SliceLease, now: time.Now, heavy: cache.New[string, struct{}](heavyViewers, nil), gone: cache.New[RowKey, time.Time](countedShares, nil)}
 }
 
 // valueColumns are the counted columns in the order of counter.Fields.

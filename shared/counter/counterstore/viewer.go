@@ -3,7 +3,6 @@ package counterstore
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"cloud.google.com/go/spanner"
@@ -228,7 +227,7 @@ func (s *Store) ownByKeys(ctx context.Context, plans []ownPlan) ([]Own, error) {
 	var heavyKeys []spanner.Key
 	heavy := map[string]bool{}
 	for _, v := range viewers {
-		if _, ok := s.heavy.get(v); ok {
+		if _, ok := s.heavy.Get(v); ok {
 			heavy[v] = true
 		} else {
 			light = append(light, v)
@@ -419,7 +418,7 @@ func (s *Store) viewerReactions(ctx context.Context, tx *spanner.ReadOnlyTransac
 		// again by key, at readTime.
 		for v, c := range perViewer {
 			if c >= reactionRangeRows {
-				s.heavy.put(v, struct{}{})
+				s.heavy.Put(v, struct{}{})
 			}
 		}
 		rs = ownReactions{}
@@ -443,7 +442,7 @@ func (s *Store) summedShares(ctx context.Context, keys []RowKey, readTime time.T
 	}
 	for _, k := range toRead {
 		if _, ok := summed[k]; !ok {
-			s.gone.put(k, readTime)
+			s.gone.Put(k, readTime)
 		}
 	}
 	return summed, nil
@@ -512,38 +511,6 @@ func (o *ownReactions) read(ctx context.Context, tx *spanner.ReadOnlyTransaction
 	return perViewer, n, nil
 }
 
-// bounded is a map of bounded size: when full, putting a new key first
-// drops another at random (map order). The store's memories of facts that
-// only save reads are kept in one.
-type bounded[K comparable, V any] struct {
-	mu  sync.Mutex
-	max int
-	m   map[K]V
-}
-
-func newBounded[K comparable, V any](max int) *bounded[K, V] {
-	return &bounded[K, V]{max: max, m: map[K]V{}}
-}
-
-func (b *bounded[K, V]) get(k K) (V, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	v, ok := b.m[k]
-	return v, ok
-}
-
-func (b *bounded[K, V]) put(k K, v V) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if _, ok := b.m[k]; !ok && len(b.m) >= b.max {
-		for old := range b.m {
-			delete(b.m, old)
-			break
-		}
-	}
-	b.m[k] = v
-}
-
 // heavyViewers is how many viewers with reactionRangeRows reactions or
 // more a store remembers (Store.heavy), and countedShares how many summed
 // outbox rows found gone (Store.gone): about 10 MB together when full.
@@ -560,7 +527,7 @@ const (
 func (s *Store) sharesToRead(keys []RowKey, t time.Time) []RowKey {
 	var out []RowKey
 	for _, k := range keys {
-		if at, ok := s.gone.get(k); ok && !t.Before(at) {
+		if at, ok := s.gone.Get(k); ok && !t.Before(at) {
 			continue
 		}
 		out = append(out, k)

@@ -11,6 +11,7 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
+	"github.com/videngage/engagement/shared/cache"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -94,7 +95,7 @@ func TestOwnManyReactionsPastTheRange(t *testing.T) {
 			}
 			var heavy []string
 			for _, v := range []string{"alice", "bob"} {
-				if _, ok := cs.heavy.get(v); ok {
+				if _, ok := cs.heavy.Get(v); ok {
 					heavy = append(heavy, v)
 				}
 			}
@@ -155,10 +156,10 @@ func TestOwnManyRemembersCountedShares(t *testing.T) {
 // sharesToRead skips a row known gone only at or after the timestamp it
 // was found gone at.
 func TestSharesToRead(t *testing.T) {
-	s := &Store{gone: newBounded[RowKey, time.Time](10)}
+	s := &Store{gone: cache.New[RowKey, time.Time](10, nil)}
 	t1 := time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC)
 	k, other := RowKey{"a", "v"}, RowKey{"b", "v"}
-	s.gone.put(k, t1)
+	s.gone.Put(k, t1)
 	for _, tc := range []struct {
 		at   time.Time
 		want []RowKey
