@@ -91,7 +91,7 @@ func runConsumersBench(ctx context.Context, es *emulators.Stack, o consumersOpti
 	staging := viewstore.NewStaging(c.BigtableTx)
 	mux := http.NewServeMux()
 	mux.Handle("/push/ApplyCounters", applycountersfn.New(store, nil))
-	mux.Handle("/push/ApplyViews", applyviewsfn.New(historystore.NewClaims(c.BigtableTx, c.Config.History.ViewWindow), staging, history.NewViewerHasher(c.Config.History.ViewerHashKey), nil, nil))
+	mux.Handle("/push/ApplyViews", applyviewsfn.New(viewstore.NewClaims(c.BigtableTx, c.Config.History.ViewWindow), staging, history.NewViewerHasher(c.Config.History.ViewerHashKey), nil, nil))
 	histories := historystore.New(c.Bigtable)
 	mux.Handle("/push/ApplyHistory", applyhistoryfn.New(histories, nil))
 	// The floor: a handler that reads the push and acknowledges it.
@@ -131,7 +131,7 @@ func runConsumersBench(ctx context.Context, es *emulators.Stack, o consumersOpti
 		}, func(ctx context.Context, items []string, want int) error {
 			// The rollup's fold, outside the measured window.
 			for {
-				st, err := views.Fold(ctx, staging, store, views.FoldOptions{Hi: viewstore.Parts})
+				st, err := views.Fold(ctx, staging, store, views.FoldOptions{Hi: counter.Parts})
 				if err != nil {
 					return err
 				}

@@ -211,7 +211,7 @@ func newViewsStack(ctx context.Context, cfg *config.Config, srv *benchstack.Serv
 		if path.folded {
 			sink = staging
 		}
-		mux.Handle("/push/ApplyViews", applyviewsfn.New(historystore.NewClaims(more.BigtableTx, more.Config.History.ViewWindow), sink, history.NewViewerHasher(more.Config.History.ViewerHashKey), nil, nil))
+		mux.Handle("/push/ApplyViews", applyviewsfn.New(viewstore.NewClaims(more.BigtableTx, more.Config.History.ViewWindow), sink, history.NewViewerHasher(more.Config.History.ViewerHashKey), nil, nil))
 		// The rollup's views fold, every VIEWS_FOLD_INTERVAL.
 		fctx, cancel := context.WithCancel(context.Background())
 		stopFold = func() { cancel(); folding.Wait() }
@@ -223,7 +223,7 @@ func newViewsStack(ctx context.Context, cfg *config.Config, srv *benchstack.Serv
 				case <-fctx.Done():
 					return
 				case <-t.C:
-					if _, err := views.Fold(fctx, staging, st.Counters, views.FoldOptions{Hi: viewstore.Parts}); err != nil && fctx.Err() == nil {
+					if _, err := views.Fold(fctx, staging, st.Counters, views.FoldOptions{Hi: counter.Parts}); err != nil && fctx.Err() == nil {
 						fmt.Fprintln(os.Stderr, "bench: views fold:", err)
 					}
 				}
@@ -468,7 +468,7 @@ func storeViewers(ctx context.Context, es *emulators.Stack, n int) (precision, e
 
 // sketchViewers adds n distinct viewers to a sketch directly.
 func sketchViewers(n int) precision {
-	v := counter.NewViewers()
+	v := views.NewViewers()
 	for i := range n {
 		v.Add(history.NewViewerHasher("bench").Hash(fmt.Sprintf("sketch-viewer-%d", i)))
 	}
@@ -510,7 +510,7 @@ func printViews(w io.Writer, o viewsOptions, rs []viewsResult, ps []precision) {
 		}
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "\n4. uniqueViewers (HyperLogLog++, precision %d)\n", counter.ViewersPrecision)
+	fmt.Fprintf(w, "\n4. uniqueViewers (HyperLogLog++, precision %d)\n", views.ViewersPrecision)
 	fmt.Fprintf(w, "%12s %12s %10s %12s  %s\n", "viewers", "estimate", "error", "sketch", "through")
 	for _, p := range ps {
 		rel := 100 * math.Abs(float64(p.estimate-p.viewers)) / float64(p.viewers)

@@ -41,7 +41,7 @@ func TestDrillViewsFoldCrashes(t *testing.T) {
 	st.settle(t, l.Model)
 	checkAnswers(t, l.Rec.Samples(), st.cfg.HTTP.RequestTimeout)
 	fp.check(t)
-	left, err := fp.inner.List(context.Background(), 0, viewstore.Parts, 100)
+	left, err := fp.inner.List(context.Background(), 0, counter.Parts, 100)
 	if err != nil {
 		t.Fatal(err)
 	}

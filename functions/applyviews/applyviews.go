@@ -49,7 +49,7 @@ import (
 func init() {
 	host.RegisterPush("ApplyViews", host.NeedSpanner|host.NeedBigtable,
 		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
-			claims := historystore.NewClaims(c.BigtableTx, c.Config.History.ViewWindow)
+			claims := viewstore.NewClaims(c.BigtableTx, c.Config.History.ViewWindow)
 			viewers := history.NewViewerHasher(c.Config.History.ViewerHashKey)
 			var velocity *VelocityCheck
 			if n := c.Config.History.MaxViewsPerHour; n > 0 {
@@ -67,7 +67,7 @@ func init() {
 type (
 	// Claims records which batch counts each view.
 	Claims interface {
-		Claim(ctx context.Context, batchID string, ws []history.Watch) (historystore.Claimed, error)
+		Claim(ctx context.Context, batchID string, ws []history.Watch) (viewstore.Claimed, error)
 	}
 	// VelocityCounter tallies the views each account is counted per hour.
 	VelocityCounter interface {

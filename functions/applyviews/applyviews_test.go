@@ -15,6 +15,7 @@ import (
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/internal/pushtest"
 	"github.com/videngage/engagement/shared/bus"
+	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/history"
@@ -95,10 +96,10 @@ func newViewsWorld(t *testing.T, maxPerHour int64) *viewsWorld {
 		velocity = &applyviewsfn.VelocityCheck{Counter: historystore.NewVelocity(c.BigtableTx), Flagger: w.flags,
 			Params: moderation.ViewVelocity{MaxPerHour: maxPerHour}}
 	}
-	w.fn = applyviewsfn.New(historystore.NewClaims(c.BigtableTx, w.window), w.sink, history.NewViewerHasher("test"), velocity, nil)
+	w.fn = applyviewsfn.New(viewstore.NewClaims(c.BigtableTx, w.window), w.sink, history.NewViewerHasher("test"), velocity, nil)
 	w.check = func(t *testing.T, when string, want map[string][2]int64) {
 		t.Helper()
-		if _, err := views.Fold(context.Background(), staging, store, views.FoldOptions{Hi: viewstore.Parts}); err != nil {
+		if _, err := views.Fold(context.Background(), staging, store, views.FoldOptions{Hi: counter.Parts}); err != nil {
 			t.Fatal(err)
 		}
 		var ids []string

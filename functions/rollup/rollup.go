@@ -35,6 +35,7 @@ import (
 
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/bus"
+	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/httpx"
@@ -173,7 +174,7 @@ func (h *handler) run(ctx context.Context, b body) (Report, error) {
 	if b.Partitions == 0 {
 		b.Partitions = 1
 	}
-	if _, _, err := counterstore.PartRange(b.Partition, b.Partitions); err != nil {
+	if _, _, err := counter.PartRange(b.Partition, b.Partitions); err != nil {
 		return Report{}, httpx.InvalidArgument("%s", err.Error())
 	}
 	start := time.Now()
@@ -229,7 +230,7 @@ func (h *handler) run(ctx context.Context, b body) (Report, error) {
 	var viewsDone sync.WaitGroup
 	var vrep Report
 	if h.Views != nil {
-		lo, hi, _ := counterstore.PartRange(b.Partition, b.Partitions)
+		lo, hi, _ := counter.PartRange(b.Partition, b.Partitions)
 		viewsUntil := start.Add(h.Period - h.ViewsInterval/2)
 		if b.Once {
 			viewsUntil = start
@@ -272,7 +273,7 @@ func (h *handler) run(ctx context.Context, b body) (Report, error) {
 	rep.ViewFolds, rep.ViewBatches, rep.ViewsApplied = vrep.ViewFolds, vrep.ViewBatches, vrep.ViewsApplied
 	rep.Errors += vrep.Errors
 	if h.Staged != nil && !rep.Held {
-		lo, hi, _ := counterstore.PartRange(b.Partition, b.Partitions)
+		lo, hi, _ := counter.PartRange(b.Partition, b.Partitions)
 		bs, err := h.Staged.StagedBefore(ctx, lo, hi, time.Now().Add(-h.StallAfter), maxStalledBatches)
 		if err != nil {
 			rep.Errors++

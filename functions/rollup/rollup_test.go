@@ -185,12 +185,12 @@ func TestViewsFoldOnTicksOfItsOwn(t *testing.T) {
 			t.Fatalf("report %+v", rep)
 		}
 		for _, o := range calls {
-			if o.Lo != counterstore.Parts/2 || o.Hi != counterstore.Parts {
+			if o.Lo != counter.Parts/2 || o.Hi != counter.Parts {
 				t.Fatalf("partition 1 of 2 folded the views of parts [%d, %d)", o.Lo, o.Hi)
 			}
 		}
 		calls = nil
-		if rep := post(t, h, ``); rep.ViewFolds != 1 || len(calls) != 1 || calls[0].Lo != 0 || calls[0].Hi != counterstore.Parts {
+		if rep := post(t, h, ``); rep.ViewFolds != 1 || len(calls) != 1 || calls[0].Lo != 0 || calls[0].Hi != counter.Parts {
 			t.Fatalf("bare POST: %+v, calls %+v", rep, calls)
 		}
 	})
@@ -214,7 +214,7 @@ func TestHeldPartitionFoldsViews(t *testing.T) {
 	if !rep.Held || rep.Ticks != 0 || len(s.folds) != 0 || pub.n != 0 {
 		t.Fatalf("held partition: report %+v, %d counter folds, %d published", rep, len(s.folds), pub.n)
 	}
-	if rep.ViewFolds < 2 || len(folds) != rep.ViewFolds || folds[0].Lo != 0 || folds[0].Hi != counterstore.Parts/2 {
+	if rep.ViewFolds < 2 || len(folds) != rep.ViewFolds || folds[0].Lo != 0 || folds[0].Hi != counter.Parts/2 {
 		t.Fatalf("held partition: %d views folds, %+v", rep.ViewFolds, folds)
 	}
 }
@@ -288,7 +288,7 @@ func TestStalledCounters(t *testing.T) {
 	if rep, lines := run(s, staged, ``); rep.Stalled != 0 || len(lines) != 0 {
 		t.Errorf("nothing stalled: report %+v, lines %v", rep, lines)
 	}
-	if len(staged.asked) != 1 || now.Add(-10*time.Minute).Sub(staged.asked[0]) > time.Second || staged.parts[0] != [2]int{0, counterstore.Parts} {
+	if len(staged.asked) != 1 || now.Add(-10*time.Minute).Sub(staged.asked[0]) > time.Second || staged.parts[0] != [2]int{0, counter.Parts} {
 		t.Errorf("staged batches asked before %v of parts %v; want 10 min ago, every part", staged.asked, staged.parts)
 	}
 
@@ -311,7 +311,7 @@ func TestStalledCounters(t *testing.T) {
 	// partition 0's.
 	staged.asked, staged.parts = nil, nil
 	rep, lines = run(s, staged, `{"once":true,"partition":1,"partitions":2}`)
-	if rep.Stalled != 1 || len(lines) != 1 || lines[0]["outboxEvents"] != 0.0 || staged.parts[0] != [2]int{counterstore.Parts / 2, counterstore.Parts} {
+	if rep.Stalled != 1 || len(lines) != 1 || lines[0]["outboxEvents"] != 0.0 || staged.parts[0] != [2]int{counter.Parts / 2, counter.Parts} {
 		t.Errorf("partition 1: report %+v, lines %v, parts %v", rep, lines, staged.parts)
 	}
 }

@@ -1,7 +1,7 @@
-// Package views counts the views and unique viewers of recorded watches
-// in folds: ApplyViews stages each batch's counter events (viewstore), and
-// the rollup folds many staged batches, of many videos, into the counters
-// in one Spanner transaction, then deletes them.
+// Package views is the pure logic of views and unique viewers: the sketch
+// of a video's distinct viewers (Viewers), and the fold that counts the
+// staged batches of watches (viewstore) into the counters in one Spanner
+// transaction for many batches and videos, then deletes them.
 package views
 
 import (
@@ -45,7 +45,7 @@ const (
 	maxDeltasPerCommit = 2000
 )
 
-// FoldOptions select the staged batches of parts [Lo, Hi) (viewstore.Parts).
+// FoldOptions select the staged batches of parts [Lo, Hi) (counter.Parts).
 type FoldOptions struct {
 	Lo, Hi int
 }

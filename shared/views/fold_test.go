@@ -76,7 +76,7 @@ func TestFoldCountsEachBatchOnce(t *testing.T) {
 	ctx := context.Background()
 	cfg := emulatortest.New(t)
 	store, staging := stores(t, cfg)
-	all := views.FoldOptions{Hi: viewstore.Parts}
+	all := views.FoldOptions{Hi: counter.Parts}
 	put := func(batch, video string, n int) {
 		t.Helper()
 		if err := staging.Put(ctx, batch, viewEvents(batch, video, n)); err != nil {
@@ -101,7 +101,7 @@ func TestFoldCountsEachBatchOnce(t *testing.T) {
 	}
 	staged := func() int {
 		t.Helper()
-		bs, err := staging.List(ctx, 0, viewstore.Parts, 1000)
+		bs, err := staging.List(ctx, 0, counter.Parts, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +182,7 @@ func TestFoldGroupsAndPartitions(t *testing.T) {
 	// Partition 0 of 2 first, then 1: disjoint, together everything.
 	var total views.FoldStats
 	for p := range 2 {
-		lo, hi, err := counterstore.PartRange(p, 2)
+		lo, hi, err := counter.PartRange(p, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -245,15 +245,15 @@ func TestStagedBefore(t *testing.T) {
 	put("new")
 	before := []string{viewstore.RowKey("again"), viewstore.RowKey("old")}
 	slices.Sort(before)
-	if got := keys(staging.StagedBefore(ctx, 0, viewstore.Parts, cut, 100)); !slices.Equal(got, before) {
+	if got := keys(staging.StagedBefore(ctx, 0, counter.Parts, cut, 100)); !slices.Equal(got, before) {
 		t.Errorf("staged before the cut: %v, want %v", got, before)
 	}
 	put("again") // a redelivery stages it anew
 	want := []string{viewstore.RowKey("old")}
-	if got := keys(staging.StagedBefore(ctx, 0, viewstore.Parts, cut, 100)); !slices.Equal(got, want) {
+	if got := keys(staging.StagedBefore(ctx, 0, counter.Parts, cut, 100)); !slices.Equal(got, want) {
 		t.Errorf("staged before the cut after a batch was staged again: %v, want %v", got, want)
 	}
-	if got := keys(staging.List(ctx, 0, viewstore.Parts, 100)); len(got) != 3 {
+	if got := keys(staging.List(ctx, 0, counter.Parts, 100)); len(got) != 3 {
 		t.Errorf("List: %v, want all 3 batches", got)
 	}
 }

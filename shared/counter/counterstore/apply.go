@@ -8,6 +8,7 @@ import (
 
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/shared/views"
 )
 
 // Apply counts events idempotently. An outbox event counts iff its
@@ -218,7 +219,7 @@ func (s *Store) addToShards(ctx context.Context, tx *spanner.ReadWriteTransactio
 
 // addViewers returns the stored sketch with the viewer hashes added.
 func addViewers(stored []byte, hashes []uint64) ([]byte, error) {
-	v, err := counter.ParseViewers(stored)
+	v, err := views.ParseViewers(stored)
 	if err != nil {
 		return nil, err
 	}

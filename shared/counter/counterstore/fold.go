@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/views"
 )
 
 // foldBatch is how many counters one fold transaction folds: few enough that
@@ -22,18 +23,13 @@ const foldBatch = 32
 // the next tick.
 const maxFoldPerPass = 20000
 
-// Parts is how many hash partitions MovedCounters.Part spreads the counters
-// over (shared/topology/ddl/045_jobs.sql): a rollup partition is a range of
-// them.
-const Parts = 4096
-
 // DefaultFoldWorkers is how many fold transactions one pass runs at once.
 const DefaultFoldWorkers = 8
 
 // FoldOptions select the part of the moved set a pass folds and how.
 type FoldOptions struct {
 	// Partition of Partitions (default 0 of 1: every counter). Partition i
-	// folds the counters whose Part is in [i·Parts/n, (i+1)·Parts/n): the
+	// folds the counters whose Part is in counter.PartRange(i, n): the
 	// ranges of one n are disjoint, so instances folding different
 	// partitions never fold the same counter.
 	Partition, Partitions int
@@ -41,14 +37,6 @@ type FoldOptions struct {
 	// DefaultFoldWorkers; against the emulator, which runs one read-write
 	// transaction at a time, they queue).
 	Workers int
-}
-
-// PartRange is the [lo, hi) range of Parts of partition i of n.
-func PartRange(i, n int) (lo, hi int, err error) {
-	if n <= 0 || n > Parts || i < 0 || i >= n {
-		return 0, 0, fmt.Errorf("partition %d of %d: want 0 ≤ partition < partitions ≤ %d", i, n, Parts)
-	}
-	return i * Parts / n, (i + 1) * Parts / n, nil
 }
 
 // FoldStats says what one fold pass did.
@@ -91,7 +79,7 @@ func (s *Store) FoldPart(ctx context.Context, o FoldOptions) (FoldStats, error) 
 	if o.Partitions == 0 {
 		o.Partitions = 1
 	}
-	lo, hi, err := PartRange(o.Partition, o.Partitions)
+	lo, hi, err := counter.PartRange(o.Partition, o.Partitions)
 	if err != nil {
 		return st, fmt.Errorf("counterstore.FoldPart: %w", err)
 	}
@@ -193,7 +181,7 @@ func (s *Store) foldTx(ctx context.Context, keys []string) (int, map[string]int,
 		sums := map[string]counter.Values{}
 		writes := map[string]int64{}
 		// The shards' viewers, merged into each snapshot's sketch.
-		viewers := map[string]*counter.Viewers{}
+		viewers := map[string]*views.Viewers{}
 		var ms []*spanner.Mutation
 		cols = append(append([]string{"CounterKey", "Shard", "Writes"}, valueColumns...), colViewers)
 		err = tx.Read(ctx, tableShards, spanner.KeySets(prefixes...), cols).Do(func(r *spanner.Row) error {
@@ -212,7 +200,7 @@ func (s *Store) foldTx(ctx context.Context, keys []string) (int, map[string]int,
 			}
 			if len(vb) > 0 {
 				if viewers[k] == nil {
-					viewers[k] = counter.NewViewers()
+					viewers[k] = views.NewViewers()
 				}
 				if err := viewers[k].MergeBytes(vb); err != nil {
 					return fmt.Errorf("viewers of %s: %w", k, err)

@@ -69,7 +69,7 @@ func TestFoldPartitions(t *testing.T) {
 		}
 	}
 
-	for _, o := range []counterstore.FoldOptions{{Partition: 3, Partitions: 3}, {Partition: -1, Partitions: 2}, {Partitions: counterstore.Parts + 1}} {
+	for _, o := range []counterstore.FoldOptions{{Partition: 3, Partitions: 3}, {Partition: -1, Partitions: 2}, {Partitions: counter.Parts + 1}} {
 		if _, err := cs.FoldPart(ctx, o); err == nil {
 			t.Errorf("FoldPart(%+v) accepted", o)
 		}

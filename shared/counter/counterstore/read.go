@@ -10,6 +10,7 @@ import (
 
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/shared/views"
 )
 
 // Viewer is the signed-in caller of a counts read.
@@ -128,7 +129,7 @@ WHERE r.UserId = @viewer AND r.ContentId IN UNNEST(@ids)`, src, strings.Join(val
 }
 
 // sketches merges the unique-viewers sketches of a read's rows, per key.
-type sketches map[string]*counter.Viewers
+type sketches map[string]*views.Viewers
 
 // add merges a row's stored sketch (empty: none) into key's.
 func (s sketches) add(key string, stored []byte) error {
@@ -136,7 +137,7 @@ func (s sketches) add(key string, stored []byte) error {
 		return nil
 	}
 	if s[key] == nil {
-		s[key] = counter.NewViewers()
+		s[key] = views.NewViewers()
 	}
 	if err := s[key].MergeBytes(stored); err != nil {
 		return fmt.Errorf("viewers of %s: %w", key, err)

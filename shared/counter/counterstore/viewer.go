@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/views"
 )
 
 // Snapshot is the public counts of some ids at one read timestamp.
@@ -345,7 +346,7 @@ func (s *Store) ownByKeys(ctx context.Context, plans []ownPlan) ([]Own, error) {
 		fresh[id] = snaps[id].Plus(shards[id])
 		if sk := shardViewers[id]; sk != nil {
 			if snapViewers[id] == nil {
-				snapViewers[id] = counter.NewViewers()
+				snapViewers[id] = views.NewViewers()
 			}
 			if err := snapViewers[id].Merge(sk); err != nil {
 				return nil, fmt.Errorf("viewers of %s: %w", id, err)

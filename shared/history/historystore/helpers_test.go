@@ -89,7 +89,7 @@ func rawRows(t testing.TB, tbl *bigtable.Table, userID string) map[string][]time
 		var ts []time.Time
 		for _, items := range r {
 			for _, it := range items {
-				if it.Column != latestFamily+":"+colDeletedBefore && !strings.HasPrefix(it.Column, latestFamily+":"+colClaimPrefix) {
+				if !strings.HasPrefix(it.Column, LatestFamily+":") || it.Column == LatestFamily+":"+colLatestTimes {
 					ts = append(ts, it.Timestamp.Time().UTC())
 				}
 			}
@@ -162,7 +162,7 @@ func bulkLoad(t testing.TB, h *Store, userID string, watches []history.Watch) {
 			e.Set(entriesFamily, colPosition, ts, binary.BigEndian.AppendUint64(nil, math.Float64bits(w.PositionSeconds)))
 			entryKeys, entryMuts = append(entryKeys, history.EntryKey(userID, w.WatchedAt, w.VideoID)), append(entryMuts, e)
 			l := bigtable.NewMutation()
-			l.Set(latestFamily, colLatestTimes, ts, nil)
+			l.Set(LatestFamily, colLatestTimes, ts, nil)
 			latestKeys, latestMuts = append(latestKeys, history.LatestKey(userID, w.VideoID)), append(latestMuts, l)
 		}
 		for _, b := range []struct {

@@ -1,6 +1,7 @@
 // Package historystore is the storage of watch history: the entries and
-// the latest-watch rows in Bigtable (Store), the views' claims on those rows
-// (Claims), and the users' history settings in Firestore (Settings).
+// the latest-watch rows in Bigtable (Store), and the users' history
+// settings in Firestore (Settings). The views' claims share the
+// latest-watch rows (viewstore.Claims).
 package historystore
 
 import (
@@ -19,12 +20,15 @@ import (
 
 // Table and column names, as in shared/topology/topology.json.
 const (
-	EntriesTable   = "watch_history"
-	entriesFamily  = "e"
-	colVideo       = "v"
-	colPosition    = "p"
-	LatestTable    = "watch_latest"
-	latestFamily   = "l"
+	EntriesTable  = "watch_history"
+	entriesFamily = "e"
+	colVideo      = "v"
+	colPosition   = "p"
+	LatestTable   = "watch_latest"
+	// LatestFamily holds a row's watch times and deletion marks, and the
+	// views' claims (viewstore.Claims), which history's reads and deletions
+	// leave alone.
+	LatestFamily   = "l"
 	colLatestTimes = "t"
 	// colDeletedBefore records a deletion of the video's watches: the cell
 	// timestamp is when the user deleted, the value (8 bytes, big-endian
@@ -81,7 +85,7 @@ func (h *Store) write(ctx context.Context, w history.Watch) error {
 	// this one, which then is no newer watch to give way to.
 	latestKey := history.LatestKey(w.UserID, w.VideoID)
 	mark := bigtable.NewMutation()
-	mark.Set(latestFamily, colLatestTimes, ts, msValue(w.AcceptedAt()))
+	mark.Set(LatestFamily, colLatestTimes, ts, msValue(w.AcceptedAt()))
 	if err := h.latest.Apply(ctx, latestKey, mark); err != nil {
 		return unavailable("write latest watch", err)
 	}
@@ -180,13 +184,13 @@ type watchMark struct{ at, accepted time.Time }
 func (h *Store) watchTimes(ctx context.Context, userID, videoID string) (marks []watchMark, deletions []deletion, err error) {
 	rows := bigtable.RowList{history.LatestKey(userID, videoID), historyKey(userID)}
 	err = h.latest.ReadRows(ctx, rows, func(row bigtable.Row) bool {
-		for _, item := range row[latestFamily] {
+		for _, item := range row[LatestFamily] {
 			t := item.Timestamp.Time().UTC()
 			switch item.Column {
-			case latestFamily + ":" + colLatestTimes:
+			case LatestFamily + ":" + colLatestTimes:
 				accepted, _ := valueMs(item.Value)
 				marks = append(marks, watchMark{at: t, accepted: accepted})
-			case latestFamily + ":" + colDeletedBefore:
+			case LatestFamily + ":" + colDeletedBefore:
 				before, _ := valueMs(item.Value)
 				deletions = append(deletions, deletion{at: t, before: before})
 			}
@@ -219,7 +223,7 @@ func (h *Store) markDeleted(ctx context.Context, userID string, videos []string,
 	muts := make([]*bigtable.Mutation, 0, len(videos))
 	for _, v := range videos {
 		m := bigtable.NewMutation()
-		m.Set(latestFamily, colDeletedBefore, at, value)
+		m.Set(LatestFamily, colDeletedBefore, at, value)
 		keys = append(keys, history.LatestKey(userID, v))
 		muts = append(muts, m)
 	}
@@ -245,7 +249,7 @@ func (h *Store) deleteWatches(ctx context.Context, userID string, byVideo map[st
 			entryKeys = append(entryKeys, history.EntryKey(userID, t, video))
 			entryMuts = append(entryMuts, del)
 			ts := cellTime(t)
-			mark.DeleteTimestampRange(latestFamily, colLatestTimes, ts, ts+1000)
+			mark.DeleteTimestampRange(LatestFamily, colLatestTimes, ts, ts+1000)
 		}
 		latestKeys = append(latestKeys, history.LatestKey(userID, video))
 		latestMuts = append(latestMuts, mark)

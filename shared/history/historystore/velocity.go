@@ -41,7 +41,10 @@ type HourViews struct {
 	Views  int64
 }
 
-// Add counts fresh, views counted once each (historystore.Claimed.Fresh),
+// velocityConcurrency bounds the increments one Add has in flight.
+const velocityConcurrency = 16
+
+// Add counts fresh, views counted once each (viewstore.Claimed.Fresh),
 // in the hours that received them, and returns each (user, hour)'s total
 // after the addition. It is one atomic increment per user and hour: a view
 // added twice is counted twice, so callers add only fresh views.
@@ -62,19 +65,19 @@ func (v *Velocity) Add(ctx context.Context, fresh []history.Watch) ([]HourViews,
 	}
 	out := make([]HourViews, len(order))
 	var g errgroup.Group
-	g.SetLimit(claimConcurrency)
+	g.SetLimit(velocityConcurrency)
 	for i, k := range order {
 		g.Go(func() error {
 			m := bigtable.NewReadModifyWrite()
 			col := colVelocityPrefix + strconv.FormatInt(k.hour, 10)
-			m.Increment(latestFamily, col, adds[k])
+			m.Increment(LatestFamily, col, adds[k])
 			row, err := v.latest.ApplyReadModifyWrite(ctx, history.UserPrefix(k.user)+viewsRowSuffix, m)
 			if err != nil {
 				return unavailable("count view velocity", err)
 			}
 			var n int64
-			for _, it := range row[latestFamily] {
-				if it.Column == latestFamily+":"+col && len(it.Value) == 8 {
+			for _, it := range row[LatestFamily] {
+				if it.Column == LatestFamily+":"+col && len(it.Value) == 8 {
 					n = int64(binary.BigEndian.Uint64(it.Value))
 				}
 			}

@@ -1,7 +1,9 @@
-// Package viewstore is where the views of a batch of watches wait to be
-// counted: ApplyViews leaves each batch's counter events in a Bigtable row
-// of their own, and the rollup's views fold counts many batches in one
-// Spanner transaction and then deletes their rows (shared/views.Fold).
+// Package viewstore is the storage of views on their way to the counters:
+// ApplyViews claims each view (user, video, viewing window) for exactly one
+// batch of watches (Claims, in the users' watch_latest rows) and leaves each
+// batch's counter events in a Bigtable row of their own (Staging); the
+// rollup's views fold counts many batches in one Spanner transaction and
+// then deletes their rows (shared/views.Fold).
 package viewstore
 
 import (
@@ -12,6 +14,7 @@ import (
 
 	"cloud.google.com/go/bigtable"
 
+	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/views"
@@ -24,16 +27,13 @@ const (
 	colEvents     = "e"
 )
 
-// Parts is how many hash partitions the staged batches' row keys spread
-// over; a rollup partition i of n folds the rows of parts
-// [i·Parts/n, (i+1)·Parts/n), as its counters fold (counterstore.Parts).
-const Parts = 4096
-
 // Staging is the staged batches' table. A batch is one row, keyed by its
-// part (a hash of the batch id, three hex digits) and its id: every
-// delivery of a batch writes the same row, and one row's mutation is
-// atomic, so a fold reads a batch whole or not at all. No row is written
-// twice by different batches, so no row is hot, whatever the video.
+// part (a hash of the batch id into counter.Parts, three hex digits: a
+// rollup partition folds the staged views of the parts whose counters it
+// folds) and its id: every delivery of a batch writes the same row, and one
+// row's mutation is atomic, so a fold reads a batch whole or not at all. No
+// row is written twice by different batches, so no row is hot, whatever the
+// video.
 //
 // Its client is the transactional one (host.Clients.BigtableTx, one
 // cluster), as the claims': a fold reads on the cluster that ApplyViews
@@ -49,7 +49,7 @@ func NewStaging(c *bigtable.Client) *Staging { return &Staging{t: c.Open(Staging
 func part(batchID string) int {
 	h := fnv.New32a()
 	h.Write([]byte(batchID))
-	return int(h.Sum32() % Parts)
+	return int(h.Sum32() % counter.Parts)
 }
 
 // RowKey is the row of a batch.
@@ -92,11 +92,11 @@ func (s *Staging) StagedBefore(ctx context.Context, lo, hi int, t time.Time, lim
 // list returns up to limit batches of parts [lo, hi) whose latest cell
 // passes also (nil: every batch).
 func (s *Staging) list(ctx context.Context, lo, hi, limit int, also bigtable.Filter) ([]views.Batch, error) {
-	if lo < 0 || hi > Parts || lo >= hi {
-		return nil, fmt.Errorf("viewstore.List: parts [%d, %d) outside [0, %d)", lo, hi, Parts)
+	if lo < 0 || hi > counter.Parts || lo >= hi {
+		return nil, fmt.Errorf("viewstore.List: parts [%d, %d) outside [0, %d)", lo, hi, counter.Parts)
 	}
 	rr := bigtable.InfiniteRange(fmt.Sprintf("%03x#", lo))
-	if hi < Parts {
+	if hi < counter.Parts {
 		rr = bigtable.NewRange(fmt.Sprintf("%03x#", lo), fmt.Sprintf("%03x#", hi))
 	}
 	filter := bigtable.ChainFilters(bigtable.FamilyFilter("^"+stagingFamily+"$"), bigtable.LatestNFilter(1))

@@ -79,7 +79,7 @@ func TestRowKey(t *testing.T) {
 			t.Fatalf("RowKey(%q) differs between calls", id)
 		}
 		p := partOf(t, k)
-		if p < 0 || p >= viewstore.Parts || k[4:] != id {
+		if p < 0 || p >= counter.Parts || k[4:] != id {
 			t.Fatalf("RowKey(%q) = %q", id, k)
 		}
 		seen[p] = true
@@ -106,7 +106,7 @@ func TestPutListDelete(t *testing.T) {
 	}
 	put(t, s, "b2", viewEvents("b2", "v", 3)) // a redelivery
 
-	got := list(t, s, 0, viewstore.Parts, 100)
+	got := list(t, s, 0, counter.Parts, 100)
 	if len(got) != 5 {
 		t.Fatalf("listed %q, want 5 batches", keys(got))
 	}
@@ -121,7 +121,7 @@ func TestPutListDelete(t *testing.T) {
 			t.Errorf("batch %s events (-want +got):\n%s", b.Key, d)
 		}
 	}
-	if got := list(t, s, 0, viewstore.Parts, 2); len(got) != 2 {
+	if got := list(t, s, 0, counter.Parts, 2); len(got) != 2 {
 		t.Errorf("limit 2: listed %d", len(got))
 	}
 
@@ -131,7 +131,7 @@ func TestPutListDelete(t *testing.T) {
 	if err := s.Delete(ctx, nil); err != nil {
 		t.Errorf("Delete of no batch: %v", err)
 	}
-	left := list(t, s, 0, viewstore.Parts, 100)
+	left := list(t, s, 0, counter.Parts, 100)
 	if d := cmp.Diff(keys(got[3:]), keys(left)); d != "" {
 		t.Errorf("after deleting three (-want +got):\n%s", d)
 	}
@@ -155,7 +155,7 @@ func TestListParts(t *testing.T) {
 	seen := map[string]int{}
 	const partitions = 4
 	for i := range partitions {
-		lo, hi := i*viewstore.Parts/partitions, (i+1)*viewstore.Parts/partitions
+		lo, hi := i*counter.Parts/partitions, (i+1)*counter.Parts/partitions
 		for _, b := range list(t, s, lo, hi, 100) {
 			if p := partOf(t, b.Key); p < lo || p >= hi {
 				t.Errorf("List(%d, %d) returned %s of part %d", lo, hi, b.Key, p)
@@ -181,7 +181,7 @@ func TestListParts(t *testing.T) {
 	if !found {
 		t.Errorf("List(%d, %d) lacks %s", p, p+1, k)
 	}
-	for _, r := range [][2]int{{-1, 10}, {0, viewstore.Parts + 1}, {10, 10}, {11, 10}} {
+	for _, r := range [][2]int{{-1, 10}, {0, counter.Parts + 1}, {10, 10}, {11, 10}} {
 		if _, err := s.List(context.Background(), r[0], r[1], 10); err == nil {
 			t.Errorf("List(%d, %d): no error", r[0], r[1])
 		}
@@ -198,7 +198,7 @@ func TestUndecodableRow(t *testing.T) {
 	if err := c.Open(viewstore.StagingTable).Apply(context.Background(), viewstore.RowKey("bad"), m); err != nil {
 		t.Fatal(err)
 	}
-	got := list(t, s, 0, viewstore.Parts, 10)
+	got := list(t, s, 0, counter.Parts, 10)
 	if len(got) != 2 {
 		t.Fatalf("listed %q, want two batches", keys(got))
 	}
@@ -231,14 +231,14 @@ func TestStagedBefore(t *testing.T) {
 	put(t, s, "new", viewEvents("new", "v", 1))
 	put(t, s, "again", viewEvents("again", "v", 1))
 
-	got, err := s.StagedBefore(ctx, 0, viewstore.Parts, cut, 10)
+	got, err := s.StagedBefore(ctx, 0, counter.Parts, cut, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d := cmp.Diff([]string{viewstore.RowKey("old")}, keys(got)); d != "" {
 		t.Errorf("staged before the cut (-want +got):\n%s", d)
 	}
-	got, err = s.StagedBefore(ctx, 0, viewstore.Parts, time.Now().Add(time.Second), 10)
+	got, err = s.StagedBefore(ctx, 0, counter.Parts, time.Now().Add(time.Second), 10)
 	if err != nil || len(got) != 3 {
 		t.Errorf("staged before now: %q %v, want all three", keys(got), err)
 	}

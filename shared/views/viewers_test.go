@@ -1,4 +1,4 @@
-package counter
+package views
 
 import (
 	"crypto/sha256"

@@ -1,4 +1,4 @@
-package historystore
+package viewstore
 
 import (
 	"context"
@@ -10,7 +10,9 @@ import (
 	"cloud.google.com/go/bigtable"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/history"
+	"github.com/videngage/engagement/shared/history/historystore"
 )
 
 // colClaimPrefix starts the watch_latest column that records which batch
@@ -43,7 +45,7 @@ type Claims struct {
 // NewClaims uses the watch_latest table of client c and the viewing window
 // (config.History.ViewWindow).
 func NewClaims(c *bigtable.Client, window time.Duration) *Claims {
-	return &Claims{latest: c.Open(LatestTable), window: window}
+	return &Claims{latest: c.Open(historystore.LatestTable), window: window}
 }
 
 // Claimed is what a batch owns after Claim.
@@ -70,25 +72,25 @@ type Claimed struct {
 func (h *Claims) Claim(ctx context.Context, batchID string, ws []history.Watch) (Claimed, error) {
 	ws = h.uniqueViews(ws)
 	taken := make([]bool, len(ws)) // the claim existed before this call
-	errs := make([]error, len(ws))
+	failed := make([]error, len(ws))
 	var g errgroup.Group
 	g.SetLimit(claimConcurrency)
 	for i, w := range ws {
 		g.Go(func() error {
 			col := h.column(w)
 			set := bigtable.NewMutation()
-			set.Set(latestFamily, col, cellTime(time.Now()), []byte(batchID))
-			cond := bigtable.ChainFilters(bigtable.FamilyFilter("^"+latestFamily+"$"), bigtable.ColumnFilter("^"+col+"$"))
+			set.Set(historystore.LatestFamily, col, bigtable.Time(time.Now()).TruncateToMilliseconds(), []byte(batchID))
+			cond := bigtable.ChainFilters(bigtable.FamilyFilter("^"+historystore.LatestFamily+"$"), bigtable.ColumnFilter("^"+col+"$"))
 			var matched bool
 			err := h.latest.Apply(ctx, history.LatestKey(w.UserID, w.VideoID), bigtable.NewCondMutation(cond, nil, set), bigtable.GetCondMutationResult(&matched))
-			errs[i], taken[i] = err, matched
+			failed[i], taken[i] = err, matched
 			return nil
 		})
 	}
 	g.Wait()
-	for _, err := range errs {
+	for _, err := range failed {
 		if err != nil {
-			return Claimed{}, unavailable("claim view", err)
+			return Claimed{}, errs.Backend("claim view", err)
 		}
 	}
 	var c Claimed
@@ -138,19 +140,19 @@ func (h *Claims) claimOwners(ctx context.Context, ws []history.Watch) (map[strin
 		cols = append(cols, regexp.QuoteMeta(h.column(w)))
 	}
 	filter := bigtable.ChainFilters(
-		bigtable.FamilyFilter("^"+latestFamily+"$"),
+		bigtable.FamilyFilter("^"+historystore.LatestFamily+"$"),
 		bigtable.ColumnFilter("^("+strings.Join(cols, "|")+")$"),
 		bigtable.LatestNFilter(1))
 	owners := map[string]string{}
 	err := h.latest.ReadRows(ctx, rows, func(r bigtable.Row) bool {
-		for _, item := range r[latestFamily] {
-			col := strings.TrimPrefix(item.Column, latestFamily+":")
+		for _, item := range r[historystore.LatestFamily] {
+			col := strings.TrimPrefix(item.Column, historystore.LatestFamily+":")
 			owners[r.Key()+"\x00"+col] = string(item.Value)
 		}
 		return true
 	}, bigtable.RowFilter(filter))
 	if err != nil {
-		return nil, unavailable("read view claims", err)
+		return nil, errs.Backend("read view claims", err)
 	}
 	return owners, nil
 }

@@ -1,4 +1,4 @@
-package counter
+package views
 
 import (
 	"fmt"
@@ -34,7 +34,7 @@ func ParseViewers(data []byte) (*Viewers, error) {
 		return v, nil
 	}
 	if err := v.sk.UnmarshalBinary(data); err != nil {
-		return nil, fmt.Errorf("counter.ParseViewers: %w", err)
+		return nil, fmt.Errorf("views.ParseViewers: %w", err)
 	}
 	return v, nil
 }
@@ -49,7 +49,7 @@ func (v *Viewers) Add(hashes ...uint64) {
 // Merge adds every viewer of o.
 func (v *Viewers) Merge(o *Viewers) error {
 	if err := v.sk.Merge(o.sk); err != nil {
-		return fmt.Errorf("counter.Viewers.Merge: %w", err)
+		return fmt.Errorf("views.Viewers.Merge: %w", err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package historystore
+package viewstore
 
 import (
 	"context"
@@ -7,8 +7,39 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/bigtable"
+
+	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/history"
+	"github.com/videngage/engagement/shared/history/historystore"
 )
+
+// newHistory is a history store on fresh tables of the emulator, and their
+// client: the claims live in its watch_latest rows.
+func newHistory(t testing.TB) (*historystore.Store, *bigtable.Client) {
+	t.Helper()
+	c := emulatortest.Bigtable(t, emulatortest.New(t))
+	return historystore.New(c), c
+}
+
+func apply(t testing.TB, h *historystore.Store, ws ...history.Watch) {
+	t.Helper()
+	for _, w := range ws {
+		if err := h.Apply(context.Background(), w); err != nil {
+			t.Fatalf("Apply(%+v): %v", w, err)
+		}
+	}
+}
+
+// listed is the user's history, its first page of up to 100 entries.
+func listed(t testing.TB, h *historystore.Store, userID string) []history.Entry {
+	t.Helper()
+	p, err := h.List(context.Background(), userID, nil, time.Time{}, 100)
+	if err != nil {
+		t.Fatalf("List(%q): %v", userID, err)
+	}
+	return p.Entries
+}
 
 func ids(ws []history.Watch) map[string]bool {
 	out := map[string]bool{}
@@ -33,7 +64,7 @@ func watchAt(user, video string, recv time.Time, dated time.Duration) history.Wa
 // all of it) does not free the claim: views are not taken back, and a
 // deleted watch sent again is not a new view.
 func TestClaimFirstBatchOwnsAView(t *testing.T) {
-	h, bt := newStore(t)
+	h, bt := newHistory(t)
 	const window = 30 * time.Minute
 	c := NewClaims(bt, window)
 	ctx := context.Background()
@@ -74,14 +105,14 @@ func TestClaimFirstBatchOwnsAView(t *testing.T) {
 		t.Fatalf("after the deletions, the first batch owns %v, want its two still", got)
 	}
 	// The history itself is unaffected by the claims: ann's video is gone.
-	if got := listAll(t, h, "ann", time.Time{}, 10); len(got) != 0 {
+	if got := listed(t, h, "ann"); len(got) != 0 {
 		t.Fatalf("ann's history after deleting v1: %+v", got)
 	}
 }
 
 // Batches racing for the same views: each view has exactly one owner.
 func TestClaimRacingBatches(t *testing.T) {
-	_, bt := newStore(t)
+	_, bt := newHistory(t)
 	const window = time.Minute
 	c := NewClaims(bt, window)
 	ctx := context.Background()
@@ -116,5 +147,30 @@ func TestClaimRacingBatches(t *testing.T) {
 		if n != 1 {
 			t.Fatalf("view %s owned by %d batches, want 1", w.EventID, n)
 		}
+	}
+}
+
+// Expiring a user's history (the auto-delete horizon) leaves the claims: an
+// expired watch sent again is history again but not a new view.
+func TestClaimOutlivesExpire(t *testing.T) {
+	h, bt := newHistory(t)
+	claims := NewClaims(bt, 30*time.Minute)
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	old := watchAt("kim", "old", now.Add(-48*time.Hour), 0) // received when watched: a view
+	apply(t, h, old)
+	if c, err := claims.Claim(t.Context(), "b1", []history.Watch{old}); err != nil || len(c.Owned) != 1 {
+		t.Fatalf("Claim: %v, %v", c, err)
+	}
+	if n, err := h.Expire(t.Context(), "kim", now.Add(-time.Hour)); err != nil || n != 1 {
+		t.Fatalf("Expire: %d, %v; want 1 entry removed", n, err)
+	}
+	if got := listed(t, h, "kim"); len(got) != 0 {
+		t.Fatalf("history after Expire: %+v", got)
+	}
+	if c, err := claims.Claim(t.Context(), "b2", []history.Watch{old}); err != nil || len(c.Owned) != 0 {
+		t.Errorf("after Expire, another batch owns %v, %v; want none", c.Owned, err)
+	}
+	if c, err := claims.Claim(t.Context(), "b1", []history.Watch{old}); err != nil || len(c.Owned) != 1 || len(c.Fresh) != 0 {
+		t.Errorf("after Expire, the first batch owns %v (fresh %v), %v; want its view, not fresh", c.Owned, c.Fresh, err)
 	}
 }
