@@ -29,12 +29,42 @@ func functionPackage(pkg string) string {
 	return name
 }
 
+// storeDomain is the domain whose storage pkg is (shared/<domain> for
+// shared/<domain>/<name>store), or "" for a package that is not a store.
+func storeDomain(pkg string) string {
+	rest, ok := strings.CutPrefix(pkg, module+"/shared/")
+	if !ok {
+		return ""
+	}
+	dir, last, ok := strings.Cut(rest, "/")
+	if !ok || strings.Contains(last, "/") || !strings.HasSuffix(last, "store") || last == "store" {
+		return ""
+	}
+	return dir
+}
+
+// storeImports are the edges from one domain's store to another's that the
+// layout allows, and why: each is a read or write that must share the
+// importing store's transaction or row.
+var storeImports = map[[2]string]string{
+	{"comment/commentstore", "counter/counterstore"}:         "a comment and its counter deltas (the outbox) commit in one transaction",
+	{"reaction/reactionstore", "counter/counterstore"}:       "a reaction and its counter deltas (the outbox) commit in one transaction",
+	{"comment/commentstore", "account/accountstore"}:         "a write checks in its transaction that the account is not being erased",
+	{"reaction/reactionstore", "account/accountstore"}:       "a write checks in its transaction that the account is not being erased",
+	{"comment/commentstore", "moderation/moderationstore"}:   "a moderator's call passes the gate and is audited (Gate, Record) in its transaction",
+	{"reaction/reactionstore", "moderation/moderationstore"}: "a moderator's call passes the gate and is audited (Gate, Record) in its transaction",
+	{"moderation/moderationstore", "counter/counterstore"}:   "the moderators' per-user limit state is read in the call's transaction (counterstore.ReadUserLimits)",
+	{"views/viewstore", "history/historystore"}:              "a view's claim is a cell of the user's watch_latest row, history's table",
+}
+
 // violations lists the edges of graph (package → the packages it imports,
 // tests left out) that the rules forbid: imports point from cmd/ and the root
 // to functions/ to shared/; nothing in shared/ imports functions/, cmd/,
 // internal/ (test and development tooling) or tools/; no function package
 // imports another (the host is not one); no package in shared/ but httpx
-// itself imports the HTTP layer, shared/httpx.
+// itself imports the HTTP layer, shared/httpx; no package in shared/ but a
+// store imports a store (pure logic and product helpers do no storage); a
+// store imports no other domain's store but for the edges of storeImports.
 func violations(graph map[string][]string) []string {
 	var out []string
 	for from, imports := range graph {
@@ -48,6 +78,10 @@ func violations(graph map[string][]string) []string {
 				why = "shared/ imports only shared/"
 			case under(from, "shared") && !under(from, "shared/httpx") && under(to, "shared/httpx"):
 				why = "below the HTTP layer nothing imports httpx"
+			case under(from, "shared") && storeDomain(from) == "" && storeDomain(to) != "":
+				why = "pure packages import no store"
+			case storeDomain(from) != "" && storeDomain(to) != "" && storeDomain(from) != storeDomain(to) && storeImports[[2]string{strings.TrimPrefix(from, module+"/shared/"), strings.TrimPrefix(to, module+"/shared/")}] == "":
+				why = "a store imports no other domain's store"
 			case functionPackage(to) != "" && functionPackage(from) != "" && functionPackage(from) != functionPackage(to):
 				why = "no function package imports another"
 			case under(from, "functions/host") && functionPackage(to) != "":
@@ -90,26 +124,31 @@ func TestImportRules(t *testing.T) {
 func TestImportRulesRefuse(t *testing.T) {
 	m := func(p string) string { return module + "/" + p }
 	bad := map[string][]string{
-		m("shared/spannerdb"):     {m("shared/httpx")},
-		m("shared/counter"):       {m("functions/host")},
-		m("shared/reaction"):      {m("internal/emulators")},
-		m("functions/applyviews"): {m("functions/applycounters")},
-		m("functions/host"):       {m("functions/rollup")},
-		m("functions/rollup"):     {m("cmd/internal/localstack")},
-		m("functions/counts/sub"): {m("functions/reactions")},
-		m("shared/events"):        {m("tools/gcfbuild")},
+		m("shared/spannerdb"):            {m("shared/httpx")},
+		m("shared/counter"):              {m("functions/host")},
+		m("shared/reaction"):             {m("internal/emulators")},
+		m("functions/applyviews"):        {m("functions/applycounters")},
+		m("functions/host"):              {m("functions/rollup")},
+		m("functions/rollup"):            {m("cmd/internal/localstack")},
+		m("functions/counts/sub"):        {m("functions/reactions")},
+		m("shared/events"):               {m("tools/gcfbuild")},
+		m("shared/views"):                {m("shared/counter/counterstore")},
+		m("shared/views/viewstore"):      {m("shared/counter/counterstore")},
+		m("shared/history/historystore"): {m("shared/views/viewstore")},
 	}
 	if got := violations(bad); len(got) != len(bad) {
 		t.Errorf("%d of %d forbidden edges reported: %q", len(got), len(bad), got)
 	}
 	good := map[string][]string{
-		module:                           {m("functions/reactions"), m("shared/httpx")},
-		m("functions/reactions"):         {m("functions/host"), m("shared/httpx"), m("shared/reaction"), m("functions/reactions/sub")},
-		m("functions/host"):              {m("shared/config"), m("shared/httpx")},
-		m("shared/httpx"):                {m("shared/errs"), m("shared/httpx/inner")},
-		m("cmd/local"):                   {m("cmd/internal/localstack"), m("internal/emulators"), m("functions/rollup")},
-		m("internal/emulatortest"):       {m("functions/host"), m("shared/config")},
-		m("shared/counter/counterstore"): {m("shared/spannerdb"), m("shared/config"), "cloud.google.com/go/spanner"},
+		module:                             {m("functions/reactions"), m("shared/httpx")},
+		m("functions/reactions"):           {m("functions/host"), m("shared/httpx"), m("shared/reaction"), m("functions/reactions/sub")},
+		m("functions/host"):                {m("shared/config"), m("shared/httpx")},
+		m("shared/httpx"):                  {m("shared/errs"), m("shared/httpx/inner")},
+		m("cmd/local"):                     {m("cmd/internal/localstack"), m("internal/emulators"), m("functions/rollup")},
+		m("internal/emulatortest"):         {m("functions/host"), m("shared/config")},
+		m("shared/counter/counterstore"):   {m("shared/spannerdb"), m("shared/config"), "cloud.google.com/go/spanner", m("shared/views"), m("shared/counter")},
+		m("shared/reaction/reactionstore"): {m("shared/counter/counterstore"), m("shared/account/accountstore"), m("shared/reaction")},
+		m("shared/views/viewstore"):        {m("shared/history/historystore"), m("shared/views")},
 	}
 	if got := violations(good); len(got) != 0 {
 		t.Errorf("allowed edges reported: %q", got)
