@@ -381,7 +381,7 @@ func TestParentDeleteWithRepliesThroughTheAPI(t *testing.T) {
 		e.post(fmt.Sprint("r", i), "vid", parent.ID, "reply")
 	}
 	other := e.post("bob", "vid", "", "other")
-	e.bus.setHold(true)
+	e.bus.Hold(true)
 	e.do("DELETE", "/v1/comments/"+parent.ID, e.token("alice"), nil).Want(t, 204, "DELETE parent")
 	if got := e.counts(e.token("alice"), "vid", parent.ID); got["vid"].Comments != 1 || got["vid"].Threads != 1 || got[parent.ID].Replies != 0 {
 		t.Errorf("alice right after deleting her thread: %+v, want 1 comment, 1 thread and 0 replies", got)
@@ -389,8 +389,8 @@ func TestParentDeleteWithRepliesThroughTheAPI(t *testing.T) {
 	if got := e.counts("", "vid"); got["vid"].Comments != 5 {
 		t.Errorf("anonymous before the consumer: %+v, want the 5 counted so far", got)
 	}
-	e.bus.release()
-	e.bus.setHold(false)
+	e.bus.Release()
+	e.bus.Hold(false)
 	if diff := cmp.Diff(map[string]counter.Values{"vid": {Comments: 1, Threads: 1}, parent.ID: {}}, e.counts("", "vid", parent.ID)); diff != "" {
 		t.Errorf("after the consumer (-want +got):\n%s", diff)
 	}
@@ -409,7 +409,7 @@ func TestReadYourOwnWrites(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{})
 	top := e.post("alice", "vid", "", "counted")
-	e.bus.setHold(true)
+	e.bus.Hold(true)
 	reply := e.post("alice", "vid", top.ID, "pending")
 	alice := e.token("alice")
 	want := map[string]counter.Values{"vid": {Comments: 2, Threads: 1}, top.ID: {Replies: 1}}
@@ -419,7 +419,7 @@ func TestReadYourOwnWrites(t *testing.T) {
 	if diff := cmp.Diff(map[string]counter.Values{"vid": {Comments: 1, Threads: 1}, top.ID: {}}, e.counts(e.token("bob"), "vid", top.ID)); diff != "" {
 		t.Errorf("bob before the consumer (-want +got):\n%s", diff)
 	}
-	e.bus.release()
+	e.bus.Release()
 	for _, tok := range []string{alice, e.token("bob"), ""} {
 		if diff := cmp.Diff(want, e.counts(tok, "vid", top.ID)); diff != "" {
 			t.Errorf("after the consumer (-want +got):\n%s", diff)
@@ -429,7 +429,7 @@ func TestReadYourOwnWrites(t *testing.T) {
 	if got := e.counts(alice, "vid", top.ID); got["vid"].Comments != 1 || got[top.ID].Replies != 0 {
 		t.Errorf("alice right after her delete: %+v", got)
 	}
-	e.bus.release()
+	e.bus.Release()
 	if got := e.counts(alice, "vid", top.ID); got["vid"].Comments != 1 || got[top.ID].Replies != 0 {
 		t.Errorf("alice after the consumer: %+v", got)
 	}

@@ -3,7 +3,6 @@ package commentsfn_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -22,7 +21,6 @@ import (
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/internal/pushtest"
 	"github.com/videngage/engagement/shared/auth"
-	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/comment"
 	"github.com/videngage/engagement/shared/comment/commentstore"
 	"github.com/videngage/engagement/shared/config"
@@ -46,72 +44,24 @@ const audience = "comments-test"
 // RSA keys are slow to make under -race: one issuer serves every test.
 var issuer = sync.OnceValues(func() (*auth.LocalIssuer, error) { return auth.NewLocalIssuer(audience) })
 
-// loopback is the counter topic and its push subscription in one: each
-// published message is delivered, as a Pub/Sub push, to
-// the real ApplyCounters consumer before Publish returns, unless held (then
-// the test releases it later: events in flight).
-type loopback struct {
-	t       testing.TB
-	consume http.Handler
+// loopback is the counter topic and its push subscription in one, into
+// the real ApplyCounters consumer.
+type loopback struct{ *pushtest.Loopback }
 
-	mu     sync.Mutex
-	hold   bool
-	held   [][]byte
-	events []events.Event
-	n      int
-}
-
-func (p *loopback) Publish(ctx context.Context, data []byte, attrs map[string]string) (string, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	m, err := events.Decode(data)
-	if err != nil {
-		p.t.Errorf("published an invalid message %s: %v", data, err)
-	}
-	p.events = append(p.events, m.Events...)
-	p.n++
-	id := fmt.Sprint(p.n)
-	body := pushBody(p.t, id, data, attrs)
-	if p.hold {
-		p.held = append(p.held, body)
-		return id, nil
-	}
-	if got := pushtest.DeliverBody(p.t, p.consume, body); got != pushtest.Acked {
-		p.t.Errorf("ApplyCounters of message %s: %v", id, got)
-	}
-	return id, nil
-}
-
-// setHold holds (true) or delivers (false) the messages from now on.
-func (p *loopback) setHold(hold bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.hold = hold
-}
-
-// release delivers the held messages.
-func (p *loopback) release() {
-	p.mu.Lock()
-	held := p.held
-	p.held = nil
-	p.mu.Unlock()
-	for i, body := range held {
-		if got := pushtest.DeliverBody(p.t, p.consume, body); got != pushtest.Acked {
-			p.t.Errorf("ApplyCounters of held message %d: %v", i+1, got)
-		}
-	}
+func newLoopback(t testing.TB, consume http.Handler) *loopback {
+	return &loopback{&pushtest.Loopback{T: t, Consume: consume, Subscription: "counter-apply",
+		Check: func(data []byte) error { _, err := events.Decode(data); return err }}}
 }
 
 // published returns the events published so far.
 func (p *loopback) published() []events.Event {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]events.Event(nil), p.events...)
-}
-
-// pushBody is the body of a Pub/Sub push of a message.
-func pushBody(_ testing.TB, messageID string, data []byte, attrs map[string]string) []byte {
-	return bus.PushBody(bus.Message{ID: messageID, Data: data, Attributes: attrs}, "counter-apply")
+	var out []events.Event
+	for _, m := range p.Published() {
+		if d, err := events.Decode(m.Data); err == nil {
+			out = append(out, d.Events...)
+		}
+	}
+	return out
 }
 
 // env is one test's deployment of the Comments function and the Counts
@@ -155,7 +105,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	e := &env{t: t, cfg: cfg, db: db, issuer: is}
 	e.store = commentstore.New(db, o.limit).GateModeration(moderationstore.NewGate(o.moderation))
 	e.cs = counterstore.New(db, counterstore.Options{Policy: o.policy, RollupInterval: time.Second})
-	e.bus = &loopback{t: t, consume: applycountersfn.New(e.cs, nil)}
+	e.bus = newLoopback(t, applycountersfn.New(e.cs, nil))
 	d := commentsfn.Deps{
 		Verifier: verifier,
 		Writer:   commentstore.NewWriter(e.store, e.bus, commentstore.WriterOptions{Batched: true, MaxInFlight: 1}),

@@ -48,53 +48,25 @@ var issuers = sync.OnceValues(func() ([2]*auth.LocalIssuer, error) {
 	return out, nil
 })
 
-// loopback is the history topic and its push subscription in one: each
-// published message is delivered, as a Pub/Sub push, to the real
-// ApplyHistory consumer (deliveries times, to act out
-// redelivery), before Publish returns.
-type loopback struct {
-	t       testing.TB
-	consume http.Handler
+// loopback is the history topic and its push subscription in one, into
+// the real ApplyHistory consumer.
+type loopback struct{ *pushtest.Loopback }
 
-	mu         sync.Mutex
-	deliveries int
-	fail       error
-	published  []history.Watch
-	attrs      []map[string]string
+func newLoopback(t testing.TB, consume http.Handler) *loopback {
+	return &loopback{&pushtest.Loopback{T: t, Consume: consume, Subscription: "history-apply",
+		Check: func(data []byte) error { _, err := history.DecodeBatch(data); return err }}}
 }
 
-func (p *loopback) Publish(ctx context.Context, data []byte, attrs map[string]string) (string, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.fail != nil {
-		return "", p.fail
-	}
-	b, err := history.DecodeBatch(data)
-	if err != nil {
-		p.t.Errorf("published an invalid batch of watches %s: %v", data, err)
-	}
-	id := fmt.Sprint(len(p.published) + 1)
-	p.published = append(p.published, b.Watches...)
-	p.attrs = append(p.attrs, attrs)
-	body := pushBody(p.t, id, data, attrs)
-	for range max(1, p.deliveries) {
-		if got := pushtest.DeliverBody(p.t, p.consume, body); got != pushtest.Acked {
-			p.t.Errorf("ApplyHistory of message %s: %v", id, got)
+// watches returns the watches published so far.
+func (p *loopback) watches() []history.Watch {
+	var out []history.Watch
+	for _, m := range p.Published() {
+		b, err := history.DecodeBatch(m.Data)
+		if err == nil {
+			out = append(out, b.Watches...)
 		}
 	}
-	return id, nil
-}
-
-func (p *loopback) watches() []history.Watch {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]history.Watch(nil), p.published...)
-}
-
-func (p *loopback) set(deliveries int, fail error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.deliveries, p.fail = deliveries, fail
+	return out
 }
 
 // pushBody is the body of a Pub/Sub push of a message.
@@ -178,7 +150,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 	cfg.HTTP.RequestTimeout = time.Minute
 	e := &env{t: t, cfg: cfg, clients: clients, issuer: is[0], other: is[1]}
 	e.store = historystore.New(clients.Bigtable)
-	e.bus = &loopback{t: t, consume: applyhistoryfn.New(e.store, nil)}
+	e.bus = newLoopback(t, applyhistoryfn.New(e.store, nil))
 	d := historyfn.Deps{
 		Verifier:  verifier,
 		Store:     e.store,

@@ -54,7 +54,8 @@ func TestEveryRoute(t *testing.T) {
 	if now := time.Now(); pub[2].WatchedAt.Before(now.Add(-time.Minute)) || pub[2].WatchedAt.After(now) {
 		t.Errorf("watchedAt defaulted to %v, want about now (%v)", pub[2].WatchedAt, now)
 	}
-	for i, a := range e.bus.attrs {
+	for i, m := range e.bus.Published() {
+		a := m.Attributes
 		// Unbatched, a message is a batch of one named by its watch.
 		if a["kind"] != "watches" || a["batchId"] != pub[i].EventID || pub[i].UserID != "alice" {
 			t.Errorf("message %d: attributes %v for watch %+v", i, a, pub[i])
@@ -444,7 +445,7 @@ func TestReadsApplyRetention(t *testing.T) {
 func TestDuplicateDeliveryStoresOneEntry(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.bus.set(3, nil) // every message delivered three times
+	e.bus.Redeliver(3) // every message delivered three times
 	tok := e.token("ivy")
 	at := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Minute)
 	body := map[string]any{"videoId": "v1", "watchedAt": ts(at), "positionSeconds": 30}
@@ -644,8 +645,8 @@ func TestBatchedPublishes(t *testing.T) {
 	if len(pub) != n {
 		t.Fatalf("published %d watches, want %d", len(pub), n)
 	}
-	if len(e.bus.attrs) >= n/2 {
-		t.Errorf("%d messages for %d concurrent watches, want them batched", len(e.bus.attrs), n)
+	if len(e.bus.Published()) >= n/2 {
+		t.Errorf("%d messages for %d concurrent watches, want them batched", len(e.bus.Published()), n)
 	}
 	seen := map[string]bool{}
 	for _, w := range pub {

@@ -4,9 +4,12 @@ package pushtest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 
 	"github.com/videngage/engagement/shared/bus"
@@ -87,4 +90,95 @@ func Read(t testing.TB, status int, body []byte) Outcome {
 		return Malformed
 	}
 	return Refused
+}
+
+// Loopback is a topic and its push subscription in one, a publisher for
+// tests: each message published is delivered, as a Pub/Sub push from
+// Subscription, to Consume before Publish returns (Deliveries times, at
+// least once, to act out redelivery), unless held; the test fails unless
+// Consume acknowledges it.
+type Loopback struct {
+	T            testing.TB
+	Consume      http.Handler
+	Subscription string
+	// Check, if set, says what is wrong with a message published (the test
+	// is failed).
+	Check func(data []byte) error
+
+	mu         sync.Mutex
+	deliveries int
+	fail       error
+	hold       bool
+	held       []bus.Message
+	published  []bus.Message
+}
+
+// Publish delivers the message, or answers the failure set by Fail.
+func (p *Loopback) Publish(ctx context.Context, data []byte, attrs map[string]string) (string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fail != nil {
+		return "", p.fail
+	}
+	if p.Check != nil {
+		if err := p.Check(data); err != nil {
+			p.T.Errorf("published an invalid message %s: %v", data, err)
+		}
+	}
+	msg := bus.Message{ID: fmt.Sprint(len(p.published) + 1), Data: data, Attributes: attrs}
+	p.published = append(p.published, msg)
+	if p.hold {
+		p.held = append(p.held, msg)
+		return msg.ID, nil
+	}
+	for range max(1, p.deliveries) {
+		p.deliver(msg)
+	}
+	return msg.ID, nil
+}
+
+func (p *Loopback) deliver(msg bus.Message) {
+	if got := Deliver(p.T, p.Consume, msg, p.Subscription); got != Acked {
+		p.T.Errorf("%s: message %s: %v", p.Subscription, msg.ID, got)
+	}
+}
+
+// Redeliver delivers every message published from now on n times (at least
+// once).
+func (p *Loopback) Redeliver(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.deliveries = n
+}
+
+// Fail makes Publish answer err from now on (nil: publish again).
+func (p *Loopback) Fail(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.fail = err
+}
+
+// Hold holds (true) or delivers (false) the messages published from now on.
+func (p *Loopback) Hold(hold bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.hold = hold
+}
+
+// Release delivers the held messages.
+func (p *Loopback) Release() {
+	p.mu.Lock()
+	held := p.held
+	p.held = nil
+	p.mu.Unlock()
+	for _, msg := range held {
+		p.deliver(msg)
+	}
+}
+
+// Published returns the messages published so far.
+func (p *Loopback) Published() []bus.Message {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]bus.Message(nil), p.published...)
 }
