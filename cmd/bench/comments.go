@@ -29,13 +29,12 @@ import (
 	"github.com/videngage/engagement/cmd/internal/benchstack"
 	commentsfn "github.com/videngage/engagement/functions/comments"
 	"github.com/videngage/engagement/internal/emulators"
+	"github.com/videngage/engagement/internal/otelcount"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/comment/commentstore"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
-	"github.com/videngage/engagement/shared/events"
-	"github.com/videngage/engagement/shared/spannerdb"
 )
 
 type commentsOptions struct {
@@ -127,9 +126,13 @@ func runComments(ctx context.Context, st *commentsStack, o commentsOptions) erro
 
 	// 1. The hot video. Every post carries an Idempotency-Key, so a retry
 	// after a 503 or a lost answer can never post (or count) twice.
-	before := spannerdb.CurrentStats()
-	m0, e0 := events.PublishedStats()
-	b0 := events.PublishedBytes()
+	before := otelcount.Global().Spanner()
+	topic := st.Config.PubSub.CounterTopic
+	published := func() (messages, bytes int64) {
+		p := otelcount.Global().Published()
+		return p.Messages[topic], p.Bytes[topic]
+	}
+	m0, b0 := published()
 	pn0, pb0 := st.srv.Pushes("ApplyCounters")
 	cpu0 := processCPU()
 	ids := make([]string, o.comments)
@@ -183,11 +186,10 @@ func runComments(ctx context.Context, st *commentsStack, o commentsOptions) erro
 	if err != nil {
 		return err
 	}
-	after := spannerdb.CurrentStats()
+	after := otelcount.Global().Spanner()
 	cpu := processCPU() - cpu0
 	pn1, pb1 := st.srv.Pushes("ApplyCounters")
-	m1, e1 := events.PublishedStats()
-	b1 := events.PublishedBytes()
+	m1, b1 := published()
 	time.Sleep(st.Config.Counters.RollupInterval + time.Second) // a fold sets the shard count
 	shards, err := st.Counters.ShardCount(ctx, hotVideo)
 	if err != nil {
@@ -219,7 +221,7 @@ func runComments(ctx context.Context, st *commentsStack, o commentsOptions) erro
 	if err != nil {
 		return err
 	}
-	m2, e2 := events.PublishedStats()
+	m2, _ := published()
 
 	// 3. Exactness, after the rollup has folded.
 	time.Sleep(st.Config.Counters.RollupInterval + time.Second)
@@ -260,15 +262,15 @@ func runComments(ctx context.Context, st *commentsStack, o commentsOptions) erro
 	fmt.Printf("   accepted (HTTP 201)                       %8.0f comments/s  (%.2f s, %d retries)\n", n/acceptedIn.Seconds(), acceptedIn.Seconds(), retries.Load())
 	fmt.Printf("   counted end to end (exact count reached)  %8.0f comments/s  (%.2f s)\n", n/countedIn.Seconds(), countedIn.Seconds())
 	fmt.Printf("   Spanner rw commits per 1,000 comments     %8.0f  (writes, consumer and folds)\n", float64(after.Commits-before.Commits)*1000/n)
-	fmt.Printf("   Pub/Sub messages per 1,000 comments       %8.0f  (%.0f events per message)\n", float64(m1-m0)*1000/n, float64(e1-e0)/max(float64(m1-m0), 1))
-	fmt.Printf("   Spanner row writes / read calls per 1,000 %8.0f / %.0f\n", float64(after.RowWrites-before.RowWrites)*1000/n, float64(after.ReadRPCs-before.ReadRPCs)*1000/n)
+	fmt.Printf("   Pub/Sub messages per 1,000 comments       %8.0f  (%.0f comments per message)\n", float64(m1-m0)*1000/n, n/max(float64(m1-m0), 1))
+	fmt.Printf("   Spanner row writes / read calls per 1,000 %8.0f / %.0f\n", float64(after.RowWrites-before.RowWrites)*1000/n, float64(after.Reads-before.Reads)*1000/n)
 	fmt.Printf("   process CPU per comment (clients too)     %8d µs\n", (cpu / time.Duration(n)).Microseconds())
 	pushTime := (pb1 - pb0) / time.Duration(max(pn1-pn0, 1))
 	fmt.Printf("   ApplyCounters time a message              %8.1f ms  (%d messages)\n", float64(pushTime.Microseconds())/1000, pn1-pn0)
 	fmt.Printf("   shards of the hot counter after the run   %8d\n", shards)
 	fmt.Printf("2. spam sweep of %d comments in %d calls of ≤%d ids\n", o.spam, calls, o.sweep)
 	fmt.Printf("   sweep calls answered in                   %8.2f s   (slowest call %.2f s)\n", sweptIn.Seconds(), slowest.Seconds())
-	fmt.Printf("   count reflects the sweep after            %8.2f s   (%d messages, %d events for the sweep)\n", sweepCountedIn.Seconds(), m2-m1, e2-e1)
+	fmt.Printf("   count reflects the sweep after            %8.2f s   (%d messages for the sweep)\n", sweepCountedIn.Seconds(), m2-m1)
 	fmt.Printf("3. final count of %s\n", hotVideo)
 	fmt.Printf("   GET /v1/counts                            %8d\n", api.Counts[hotVideo].Comments)
 	fmt.Printf("   counted (snapshot + shards) / pending     %8d / %d\n", counted[hotVideo].Comments, pending[hotVideo].Comments)
@@ -285,7 +287,7 @@ func runComments(ctx context.Context, st *commentsStack, o commentsOptions) erro
 		"process CPU per hot-video comment until counted: Comments, ApplyCounters, Rollup and the benchmark's own clients in one process (an upper bound)")
 	record("comment.spanner_commits_per_1000", per(after.Commits-before.Commits), "commits", "Spanner read-write commits per 1,000 comments (posts, consumer, folds)")
 	record("comment.spanner_row_writes_per_1000", per(after.RowWrites-before.RowWrites), "rows", "Spanner row writes (mutations) per 1,000 comments")
-	record("comment.spanner_reads_per_1000", per(after.ReadRPCs-before.ReadRPCs), "calls", "Spanner read and query calls per 1,000 comments")
+	record("comment.spanner_reads_per_1000", per(after.Reads-before.Reads), "calls", "Spanner read and query calls per 1,000 comments")
 	record("comment.messages_per_1000", per(m1-m0), "messages", "Pub/Sub messages published per 1,000 comments")
 	record("comment.message_bytes_per_1000", per(b1-b0), "bytes", "Pub/Sub message data published per 1,000 comments")
 	record("comment.clients", float64(o.concurrency), "clients", "concurrent clients of the comments run")

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/videngage/engagement/cmd/internal/benchstack"
-	"github.com/videngage/engagement/shared/spannerdb"
+	"github.com/videngage/engagement/internal/otelcount"
 )
 
 // configuration is one column of the table: a name and the environment the
@@ -44,10 +44,10 @@ type cost struct {
 
 // newCost is the work of a run of n reactions: d the Spanner work counted,
 // byTable0 and byTable1 spannerdb.WritesByTable before and after.
-func newCost(d spannerdb.Stats, byTable0, byTable1 map[string]int64, mem0, mem1 *runtime.MemStats, messages, bytes int64, cpu time.Duration, n int) cost {
+func newCost(d otelcount.Spanner, byTable0, byTable1 map[string]int64, mem0, mem1 *runtime.MemStats, messages, bytes int64, cpu time.Duration, n int) cost {
 	per := func(x int64) float64 { return float64(x) * 1000 / float64(n) }
 	c := cost{
-		commits: per(d.CommitRPCs), rowWrites: per(d.RowWrites), reads: per(d.ReadRPCs), messages: per(messages),
+		commits: per(d.Commits), rowWrites: per(d.RowWrites), reads: per(d.Reads), messages: per(messages),
 		messageKB: per(bytes) / 1024,
 		cpuMS:     float64(cpu.Microseconds()) / float64(n), cpuPerReaction: cpu / time.Duration(n),
 		writesByTable: map[string]float64{},

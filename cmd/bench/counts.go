@@ -25,11 +25,11 @@ import (
 	"github.com/videngage/engagement/cmd/internal/benchstack"
 	countsfn "github.com/videngage/engagement/functions/counts"
 	"github.com/videngage/engagement/internal/emulators"
+	"github.com/videngage/engagement/internal/otelcount"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/session"
-	"github.com/videngage/engagement/shared/spannerdb"
 )
 
 var (
@@ -395,7 +395,7 @@ func sessionReads(ctx context.Context, s *stack, client *http.Client, api string
 				var next, fails atomic.Int64
 				lats := make([][]time.Duration, len(tokens))
 				errs := make([]error, len(tokens))
-				q0, wire0 := store.queries.Load(), spannerdb.CurrentStats().ReadRPCs
+				q0, wire0 := store.queries.Load(), otelcount.Global().Spanner().Reads
 				start := time.Now()
 				var wg sync.WaitGroup
 				for c := range tokens {
@@ -463,7 +463,7 @@ func sessionReads(ctx context.Context, s *stack, client *http.Client, api string
 				if err := errors.Join(errs...); err != nil && fails.Load() > int64(n/10) {
 					return phase{}, fmt.Errorf("read after write: %d of %d failed: %w", fails.Load(), n, err)
 				}
-				p := phase{elapsed: time.Since(start), failed: int(fails.Load()), queries: store.queries.Load() - q0, readRPC: spannerdb.CurrentStats().ReadRPCs - wire0}
+				p := phase{elapsed: time.Since(start), failed: int(fails.Load()), queries: store.queries.Load() - q0, readRPC: otelcount.Global().Spanner().Reads - wire0}
 				for _, l := range lats {
 					p.lats = append(p.lats, l...)
 				}
@@ -616,7 +616,7 @@ func readPhase(client *http.Client, path string, tokens []string, signed bool, h
 	lats := make([][]time.Duration, len(tokens))
 	errs := make([]error, len(tokens))
 	q0 := store.queries.Load()
-	wire0 := spannerdb.CurrentStats().ReadRPCs
+	wire0 := otelcount.Global().Spanner().Reads
 	cpu0 := processCPU()
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -656,7 +656,7 @@ func readPhase(client *http.Client, path string, tokens []string, signed bool, h
 	if err := errors.Join(errs...); err != nil && fails.Load() > int64(n/10) {
 		return phase{}, fmt.Errorf("counts reads: %d of %d failed: %w", fails.Load(), n, err)
 	}
-	p := phase{elapsed: time.Since(start), failed: int(fails.Load()), queries: store.queries.Load() - q0, readRPC: spannerdb.CurrentStats().ReadRPCs - wire0, cpu: processCPU() - cpu0}
+	p := phase{elapsed: time.Since(start), failed: int(fails.Load()), queries: store.queries.Load() - q0, readRPC: otelcount.Global().Spanner().Reads - wire0, cpu: processCPU() - cpu0}
 	for _, l := range lats {
 		p.lats = append(p.lats, l...)
 	}

@@ -38,7 +38,7 @@ import (
 	"github.com/videngage/engagement/cmd/internal/benchstack"
 	"github.com/videngage/engagement/cmd/internal/localstack"
 	"github.com/videngage/engagement/internal/emulators"
-	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/internal/otelcount"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 
@@ -302,9 +302,10 @@ func hotItem(ctx context.Context, s *stack, srv *benchstack.Server, o options, r
 	}
 
 	want := s.CountedLikes() + int64(o.reactions)
-	before, tables0 := spannerdb.CurrentStats(), spannerdb.WritesByTable()
-	m0, _ := events.PublishedStats()
-	b0 := events.PublishedBytes()
+	before, tables0 := otelcount.Global().Spanner(), otelcount.Global().Spanner().WritesByTable
+	topic := s.Config.PubSub.CounterTopic
+	p0 := otelcount.Global().Published()
+	m0, b0 := p0.Messages[topic], p0.Bytes[topic]
 	var mem0, mem1 runtime.MemStats
 	runtime.ReadMemStats(&mem0)
 	pn0, pb0 := srv.Pushes("ApplyCounters")
@@ -329,9 +330,9 @@ func hotItem(ctx context.Context, s *stack, srv *benchstack.Server, o options, r
 		r.pushTime = (pb1 - pb0) / time.Duration(pn1-pn0)
 	}
 	runtime.ReadMemStats(&mem1)
-	after, tables1 := spannerdb.CurrentStats(), spannerdb.WritesByTable()
-	m1, _ := events.PublishedStats()
-	b1 := events.PublishedBytes()
+	after, tables1 := otelcount.Global().Spanner(), otelcount.Global().Spanner().WritesByTable
+	p1 := otelcount.Global().Published()
+	m1, b1 := p1.Messages[topic], p1.Bytes[topic]
 	if err := stopProfile(); err != nil {
 		return err
 	}
@@ -377,7 +378,7 @@ func countsLatency(ctx context.Context, s *stack, srv *benchstack.Server, o opti
 	for i := 0; i < 20; i++ {
 		do(client, "GET", url, "", "")
 	}
-	before := spannerdb.CurrentStats()
+	before := otelcount.Global().Spanner()
 	lat := make([]time.Duration, 0, o.countsReqs)
 	for i := 0; i < o.countsReqs; i++ {
 		t0 := time.Now()
@@ -387,7 +388,7 @@ func countsLatency(ctx context.Context, s *stack, srv *benchstack.Server, o opti
 		}
 		lat = append(lat, time.Since(t0))
 	}
-	after := spannerdb.CurrentStats()
+	after := otelcount.Global().Spanner()
 	r.readsPerRequest = float64(after.Reads-before.Reads) / float64(o.countsReqs)
 	r.countsP50, r.P99 = benchstack.Percentiles(lat)
 	return nil

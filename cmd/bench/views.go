@@ -31,6 +31,7 @@ import (
 	historyfn "github.com/videngage/engagement/functions/history"
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/internal/emulators"
+	"github.com/videngage/engagement/internal/otelcount"
 	"github.com/videngage/engagement/shared/batch"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
@@ -284,9 +285,10 @@ func viewsMode(ctx context.Context, es *emulators.Stack, mode, counting string, 
 	}
 	r.requests = len(jobs)
 	topic := st.Config.PubSub.HistoryTopic
-	before := spannerdb.CurrentStats()
-	m0 := bus.Published(topic) + bus.Published(st.Config.PubSub.CounterTopic)
-	hb0 := bus.PublishedBytes(topic)
+	before := otelcount.Global().Spanner()
+	p0 := otelcount.Global().Published()
+	m0 := p0.Messages[topic] + p0.Messages[st.Config.PubSub.CounterTopic]
+	hb0 := p0.Bytes[topic]
 	hn0, hbusy0 := srv.Pushes("ApplyHistory")
 	vn0, vbusy0 := srv.Pushes("ApplyViews")
 	cpu0 := processCPU()
@@ -331,14 +333,15 @@ func viewsMode(ctx context.Context, es *emulators.Stack, mode, counting string, 
 	}
 	appliedIn := time.Since(start)
 	r.drain = appliedIn - acceptedIn
-	after := spannerdb.CurrentStats()
+	after := otelcount.Global().Spanner()
 	r.cpu = (processCPU() - cpu0) / time.Duration(o.watches)
 	hn1, hbusy1 := srv.Pushes("ApplyHistory")
 	vn1, vbusy1 := srv.Pushes("ApplyViews")
 	r.historyPush = (hbusy1 - hbusy0) / time.Duration(max(hn1-hn0, 1))
 	r.viewsPush = (vbusy1 - vbusy0) / time.Duration(max(vn1-vn0, 1))
-	m1 := bus.Published(topic) + bus.Published(st.Config.PubSub.CounterTopic)
-	r.messageBytes = float64(bus.PublishedBytes(topic)-hb0) * 1000 / float64(o.watches)
+	p1 := otelcount.Global().Published()
+	m1 := p1.Messages[topic] + p1.Messages[st.Config.PubSub.CounterTopic]
+	r.messageBytes = float64(p1.Bytes[topic]-hb0) * 1000 / float64(o.watches)
 	// Exact once folded, and nothing more arrives.
 	time.Sleep(st.Config.Counters.RollupInterval + time.Second)
 	c, err := st.Counters.Counts(ctx, []string{"hot"}, nil, 0)
@@ -356,7 +359,7 @@ func viewsMode(ctx context.Context, es *emulators.Stack, mode, counting string, 
 	r.applied = views / appliedIn.Seconds()
 	r.commitsPer1000 = float64(after.Commits-before.Commits) * 1000 / views
 	r.rowsPer1000 = float64(after.RowWrites-before.RowWrites) * 1000 / views
-	r.readsPer1000 = float64(after.ReadRPCs-before.ReadRPCs) * 1000 / views
+	r.readsPer1000 = float64(after.Reads-before.Reads) * 1000 / views
 	r.messagesPer1000 = float64(m1-m0) * 1000 / views
 	if m1 > m0 {
 		r.watchesPerMessage = float64(len(jobs)) / float64(m1-m0)

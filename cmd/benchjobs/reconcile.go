@@ -14,6 +14,7 @@ import (
 	"cloud.google.com/go/spanner"
 
 	reconcilefn "github.com/videngage/engagement/functions/reconcile"
+	"github.com/videngage/engagement/internal/otelcount"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -25,7 +26,7 @@ type reconcileRun struct {
 	st                 counterstore.RunStatus
 	invocations, kills int
 	took               time.Duration
-	work               spannerdb.Stats
+	work               otelcount.Spanner
 }
 
 // corpus is the generated data: counters, reaction rows and their tallies.
@@ -128,7 +129,7 @@ func b2i(b bool) int64 {
 func runRecon(ctx context.Context, cs *counterstore.Store, o options, name string, start func(context.Context) (string, error), kill time.Duration) (reconcileRun, error) {
 	r := reconcileRun{name: name}
 	sources := reconcilefn.Sources()
-	before := spannerdb.CurrentStats()
+	before := otelcount.Global().Spanner()
 	started := time.Now()
 	id, err := start(ctx)
 	if err != nil {
@@ -141,7 +142,7 @@ func runRecon(ctx context.Context, cs *counterstore.Store, o options, name strin
 			return r, err
 		}
 		if st.Done() {
-			r.st, r.took, r.work = st, time.Since(started), spannerdb.CurrentStats().Minus(before)
+			r.st, r.took, r.work = st, time.Since(started), otelcount.Global().Spanner().Minus(before)
 			return r, nil
 		}
 		fmt.Fprintf(os.Stderr, "benchjobs: %s: %d invocations, %d checked in %.0f s\n", name, r.invocations, st.Checked, time.Since(started).Seconds())
@@ -190,7 +191,7 @@ func benchReconcile(ctx context.Context, db *spannerdb.DB, cs *counterstore.Stor
 		}
 		runs = append(runs, r)
 		fmt.Printf("   %-26s %7.1f s  %4d invocations (%d killed)  %6d batches  %8d checked  %5d corrected  %5d read calls  %5d commits  %7d row writes\n",
-			r.name, r.took.Seconds(), r.invocations, r.kills, r.st.Batches, r.st.Checked, r.st.Corrected, r.work.ReadRPCs, r.work.CommitRPCs, r.work.RowWrites)
+			r.name, r.took.Seconds(), r.invocations, r.kills, r.st.Batches, r.st.Checked, r.st.Corrected, r.work.Reads, r.work.Commits, r.work.RowWrites)
 		if r.st.Checked != checked || r.st.Corrected != corrected || r.st.Skipped != 0 {
 			return fmt.Errorf("%s: checked %d, corrected %d, skipped %d; want %d, %d, 0", r.name, r.st.Checked, r.st.Corrected, r.st.Skipped, checked, corrected)
 		}
@@ -263,7 +264,7 @@ func reconcileReport(o options, c corpus, gen time.Duration, uptime string, runs
 	b.WriteString("| run | time | invocations (killed) | batches | checked | corrected | read calls | commits | row writes |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range runs {
 		fmt.Fprintf(&b, "| %s | %.1f s | %d (%d) | %d | %d | %d | %d | %d | %d |\n",
-			r.name, r.took.Seconds(), r.invocations, r.kills, r.st.Batches, r.st.Checked, r.st.Corrected, r.work.ReadRPCs, r.work.CommitRPCs, r.work.RowWrites)
+			r.name, r.took.Seconds(), r.invocations, r.kills, r.st.Batches, r.st.Checked, r.st.Corrected, r.work.Reads, r.work.Commits, r.work.RowWrites)
 	}
 	hourly, daily := runs[0], runs[1]
 	perHourly := hourly.took.Seconds() / float64(max(hourly.st.Checked, 1))

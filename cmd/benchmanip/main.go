@@ -27,6 +27,7 @@ import (
 	"github.com/videngage/engagement/cmd/internal/benchstack"
 	detectmanipulationfn "github.com/videngage/engagement/functions/detectmanipulation"
 	"github.com/videngage/engagement/internal/moderationtest"
+	"github.com/videngage/engagement/internal/otelcount"
 	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -91,11 +92,11 @@ func measureCost(ctx context.Context, ordinary int) error {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
 	fmt.Fprintln(tw, "run\tsteps\trows read (reactions)\tSpanner reads\tcommits\trows written\tflagged\ttime\t")
 	for _, name := range []string{"first (2 h)", "next (nothing new)"} {
-		before, started := spannerdb.CurrentStats(), time.Now()
+		before, started := otelcount.Global().Spanner(), time.Now()
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodPost, "/internal/detect-manipulation", strings.NewReader("{}")))
 		took := time.Since(started)
-		c := spannerdb.CurrentStats().Minus(before)
+		c := otelcount.Global().Spanner().Minus(before)
 		if rec.Code != http.StatusOK {
 			return fmt.Errorf("run: %d %s", rec.Code, rec.Body)
 		}
@@ -103,7 +104,7 @@ func measureCost(ctx context.Context, ordinary int) error {
 		if err := json.Unmarshal(rec.Body.Bytes(), &rep); err != nil {
 			return err
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%v\t\n", name, rep.Steps, rep.Reactions, c.ReadRPCs, c.CommitRPCs, c.RowWrites, rep.Flagged, took.Round(time.Millisecond))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%v\t\n", name, rep.Steps, rep.Reactions, c.Reads, c.Commits, c.RowWrites, rep.Flagged, took.Round(time.Millisecond))
 	}
 	return tw.Flush()
 }

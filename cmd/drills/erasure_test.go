@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/videngage/engagement/internal/otelcount"
 	"github.com/videngage/engagement/shared/account"
 	"github.com/videngage/engagement/shared/account/accountstore"
 	"github.com/videngage/engagement/shared/bus"
@@ -29,7 +30,6 @@ import (
 	"github.com/videngage/engagement/shared/ratelimit"
 	"github.com/videngage/engagement/shared/reaction"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
-	"github.com/videngage/engagement/shared/spannerdb"
 )
 
 var erasureFull = flag.Bool("erasure-full", false, "erasure drill at full size: 2,000 reactions, 500 comments, 100,000 history entries")
@@ -109,13 +109,13 @@ func TestDrillAccountErasureKilledMidway(t *testing.T) {
 		Counters:   bus.NewPublisher(st.clients.PubSub, st.cfg.PubSub.CounterTopic),
 		Settle:     0, Budget: time.Hour,
 	}
-	s0 := spannerdb.CurrentStats()
+	s0 := otelcount.Global().Spanner()
 	t0 := time.Now()
 	if more, err := eraser.Run(ctx, second); err != nil || more {
 		t.Fatalf("in-process erasure: more %v, %v", more, err)
 	}
 	took := time.Since(t0)
-	ds := spannerdb.CurrentStats().Minus(s0)
+	ds := otelcount.Global().Spanner().Minus(s0)
 	e2, _, _ := records.Get(ctx, second)
 	t.Logf("ERASURE COST %+v: %v; Spanner %d commits, %d row writes, %d reads; Bigtable %s; figures %+v",
 		size, took.Round(time.Millisecond), ds.Commits, ds.RowWrites, ds.Reads, ops.String(), e2.Figures)

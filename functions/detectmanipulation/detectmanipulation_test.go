@@ -16,6 +16,7 @@ import (
 	detectmanipulationfn "github.com/videngage/engagement/functions/detectmanipulation"
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/internal/moderationtest"
+	"github.com/videngage/engagement/internal/otelcount"
 	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -95,11 +96,11 @@ func TestFlagsTheRingAndOnlyTheRing(t *testing.T) {
 	h := detectmanipulationfn.New(detectmanipulationfn.Deps{Store: rs, MaxRows: 5000,
 		FirstLookback: 2 * time.Hour, Now: func() time.Time { return now }})
 
-	before, started := spannerdb.CurrentStats(), time.Now()
+	before, started := otelcount.Global().Spanner(), time.Now()
 	rep := run(t, h)
-	cost := spannerdb.CurrentStats().Minus(before)
+	cost := otelcount.Global().Spanner().Minus(before)
 	t.Logf("run in %v: %d steps, %d reactions read, %d groups, %d flagged; Spanner: %d reads, %d commits, %d rows written",
-		time.Since(started), rep.Steps, rep.Reactions, rep.Groups, rep.Flagged, cost.ReadRPCs, cost.CommitRPCs, cost.RowWrites)
+		time.Since(started), rep.Steps, rep.Reactions, rep.Groups, rep.Flagged, cost.Reads, cost.Commits, cost.RowWrites)
 	if rep.Steps < 3 || rep.Reactions < len(world.Reactions) || !rep.To.Equal(now.Add(-10*time.Second)) {
 		t.Errorf("report %+v: want at least 3 steps over all %d reactions up to now-10s", rep, len(world.Reactions))
 	}
@@ -121,8 +122,8 @@ func TestFlagsTheRingAndOnlyTheRing(t *testing.T) {
 	if !slices.Equal(got, ring) {
 		t.Fatalf("flagged %d accounts %v, want the ring's %d", len(got), got, len(ring))
 	}
-	if rep.Flagged != 50 || cost.CommitRPCs != int64(rep.Steps) {
-		t.Errorf("report %+v with %d commits: want 50 flagged, one commit a step", rep, cost.CommitRPCs)
+	if rep.Flagged != 50 || cost.Commits != int64(rep.Steps) {
+		t.Errorf("report %+v with %d commits: want 50 flagged, one commit a step", rep, cost.Commits)
 	}
 
 	// The next run reads only what is new (nothing) and flags nobody twice.

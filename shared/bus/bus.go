@@ -10,11 +10,11 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/telemetry"
@@ -25,6 +25,10 @@ import (
 type Publisher struct {
 	p     *pubsub.Publisher
 	topic string
+	// messages and bytes count what was published, by topic
+	// (telemetry.MetricMessagesPublished, MetricMessageBytesPublished).
+	messages, bytes metric.Int64Counter
+	attrs           metric.MeasurementOption
 }
 
 // NewPublisher publishes to topic through c. Messages published at the same
@@ -34,7 +38,11 @@ func NewPublisher(c *pubsub.Client, topic string) *Publisher {
 	p.PublishSettings.DelayThreshold = 5 * time.Millisecond
 	p.PublishSettings.CountThreshold = 500
 	p.PublishSettings.Timeout = 15 * time.Second
-	return &Publisher{p: p, topic: topic}
+	return &Publisher{p: p, topic: topic,
+		messages: telemetry.NewCounter(nil, telemetry.MetricMessagesPublished, "{message}", "Pub/Sub messages published, by topic."),
+		bytes:    telemetry.NewCounter(nil, telemetry.MetricMessageBytesPublished, "By", "Pub/Sub message data published, by topic."),
+		attrs:    metric.WithAttributes(attribute.String(telemetry.AttrTopic, topic)),
+	}
 }
 
 // Publish publishes one message and waits until Pub/Sub has it. A failure
@@ -48,33 +56,9 @@ func (p *Publisher) Publish(ctx context.Context, data []byte, attrs map[string]s
 	if err != nil {
 		return "", errs.Unavailable("publish to "+p.topic, err)
 	}
-	n, _ := published.LoadOrStore(p.topic, new(atomic.Int64))
-	n.(*atomic.Int64).Add(1)
-	b, _ := publishedBytes.LoadOrStore(p.topic, new(atomic.Int64))
-	b.(*atomic.Int64).Add(int64(len(data)))
+	p.messages.Add(ctx, 1, p.attrs)
+	p.bytes.Add(ctx, int64(len(data)), p.attrs)
 	return id, nil
-}
-
-// published and publishedBytes count the messages this process published,
-// and their data, per topic.
-var published, publishedBytes sync.Map
-
-// Published returns how many messages this process published on topic: the
-// benchmarks' messages per operation.
-func Published(topic string) int64 {
-	if n, ok := published.Load(topic); ok {
-		return n.(*atomic.Int64).Load()
-	}
-	return 0
-}
-
-// PublishedBytes returns the message data this process published on topic:
-// the benchmarks' bytes per operation.
-func PublishedBytes(topic string) int64 {
-	if n, ok := publishedBytes.Load(topic); ok {
-		return n.(*atomic.Int64).Load()
-	}
-	return 0
 }
 
 // Stop flushes and stops the publisher.

@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -195,15 +194,6 @@ const (
 	SchemaValue = "counter-events/v1"
 )
 
-var published, publishedEvents, publishedBytes atomic.Int64
-
-// PublishedStats returns how many messages and events this process published.
-func PublishedStats() (messages, events int64) { return published.Load(), publishedEvents.Load() }
-
-// PublishedBytes returns the bytes of message data this process published
-// (what Pub/Sub bills, with the attributes, per publish and per delivery).
-func PublishedBytes() int64 { return publishedBytes.Load() }
-
 // Publish encodes evs as one message and publishes it, waiting for Pub/Sub's
 // acknowledgement.
 func Publish(ctx context.Context, p Publisher, evs []Event) error {
@@ -217,9 +207,6 @@ func Publish(ctx context.Context, p Publisher, evs []Event) error {
 	if _, err := p.Publish(ctx, b, map[string]string{AttrKind: KindValue, AttrSchema: SchemaValue}); err != nil {
 		return fmt.Errorf("events.Publish: %w", err)
 	}
-	published.Add(1)
-	publishedEvents.Add(int64(len(evs)))
-	publishedBytes.Add(int64(len(b)))
 	return nil
 }
 

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/spanner"
@@ -38,35 +37,6 @@ type DB struct {
 // every function (each with its own client) in one process, and the emulator
 // refuses overlapping transactions whatever client they come from.
 var emulatorTx = make(chan struct{}, 1)
-
-// counters of work done, for the benchmark and metrics.
-var commits, reads atomic.Int64
-
-// Stats are process-wide totals since start.
-type Stats struct {
-	Commits int64 // read-write transactions committed
-	Reads   int64 // single-use reads and snapshots begun through DB
-	// Counted on the wire (ClientOptions), outside Uncounted contexts:
-	CommitRPCs int64 // commits
-	RowWrites  int64 // rows written or deleted, a key range deleted counting one
-	ReadRPCs   int64 // reads and queries, inside transactions or not
-}
-
-// CurrentStats returns the totals so far; the benchmark subtracts two of them.
-func CurrentStats() Stats {
-	return Stats{
-		Commits: commits.Load(), Reads: reads.Load(),
-		CommitRPCs: commitRPCs.Load(), RowWrites: rowWrites.Load(), ReadRPCs: readRPCs.Load(),
-	}
-}
-
-// Minus returns s − o, field by field.
-func (s Stats) Minus(o Stats) Stats {
-	return Stats{
-		Commits: s.Commits - o.Commits, Reads: s.Reads - o.Reads,
-		CommitRPCs: s.CommitRPCs - o.CommitRPCs, RowWrites: s.RowWrites - o.RowWrites, ReadRPCs: s.ReadRPCs - o.ReadRPCs,
-	}
-}
 
 // New builds the client for cfg's database. Against the emulator
 // (SPANNER_EMULATOR_HOST set) read-write transactions are serialised.
@@ -137,13 +107,11 @@ func (db *DB) InTx(ctx context.Context, fn func(context.Context, *spanner.ReadWr
 	if r.err != nil {
 		return time.Time{}, Map(r.err)
 	}
-	commits.Add(1)
 	return r.ts, nil
 }
 
 // Single is a strong single-use read-only transaction, counted as one read.
 func (db *DB) Single() *spanner.ReadOnlyTransaction {
-	reads.Add(1)
 	return db.Client.Single()
 }
 
@@ -151,7 +119,6 @@ func (db *DB) Single() *spanner.ReadOnlyTransaction {
 // old (served by the nearest replica without waiting for the leader); zero
 // means a strong read. Counted as one read.
 func (db *DB) Stale(maxStaleness time.Duration) *spanner.ReadOnlyTransaction {
-	reads.Add(1)
 	if maxStaleness <= 0 {
 		return db.Client.Single()
 	}
@@ -162,7 +129,6 @@ func (db *DB) Stale(maxStaleness time.Duration) *spanner.ReadOnlyTransaction {
 // read: reads that must see what an earlier strong read saw, and nothing
 // later, each in its own request.
 func (db *DB) At(ts time.Time) *spanner.ReadOnlyTransaction {
-	reads.Add(1)
 	return db.Client.Single().WithTimestampBound(spanner.ReadTimestamp(ts))
 }
 
@@ -176,7 +142,6 @@ func (db *DB) InSnapshot(ctx context.Context, fn func(context.Context, *spanner.
 		return err
 	}
 	defer release()
-	reads.Add(1)
 	tx := db.Client.ReadOnlyTransaction()
 	defer tx.Close()
 	return Map(fn(ctx, tx))

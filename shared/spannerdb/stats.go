@@ -2,48 +2,51 @@ package spannerdb
 
 import (
 	"context"
-	"maps"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"cloud.google.com/go/spanner/apiv1/spannerpb"
+	"github.com/videngage/engagement/shared/telemetry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
-)
-
-// The work this process asked of Spanner, counted on the wire by gRPC
-// interceptors on every client built with ClientOptions: what a Spanner bill
-// and a node count follow (commits, row writes, reads), whichever store or
-// transaction issued it.
-var (
-	commitRPCs, rowWrites, readRPCs atomic.Int64
-	writesMu                        sync.Mutex
-	writesByTable                   = map[string]int64{}
 )
 
 type uncountedKey struct{}
 
 // Uncounted marks ctx so that the Spanner work done under it is left out of
-// CurrentStats: a benchmark's own polling is not the work it measures.
+// the wire counts: a benchmark's own polling is not the work it measures.
 func Uncounted(ctx context.Context) context.Context {
 	return context.WithValue(ctx, uncountedKey{}, true)
 }
 
 func counted(ctx context.Context) bool { return ctx.Value(uncountedKey{}) == nil }
 
+// wire counts the work this process asks of Spanner, on the wire: what a
+// Spanner bill and a node count follow (commits, row writes by table,
+// reads), whichever store or transaction issued it.
+type wire struct {
+	commits, rowWrites, reads metric.Int64Counter
+}
+
 // ClientOptions are the options every Spanner client of this system is built
-// with: the interceptors that count its work.
+// with: the interceptors that count its work into the global meter
+// provider's telemetry.MetricSpanner* counters.
 func ClientOptions() []option.ClientOption {
+	w := &wire{
+		commits:   telemetry.NewCounter(nil, telemetry.MetricSpannerCommits, "{commit}", "Spanner read-write transactions committed."),
+		rowWrites: telemetry.NewCounter(nil, telemetry.MetricSpannerRowWrites, "{row}", "Spanner rows written or deleted by committed transactions, by table; a key range deleted counts one."),
+		reads:     telemetry.NewCounter(nil, telemetry.MetricSpannerReads, "{call}", "Spanner read and query calls, inside transactions or not."),
+	}
 	return []option.ClientOption{
-		option.WithGRPCDialOption(grpc.WithChainUnaryInterceptor(countUnary)),
-		option.WithGRPCDialOption(grpc.WithChainStreamInterceptor(countStream)),
+		option.WithGRPCDialOption(grpc.WithChainUnaryInterceptor(w.unary)),
+		option.WithGRPCDialOption(grpc.WithChainStreamInterceptor(w.stream)),
 	}
 }
 
 const rpcPrefix = "/google.spanner.v1.Spanner/"
 
-func countUnary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+func (w *wire) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	err := invoker(ctx, method, req, reply, cc, opts...)
 	if err != nil || !counted(ctx) {
 		return err
@@ -51,32 +54,31 @@ func countUnary(ctx context.Context, method string, req, reply any, cc *grpc.Cli
 	switch strings.TrimPrefix(method, rpcPrefix) {
 	case "Commit":
 		if c, ok := req.(*spannerpb.CommitRequest); ok {
-			countCommit(c.GetMutations())
+			w.commit(ctx, c.GetMutations())
 		}
 	case "Read", "ExecuteSql":
-		readRPCs.Add(1)
+		w.reads.Add(ctx, 1)
 	}
 	return nil
 }
 
-func countStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+func (w *wire) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	s, err := streamer(ctx, desc, cc, method, opts...)
 	if err == nil && counted(ctx) {
 		switch strings.TrimPrefix(method, rpcPrefix) {
 		case "StreamingRead", "ExecuteStreamingSql":
-			readRPCs.Add(1)
+			w.reads.Add(ctx, 1)
 		}
 	}
 	return s, err
 }
 
-// countCommit counts a committed transaction's row writes: one per row
+// commit counts a committed transaction and its row writes: one per row
 // inserted, updated or replaced, one per key deleted, and one per key range
 // deleted (Spanner's own count of mutations, which a range delete keeps at
 // one whatever the rows it removes).
-func countCommit(ms []*spannerpb.Mutation) {
-	commitRPCs.Add(1)
-	var n int64
+func (w *wire) commit(ctx context.Context, ms []*spannerpb.Mutation) {
+	w.commits.Add(ctx, 1)
 	per := map[string]int64{}
 	for _, m := range ms {
 		var table string
@@ -99,20 +101,9 @@ func countCommit(ms []*spannerpb.Mutation) {
 		default:
 			continue
 		}
-		n += rows
 		per[table] += rows
 	}
-	rowWrites.Add(n)
-	writesMu.Lock()
-	for t, k := range per {
-		writesByTable[t] += k
+	for t, n := range per {
+		w.rowWrites.Add(ctx, n, metric.WithAttributes(attribute.String(telemetry.AttrTable, t)))
 	}
-	writesMu.Unlock()
-}
-
-// WritesByTable returns the row writes committed so far per table.
-func WritesByTable() map[string]int64 {
-	writesMu.Lock()
-	defer writesMu.Unlock()
-	return maps.Clone(writesByTable)
 }

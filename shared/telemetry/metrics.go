@@ -7,6 +7,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 )
 
 // The service's metric names. Exported over OTLP, Cloud Monitoring shows each
@@ -28,6 +29,14 @@ const (
 	MetricRateLimited             = "engagement/rate_limited"
 	MetricReactionsUndone         = "engagement/reactions_undone"
 	MetricRateLimitDegraded       = "engagement/rate_limit_degraded"
+	// Counted on the wire by every Spanner client (spannerdb.ClientOptions)
+	// and every publisher (bus.Publisher): what the Spanner and Pub/Sub
+	// bills follow.
+	MetricSpannerCommits        = "engagement/spanner_commits"
+	MetricSpannerRowWrites      = "engagement/spanner_row_writes"
+	MetricSpannerReads          = "engagement/spanner_reads"
+	MetricMessagesPublished     = "engagement/messages_published"
+	MetricMessageBytesPublished = "engagement/message_bytes_published"
 )
 
 // Metric attribute keys.
@@ -37,6 +46,8 @@ const (
 	AttrConsumer = "consumer"
 	AttrField    = "field"
 	AttrKind     = "kind"
+	AttrTable    = "table"
+	AttrTopic    = "topic"
 )
 
 // Metrics records the service's metrics. A nil *Metrics records nothing, and
@@ -104,6 +115,17 @@ func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// NewCounter creates the int64 counter name in the service's scope on mp
+// (nil: the global meter provider, see NewMetrics); a no-op counter when the
+// provider refuses it.
+func NewCounter(mp metric.MeterProvider, name, unit, desc string) metric.Int64Counter {
+	c, err := meterProvider(mp).Meter(scope).Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+	if err != nil {
+		return noop.Int64Counter{}
+	}
+	return c
 }
 
 // Request counts one answered HTTP request (the HTTP middleware calls it).

@@ -29,6 +29,7 @@ import (
 	"github.com/videngage/engagement/functions/host"
 	reconcilefn "github.com/videngage/engagement/functions/reconcile"
 	"github.com/videngage/engagement/internal/emulators"
+	"github.com/videngage/engagement/internal/otelcount"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
@@ -344,13 +345,16 @@ func Percentiles(d []time.Duration) (p50, p99 time.Duration) {
 	return at(0.50), at(0.99)
 }
 
-// Main runs the benchmark command name: run gets a context that an
-// interrupt cancels, with warnings and worse logged to stderr; its error is
-// printed as "name: error" and exits 1.
+// Main runs the benchmark command name with the global meter provider read
+// by otelcount: run gets a context that an interrupt cancels, with warnings
+// and worse logged to stderr; its error is printed as "name: error" and
+// exits 1.
 func Main(name string, run func(ctx context.Context) error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	// Call counts come from the OpenTelemetry instruments, read in process.
+	otelcount.Global()
 	if err := run(ctx); err != nil {
 		stop()
 		fmt.Fprintln(os.Stderr, name+":", err)

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
+	"github.com/videngage/engagement/internal/otelcount"
 	"github.com/videngage/engagement/shared/comment"
 	"github.com/videngage/engagement/shared/comment/commentstore"
 	"github.com/videngage/engagement/shared/counter"
@@ -798,7 +799,7 @@ func TestConcurrentPostsOnAHotVideo(t *testing.T) {
 	w := newWorld(t, 0)
 	ctx := context.Background()
 	const n = 300
-	before := spannerdb.CurrentStats()
+	before := otelcount.Global().Spanner()
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)
@@ -814,7 +815,7 @@ func TestConcurrentPostsOnAHotVideo(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	commits := spannerdb.CurrentStats().Commits - before.Commits
+	commits := otelcount.Global().Spanner().Commits - before.Commits
 	if commits >= n {
 		t.Errorf("%d commits for %d posts: not group-committed", commits, n)
 	}

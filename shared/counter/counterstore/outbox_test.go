@@ -8,6 +8,7 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
+	"github.com/videngage/engagement/internal/otelcount"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
@@ -55,12 +56,12 @@ func (w outboxWorld) record(t *testing.T, key string, n int, batched bool) []eve
 // apply applies evs and returns the stats and the row writes of PendingDeltas.
 func (w outboxWorld) apply(t *testing.T, evs []events.Event) (counter.ApplyStats, int64) {
 	t.Helper()
-	before := spannerdb.WritesByTable()["PendingDeltas"]
+	before := otelcount.Global().Spanner().WritesByTable["PendingDeltas"]
 	st, err := w.cs.Apply(context.Background(), evs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return st, spannerdb.WritesByTable()["PendingDeltas"] - before
+	return st, otelcount.Global().Spanner().WritesByTable["PendingDeltas"] - before
 }
 
 func (w outboxWorld) totals(t *testing.T, key string) (counted, pending int64) {

@@ -11,10 +11,10 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
+	"github.com/videngage/engagement/internal/otelcount"
 	"github.com/videngage/engagement/shared/cache"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/events"
-	"github.com/videngage/engagement/shared/spannerdb"
 )
 
 // TestOwnManyPendingPastTheRange: a viewer with more pending rows than a
@@ -128,7 +128,7 @@ func TestOwnManyRemembersCountedShares(t *testing.T) {
 	if _, err := db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error { return tx.BufferWrite(ms) }); err != nil {
 		t.Fatal(err)
 	}
-	reads := func() int64 { return spannerdb.CurrentStats().ReadRPCs }
+	reads := func() int64 { return otelcount.Global().Spanner().Reads }
 	var calls []int64
 	for read := 1; read <= 2; read++ {
 		n := reads()

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
+	"github.com/videngage/engagement/internal/otelcount"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/events"
@@ -203,7 +204,7 @@ func TestOwnManyIsEachAlone(t *testing.T) {
 		slices.Sort(v.Fresh)
 		return v
 	}
-	reads := func() int64 { return spannerdb.CurrentStats().ReadRPCs }
+	reads := func() int64 { return otelcount.Global().Spanner().Reads }
 	var alone []view
 	most := int64(0)
 	for _, q := range qs {

@@ -14,6 +14,7 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
+	"github.com/videngage/engagement/internal/otelcount"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
@@ -808,9 +809,9 @@ func TestSummedOutboxSharesCountOnce(t *testing.T) {
 			t.Errorf("%s sees %+v by key, want %+v", user, got, want)
 		}
 	}
-	before := spannerdb.WritesByTable()
+	before := otelcount.Global().Spanner().WritesByTable
 	first := setMany(req("a", "v", reaction.Like), req("b", "v", reaction.Like), req("c", "v", reaction.Dislike), req("a", "w", reaction.Like))
-	after := spannerdb.WritesByTable()
+	after := otelcount.Global().Spanner().WritesByTable
 	if n := after["PendingDeltas"] - before["PendingDeltas"]; n != 2 {
 		t.Errorf("%d outbox rows for 4 changes on 2 items, want 2 (one summed row an item)", n)
 	}
