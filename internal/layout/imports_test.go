@@ -53,7 +53,6 @@ var storeImports = map[[2]string]string{
 	{"reaction/reactionstore", "account/accountstore"}:       "a write checks in its transaction that the account is not being erased",
 	{"comment/commentstore", "moderation/moderationstore"}:   "a moderator's call passes the gate and is audited (Gate, Record) in its transaction",
 	{"reaction/reactionstore", "moderation/moderationstore"}: "a moderator's call passes the gate and is audited (Gate, Record) in its transaction",
-	{"moderation/moderationstore", "counter/counterstore"}:   "the moderators' per-user limit state is read in the call's transaction (counterstore.ReadUserLimits)",
 	{"views/viewstore", "history/historystore"}:              "a view's claim is a cell of the user's watch_latest row, history's table",
 }
 

@@ -1,6 +1,7 @@
-// Package ratelimit holds the per-user rate limits: GCRA, whose state the
-// caller keeps in its own Spanner transaction (reactions on the Spanner
-// store, comments, counted changes), and Bigtable, a fixed window counted by
+// Package ratelimit holds the per-user rate limits: GCRA, whose state
+// (UserLimits, one timestamp per user in a Spanner table) the caller reads
+// and writes in its own transaction (comments, moderators' calls), and
+// Bigtable, a fixed window counted by
 // one atomic increment per action (history) or two calls per batch of
 // actions (reactions by default, through their group commit), which Degrading
 // replaces by a per-instance limit (Local) while Bigtable does not answer.

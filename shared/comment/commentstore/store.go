@@ -173,7 +173,7 @@ func (s *Store) CreateMany(ctx context.Context, reqs []CreateRequest) ([]CreateR
 		if err != nil {
 			return err
 		}
-		limits, err := counterstore.ReadUserLimits(ctx, tx, tableLimits, s.limit, userKeys)
+		limits, err := ratelimit.ReadUserLimits(ctx, tx, tableLimits, s.limit, userKeys)
 		if err != nil {
 			return err
 		}

@@ -15,7 +15,6 @@ import (
 	"cloud.google.com/go/spanner"
 	"google.golang.org/grpc/codes"
 
-	"github.com/videngage/engagement/shared/counter/counterstore"
 	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/ratelimit"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -50,7 +49,7 @@ func (g Gate) Admit(ctx context.Context, tx *spanner.ReadWriteTransaction, moder
 	case spanner.ErrCode(err) != codes.NotFound:
 		return nil, fmt.Errorf("read revocation: %w", err)
 	}
-	limits, err := counterstore.ReadUserLimits(ctx, tx, tableLimits, g.limit, []spanner.Key{{moderatorID}})
+	limits, err := ratelimit.ReadUserLimits(ctx, tx, tableLimits, g.limit, []spanner.Key{{moderatorID}})
 	if err != nil {
 		return nil, err
 	}

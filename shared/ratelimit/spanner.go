@@ -1,4 +1,4 @@
-package counterstore
+package ratelimit
 
 import (
 	"context"
@@ -6,11 +6,9 @@ import (
 	"time"
 
 	"cloud.google.com/go/spanner"
-
-	"github.com/videngage/engagement/shared/ratelimit"
 )
 
-// UserLimits is a per-user rate limit of counted changes (ratelimit.GCRA:
+// UserLimits is a per-user rate limit of counted changes (GCRA:
 // one GCRA timestamp per user) kept in a Spanner table of (UserId, Tat) and
 // checked in the read-write transaction that records the changes: read the
 // users' timestamps with ReadUserLimits, admit each change with Allow, and
@@ -18,14 +16,14 @@ import (
 // read or write).
 type UserLimits struct {
 	table   string
-	limit   ratelimit.GCRA
+	limit   GCRA
 	tats    map[string]time.Time
 	changed map[string]bool
 }
 
 // ReadUserLimits reads the timestamps of users (keys of one user id each)
 // from table in tx.
-func ReadUserLimits(ctx context.Context, tx *spanner.ReadWriteTransaction, table string, limit ratelimit.GCRA, users []spanner.Key) (*UserLimits, error) {
+func ReadUserLimits(ctx context.Context, tx *spanner.ReadWriteTransaction, table string, limit GCRA, users []spanner.Key) (*UserLimits, error) {
 	l := &UserLimits{table: table, limit: limit, tats: map[string]time.Time{}, changed: map[string]bool{}}
 	if limit.PerMinute <= 0 {
 		return l, nil
