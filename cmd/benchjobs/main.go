@@ -15,7 +15,7 @@
 // commit), not through the pipeline.
 //
 // The defaults finish in minutes on the emulator of a loaded 2-core machine
-// (its commits, not the jobs, set the pace: see README); -moved
+// (its commits, not the jobs, set the pace); -moved
 // 10000,100000 and -counters 1000000 -reactions 10000000 are the sizes the
 // production arithmetic is about (hours to generate there); -moved 0 skips
 // the rollup.

@@ -97,7 +97,7 @@ func token(t *testing.T, base, uid string) string {
 	return v.IDToken
 }
 
-// TestLocalStackHistoryWalkthrough drives the README's history walk-through
+// TestLocalStackHistoryWalkthrough drives docs/api.md's history walk-through
 // through the whole local stack: HTTP → Pub/Sub push → ApplyHistory →
 // Bigtable → read path.
 func TestLocalStackHistoryWalkthrough(t *testing.T) {

@@ -26,12 +26,12 @@ func TestDecodePush(t *testing.T) {
 		t.Fatalf("DecodePush: subscription %q, message (-want +got):\n%s", sub, diff)
 	}
 	for body, reason := range map[string]string{
-		``:                                         "not a Pub/Sub push body",
-		`null`:                                     "no message object",
-		`{}`:                                       "no message object",
-		`{"message":null}`:                         "no message object",
-		`{"message":{"data":"e30="}}`:              "no messageId",
-		`{"message":{"messageId":"1"}} {}`:         "data after the JSON object",
+		``:                                 "not a Pub/Sub push body",
+		`null`:                             "no message object",
+		`{}`:                               "no message object",
+		`{"message":null}`:                 "no message object",
+		`{"message":{"data":"e30="}}`:      "no messageId",
+		`{"message":{"messageId":"1"}} {}`: "data after the JSON object",
 		`{"message":{"messageId":"1","data":"%"}}`: "illegal base64",
 		`{"message":{"messageId":1}}`:              "cannot unmarshal number",
 		`[{"message":{"messageId":"1"}}]`:          "cannot unmarshal array",

@@ -161,9 +161,9 @@ resource "google_cloudfunctions2_function" "fn" {
       BIGTABLE_APP_PROFILE               = contains(local.history_functions, each.value.name) ? google_bigtable_app_profile.history.app_profile_id : google_bigtable_app_profile.failover.app_profile_id
       BIGTABLE_TRANSACTIONAL_APP_PROFILE = google_bigtable_app_profile.transactional.app_profile_id
       # The Go runtime's collector: a cycle per 5× the live heap instead of
-      # 2× (GC cycles per 1,000 hot-item reactions 2.3 → 0.3, see the README's
-      # cost of a reaction), bounded by a soft limit at three quarters of the
-      # instance's memory, where it collects as often as it must.
+      # 2× (fewer collections per reaction: docs/decisions/0008-reaction-cpu.md),
+      # bounded by a soft limit at three quarters of the instance's memory,
+      # where it collects as often as it must.
       GOGC       = "400"
       GOMEMLIMIT = "${floor(local.function_memory_mib[each.value.name] * 3 / 4)}MiB"
     })
