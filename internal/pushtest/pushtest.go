@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/videngage/engagement/shared/bus"
+	"github.com/videngage/engagement/shared/events"
 )
 
 // Outcome is what Pub/Sub does with a message after the handler's answer.
@@ -181,4 +182,44 @@ func (p *Loopback) Published() []bus.Message {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]bus.Message(nil), p.published...)
+}
+
+// Events is a Publisher of counter events that keeps each message for the
+// test to deliver (or not, twice, out of order) to a consumer, and fails
+// while SetFail holds an error.
+type Events struct {
+	mu   sync.Mutex
+	msgs [][]events.Event
+	fail error
+}
+
+// Publish keeps the message's events, or returns the failure set.
+func (p *Events) Publish(_ context.Context, data []byte, _ map[string]string) (string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fail != nil {
+		return "", p.fail
+	}
+	m, err := events.Decode(data)
+	if err != nil {
+		return "", err
+	}
+	p.msgs = append(p.msgs, m.Events)
+	return fmt.Sprint(len(p.msgs)), nil
+}
+
+// Take returns and forgets the messages published so far.
+func (p *Events) Take() [][]events.Event {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := p.msgs
+	p.msgs = nil
+	return out
+}
+
+// SetFail makes every Publish fail with err until it is set to nil.
+func (p *Events) SetFail(err error) {
+	p.mu.Lock()
+	p.fail = err
+	p.mu.Unlock()
 }

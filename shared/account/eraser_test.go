@@ -12,6 +12,7 @@ import (
 	"cloud.google.com/go/bigtable"
 
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
+	"github.com/videngage/engagement/internal/pushtest"
 	"github.com/videngage/engagement/shared/account"
 	"github.com/videngage/engagement/shared/account/accountstore"
 	"github.com/videngage/engagement/shared/comment/commentstore"
@@ -28,42 +29,6 @@ import (
 
 func TestMain(m *testing.M) { emulatortest.Main(m) }
 
-// capture is a Publisher that keeps the counter events for the test to
-// deliver, and fails while fail is set.
-type capture struct {
-	mu   sync.Mutex
-	msgs [][]events.Event
-	fail error
-}
-
-func (c *capture) Publish(_ context.Context, data []byte, _ map[string]string) (string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.fail != nil {
-		return "", c.fail
-	}
-	m, err := events.Decode(data)
-	if err != nil {
-		return "", err
-	}
-	c.msgs = append(c.msgs, m.Events)
-	return fmt.Sprint(len(c.msgs)), nil
-}
-
-func (c *capture) take() [][]events.Event {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := c.msgs
-	c.msgs = nil
-	return out
-}
-
-func (c *capture) setFail(err error) {
-	c.mu.Lock()
-	c.fail = err
-	c.mu.Unlock()
-}
-
 // world is one isolated set of the stores an erasure works through.
 type world struct {
 	records   *accountstore.Store
@@ -73,7 +38,7 @@ type world struct {
 	settings  *historystore.Settings
 	counters  *counterstore.Store
 	bt        *bigtable.Client
-	pub       *capture
+	pub       *pushtest.Events
 }
 
 func newWorld(t *testing.T) *world {
@@ -89,7 +54,7 @@ func newWorld(t *testing.T) *world {
 		settings:  historystore.NewSettings(emulatortest.Firestore(t, cfg)),
 		counters:  counterstore.New(db, counterstore.Options{RollupInterval: time.Second}),
 		bt:        bt,
-		pub:       &capture{},
+		pub:       &pushtest.Events{},
 	}
 }
 
@@ -126,7 +91,7 @@ func (w *world) request(t *testing.T, user string) {
 // twice: a redelivered message must count nothing again.
 func (w *world) deliver(t *testing.T) {
 	t.Helper()
-	for _, m := range w.pub.take() {
+	for _, m := range w.pub.Take() {
 		for range 2 {
 			if _, err := w.counters.Apply(context.Background(), m); err != nil {
 				t.Fatalf("apply: %v", err)
@@ -338,7 +303,7 @@ func TestEraserErasesEverythingOnce(t *testing.T) {
 	if e := w.record(t, "ann"); e.Open() || e.Reactions != 0 || e.Comments != 0 || e.HistoryRows != 0 {
 		t.Errorf("second erasure's record: %+v, want done with nothing removed", e)
 	}
-	if msgs := w.pub.take(); len(msgs) != 0 {
+	if msgs := w.pub.Take(); len(msgs) != 0 {
 		t.Errorf("the second erasure published %v", msgs)
 	}
 	w.exact(t, s.keys, s.after)
@@ -469,14 +434,14 @@ func TestEraserResumes(t *testing.T) {
 	w2 := newWorld(t)
 	s2 := w2.seed(t, "ann", "bob")
 	w2.request(t, "ann")
-	w2.pub.setFail(errs.Unavailable("publish", errors.New("pubsub down")))
+	w2.pub.SetFail(errs.Unavailable("publish", errors.New("pubsub down")))
 	if _, err := w2.eraser(0, time.Hour).Run(ctx, "ann"); err == nil {
 		t.Fatal("Run with the publisher down: no error")
 	}
 	if e := w2.record(t, "ann"); e.Phase != account.Reactions || e.Reactions != 0 {
 		t.Errorf("record after a failed step: %+v, want at Reactions with none recorded", e)
 	}
-	w2.pub.setFail(nil)
+	w2.pub.SetFail(nil)
 	// The next Run finds the reactions gone and goes on to the end.
 	if more, err := w2.eraser(0, time.Hour).Run(ctx, "ann"); err != nil || more {
 		t.Fatalf("resumed Run: more %v, %v", more, err)
@@ -567,7 +532,7 @@ func TestEraserWithoutAnErasure(t *testing.T) {
 	if _, ok, err := w.records.Get(ctx, "ann"); ok || err != nil {
 		t.Errorf("a record appeared: %v %v", ok, err)
 	}
-	if msgs := w.pub.take(); len(msgs) != 0 {
+	if msgs := w.pub.Take(); len(msgs) != 0 {
 		t.Errorf("published %v", msgs)
 	}
 	if rs, err := w.reactions.ListByUser(ctx, "ann", "", 10); err != nil || len(rs) != 4 {

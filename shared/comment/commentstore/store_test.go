@@ -15,6 +15,7 @@ import (
 
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/internal/otelcount"
+	"github.com/videngage/engagement/internal/pushtest"
 	"github.com/videngage/engagement/shared/comment"
 	"github.com/videngage/engagement/shared/comment/commentstore"
 	"github.com/videngage/engagement/shared/counter"
@@ -25,41 +26,11 @@ import (
 
 func TestMain(m *testing.M) { emulatortest.Main(m) }
 
-// capture is a Publisher that keeps each message for the test to deliver
-// (or not, twice, out of order) to the consumer.
-type capture struct {
-	mu   sync.Mutex
-	msgs [][]events.Event
-	fail error
-}
-
-func (c *capture) Publish(_ context.Context, data []byte, _ map[string]string) (string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.fail != nil {
-		return "", c.fail
-	}
-	m, err := events.Decode(data)
-	if err != nil {
-		return "", err
-	}
-	c.msgs = append(c.msgs, m.Events)
-	return fmt.Sprint(len(c.msgs)), nil
-}
-
-func (c *capture) take() [][]events.Event {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := c.msgs
-	c.msgs = nil
-	return out
-}
-
 type world struct {
 	db     *spannerdb.DB
 	store  *commentstore.Store
 	cs     *counterstore.Store
-	pub    *capture
+	pub    *pushtest.Events
 	writer *commentstore.Writer
 }
 
@@ -67,7 +38,7 @@ func newWorld(t *testing.T, limit int) *world {
 	t.Helper()
 	cfg := emulatortest.New(t)
 	db := emulatortest.Spanner(t, cfg)
-	w := &world{db: db, pub: &capture{}}
+	w := &world{db: db, pub: &pushtest.Events{}}
 	w.store = commentstore.New(db, limit)
 	w.cs = counterstore.New(db, counterstore.Options{RollupInterval: time.Second})
 	w.writer = commentstore.NewWriter(w.store, w.pub, commentstore.WriterOptions{Batched: true, MaxInFlight: 1})
@@ -89,7 +60,7 @@ func (w *world) post(t *testing.T, user, video, parent, text string) comment.Com
 // deliver applies the published messages as the consumer would.
 func (w *world) deliver(t *testing.T) {
 	t.Helper()
-	for _, m := range w.pub.take() {
+	for _, m := range w.pub.Take() {
 		if _, err := w.cs.Apply(context.Background(), m); err != nil {
 			t.Fatalf("apply: %v", err)
 		}
@@ -544,7 +515,7 @@ func TestDeleteRacingSpamSweep(t *testing.T) {
 	wg.Wait()
 	// Deliver every message twice, in reverse order: duplicates and reordering
 	// change nothing.
-	msgs := w.pub.take()
+	msgs := w.pub.Take()
 	for i := len(msgs) - 1; i >= 0; i-- {
 		for range 2 {
 			if _, err := w.cs.Apply(ctx, msgs[i]); err != nil {
@@ -697,11 +668,11 @@ func TestCountsNeverNegative(t *testing.T) {
 	ctx := context.Background()
 	top := w.post(t, "alice", "vid", "", "top")
 	reply := w.post(t, "bob", "vid", top.ID, "reply")
-	posts := w.pub.take()
+	posts := w.pub.Take()
 	if _, err := w.writer.Delete(ctx, commentstore.Actor{UserID: "alice"}, top.ID); err != nil {
 		t.Fatal(err)
 	}
-	removals := w.pub.take()
+	removals := w.pub.Take()
 	for _, m := range removals {
 		if _, err := w.cs.Apply(ctx, m); err != nil {
 			t.Fatal(err)
@@ -852,7 +823,7 @@ func TestReconcileRepairsDrift(t *testing.T) {
 	if _, err := w.writer.Delete(ctx, commentstore.Actor{UserID: "a"}, second.ID); err != nil {
 		t.Fatal(err)
 	}
-	inFlight := w.pub.take()
+	inFlight := w.pub.Take()
 
 	rep, err := w.cs.Reconcile(ctx, counterstore.All, []counterstore.Source{commentstore.Source{}})
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/internal/otelcount"
+	"github.com/videngage/engagement/internal/pushtest"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
@@ -30,49 +31,12 @@ func TestMain(m *testing.M) {
 	emulatortest.Main(m)
 }
 
-// capture is a Publisher that keeps each message for the test to deliver
-// (or not, twice, out of order) to the consumer.
-type capture struct {
-	mu   sync.Mutex
-	msgs [][]events.Event
-	fail error
-}
-
-func (c *capture) Publish(_ context.Context, data []byte, _ map[string]string) (string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.fail != nil {
-		return "", c.fail
-	}
-	m, err := events.Decode(data)
-	if err != nil {
-		return "", err
-	}
-	c.msgs = append(c.msgs, m.Events)
-	return fmt.Sprint(len(c.msgs)), nil
-}
-
-// take returns and forgets the messages published so far.
-func (c *capture) take() [][]events.Event {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := c.msgs
-	c.msgs = nil
-	return out
-}
-
-func (c *capture) setFail(err error) {
-	c.mu.Lock()
-	c.fail = err
-	c.mu.Unlock()
-}
-
 type world struct {
 	cfg    *config.Config
 	db     *spannerdb.DB
 	rs     *reactionstore.Store
 	cs     *counterstore.Store
-	pub    *capture
+	pub    *pushtest.Events
 	writer *reactionstore.Writer
 }
 
@@ -85,7 +49,7 @@ func newWorld(t *testing.T, o worldOpts) *world {
 	t.Helper()
 	cfg := emulatortest.New(t)
 	db := emulatortest.Spanner(t, cfg)
-	w := &world{cfg: cfg, db: db, pub: &capture{}}
+	w := &world{cfg: cfg, db: db, pub: &pushtest.Events{}}
 	w.rs = reactionstore.New(db)
 	w.cs = counterstore.New(db, counterstore.Options{Policy: o.policy, RollupInterval: time.Second})
 	w.writer = reactionstore.NewWriter(w.rs, w.pub, reactionstore.WriterOptions{Batched: o.batched, MaxInFlight: 1})
@@ -190,7 +154,7 @@ func TestEveryTransitionCountsOnce(t *testing.T) {
 			}
 			before := w.set(t, "u", item, from)
 			res := w.set(t, "u", item, to)
-			w.deliver(t, w.pub.take())
+			w.deliver(t, w.pub.Take())
 			want := counter.Values{}
 			switch to {
 			case reaction.Like:
@@ -237,7 +201,7 @@ func TestIfMatch(t *testing.T) {
 	if err != nil || res.Err != nil || res.State.Version != 3 {
 		t.Fatalf("matching If-Match: %v %+v", err, res)
 	}
-	w.deliver(t, w.pub.take())
+	w.deliver(t, w.pub.Take())
 	if got := w.counted(t, "v"); got != likes(1, 0) {
 		t.Fatalf("counted %+v after a refused change", got)
 	}
@@ -249,7 +213,7 @@ func TestDuplicateAndOutOfOrderDelivery(t *testing.T) {
 	w.set(t, "a", "v", reaction.None)
 	w.set(t, "b", "v", reaction.Dislike)
 	w.set(t, "c", "v", reaction.Like)
-	msgs := w.pub.take()
+	msgs := w.pub.Take()
 	// The undo took a's share out of the pending summed row of the like:
 	// nothing of a's is left to send.
 	if len(msgs) != 3 {
@@ -293,7 +257,7 @@ func TestConsumerCrashBetweenCommitAndAck(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		w.set(t, fmt.Sprintf("u%d", i), "v", reaction.Like)
 	}
-	msgs := w.pub.take()
+	msgs := w.pub.Take()
 	w.deliver(t, msgs) // committed; the ack is lost
 	w.fold(t)
 	st := w.deliver(t, msgs) // redelivered
@@ -340,7 +304,7 @@ func TestConcurrentTogglesOnOneItem(t *testing.T) {
 	for {
 		select {
 		case <-done:
-			w.deliver(t, w.pub.take())
+			w.deliver(t, w.pub.Take())
 			want := counter.Values{}
 			for _, k := range final {
 				switch k {
@@ -359,7 +323,7 @@ func TestConcurrentTogglesOnOneItem(t *testing.T) {
 			}
 			return
 		default:
-			w.deliver(t, w.pub.take())
+			w.deliver(t, w.pub.Take())
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
@@ -371,7 +335,7 @@ func TestReadYourOwnWrites(t *testing.T) {
 	w := newWorld(t, worldOpts{batched: true})
 	ctx := context.Background()
 	w.set(t, "other", "v", reaction.Like)
-	w.deliver(t, w.pub.take())
+	w.deliver(t, w.pub.Take())
 	w.set(t, "me", "v", reaction.Like)
 	me := &counterstore.Viewer{UserID: "me"}
 	read := func() counterstore.Counts {
@@ -394,7 +358,7 @@ func TestReadYourOwnWrites(t *testing.T) {
 	if got := w.anonymous(t, "v"); got != likes(1, 0) {
 		t.Fatalf("others see %+v before the change is counted", got)
 	}
-	w.deliver(t, w.pub.take())
+	w.deliver(t, w.pub.Take())
 	if got := read().Values["v"]; got != likes(2, 0) {
 		t.Fatalf("own counted like: %+v, want 2 likes (not 3)", got)
 	}
@@ -415,24 +379,24 @@ func TestReadYourOwnWrites(t *testing.T) {
 func TestRetryRepublishesAfterLostPublish(t *testing.T) {
 	w := newWorld(t, worldOpts{batched: true})
 	ctx := context.Background()
-	w.pub.setFail(errors.New("pubsub down"))
+	w.pub.SetFail(errors.New("pubsub down"))
 	res, err := w.writer.Set(ctx, reactionstore.SetRequest{UserID: "u", ContentID: "v", To: reaction.Like})
 	if err != nil || res.Err != nil || res.State.Version != 1 {
 		t.Fatalf("failed publish: err %v, result %+v", err, res)
 	}
-	if msgs := w.pub.take(); len(msgs) != 0 {
+	if msgs := w.pub.Take(); len(msgs) != 0 {
 		t.Fatalf("a failed publish delivered %v", msgs)
 	}
 	stale, err := w.cs.Stale(ctx, -time.Minute)
 	if err != nil || len(stale) != 1 || res.Event == nil || stale[0].ID != res.Event.ID {
 		t.Fatalf("relay finds %+v (%v), want the recorded event %+v", stale, err, res.Event)
 	}
-	w.pub.setFail(nil)
+	w.pub.SetFail(nil)
 	retry := w.set(t, "u", "v", reaction.Like)
 	if retry.State.Version != 1 {
 		t.Fatalf("retry moved the version to %d", retry.State.Version)
 	}
-	msgs := w.pub.take()
+	msgs := w.pub.Take()
 	// The original event: the summed row of its outbox batch.
 	if len(msgs) != 1 || len(msgs[0]) != 1 || res.Event == nil || msgs[0][0].ID != res.Event.ID ||
 		!strings.HasSuffix(res.Event.ID, "~s0") {
@@ -463,7 +427,7 @@ func TestRelayRepublishesLostMessages(t *testing.T) {
 	w := newWorld(t, worldOpts{batched: true})
 	w.set(t, "u", "v", reaction.Like)
 	w.set(t, "u2", "v", reaction.Dislike)
-	w.pub.take() // lost
+	w.pub.Take() // lost
 	// Every pending row, however recent: the emulator's commit timestamps
 	// can run a little ahead of this process's clock under load.
 	stale, err := w.cs.Stale(context.Background(), -time.Minute)
@@ -486,7 +450,7 @@ func TestReconciliation(t *testing.T) {
 		w.set(t, fmt.Sprintf("u%d", i), "v", reaction.Like)
 	}
 	w.set(t, "d", "v", reaction.Dislike)
-	w.deliver(t, w.pub.take())
+	w.deliver(t, w.pub.Take())
 	w.fold(t)
 
 	// Right counts stay right while events are in flight: three changes
@@ -494,7 +458,7 @@ func TestReconciliation(t *testing.T) {
 	w.set(t, "u0", "v", reaction.None)
 	w.set(t, "n1", "v", reaction.Like)
 	w.set(t, "n2", "v", reaction.Dislike)
-	inFlight := w.pub.take()
+	inFlight := w.pub.Take()
 	if rep := w.reconcile(t, counterstore.All); rep.Corrected != 0 {
 		t.Fatalf("reconciliation corrected a right count with events in flight: %+v", rep)
 	}
@@ -505,7 +469,7 @@ func TestReconciliation(t *testing.T) {
 
 	// A lost event: a change whose outbox row vanished uncounted.
 	w.set(t, "lost", "v", reaction.Like)
-	w.pub.take()
+	w.pub.Take()
 	if _, err := w.db.Client.Apply(ctx, []*spanner.Mutation{spanner.Delete("PendingDeltas", spanner.AllKeys())}); err != nil {
 		t.Fatal(err)
 	}
@@ -537,7 +501,7 @@ func TestFlaggedUsersExcludedAndCountedAgain(t *testing.T) {
 		w.set(t, u, "v", reaction.Like)
 	}
 	w.set(t, "bot1", "w", reaction.Dislike)
-	w.deliver(t, w.pub.take())
+	w.deliver(t, w.pub.Take())
 	n, err := w.rs.SetFlagged(ctx, moderation.Decision{Moderator: "mod", UserIDs: []string{"bot1", "bot2", "bot2"}, Flagged: true})
 	if err != nil || n != 2 {
 		t.Fatalf("flag: %d %v", n, err)
@@ -561,7 +525,7 @@ func TestFlaggedUsersExcludedAndCountedAgain(t *testing.T) {
 	}
 	// A flagged account's changes are recorded, seen by itself, not counted.
 	w.set(t, "bot2", "v", reaction.Dislike)
-	if msgs := w.pub.take(); len(msgs) != 0 {
+	if msgs := w.pub.Take(); len(msgs) != 0 {
 		t.Fatalf("a flagged account's change was published: %+v", msgs)
 	}
 	got, _ := w.rs.Get(ctx, "bot2", []string{"v"})
@@ -600,7 +564,7 @@ func TestShardCountRisesUnderLoadAndFallsBack(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		w.set(t, fmt.Sprintf("u%d", i), "hot", reaction.Like)
 	}
-	w.deliver(t, w.pub.take())
+	w.deliver(t, w.pub.Take())
 	st := w.fold(t)
 	if got := shards(); got < 32 {
 		t.Fatalf("after 100 commits in about a second: %d shards (fold %+v), want at least 32", got, st)
@@ -612,7 +576,7 @@ func TestShardCountRisesUnderLoadAndFallsBack(t *testing.T) {
 	for i := 100; i < 160; i++ {
 		w.set(t, fmt.Sprintf("u%d", i), "hot", reaction.Like)
 	}
-	w.deliver(t, w.pub.take())
+	w.deliver(t, w.pub.Take())
 	var used int64
 	if err := w.db.Single().Query(ctx, spanner.Statement{SQL: `SELECT COUNT(*) FROM CounterShards WHERE CounterKey = "hot"`}).Do(func(r *spanner.Row) error {
 		return r.Columns(&used)
@@ -909,7 +873,7 @@ func TestManyPendingSharesOnOneRow(t *testing.T) {
 	if rows != changes-16 {
 		t.Errorf("%d outbox rows of u's own, want %d (the changes past 16 pending shares)", rows, changes-16)
 	}
-	w.deliver(t, w.pub.take())
+	w.deliver(t, w.pub.Take())
 	sees("all counted")
 	if got := w.counted(t, "v"); got != want {
 		t.Fatalf("counted %+v, want %+v", got, want)
@@ -918,7 +882,7 @@ func TestManyPendingSharesOnOneRow(t *testing.T) {
 	w.set(t, "u", "v", reaction.Like)
 	want = likes(1, 0)
 	sees("one pending again")
-	w.deliver(t, w.pub.take())
+	w.deliver(t, w.pub.Take())
 	if got := w.counted(t, "v"); got != want {
 		t.Fatalf("counted %+v, want %+v", got, want)
 	}

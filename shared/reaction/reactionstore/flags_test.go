@@ -51,7 +51,7 @@ func TestAutomaticFlagsCountLikeAModeratorsAndStopAtHisDecision(t *testing.T) {
 	for _, u := range []string{"bot1", "bot2", "bot3", "human"} {
 		w.set(t, u, "v", reaction.Like)
 	}
-	w.deliver(t, w.pub.take())
+	w.deliver(t, w.pub.Take())
 	// A moderator already cleared bot3 (never flagged): the job leaves it.
 	if n, err := w.rs.SetFlagged(ctx, moderation.Decision{Moderator: "mod", UserIDs: []string{"bot3"}, Flagged: false}); err != nil || n != 0 {
 		t.Fatalf("clearing an unflagged account: %d %v", n, err)

@@ -120,7 +120,7 @@ func TestDailyRunRepairsTally(t *testing.T) {
 	for _, u := range []string{"a", "b", "c"} {
 		w.set(t, u, "v", reaction.Like)
 	}
-	w.deliver(t, w.pub.take())
+	w.deliver(t, w.pub.Take())
 	// Two likes too many on one of the tally's shards.
 	if _, err := w.db.Client.Apply(ctx, []*spanner.Mutation{spanner.InsertOrUpdate("ReactionTallies",
 		[]string{"ContentId", "Shard", "Likes", "Dislikes"}, []any{"v", int64(70), int64(2), int64(0)})}); err != nil {
