@@ -25,6 +25,7 @@ import (
 	"github.com/videngage/engagement/shared/comment"
 	"github.com/videngage/engagement/shared/comment/commentstore"
 	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/moderation/moderationstore"
@@ -206,7 +207,7 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
 	if err == nil {
 		err = res.Err
 	}
-	var limited *commentstore.RateLimitedError
+	var limited *errs.RateLimitedError
 	switch {
 	case errors.Is(err, comment.ErrParentNotFound):
 		return httpx.NotFound("%s", err.Error())
@@ -215,7 +216,8 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
 	case errors.Is(err, commentstore.ErrKeyReused):
 		return httpx.InvalidArgument("this Idempotency-Key was already used for another comment; send a new key with a new comment")
 	case errors.As(err, &limited):
-		return httpx.ResourceExhausted(limited.RetryAfter, "too many comments; retry after the time in Retry-After")
+		h.Metrics.RateLimited(r.Context(), "comments")
+		return err
 	case err != nil:
 		return err
 	}
@@ -347,7 +349,7 @@ func (h *handler) delete(w http.ResponseWriter, r *http.Request) error {
 		}
 		if wait > 0 {
 			h.Metrics.RateLimited(r.Context(), "comment-delete")
-			return httpx.ResourceExhausted(wait, "too many comment deletions; retry after the time in Retry-After")
+			return &errs.RateLimitedError{What: "comment deletions", RetryAfter: wait}
 		}
 	}
 	res, err := h.Writer.Delete(r.Context(), commentstore.Actor{UserID: user.ID, Moderator: user.Moderator}, id)
@@ -393,12 +395,13 @@ func (h *handler) spam(w http.ResponseWriter, r *http.Request) error {
 		return httpx.InvalidArgument("%s", err.Error())
 	}
 	res, err := h.Writer.MarkSpam(r.Context(), commentstore.Actor{UserID: user.ID, Moderator: true}, body.CommentIDs, body.Reason)
-	var limited *moderation.RateLimitedError
+	var limited *errs.RateLimitedError
 	switch {
 	case errors.Is(err, moderation.ErrRevoked):
 		return httpx.PermissionDenied("your moderator role was revoked")
 	case errors.As(err, &limited):
-		return httpx.ResourceExhausted(limited.RetryAfter, "too many moderation calls; retry after the time in Retry-After")
+		h.Metrics.RateLimited(r.Context(), "moderation")
+		return err
 	case err != nil:
 		return err
 	}

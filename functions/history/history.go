@@ -231,7 +231,7 @@ func (h *handler) admit(ctx context.Context, l Limiter, kind, what, userID strin
 	}
 	if wait > 0 {
 		h.Metrics.RateLimited(ctx, kind)
-		return httpx.ResourceExhausted(wait, "too many %s; retry later", what)
+		return &errs.RateLimitedError{What: what, RetryAfter: wait}
 	}
 	return nil
 }

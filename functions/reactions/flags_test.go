@@ -13,6 +13,7 @@ import (
 
 	"github.com/videngage/engagement/internal/apitest"
 	"github.com/videngage/engagement/shared/auth"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/pagetoken"
@@ -51,7 +52,7 @@ func (g *gate) Admit(_ context.Context, moderator string) error {
 	case g.revoked[moderator]:
 		return fmt.Errorf("moderationstore.Admit: %w", moderation.ErrRevoked)
 	case g.limited[moderator]:
-		return &moderation.RateLimitedError{RetryAfter: 1500 * time.Millisecond}
+		return &errs.RateLimitedError{What: "moderation calls", RetryAfter: 1500 * time.Millisecond}
 	}
 	return nil
 }
@@ -84,7 +85,7 @@ func (f *flagList) SetFlagged(_ context.Context, d moderation.Decision) (int, er
 	case "gone":
 		return 0, fmt.Errorf("reactionstore.SetFlagged: %w", moderation.ErrRevoked)
 	case "busy":
-		return 0, fmt.Errorf("reactionstore.SetFlagged: %w", &moderation.RateLimitedError{RetryAfter: 1500 * time.Millisecond})
+		return 0, fmt.Errorf("reactionstore.SetFlagged: %w", &errs.RateLimitedError{What: "moderation calls", RetryAfter: 1500 * time.Millisecond})
 	}
 	f.decisions = append(f.decisions, d)
 	return len(d.UserIDs), nil

@@ -20,6 +20,7 @@ import (
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/moderation/moderationstore"
@@ -165,14 +166,14 @@ func (h *handler) put(w http.ResponseWriter, r *http.Request) error {
 		err = res.Err
 	}
 	var mismatch *reaction.ErrVersionMismatch
-	var limited *reactionstore.RateLimitedError
+	var limited *errs.RateLimitedError
 	switch {
 	case errors.As(err, &mismatch):
 		w.Header().Set("ETag", etag(mismatch.Current))
 		return httpx.FailedPrecondition("the reaction is at version %d, not the version in If-Match; read it and retry", mismatch.Current)
 	case errors.As(err, &limited):
 		h.Metrics.RateLimited(r.Context(), "reactions")
-		return httpx.ResourceExhausted(limited.RetryAfter, "too many reactions; retry after the time in Retry-After")
+		return err
 	case err != nil:
 		return err
 	}
@@ -251,13 +252,13 @@ type flagBody struct {
 // moderationRefusal is the answer to a moderation call the gate refused,
 // or nil for any other error.
 func (h *handler) moderationRefusal(r *http.Request, err error) *httpx.Error {
-	var limited *moderation.RateLimitedError
+	var limited *errs.RateLimitedError
 	switch {
 	case errors.Is(err, moderation.ErrRevoked):
 		return httpx.PermissionDenied("your moderator role was revoked")
 	case errors.As(err, &limited):
 		h.Metrics.RateLimited(r.Context(), "moderation")
-		return httpx.ResourceExhausted(limited.RetryAfter, "too many moderation calls; retry after the time in Retry-After")
+		return httpx.AsError(err)
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -28,6 +29,18 @@ var ErrBackendUnavailable = errors.New("backend unavailable")
 // (DELETE /v1/me) is under way (403): nothing written then could be left
 // behind by the erasure, half erased.
 var ErrAccountErasing = errors.New("the account is being erased")
+
+// RateLimitedError refuses a write over its caller's rate (429 with
+// Retry-After): What names the writes ("reactions", "comments") in the
+// answer, RetryAfter is how long until one more is allowed.
+type RateLimitedError struct {
+	What       string
+	RetryAfter time.Duration
+}
+
+func (e *RateLimitedError) Error() string {
+	return fmt.Sprintf("too many %s; retry in %v", e.What, e.RetryAfter)
+}
 
 // The errors auth.Verify and auth.FromRequest return wrap exactly one of
 // these. Their text carries detail for logs; callers answer with a fixed

@@ -113,9 +113,12 @@ const backendRetryAfter = 2 * time.Second
 // AsError maps any error to the *Error the caller sees.
 func AsError(err error) *Error {
 	var e *Error
+	var limited *errs.RateLimitedError
 	switch {
 	case errors.As(err, &e):
 		return e
+	case errors.As(err, &limited):
+		return ResourceExhausted(limited.RetryAfter, "too many %s; retry after the time in Retry-After", limited.What)
 	case errors.Is(err, errs.ErrMissingToken):
 		return Unauthenticated("a bearer token is required: send Authorization: Bearer <ID token>")
 	case errors.Is(err, errs.ErrKeysUnavailable):

@@ -68,6 +68,7 @@ func TestWriteErrorMapping(t *testing.T) {
 		{"precondition", FailedPrecondition("stale"), wantErr{412, "FAILED_PRECONDITION", "stale", ""}},
 		{"too large", TooLarge("big"), wantErr{413, "INVALID_ARGUMENT", "big", ""}},
 		{"rate limited", ResourceExhausted(1500*time.Millisecond, "slow"), wantErr{429, "RESOURCE_EXHAUSTED", "slow", "2"}},
+		{"over a rate", fmt.Errorf("set: %w", &errs.RateLimitedError{What: "reactions", RetryAfter: 2500 * time.Millisecond}), wantErr{429, "RESOURCE_EXHAUSTED", "too many reactions; retry after the time in Retry-After", "3"}},
 		{"wrapped api error", fmt.Errorf("op: %w", NotFound("gone")), wantErr{404, "NOT_FOUND", "gone", ""}},
 		{"missing token", fmt.Errorf("x: %w", errs.ErrMissingToken), wantErr{401, "UNAUTHENTICATED", "", ""}},
 		{"invalid token", fmt.Errorf("x: %w", errs.ErrInvalidToken), wantErr{401, "UNAUTHENTICATED", "the bearer token is invalid or expired; sign in again", ""}},

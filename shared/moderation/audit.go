@@ -153,13 +153,6 @@ func ParseEntryCursor(s string) (EntryCursor, error) {
 // operator revoked, whatever their token says.
 var ErrRevoked = errors.New("moderation: the moderator role was revoked")
 
-// RateLimitedError is a moderation call over the moderator's rate.
-type RateLimitedError struct{ RetryAfter time.Duration }
-
-func (e *RateLimitedError) Error() string {
-	return fmt.Sprintf("moderation: too many moderation calls; retry in %v", e.RetryAfter)
-}
-
 // DefaultUnflagProtection is how long a moderator's unflag keeps the
 // detection from flagging the account again.
 const DefaultUnflagProtection = 30 * 24 * time.Hour

@@ -54,7 +54,7 @@ func (s *Store) Delete(ctx context.Context, actor Actor, id string) (RemoveResul
 // MarkSpam records the spam verdict on up to comment.MaxRemoveBatch comments
 // (the caller checks the actor's token is a moderator's) and, in the same
 // transaction, passes the moderator through the store's gate (revoked:
-// moderation.ErrRevoked; over the rate: *moderation.RateLimitedError) and
+// moderation.ErrRevoked; over the rate: *errs.RateLimitedError) and
 // writes one audit entry per comment found, with the moderator's reason
 // (optional). Unknown ids and repeats are ignored; comments already deleted
 // become spam without a count change.

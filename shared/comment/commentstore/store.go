@@ -57,13 +57,6 @@ var (
 	ErrKeyReused = errors.New("commentstore: Idempotency-Key already used for another comment")
 )
 
-// RateLimitedError is a post over the user's comment rate.
-type RateLimitedError struct{ RetryAfter time.Duration }
-
-func (e *RateLimitedError) Error() string {
-	return fmt.Sprintf("too many comments; retry in %v", e.RetryAfter)
-}
-
 // Store is the comments' Spanner store.
 type Store struct {
 	db *spannerdb.DB
@@ -112,7 +105,7 @@ type CreateResult struct {
 	CommitTime time.Time
 	// Err is this request's own failure: comment.ErrParentNotFound,
 	// ErrParentIsReply, ErrParentElsewhere, ErrKeyReused,
-	// *RateLimitedError or errs.ErrAccountErasing. The others of the batch are unaffected.
+	// *errs.RateLimitedError or errs.ErrAccountErasing. The others of the batch are unaffected.
 	Err error
 }
 
@@ -218,7 +211,7 @@ func (s *Store) CreateMany(ctx context.Context, reqs []CreateRequest) ([]CreateR
 				}
 			}
 			if ok, wait := limits.Allow(r.UserID, now); !ok {
-				res.Err = &RateLimitedError{RetryAfter: wait}
+				res.Err = &errs.RateLimitedError{What: "comments", RetryAfter: wait}
 				continue
 			}
 			c := comment.Comment{

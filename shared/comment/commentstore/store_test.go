@@ -20,6 +20,7 @@ import (
 	"github.com/videngage/engagement/shared/comment/commentstore"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
@@ -332,7 +333,7 @@ func TestRateLimit(t *testing.T) {
 		w.post(t, "alice", "vid", "", fmt.Sprint(i))
 	}
 	res, err := w.writer.Post(ctx, commentstore.CreateRequest{UserID: "alice", VideoID: "vid", Text: "one too many"})
-	var limited *commentstore.RateLimitedError
+	var limited *errs.RateLimitedError
 	if err != nil || !errors.As(res.Err, &limited) || limited.RetryAfter <= 0 || limited.RetryAfter > time.Minute {
 		t.Fatalf("4th post in a minute: %+v, %v", res, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"cloud.google.com/go/spanner"
 	"google.golang.org/grpc/codes"
 
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/ratelimit"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -30,7 +31,7 @@ const (
 
 // Gate admits a moderator's call: refused (moderation.ErrRevoked) while an
 // operator's revocation of the moderator stands, limited to a number of
-// calls a minute per moderator (a *moderation.RateLimitedError beyond).
+// calls a minute per moderator (a *errs.RateLimitedError beyond).
 // Both are read in the transaction of the call, so a revocation committed
 // before it refuses it, on every instance. The zero Gate checks
 // revocations and limits nothing.
@@ -54,7 +55,7 @@ func (g Gate) Admit(ctx context.Context, tx *spanner.ReadWriteTransaction, moder
 		return nil, err
 	}
 	if ok, wait := limits.Allow(moderatorID, now); !ok {
-		return nil, &moderation.RateLimitedError{RetryAfter: wait}
+		return nil, &errs.RateLimitedError{What: "moderation calls", RetryAfter: wait}
 	}
 	return limits.Mutations(), nil
 }

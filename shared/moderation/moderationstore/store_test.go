@@ -11,6 +11,7 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/moderation/moderationstore"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -191,7 +192,7 @@ func TestGateLimitsEachModerator(t *testing.T) {
 		}
 	}
 	err := a.Admit(ctx, "busy")
-	var limited *moderation.RateLimitedError
+	var limited *errs.RateLimitedError
 	if !errors.As(err, &limited) || limited.RetryAfter <= 0 || limited.RetryAfter > time.Minute {
 		t.Fatalf("call %d: %v, want a RateLimitedError with a wait", limit, err)
 	}

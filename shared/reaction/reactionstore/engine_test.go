@@ -19,6 +19,7 @@ import (
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/reaction"
@@ -677,22 +678,22 @@ func TestWriterLimiter(t *testing.T) {
 	w.set(t, "u", "a", reaction.Like) // u's one admitted action
 	var wg sync.WaitGroup
 	results := make([]reactionstore.SetResult, 16)
-	errs := make([]error, 16)
+	failed := make([]error, 16)
 	for i := range results {
 		wg.Go(func() {
 			user := fmt.Sprintf("user-%d", i)
 			if i%4 == 0 {
 				user = "u"
 			}
-			results[i], errs[i] = w.writer.Set(ctx, reactionstore.SetRequest{UserID: user, ContentID: "hot", To: reaction.Like})
+			results[i], failed[i] = w.writer.Set(ctx, reactionstore.SetRequest{UserID: user, ContentID: "hot", To: reaction.Like})
 		})
 	}
 	wg.Wait()
-	var limited *reactionstore.RateLimitedError
+	var limited *errs.RateLimitedError
 	for i, res := range results {
 		switch {
-		case errs[i] != nil:
-			t.Errorf("request %d: %v", i, errs[i])
+		case failed[i] != nil:
+			t.Errorf("request %d: %v", i, failed[i])
 		case i%4 == 0 && (!errors.As(res.Err, &limited) || limited.RetryAfter != 30*time.Second):
 			t.Errorf("request %d of a user over the limit: %+v", i, res)
 		case i%4 != 0 && (res.Err != nil || res.State.Current() != reaction.Like):

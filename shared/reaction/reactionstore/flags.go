@@ -15,7 +15,7 @@ import (
 
 // SetFlagged records a moderator's decision on accounts, flag or unflag, and
 // returns how many changed state. The moderator passes the gate (revoked:
-// moderation.ErrRevoked; over the rate: *moderation.RateLimitedError) and
+// moderation.ErrRevoked; over the rate: *errs.RateLimitedError) and
 // the decision is written to the audit trail, one entry per account, in the
 // same transaction. Flagged accounts keep their reactions; reconciliation
 // stops (or resumes) counting them, finding the affected items through the

@@ -12,6 +12,7 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/moderation/moderationstore"
 	"github.com/videngage/engagement/shared/reaction"
@@ -272,7 +273,7 @@ func TestFlagsAreOnTheRecord(t *testing.T) {
 	if _, err := limited.SetFlagged(ctx, moderation.Decision{Moderator: "mod-c", UserIDs: []string{"x"}, Flagged: true}); err != nil {
 		t.Fatal(err)
 	}
-	var rl *moderation.RateLimitedError
+	var rl *errs.RateLimitedError
 	if _, err := limited.SetFlagged(ctx, moderation.Decision{Moderator: "mod-c", UserIDs: []string{"y"}, Flagged: true}); !errors.As(err, &rl) {
 		t.Fatalf("second call at one a minute: %v, want a RateLimitedError", err)
 	}

@@ -77,13 +77,6 @@ type SetRequest struct {
 	erase bool
 }
 
-// RateLimitedError is a request over the user's reaction rate.
-type RateLimitedError struct{ RetryAfter time.Duration }
-
-func (e *RateLimitedError) Error() string {
-	return fmt.Sprintf("too many reactions; retry in %v", e.RetryAfter)
-}
-
 // SetResult is the outcome of one SetRequest.
 type SetResult struct {
 	State      reaction.State
@@ -104,7 +97,7 @@ type SetResult struct {
 	// messages are sent again without waiting for the relay.
 	Republish []events.Event
 	// Err is this request's own failure: *reaction.ErrVersionMismatch,
-	// *RateLimitedError or errs.ErrAccountErasing. The others in the batch are unaffected.
+	// *errs.RateLimitedError or errs.ErrAccountErasing. The others in the batch are unaffected.
 	Err error
 }
 

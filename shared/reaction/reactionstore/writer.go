@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/videngage/engagement/shared/batch"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/events"
 )
 
@@ -75,7 +76,7 @@ func (w *Writer) run(ctx context.Context, reqs []SetRequest) ([]SetResult, error
 	admitted := make([]SetRequest, 0, len(reqs))
 	for i, r := range reqs {
 		if waits[i] > 0 {
-			results[i].Err = &RateLimitedError{RetryAfter: waits[i]}
+			results[i].Err = &errs.RateLimitedError{What: "reactions", RetryAfter: waits[i]}
 			continue
 		}
 		admitted = append(admitted, r)
