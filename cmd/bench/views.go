@@ -43,6 +43,7 @@ import (
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/spannerdb"
 	"github.com/videngage/engagement/shared/views"
+	"github.com/videngage/engagement/shared/views/claimstore"
 	"github.com/videngage/engagement/shared/views/viewstore"
 )
 
@@ -212,7 +213,7 @@ func newViewsStack(ctx context.Context, cfg *config.Config, srv *benchstack.Serv
 		if path.folded {
 			sink = staging
 		}
-		mux.Handle("/push/ApplyViews", applyviewsfn.New(viewstore.NewClaims(more.BigtableTx, more.Config.History.ViewWindow), sink, history.NewViewerHasher(more.Config.History.ViewerHashKey), nil, nil))
+		mux.Handle("/push/ApplyViews", applyviewsfn.New(claimstore.NewClaims(more.BigtableTx, more.Config.History.ViewWindow), sink, history.NewViewerHasher(more.Config.History.ViewerHashKey), nil, nil))
 		// The rollup's views fold, every VIEWS_FOLD_INTERVAL.
 		fctx, cancel := context.WithCancel(context.Background())
 		stopFold = func() { cancel(); folding.Wait() }

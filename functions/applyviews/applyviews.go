@@ -43,13 +43,14 @@ import (
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
 	"github.com/videngage/engagement/shared/spannerdb"
 	"github.com/videngage/engagement/shared/telemetry"
+	"github.com/videngage/engagement/shared/views/claimstore"
 	"github.com/videngage/engagement/shared/views/viewstore"
 )
 
 func init() {
 	host.RegisterPush("ApplyViews", host.NeedSpanner|host.NeedBigtable,
 		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
-			claims := viewstore.NewClaims(c.BigtableTx, c.Config.History.ViewWindow)
+			claims := claimstore.NewClaims(c.BigtableTx, c.Config.History.ViewWindow)
 			viewers := history.NewViewerHasher(c.Config.History.ViewerHashKey)
 			var velocity *VelocityCheck
 			if n := c.Config.History.MaxViewsPerHour; n > 0 {
@@ -67,7 +68,7 @@ func init() {
 type (
 	// Claims records which batch counts each view.
 	Claims interface {
-		Claim(ctx context.Context, batchID string, ws []history.Watch) (viewstore.Claimed, error)
+		Claim(ctx context.Context, batchID string, ws []history.Watch) (claimstore.Claimed, error)
 	}
 	// VelocityCounter tallies the views each account is counted per hour.
 	VelocityCounter interface {

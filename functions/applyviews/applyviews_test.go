@@ -24,6 +24,7 @@ import (
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
 	"github.com/videngage/engagement/shared/spannerdb"
 	"github.com/videngage/engagement/shared/views"
+	"github.com/videngage/engagement/shared/views/claimstore"
 	"github.com/videngage/engagement/shared/views/viewstore"
 )
 
@@ -96,7 +97,7 @@ func newViewsWorld(t *testing.T, maxPerHour int64) *viewsWorld {
 		velocity = &applyviewsfn.VelocityCheck{Counter: historystore.NewVelocity(c.BigtableTx), Flagger: w.flags,
 			Params: moderation.ViewVelocity{MaxPerHour: maxPerHour}}
 	}
-	w.fn = applyviewsfn.New(viewstore.NewClaims(c.BigtableTx, w.window), w.sink, history.NewViewerHasher("test"), velocity, nil)
+	w.fn = applyviewsfn.New(claimstore.NewClaims(c.BigtableTx, w.window), w.sink, history.NewViewerHasher("test"), velocity, nil)
 	w.check = func(t *testing.T, when string, want map[string][2]int64) {
 		t.Helper()
 		if _, err := views.Fold(context.Background(), staging, store, views.FoldOptions{Hi: counter.Parts}); err != nil {

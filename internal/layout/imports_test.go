@@ -53,7 +53,7 @@ var storeImports = map[[2]string]string{
 	{"reaction/reactionstore", "account/accountstore"}:       "a write checks in its transaction that the account is not being erased",
 	{"comment/commentstore", "moderation/moderationstore"}:   "a moderator's call passes the gate and is audited (Gate, Record) in its transaction",
 	{"reaction/reactionstore", "moderation/moderationstore"}: "a moderator's call passes the gate and is audited (Gate, Record) in its transaction",
-	{"views/viewstore", "history/historystore"}:              "a view's claim is a cell of the user's watch_latest row, history's table",
+	{"views/claimstore", "history/historystore"}:             "a view's claim is a cell of the user's watch_latest row, history's table",
 }
 
 // violations lists the edges of graph (package → the packages it imports,
@@ -147,7 +147,7 @@ func TestImportRulesRefuse(t *testing.T) {
 		m("internal/emulatortest"):         {m("functions/host"), m("shared/config")},
 		m("shared/counter/counterstore"):   {m("shared/spannerdb"), m("shared/config"), "cloud.google.com/go/spanner", m("shared/views"), m("shared/counter")},
 		m("shared/reaction/reactionstore"): {m("shared/counter/counterstore"), m("shared/account/accountstore"), m("shared/reaction")},
-		m("shared/views/viewstore"):        {m("shared/history/historystore"), m("shared/views")},
+		m("shared/views/claimstore"):       {m("shared/history/historystore"), m("shared/views")},
 	}
 	if got := violations(good); len(got) != 0 {
 		t.Errorf("allowed edges reported: %q", got)

@@ -1,7 +1,7 @@
 // Package historystore is the storage of watch history: the entries and
 // the latest-watch rows in Bigtable (Store), and the users' history
 // settings in Firestore (Settings). The views' claims share the
-// latest-watch rows (viewstore.Claims).
+// latest-watch rows (claimstore.Claims).
 package historystore
 
 import (
@@ -26,7 +26,7 @@ const (
 	colPosition   = "p"
 	LatestTable   = "watch_latest"
 	// LatestFamily holds a row's watch times and deletion marks, and the
-	// views' claims (viewstore.Claims), which history's reads and deletions
+	// views' claims (claimstore.Claims), which history's reads and deletions
 	// leave alone.
 	LatestFamily   = "l"
 	colLatestTimes = "t"

@@ -44,7 +44,7 @@ type HourViews struct {
 // velocityConcurrency bounds the increments one Add has in flight.
 const velocityConcurrency = 16
 
-// Add counts fresh, views counted once each (viewstore.Claimed.Fresh),
+// Add counts fresh, views counted once each (claimstore.Claimed.Fresh),
 // in the hours that received them, and returns each (user, hour)'s total
 // after the addition. It is one atomic increment per user and hour: a view
 // added twice is counted twice, so callers add only fresh views.

@@ -1,7 +1,7 @@
 // Package viewstore is the storage of views on their way to the counters:
-// ApplyViews claims each view (user, video, viewing window) for exactly one
-// batch of watches (Claims, in the users' watch_latest rows) and leaves each
-// batch's counter events in a Bigtable row of their own (Staging); the
+// ApplyViews claims each view for exactly one batch of watches
+// (shared/views/claimstore) and leaves each batch's counter events in a
+// Bigtable row of their own (Staging); the
 // rollup's views fold counts many batches in one Spanner transaction and
 // then deletes their rows (shared/views.Fold).
 package viewstore

@@ -20,7 +20,7 @@ locals {
     Reactions          = { spanner = "user", bigtable = "user", firestore = "", publish = [local.counter_topic], tables = [local.bt["rate_limits"]] }
     Counts             = { spanner = "reader", bigtable = "", firestore = "", publish = [], tables = [] }
     Comments           = { spanner = "user", bigtable = "user", firestore = "", publish = [local.counter_topic], tables = [local.bt["rate_limits"]] }
-    Rollup             = { spanner = "user", bigtable = "user", firestore = "", publish = [local.counter_topic], tables = [local.bt["rate_limits"], local.bt["view_batches"]] }
+    Rollup             = { spanner = "user", bigtable = "user", firestore = "", publish = [local.counter_topic], tables = [local.bt["view_batches"]] }
     Reconcile          = { spanner = "user", bigtable = "", firestore = "", publish = [], tables = [] }
     DetectManipulation = { spanner = "user", bigtable = "", firestore = "", publish = [], tables = [] }
     ExpireHistory      = { spanner = "", bigtable = "user", firestore = "user", publish = [], tables = [local.bt["watch_history"], local.bt["watch_latest"]] }

@@ -1,4 +1,4 @@
-package viewstore
+package claimstore
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
 )
+
+func TestMain(m *testing.M) { emulatortest.Main(m) }
 
 // newHistory is a history store on fresh tables of the emulator, and their
 // client: the claims live in its watch_latest rows.

@@ -1,4 +1,8 @@
-package viewstore
+// Package claimstore claims each view (user, video, viewing window) for
+// exactly one batch of watches, in a cell of the user's watch_latest row. It
+// stands apart from viewstore so that what reads and folds the staged views
+// (the rollup) holds no grant on the history tables.
+package claimstore
 
 import (
 	"context"
