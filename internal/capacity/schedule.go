@@ -135,7 +135,9 @@ func peakOverlap(schedules map[string]string, hold map[string]time.Duration) (Ov
 				at = append(at, o.job)
 			}
 		}
-		if len(at) > best.Peak {
+		// Of equal peaks, the earliest in the day: the same report each run,
+		// whatever the map's order.
+		if len(at) > best.Peak || len(at) == best.Peak && r.start-24*time.Hour < best.At {
 			best = Overlap{Peak: len(at), At: r.start - 24*time.Hour, Jobs: at}
 		}
 	}
