@@ -24,13 +24,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/videngage/engagement/internal/localauth"
+
 	"cloud.google.com/go/spanner"
 
 	"github.com/videngage/engagement/cmd/internal/benchstack"
 	commentsfn "github.com/videngage/engagement/functions/comments"
 	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/internal/otelcount"
-	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/comment/commentstore"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
@@ -114,7 +115,7 @@ func runComments(ctx context.Context, st *commentsStack, o commentsOptions) erro
 		}
 		tokens[i] = t
 	}
-	mod, err := st.Issuer.Mint("moderator", auth.Moderator())
+	mod, err := st.Issuer.Mint("moderator", localauth.Moderator())
 	if err != nil {
 		return err
 	}

@@ -4,10 +4,11 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/videngage/engagement/internal/localauth"
+
 	"github.com/videngage/engagement/cmd/internal/benchstack"
 	reactionsfn "github.com/videngage/engagement/functions/reactions"
 	rollupfn "github.com/videngage/engagement/functions/rollup"
-	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
@@ -54,7 +55,7 @@ func newStack(ctx context.Context, cfg *config.Config, srv *benchstack.Server, m
 // token mints an ID token for uid.
 func (st *stack) token(uid string, moderator bool) (string, error) {
 	if moderator {
-		return st.Issuer.Mint(uid, auth.Moderator())
+		return st.Issuer.Mint(uid, localauth.Moderator())
 	}
 	return st.Issuer.Mint(uid)
 }

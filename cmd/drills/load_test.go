@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/videngage/engagement/internal/localauth"
+
 	"github.com/videngage/engagement/cmd/soak/workload"
-	"github.com/videngage/engagement/shared/auth"
 )
 
 // viewWindow is the drills' stacks' viewing window (TestMain).
@@ -20,7 +21,7 @@ func startLoad(st *drillStack, spec workload.Spec) *workload.Load {
 	spec.ViewWindow = viewWindow
 	tokens := func(uid string, moderator bool) (string, error) {
 		if moderator {
-			return st.issuer.Mint(uid, auth.Moderator())
+			return st.issuer.Mint(uid, localauth.Moderator())
 		}
 		return st.issuer.Mint(uid)
 	}

@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/videngage/engagement/internal/localauth"
+
 	"github.com/sethvargo/go-envconfig"
 
 	_ "github.com/videngage/engagement" // every function registers itself
@@ -28,7 +30,6 @@ import (
 	"github.com/videngage/engagement/cmd/soak/workload"
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/internal/emulators"
-	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter/counterstore"
@@ -129,7 +130,7 @@ type drillStack struct {
 	env      map[string]string
 	cfg      *config.Config
 	base     string
-	issuer   *auth.LocalIssuer
+	issuer   *localauth.Issuer
 	clients  *host.Clients
 	counters *counterstore.Store
 	db       *spannerdb.DB
@@ -199,7 +200,7 @@ func startStack(t *testing.T, o stackOptions) *drillStack {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	if st.issuer, err = auth.NewLocalIssuer(project); err != nil {
+	if st.issuer, err = localauth.New(project); err != nil {
 		t.Fatal(err)
 	}
 	mux.Handle("GET /dev/jwks", st.issuer.JWKSHandler())

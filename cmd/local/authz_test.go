@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"github.com/videngage/engagement/internal/localauth"
 
-	"github.com/videngage/engagement/shared/auth"
+	"gopkg.in/yaml.v3"
 )
 
 // Identities of the authorization matrix: the caller of each request.
@@ -63,20 +63,20 @@ type authzRow struct {
 
 // startLocalWithIssuer starts the stack and returns its base URL and its
 // token issuer, so that bad tokens can be signed with the stack's own key.
-func startLocalWithIssuer(t *testing.T) (string, *auth.LocalIssuer) {
+func startLocalWithIssuer(t *testing.T) (string, *localauth.Issuer) {
 	t.Helper()
 	var (
 		mu     sync.Mutex
-		issuer *auth.LocalIssuer
+		issuer *localauth.Issuer
 	)
-	newIssuer = func(audience string) (*auth.LocalIssuer, error) {
-		i, err := auth.NewLocalIssuer(audience)
+	newIssuer = func(audience string) (*localauth.Issuer, error) {
+		i, err := localauth.New(audience)
 		mu.Lock()
 		issuer = i
 		mu.Unlock()
 		return i, err
 	}
-	t.Cleanup(func() { newIssuer = auth.NewLocalIssuer })
+	t.Cleanup(func() { newIssuer = localauth.New })
 	base := startLocal(t)
 	mu.Lock()
 	defer mu.Unlock()
@@ -87,9 +87,9 @@ func startLocalWithIssuer(t *testing.T) (string, *auth.LocalIssuer) {
 }
 
 // matrixTokens mints the token of every identity (none for noToken).
-func matrixTokens(t *testing.T, base string, stack *auth.LocalIssuer) map[string]string {
+func matrixTokens(t *testing.T, base string, stack *localauth.Issuer) map[string]string {
 	t.Helper()
-	mint := func(i *auth.LocalIssuer, uid string, opts ...auth.MintOption) string {
+	mint := func(i *localauth.Issuer, uid string, opts ...localauth.MintOption) string {
 		tok, err := i.Mint(uid, opts...)
 		if err != nil {
 			t.Fatal(err)
@@ -101,14 +101,14 @@ func matrixTokens(t *testing.T, base string, stack *auth.LocalIssuer) map[string
 	if code, _, body := (client{t: t, base: base, token: mint(stack, alice)}).do("GET", "/v1/history/settings", ""); code != 200 {
 		t.Fatalf("a good token of the stack's issuer: %d %s", code, body)
 	}
-	stranger, err := auth.NewLocalIssuer(os.Getenv("GOOGLE_CLOUD_PROJECT"))
+	stranger, err := localauth.New(os.Getenv("GOOGLE_CLOUD_PROJECT"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return map[string]string{
 		noToken:       "",
-		expired:       mint(stack, alice, auth.IssuedAt(time.Now().Add(-2*time.Hour))),
-		wrongAudience: mint(stack, alice, auth.Audience("another-project")),
+		expired:       mint(stack, alice, localauth.IssuedAt(time.Now().Add(-2*time.Hour))),
+		wrongAudience: mint(stack, alice, localauth.Audience("another-project")),
 		wrongKey:      mint(stranger, alice),
 		// Valid tokens come from /dev/token, as for any caller of the stack.
 		user:      token(t, base, alice),

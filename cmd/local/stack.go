@@ -16,12 +16,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/videngage/engagement/internal/localauth"
+
 	"github.com/robfig/cron/v3"
 
 	"github.com/videngage/engagement/cmd/internal/localstack"
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/internal/emulators"
-	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/telemetry"
@@ -156,7 +157,7 @@ func realMain(ctx context.Context) error {
 
 // newIssuer makes the stack's token issuer. Tests replace it to keep the
 // issuer, and mint expired or wrong-audience tokens with the stack's own key.
-var newIssuer = auth.NewLocalIssuer
+var newIssuer = localauth.New
 
 // listen listens on PORT of loopback, unless LOCAL_LISTEN_HOST names
 // another address: the stack mints any user's token for whoever asks, so it

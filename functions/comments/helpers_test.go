@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/videngage/engagement/internal/localauth"
+
 	"cloud.google.com/go/spanner"
 
 	applycountersfn "github.com/videngage/engagement/functions/applycounters"
@@ -42,7 +44,7 @@ func TestMain(m *testing.M) {
 const audience = "comments-test"
 
 // RSA keys are slow to make under -race: one issuer serves every test.
-var issuer = sync.OnceValues(func() (*auth.LocalIssuer, error) { return auth.NewLocalIssuer(audience) })
+var issuer = sync.OnceValues(func() (*localauth.Issuer, error) { return localauth.New(audience) })
 
 // loopback is the counter topic and its push subscription in one, into
 // the real ApplyCounters consumer.
@@ -72,7 +74,7 @@ type env struct {
 	cfg    *config.Config
 	db     *spannerdb.DB
 	url    string
-	issuer *auth.LocalIssuer
+	issuer *localauth.Issuer
 	store  *commentstore.Store
 	cs     *counterstore.Store
 	bus    *loopback
@@ -137,7 +139,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 }
 
 // token is a valid ID token of uid.
-func (e *env) token(uid string, opts ...auth.MintOption) string {
+func (e *env) token(uid string, opts ...localauth.MintOption) string {
 	e.t.Helper()
 	tok, err := e.issuer.Mint(uid, opts...)
 	if err != nil {
@@ -146,7 +148,7 @@ func (e *env) token(uid string, opts ...auth.MintOption) string {
 	return tok
 }
 
-func (e *env) moderator(uid string) string { return e.token(uid, auth.Moderator()) }
+func (e *env) moderator(uid string) string { return e.token(uid, localauth.Moderator()) }
 
 // do sends a request to the function and checks its answer against the
 // document (apitest.Request); token "" sends no Authorization header.
@@ -249,7 +251,7 @@ func (e *env) exact(ids ...string) {
 }
 
 // newJWKS serves the issuer's key set and returns its URL.
-func newJWKS(t *testing.T, is *auth.LocalIssuer) string {
+func newJWKS(t *testing.T, is *localauth.Issuer) string {
 	t.Helper()
 	srv := httptest.NewServer(is.JWKSHandler())
 	t.Cleanup(srv.Close)

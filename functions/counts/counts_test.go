@@ -14,6 +14,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/videngage/engagement/internal/localauth"
+
 	"cloud.google.com/go/spanner"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -34,7 +36,7 @@ func TestMain(m *testing.M) { emulatortest.Main(m) }
 const audience = "counts-test"
 
 // RSA keys are slow to make under -race: one issuer serves every test.
-var issuer = sync.OnceValues(func() (*auth.LocalIssuer, error) { return auth.NewLocalIssuer(audience) })
+var issuer = sync.OnceValues(func() (*localauth.Issuer, error) { return localauth.New(audience) })
 
 // fakeStore answers from maps; down makes every read fail as Spanner does
 // when it cannot be reached.

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/videngage/engagement/internal/localauth"
+
 	applyhistoryfn "github.com/videngage/engagement/functions/applyhistory"
 	historyfn "github.com/videngage/engagement/functions/history"
 	"github.com/videngage/engagement/functions/host"
@@ -36,10 +38,10 @@ const audience = "history-test"
 
 // RSA keys are slow to make under -race: two issuers serve every test, the
 // second one to sign tokens with a key the verifier does not know.
-var issuers = sync.OnceValues(func() ([2]*auth.LocalIssuer, error) {
-	var out [2]*auth.LocalIssuer
+var issuers = sync.OnceValues(func() ([2]*localauth.Issuer, error) {
+	var out [2]*localauth.Issuer
 	for i := range out {
-		is, err := auth.NewLocalIssuer(audience)
+		is, err := localauth.New(audience)
 		if err != nil {
 			return out, err
 		}
@@ -81,8 +83,8 @@ type env struct {
 	cfg     *config.Config
 	clients *host.Clients
 	url     string
-	issuer  *auth.LocalIssuer
-	other   *auth.LocalIssuer // a key the verifier does not trust
+	issuer  *localauth.Issuer
+	other   *localauth.Issuer // a key the verifier does not trust
 	store   *historystore.Store
 	bus     *loopback
 }
@@ -170,7 +172,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 }
 
 // token is a valid ID token of uid.
-func (e *env) token(uid string, opts ...auth.MintOption) string {
+func (e *env) token(uid string, opts ...localauth.MintOption) string {
 	e.t.Helper()
 	tok, err := e.issuer.Mint(uid, opts...)
 	if err != nil {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/videngage/engagement/internal/localauth"
+
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"github.com/google/go-cmp/cmp"
@@ -21,7 +23,6 @@ import (
 	"github.com/videngage/engagement/internal/apitest"
 	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/internal/pushtest"
-	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/history"
@@ -269,11 +270,11 @@ func TestUnauthenticated(t *testing.T) {
 	now := time.Now()
 	tokens := map[string]string{
 		"no token":       "",
-		"expired":        e.token("erin", auth.IssuedAt(now.Add(-3*time.Hour)), auth.ExpiresAt(now.Add(-2*time.Hour))),
-		"wrong audience": e.token("erin", auth.Audience("another-project")),
-		"wrong issuer":   e.token("erin", auth.Issuer("https://securetoken.google.com/another-project")),
-		"wrong key":      e.token("erin", auth.SignWith(e.other)),
-		"alg none":       e.token("erin", auth.AlgNone()),
+		"expired":        e.token("erin", localauth.IssuedAt(now.Add(-3*time.Hour)), localauth.ExpiresAt(now.Add(-2*time.Hour))),
+		"wrong audience": e.token("erin", localauth.Audience("another-project")),
+		"wrong issuer":   e.token("erin", localauth.Iss("https://securetoken.google.com/another-project")),
+		"wrong key":      e.token("erin", localauth.SignWith(e.other)),
+		"alg none":       e.token("erin", localauth.AlgNone()),
 		"malformed":      "not.a.token",
 		"empty sub":      e.token(""),
 	}

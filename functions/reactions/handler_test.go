@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/videngage/engagement/internal/localauth"
+
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"google.golang.org/grpc/codes"
@@ -43,7 +45,7 @@ func TestMain(m *testing.M) {
 const audience = "reactions-test"
 
 // RSA keys are slow to make under -race: one issuer serves every test.
-var issuer = sync.OnceValues(func() (*auth.LocalIssuer, error) { return auth.NewLocalIssuer(audience) })
+var issuer = sync.OnceValues(func() (*localauth.Issuer, error) { return localauth.New(audience) })
 
 // faultyPublisher is the real counter-events publisher on the emulator,
 // which a test can take down.
@@ -81,7 +83,7 @@ func (l *faultyLimiter) AllowMany(ctx context.Context, users []string) ([]time.D
 type env struct {
 	t       *testing.T
 	url     string
-	issuer  *auth.LocalIssuer
+	issuer  *localauth.Issuer
 	pub     *faultyPublisher
 	limiter *faultyLimiter
 	metrics *sdkmetric.ManualReader

@@ -195,3 +195,43 @@ func TestBenchmarkCodeRefused(t *testing.T) {
 		t.Errorf("local stack packages reported: %q", got)
 	}
 }
+
+// localIssuer lists the packages of deps that mint tokens without Firebase:
+// internal/localauth (alg none, HS256 and any user's token on request) and
+// anything else under internal/, the test and development tooling.
+func localIssuer(deps []string) []string {
+	var out []string
+	for _, p := range deps {
+		if under(p, "internal") {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// TestDeployedCodeLinksNoLocalIssuer: the package Cloud Functions builds
+// (the module root) and every function package link neither the local
+// token issuer nor any other test tooling.
+func TestDeployedCodeLinksNoLocalIssuer(t *testing.T) {
+	b, err := exec.Command("go", "list", "-deps", module, module+"/functions/...").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(b))
+	for _, p := range []string{module, module + "/functions/reactions", module + "/shared/auth"} {
+		if !slices.Contains(deps, p) {
+			t.Fatalf("go list -deps of the deployed code did not list %s (%d packages)", p, len(deps))
+		}
+	}
+	for _, p := range localIssuer(deps) {
+		t.Errorf("the deployed code links %s", p)
+	}
+	// The local stack does link it: the rule looks at the right graph.
+	b, err = exec.Command("go", "list", "-deps", module+"/cmd/local").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	if !slices.Contains(localIssuer(strings.Fields(string(b))), module+"/internal/localauth") {
+		t.Errorf("cmd/local does not link internal/localauth: the rule would pass on anything")
+	}
+}

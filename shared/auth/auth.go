@@ -1,7 +1,7 @@
 // Package auth verifies the caller's identity: a Firebase Auth / Identity
 // Platform ID token (RS256, keys published as a JWKS) in the Authorization
 // header. The same Verifier runs in the cloud, against Google's securetoken key
-// set, and in the local stack, against the key set of a LocalIssuer.
+// set, and in the local stack, against the key set of internal/localauth's issuer.
 package auth
 
 // User is the authenticated caller.

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/videngage/engagement/internal/localauth"
+
 	"github.com/videngage/engagement/shared/errs"
 )
 
@@ -14,7 +16,7 @@ func TestTokenCacheRemembersAVerifiedToken(t *testing.T) {
 	srv := newJWKSServer(t, a)
 	clock := newFakeClock()
 	v := newTestVerifier(t, srv.URL, clock)
-	tok := mint(t, a, "alice", IssuedAt(clock.now()), Moderator())
+	tok := mint(t, a, "alice", localauth.IssuedAt(clock.now()), localauth.Moderator())
 	for i := range 3 {
 		u, err := v.Verify(context.Background(), tok)
 		if err != nil || u != (User{ID: "alice", Moderator: true}) {
@@ -41,8 +43,8 @@ func TestTokenCacheRefusesARevokedKey(t *testing.T) {
 	clock := newFakeClock()
 	v := newTestVerifier(t, srv.URL, clock)
 	ctx := context.Background()
-	tok := mint(t, a, "alice", IssuedAt(clock.now()))
-	other := mint(t, b, "bob", IssuedAt(clock.now()))
+	tok := mint(t, a, "alice", localauth.IssuedAt(clock.now()))
+	other := mint(t, b, "bob", localauth.IssuedAt(clock.now()))
 	for _, tk := range []string{tok, other} {
 		if _, err := v.Verify(ctx, tk); err != nil {
 			t.Fatal(err)
@@ -65,7 +67,7 @@ func TestTokenCacheRefusesAnExpiredToken(t *testing.T) {
 	clock := newFakeClock()
 	v := newTestVerifier(t, srv.URL, clock)
 	ctx := context.Background()
-	tok := mint(t, a, "alice", IssuedAt(clock.now().Add(-time.Hour)), ExpiresAt(clock.now().Add(time.Second)))
+	tok := mint(t, a, "alice", localauth.IssuedAt(clock.now().Add(-time.Hour)), localauth.ExpiresAt(clock.now().Add(time.Second)))
 	if _, err := v.Verify(ctx, tok); err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +87,7 @@ func TestTokenCacheIsBounded(t *testing.T) {
 	clock := newFakeClock()
 	v := newTestVerifier(t, srv.URL, clock, WithTokenCache(3))
 	for i := range 10 {
-		if _, err := v.Verify(context.Background(), mint(t, a, "u"+string(rune('a'+i)), IssuedAt(clock.now()))); err != nil {
+		if _, err := v.Verify(context.Background(), mint(t, a, "u"+string(rune('a'+i)), localauth.IssuedAt(clock.now()))); err != nil {
 			t.Fatal(err)
 		}
 		if n := v.cache.Len(); n > 3 {
@@ -93,7 +95,7 @@ func TestTokenCacheIsBounded(t *testing.T) {
 		}
 	}
 	off := newTestVerifier(t, srv.URL, clock, WithTokenCache(0))
-	if _, err := off.Verify(context.Background(), mint(t, a, "alice", IssuedAt(clock.now()))); err != nil || off.cache != nil {
+	if _, err := off.Verify(context.Background(), mint(t, a, "alice", localauth.IssuedAt(clock.now()))); err != nil || off.cache != nil {
 		t.Fatalf("cache off: %v, cache %v", err, off.cache)
 	}
 }
@@ -110,7 +112,7 @@ func BenchmarkVerify(b *testing.B) {
 	}{{"rsa-every-time", 0}, {"cached", DefaultTokenCacheSize}} {
 		b.Run(bc.name, func(b *testing.B) {
 			v := newTestVerifier(b, srv.URL, clock, WithTokenCache(bc.size))
-			tok := mint(b, a, "alice", IssuedAt(clock.now()))
+			tok := mint(b, a, "alice", localauth.IssuedAt(clock.now()))
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := v.Verify(context.Background(), tok); err != nil {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/videngage/engagement/internal/localauth"
+
 	"github.com/videngage/engagement/shared/errs"
 )
 
@@ -23,25 +25,25 @@ func FuzzVerify(f *testing.F) {
 	now := clock.now()
 
 	minted := map[string]User{}
-	add := func(u User, opts ...MintOption) {
-		tok := mint(f, a, u.ID, append([]MintOption{IssuedAt(now)}, opts...)...)
+	add := func(u User, opts ...localauth.MintOption) {
+		tok := mint(f, a, u.ID, append([]localauth.MintOption{localauth.IssuedAt(now)}, opts...)...)
 		minted[tok] = u
 		f.Add(tok)
 	}
 	add(User{ID: "alice"})
-	add(User{ID: "mod", Moderator: true}, Moderator())
+	add(User{ID: "mod", Moderator: true}, localauth.Moderator())
 	add(User{ID: strings.Repeat("é", maxUIDLen)})
-	for _, opts := range [][]MintOption{
-		{AlgNone()},
-		{HS256WithPublicKey()},
-		{SignWith(other)},
-		{KeyID(other.KeyID()), SignWith(other)},
-		{Audience("other")},
-		{IssuedAt(now.Add(-3 * time.Hour))},
+	for _, opts := range [][]localauth.MintOption{
+		{localauth.AlgNone()},
+		{localauth.HS256WithPublicKey()},
+		{localauth.SignWith(other)},
+		{localauth.KeyID(other.KeyID()), localauth.SignWith(other)},
+		{localauth.Audience("other")},
+		{localauth.IssuedAt(now.Add(-3 * time.Hour))},
 	} {
-		f.Add(mint(f, a, "alice", append([]MintOption{IssuedAt(now)}, opts...)...))
+		f.Add(mint(f, a, "alice", append([]localauth.MintOption{localauth.IssuedAt(now)}, opts...)...))
 	}
-	f.Add(mint(f, a, "", IssuedAt(now)))
+	f.Add(mint(f, a, "", localauth.IssuedAt(now)))
 	f.Add("")
 	f.Add("Bearer x")
 

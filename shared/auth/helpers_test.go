@@ -12,16 +12,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/videngage/engagement/internal/localauth"
+
 	"github.com/videngage/engagement/shared/config"
 )
 
 const testAudience = "test-project"
 
 // Keys are slow to generate under -race: three issuers serve every test.
-var testIssuers = sync.OnceValues(func() ([3]*LocalIssuer, error) {
-	var out [3]*LocalIssuer
+var testIssuers = sync.OnceValues(func() ([3]*localauth.Issuer, error) {
+	var out [3]*localauth.Issuer
 	for n := range out {
-		i, err := NewLocalIssuer(testAudience)
+		i, err := localauth.New(testAudience)
 		if err != nil {
 			return out, err
 		}
@@ -30,11 +32,11 @@ var testIssuers = sync.OnceValues(func() ([3]*LocalIssuer, error) {
 	return out, nil
 })
 
-func issuers(t testing.TB) (a, b, c *LocalIssuer) {
+func issuers(t testing.TB) (a, b, c *localauth.Issuer) {
 	t.Helper()
 	is, err := testIssuers()
 	if err != nil {
-		t.Fatalf("NewLocalIssuer: %v", err)
+		t.Fatalf("localauth.New: %v", err)
 	}
 	return is[0], is[1], is[2]
 }
@@ -71,7 +73,7 @@ type jwksServer struct {
 	delay        time.Duration
 }
 
-func newJWKSServer(t testing.TB, is ...*LocalIssuer) *jwksServer {
+func newJWKSServer(t testing.TB, is ...*localauth.Issuer) *jwksServer {
 	t.Helper()
 	s := &jwksServer{cacheControl: "public, max-age=300"}
 	s.serve(t, is...)
@@ -94,7 +96,7 @@ func newJWKSServer(t testing.TB, is ...*LocalIssuer) *jwksServer {
 }
 
 // serve replaces the published key set by the keys of is.
-func (s *jwksServer) serve(t testing.TB, is ...*LocalIssuer) {
+func (s *jwksServer) serve(t testing.TB, is ...*localauth.Issuer) {
 	t.Helper()
 	var set struct {
 		Keys []json.RawMessage `json:"keys"`
@@ -156,7 +158,7 @@ func newTestVerifier(t testing.TB, url string, clock *fakeClock, opts ...Option)
 	return v
 }
 
-func mint(t testing.TB, i *LocalIssuer, uid string, opts ...MintOption) string {
+func mint(t testing.TB, i *localauth.Issuer, uid string, opts ...localauth.MintOption) string {
 	t.Helper()
 	tok, err := i.Mint(uid, opts...)
 	if err != nil {

@@ -13,6 +13,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/videngage/engagement/internal/localauth"
+
 	"github.com/MicahParks/jwkset"
 	"github.com/google/go-cmp/cmp"
 
@@ -49,7 +51,7 @@ func TestKeySetParse(t *testing.T) {
 	noKID.KID = ""
 	badN := good
 	badN.KID, badN.N = "bad-n", "!!!"
-	withPrivate := publicJWK(t, a.key, "with-private", jwkset.AlgRS256, jwkset.UseSig)
+	withPrivate := publicJWK(t, a.PrivateKey(), "with-private", jwkset.AlgRS256, jwkset.UseSig)
 	withPrivate.D = "AQAB" // ignored: only the public part is read
 
 	tests := []struct {
@@ -66,8 +68,8 @@ func TestKeySetParse(t *testing.T) {
 			keys: []jwkset.JWKMarshal{
 				publicJWK(t, &ec.PublicKey, "ec", jwkset.AlgES256, jwkset.UseSig),
 				publicJWK(t, &small.PublicKey, "small", jwkset.AlgRS256, jwkset.UseSig),
-				publicJWK(t, &a.key.PublicKey, "rs512", jwkset.AlgRS512, jwkset.UseSig),
-				publicJWK(t, &a.key.PublicKey, "enc", jwkset.AlgRS256, jwkset.UseEnc),
+				publicJWK(t, &a.PrivateKey().PublicKey, "rs512", jwkset.AlgRS512, jwkset.UseSig),
+				publicJWK(t, &a.PrivateKey().PublicKey, "enc", jwkset.AlgRS256, jwkset.UseEnc),
 				noKID, badN, good,
 			},
 			wantKIDs: []string{good.KID},
@@ -89,7 +91,7 @@ func TestKeySetParse(t *testing.T) {
 			var kids []string
 			for kid, k := range keys {
 				kids = append(kids, kid)
-				if !k.Equal(&a.key.PublicKey) {
+				if !k.Equal(&a.PrivateKey().PublicKey) {
 					t.Errorf("key %q is not the issuer's public key", kid)
 				}
 			}
@@ -109,7 +111,7 @@ func TestKeySetBadResponses(t *testing.T) {
 			srv.setBody([]byte(body))
 			clock := newFakeClock()
 			v := newTestVerifier(t, srv.URL, clock)
-			_, err := v.Verify(context.Background(), mint(t, a, "alice", IssuedAt(clock.now())))
+			_, err := v.Verify(context.Background(), mint(t, a, "alice", localauth.IssuedAt(clock.now())))
 			if !errors.Is(err, errs.ErrKeysUnavailable) {
 				t.Fatalf("error = %v, want errs.ErrKeysUnavailable", err)
 			}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/videngage/engagement/internal/localauth"
+
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/errs"
 )
@@ -28,54 +30,54 @@ func TestVerify(t *testing.T) {
 		want    User
 		wantErr error
 	}{
-		{name: "valid", token: mint(t, a, "alice", IssuedAt(now)), want: User{ID: "alice"}},
-		{name: "moderator", token: mint(t, a, "bob", IssuedAt(now), Moderator()), want: User{ID: "bob", Moderator: true}},
-		{name: "moderator claim false", token: mint(t, a, "bob", IssuedAt(now), withClaim("moderator", false)), want: User{ID: "bob"}},
-		{name: "moderator claim as a string", token: mint(t, a, "bob", IssuedAt(now), withClaim("moderator", "true")), want: User{ID: "bob"}},
-		{name: "uid with any characters", token: mint(t, a, "a/b:c\x00ü 🙂", IssuedAt(now)), want: User{ID: "a/b:c\x00ü 🙂"}},
-		{name: "sub of 128 characters", token: mint(t, a, long, IssuedAt(now)), want: User{ID: long}},
-		{name: "sub of 128 multibyte characters", token: mint(t, a, strings.Repeat("é", maxUIDLen), IssuedAt(now)), want: User{ID: strings.Repeat("é", maxUIDLen)}},
-		{name: "issued an hour ago, expires in a second", token: mint(t, a, "alice", IssuedAt(now.Add(-time.Hour)), ExpiresAt(now.Add(time.Second))), want: User{ID: "alice"}},
-		{name: "expired within leeway", token: mint(t, a, "alice", IssuedAt(now.Add(-time.Hour)), ExpiresAt(now.Add(-leeway/2))), want: User{ID: "alice"}},
-		{name: "iat in the future within leeway", token: mint(t, a, "alice", IssuedAt(now.Add(leeway/2))), want: User{ID: "alice"}},
-		{name: "without auth_time", token: mint(t, a, "alice", IssuedAt(now), withClaim("auth_time", nil)), want: User{ID: "alice"}},
-		{name: "Google account with a verified address", token: mint(t, a, "alice", IssuedAt(now), SignInProvider("google.com"), Email("alice@example.com", true)), want: User{ID: "alice"}},
-		{name: "Google account without an address", token: mint(t, a, "alice", IssuedAt(now), SignInProvider("google.com")), want: User{ID: "alice"}},
+		{name: "valid", token: mint(t, a, "alice", localauth.IssuedAt(now)), want: User{ID: "alice"}},
+		{name: "moderator", token: mint(t, a, "bob", localauth.IssuedAt(now), localauth.Moderator()), want: User{ID: "bob", Moderator: true}},
+		{name: "moderator claim false", token: mint(t, a, "bob", localauth.IssuedAt(now), localauth.Claim("moderator", false)), want: User{ID: "bob"}},
+		{name: "moderator claim as a string", token: mint(t, a, "bob", localauth.IssuedAt(now), localauth.Claim("moderator", "true")), want: User{ID: "bob"}},
+		{name: "uid with any characters", token: mint(t, a, "a/b:c\x00ü 🙂", localauth.IssuedAt(now)), want: User{ID: "a/b:c\x00ü 🙂"}},
+		{name: "sub of 128 characters", token: mint(t, a, long, localauth.IssuedAt(now)), want: User{ID: long}},
+		{name: "sub of 128 multibyte characters", token: mint(t, a, strings.Repeat("é", maxUIDLen), localauth.IssuedAt(now)), want: User{ID: strings.Repeat("é", maxUIDLen)}},
+		{name: "issued an hour ago, expires in a second", token: mint(t, a, "alice", localauth.IssuedAt(now.Add(-time.Hour)), localauth.ExpiresAt(now.Add(time.Second))), want: User{ID: "alice"}},
+		{name: "expired within leeway", token: mint(t, a, "alice", localauth.IssuedAt(now.Add(-time.Hour)), localauth.ExpiresAt(now.Add(-leeway/2))), want: User{ID: "alice"}},
+		{name: "iat in the future within leeway", token: mint(t, a, "alice", localauth.IssuedAt(now.Add(leeway/2))), want: User{ID: "alice"}},
+		{name: "without auth_time", token: mint(t, a, "alice", localauth.IssuedAt(now), localauth.Claim("auth_time", nil)), want: User{ID: "alice"}},
+		{name: "Google account with a verified address", token: mint(t, a, "alice", localauth.IssuedAt(now), localauth.SignInProvider("google.com"), localauth.Email("alice@example.com", true)), want: User{ID: "alice"}},
+		{name: "Google account without an address", token: mint(t, a, "alice", localauth.IssuedAt(now), localauth.SignInProvider("google.com")), want: User{ID: "alice"}},
 
-		{name: "anonymous account", token: mint(t, a, "alice", IssuedAt(now), SignInProvider("anonymous")), wantErr: errs.ErrAccountNotAccepted},
-		{name: "custom token", token: mint(t, a, "alice", IssuedAt(now), SignInProvider("custom")), wantErr: errs.ErrAccountNotAccepted},
-		{name: "phone account", token: mint(t, a, "alice", IssuedAt(now), SignInProvider("phone")), wantErr: errs.ErrAccountNotAccepted},
-		{name: "no sign-in provider", token: mint(t, a, "alice", IssuedAt(now), withClaim("firebase", map[string]any{})), wantErr: errs.ErrAccountNotAccepted},
-		{name: "no firebase claim", token: mint(t, a, "alice", IssuedAt(now), withClaim("firebase", nil)), wantErr: errs.ErrAccountNotAccepted},
-		{name: "password account, address not verified", token: mint(t, a, "alice", IssuedAt(now), Email("alice@example.com", false)), wantErr: errs.ErrAccountNotAccepted},
-		{name: "password account without an address", token: mint(t, a, "alice", IssuedAt(now), Email("", false)), wantErr: errs.ErrAccountNotAccepted},
-		{name: "Google account, address not verified", token: mint(t, a, "alice", IssuedAt(now), SignInProvider("google.com"), Email("alice@example.com", false)), wantErr: errs.ErrAccountNotAccepted},
-		{name: "email_verified as a string", token: mint(t, a, "alice", IssuedAt(now), withClaim("email_verified", "true")), wantErr: errs.ErrAccountNotAccepted},
-		{name: "token of a tenant", token: mint(t, a, "alice", IssuedAt(now), Tenant("tenant-1")), wantErr: errs.ErrAccountNotAccepted},
+		{name: "anonymous account", token: mint(t, a, "alice", localauth.IssuedAt(now), localauth.SignInProvider("anonymous")), wantErr: errs.ErrAccountNotAccepted},
+		{name: "custom token", token: mint(t, a, "alice", localauth.IssuedAt(now), localauth.SignInProvider("custom")), wantErr: errs.ErrAccountNotAccepted},
+		{name: "phone account", token: mint(t, a, "alice", localauth.IssuedAt(now), localauth.SignInProvider("phone")), wantErr: errs.ErrAccountNotAccepted},
+		{name: "no sign-in provider", token: mint(t, a, "alice", localauth.IssuedAt(now), localauth.Claim("firebase", map[string]any{})), wantErr: errs.ErrAccountNotAccepted},
+		{name: "no firebase claim", token: mint(t, a, "alice", localauth.IssuedAt(now), localauth.Claim("firebase", nil)), wantErr: errs.ErrAccountNotAccepted},
+		{name: "password account, address not verified", token: mint(t, a, "alice", localauth.IssuedAt(now), localauth.Email("alice@example.com", false)), wantErr: errs.ErrAccountNotAccepted},
+		{name: "password account without an address", token: mint(t, a, "alice", localauth.IssuedAt(now), localauth.Email("", false)), wantErr: errs.ErrAccountNotAccepted},
+		{name: "Google account, address not verified", token: mint(t, a, "alice", localauth.IssuedAt(now), localauth.SignInProvider("google.com"), localauth.Email("alice@example.com", false)), wantErr: errs.ErrAccountNotAccepted},
+		{name: "email_verified as a string", token: mint(t, a, "alice", localauth.IssuedAt(now), localauth.Claim("email_verified", "true")), wantErr: errs.ErrAccountNotAccepted},
+		{name: "token of a tenant", token: mint(t, a, "alice", localauth.IssuedAt(now), localauth.Tenant("tenant-1")), wantErr: errs.ErrAccountNotAccepted},
 
-		{name: "expired", token: mint(t, a, "alice", IssuedAt(now.Add(-2*time.Hour)), ExpiresAt(now.Add(-2*leeway))), wantErr: errs.ErrInvalidToken},
-		{name: "no exp", token: mint(t, a, "alice", IssuedAt(now), withClaim("exp", nil)), wantErr: errs.ErrInvalidToken},
-		{name: "iat in the future", token: mint(t, a, "alice", IssuedAt(now.Add(2*leeway))), wantErr: errs.ErrInvalidToken},
-		{name: "no iat", token: mint(t, a, "alice", IssuedAt(now), withClaim("iat", nil)), wantErr: errs.ErrInvalidToken},
-		{name: "auth_time in the future", token: mint(t, a, "alice", IssuedAt(now), withClaim("auth_time", now.Add(2*leeway).Unix())), wantErr: errs.ErrInvalidToken},
-		{name: "wrong key", token: mint(t, a, "alice", IssuedAt(now), SignWith(other)), wantErr: errs.ErrInvalidToken},
-		{name: "key not in the set", token: mint(t, other, "alice", IssuedAt(now)), wantErr: errs.ErrInvalidToken},
-		{name: "no kid", token: mint(t, a, "alice", IssuedAt(now), KeyID("")), wantErr: errs.ErrInvalidToken},
-		{name: "wrong audience", token: mint(t, a, "alice", IssuedAt(now), Audience("other-project")), wantErr: errs.ErrInvalidToken},
-		{name: "extra audience", token: mint(t, a, "alice", IssuedAt(now), withClaim("aud", []string{testAudience, "other-project"})), wantErr: errs.ErrInvalidToken},
-		{name: "no audience", token: mint(t, a, "alice", IssuedAt(now), withClaim("aud", nil)), wantErr: errs.ErrInvalidToken},
-		{name: "wrong issuer", token: mint(t, a, "alice", IssuedAt(now), Issuer("https://securetoken.google.com/other-project")), wantErr: errs.ErrInvalidToken},
-		{name: "alg none", token: mint(t, a, "alice", IssuedAt(now), AlgNone()), wantErr: errs.ErrInvalidToken},
-		{name: "HS256 with the public key as secret", token: mint(t, a, "alice", IssuedAt(now), HS256WithPublicKey()), wantErr: errs.ErrInvalidToken},
-		{name: "sub empty", token: mint(t, a, "", IssuedAt(now)), wantErr: errs.ErrInvalidToken},
-		{name: "sub of 129 characters", token: mint(t, a, long+"x", IssuedAt(now)), wantErr: errs.ErrInvalidToken},
-		{name: "sub not a string", token: mint(t, a, "alice", IssuedAt(now), withClaim("sub", 42)), wantErr: errs.ErrInvalidToken},
+		{name: "expired", token: mint(t, a, "alice", localauth.IssuedAt(now.Add(-2*time.Hour)), localauth.ExpiresAt(now.Add(-2*leeway))), wantErr: errs.ErrInvalidToken},
+		{name: "no exp", token: mint(t, a, "alice", localauth.IssuedAt(now), localauth.Claim("exp", nil)), wantErr: errs.ErrInvalidToken},
+		{name: "iat in the future", token: mint(t, a, "alice", localauth.IssuedAt(now.Add(2*leeway))), wantErr: errs.ErrInvalidToken},
+		{name: "no iat", token: mint(t, a, "alice", localauth.IssuedAt(now), localauth.Claim("iat", nil)), wantErr: errs.ErrInvalidToken},
+		{name: "auth_time in the future", token: mint(t, a, "alice", localauth.IssuedAt(now), localauth.Claim("auth_time", now.Add(2*leeway).Unix())), wantErr: errs.ErrInvalidToken},
+		{name: "wrong key", token: mint(t, a, "alice", localauth.IssuedAt(now), localauth.SignWith(other)), wantErr: errs.ErrInvalidToken},
+		{name: "key not in the set", token: mint(t, other, "alice", localauth.IssuedAt(now)), wantErr: errs.ErrInvalidToken},
+		{name: "no kid", token: mint(t, a, "alice", localauth.IssuedAt(now), localauth.KeyID("")), wantErr: errs.ErrInvalidToken},
+		{name: "wrong audience", token: mint(t, a, "alice", localauth.IssuedAt(now), localauth.Audience("other-project")), wantErr: errs.ErrInvalidToken},
+		{name: "extra audience", token: mint(t, a, "alice", localauth.IssuedAt(now), localauth.Claim("aud", []string{testAudience, "other-project"})), wantErr: errs.ErrInvalidToken},
+		{name: "no audience", token: mint(t, a, "alice", localauth.IssuedAt(now), localauth.Claim("aud", nil)), wantErr: errs.ErrInvalidToken},
+		{name: "wrong issuer", token: mint(t, a, "alice", localauth.IssuedAt(now), localauth.Iss("https://securetoken.google.com/other-project")), wantErr: errs.ErrInvalidToken},
+		{name: "alg none", token: mint(t, a, "alice", localauth.IssuedAt(now), localauth.AlgNone()), wantErr: errs.ErrInvalidToken},
+		{name: "HS256 with the public key as secret", token: mint(t, a, "alice", localauth.IssuedAt(now), localauth.HS256WithPublicKey()), wantErr: errs.ErrInvalidToken},
+		{name: "sub empty", token: mint(t, a, "", localauth.IssuedAt(now)), wantErr: errs.ErrInvalidToken},
+		{name: "sub of 129 characters", token: mint(t, a, long+"x", localauth.IssuedAt(now)), wantErr: errs.ErrInvalidToken},
+		{name: "sub not a string", token: mint(t, a, "alice", localauth.IssuedAt(now), localauth.Claim("sub", 42)), wantErr: errs.ErrInvalidToken},
 		{name: "empty", token: "", wantErr: errs.ErrInvalidToken},
 		{name: "malformed", token: "not-a-token", wantErr: errs.ErrInvalidToken},
 		{name: "three garbage parts", token: "a.b.c", wantErr: errs.ErrInvalidToken},
-		{name: "signature removed", token: strings.Join(strings.Split(mint(t, a, "alice", IssuedAt(now)), ".")[:2], ".") + ".", wantErr: errs.ErrInvalidToken},
-		{name: "padded encoding", token: mint(t, a, "alice", IssuedAt(now)) + "==", wantErr: errs.ErrInvalidToken},
-		{name: "too long", token: mint(t, a, "alice", IssuedAt(now), withClaim("pad", strings.Repeat("p", maxTokenLen))), wantErr: errs.ErrInvalidToken},
+		{name: "signature removed", token: strings.Join(strings.Split(mint(t, a, "alice", localauth.IssuedAt(now)), ".")[:2], ".") + ".", wantErr: errs.ErrInvalidToken},
+		{name: "padded encoding", token: mint(t, a, "alice", localauth.IssuedAt(now)) + "==", wantErr: errs.ErrInvalidToken},
+		{name: "too long", token: mint(t, a, "alice", localauth.IssuedAt(now), localauth.Claim("pad", strings.Repeat("p", maxTokenLen))), wantErr: errs.ErrInvalidToken},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -111,8 +113,8 @@ func TestVerifyRejectsTamperedPayload(t *testing.T) {
 	srv := newJWKSServer(t, a)
 	clock := newFakeClock()
 	v := newTestVerifier(t, srv.URL, clock)
-	good := strings.Split(mint(t, a, "alice", IssuedAt(clock.now())), ".")
-	mod := strings.Split(mint(t, a, "alice", IssuedAt(clock.now()), Moderator()), ".")
+	good := strings.Split(mint(t, a, "alice", localauth.IssuedAt(clock.now())), ".")
+	mod := strings.Split(mint(t, a, "alice", localauth.IssuedAt(clock.now()), localauth.Moderator()), ".")
 	forged := good[0] + "." + mod[1] + "." + good[2]
 	if _, err := v.Verify(context.Background(), forged); !errors.Is(err, errs.ErrInvalidToken) {
 		t.Fatalf("Verify(tampered) error = %v, want errs.ErrInvalidToken", err)
@@ -124,7 +126,7 @@ func TestFromRequest(t *testing.T) {
 	srv := newJWKSServer(t, a)
 	clock := newFakeClock()
 	v := newTestVerifier(t, srv.URL, clock)
-	tok := mint(t, a, "alice", IssuedAt(clock.now()))
+	tok := mint(t, a, "alice", localauth.IssuedAt(clock.now()))
 
 	tests := []struct {
 		name    string
@@ -213,13 +215,13 @@ func TestConfiguredAccounts(t *testing.T) {
 		token string
 		ok    bool
 	}{
-		{"anonymous of the tenant", mint(t, a, "alice", IssuedAt(now), SignInProvider("anonymous"), Tenant("tenant-1")), true},
-		{"phone of the tenant", mint(t, a, "alice", IssuedAt(now), SignInProvider("phone"), Tenant("tenant-1")), true},
-		{"password of the tenant, not listed", mint(t, a, "alice", IssuedAt(now), Tenant("tenant-1")), false},
-		{"e-mail link of the tenant, address verified", mint(t, a, "alice", IssuedAt(now), SignInProvider("email"), Email("alice@example.com", true), Tenant("tenant-1")), true},
-		{"e-mail link of the tenant without an address", mint(t, a, "alice", IssuedAt(now), SignInProvider("email"), Tenant("tenant-1")), false},
-		{"anonymous of no tenant", mint(t, a, "alice", IssuedAt(now), SignInProvider("anonymous")), false},
-		{"anonymous of another tenant", mint(t, a, "alice", IssuedAt(now), SignInProvider("anonymous"), Tenant("tenant-2")), false},
+		{"anonymous of the tenant", mint(t, a, "alice", localauth.IssuedAt(now), localauth.SignInProvider("anonymous"), localauth.Tenant("tenant-1")), true},
+		{"phone of the tenant", mint(t, a, "alice", localauth.IssuedAt(now), localauth.SignInProvider("phone"), localauth.Tenant("tenant-1")), true},
+		{"password of the tenant, not listed", mint(t, a, "alice", localauth.IssuedAt(now), localauth.Tenant("tenant-1")), false},
+		{"e-mail link of the tenant, address verified", mint(t, a, "alice", localauth.IssuedAt(now), localauth.SignInProvider("email"), localauth.Email("alice@example.com", true), localauth.Tenant("tenant-1")), true},
+		{"e-mail link of the tenant without an address", mint(t, a, "alice", localauth.IssuedAt(now), localauth.SignInProvider("email"), localauth.Tenant("tenant-1")), false},
+		{"anonymous of no tenant", mint(t, a, "alice", localauth.IssuedAt(now), localauth.SignInProvider("anonymous")), false},
+		{"anonymous of another tenant", mint(t, a, "alice", localauth.IssuedAt(now), localauth.SignInProvider("anonymous"), localauth.Tenant("tenant-2")), false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := v.Verify(context.Background(), tt.token)
@@ -243,10 +245,10 @@ func TestIssuerOverride(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := v.Verify(context.Background(), mint(t, a, "alice", IssuedAt(clock.now()))); !errors.Is(err, errs.ErrInvalidToken) {
+	if _, err := v.Verify(context.Background(), mint(t, a, "alice", localauth.IssuedAt(clock.now()))); !errors.Is(err, errs.ErrInvalidToken) {
 		t.Errorf("default issuer: error = %v, want errs.ErrInvalidToken", err)
 	}
-	if _, err := v.Verify(context.Background(), mint(t, a, "alice", IssuedAt(clock.now()), Issuer(cfg.Issuer))); err != nil {
+	if _, err := v.Verify(context.Background(), mint(t, a, "alice", localauth.IssuedAt(clock.now()), localauth.Iss(cfg.Issuer))); err != nil {
 		t.Errorf("configured issuer: error = %v", err)
 	}
 }
@@ -257,8 +259,8 @@ func TestKeyRotation(t *testing.T) {
 	clock := newFakeClock()
 	v := newTestVerifier(t, srv.URL, clock)
 	ctx := context.Background()
-	verify := func(i *LocalIssuer) error {
-		_, err := v.Verify(ctx, mint(t, i, "alice", IssuedAt(clock.now())))
+	verify := func(i *localauth.Issuer) error {
+		_, err := v.Verify(ctx, mint(t, i, "alice", localauth.IssuedAt(clock.now())))
 		return err
 	}
 
@@ -311,7 +313,7 @@ func TestKeysUnavailable(t *testing.T) {
 	clock := newFakeClock()
 	v := newTestVerifier(t, srv.URL, clock)
 	ctx := context.Background()
-	tok := mint(t, a, "alice", IssuedAt(clock.now()))
+	tok := mint(t, a, "alice", localauth.IssuedAt(clock.now()))
 
 	for range 3 {
 		_, err := v.Verify(ctx, tok)
@@ -352,7 +354,7 @@ func TestNotListeningYet(t *testing.T) {
 	url := l.URL
 	l.Close()
 	v := newTestVerifier(t, url, clock)
-	tok := mint(t, a, "alice", IssuedAt(clock.now()))
+	tok := mint(t, a, "alice", localauth.IssuedAt(clock.now()))
 	if _, err := v.Verify(context.Background(), tok); !errors.Is(err, errs.ErrKeysUnavailable) {
 		t.Fatalf("nothing listening: error = %v, want errs.ErrKeysUnavailable", err)
 	}
@@ -369,7 +371,7 @@ func TestKeySetCaching(t *testing.T) {
 		v := newTestVerifier(t, srv.URL, clock)
 		verify := func() {
 			t.Helper()
-			if _, err := v.Verify(ctx, mint(t, a, "alice", IssuedAt(clock.now()))); err != nil {
+			if _, err := v.Verify(ctx, mint(t, a, "alice", localauth.IssuedAt(clock.now()))); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -391,21 +393,21 @@ func TestKeySetCaching(t *testing.T) {
 		srv.setCacheControl("max-age=60")
 		clock := newFakeClock()
 		v := newTestVerifier(t, srv.URL, clock)
-		if _, err := v.Verify(ctx, mint(t, a, "alice", IssuedAt(clock.now()))); err != nil {
+		if _, err := v.Verify(ctx, mint(t, a, "alice", localauth.IssuedAt(clock.now()))); err != nil {
 			t.Fatal(err)
 		}
 		srv.setDown(true)
 		clock.advance(time.Minute + defaultKeySetPolicy.staleGrace/2)
-		if _, err := v.Verify(ctx, mint(t, a, "alice", IssuedAt(clock.now()))); err != nil {
+		if _, err := v.Verify(ctx, mint(t, a, "alice", localauth.IssuedAt(clock.now()))); err != nil {
 			t.Fatalf("stale within grace: %v", err)
 		}
 		clock.advance(defaultKeySetPolicy.staleGrace)
-		if _, err := v.Verify(ctx, mint(t, a, "alice", IssuedAt(clock.now()))); !errors.Is(err, errs.ErrKeysUnavailable) {
+		if _, err := v.Verify(ctx, mint(t, a, "alice", localauth.IssuedAt(clock.now()))); !errors.Is(err, errs.ErrKeysUnavailable) {
 			t.Fatalf("stale past grace: error = %v, want errs.ErrKeysUnavailable", err)
 		}
 		srv.setDown(false)
 		clock.advance(defaultKeySetPolicy.retryInterval)
-		if _, err := v.Verify(ctx, mint(t, a, "alice", IssuedAt(clock.now()))); err != nil {
+		if _, err := v.Verify(ctx, mint(t, a, "alice", localauth.IssuedAt(clock.now()))); err != nil {
 			t.Fatalf("after recovery: %v", err)
 		}
 	})
@@ -415,7 +417,7 @@ func TestKeySetCaching(t *testing.T) {
 		srv.setDelay(50 * time.Millisecond)
 		clock := newFakeClock()
 		v := newTestVerifier(t, srv.URL, clock)
-		tok := mint(t, a, "alice", IssuedAt(clock.now()))
+		tok := mint(t, a, "alice", localauth.IssuedAt(clock.now()))
 		var wg sync.WaitGroup
 		errs := make(chan error, 20)
 		for range 20 {
@@ -441,7 +443,7 @@ func TestKeySetCaching(t *testing.T) {
 		srv.setDelay(100 * time.Millisecond)
 		clock := newFakeClock()
 		v := newTestVerifier(t, srv.URL, clock)
-		tok := mint(t, a, "alice", IssuedAt(clock.now()))
+		tok := mint(t, a, "alice", localauth.IssuedAt(clock.now()))
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
 		defer cancel()
 		if _, err := v.Verify(cctx, tok); !errors.Is(err, errs.ErrKeysUnavailable) {

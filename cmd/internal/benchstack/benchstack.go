@@ -20,6 +20,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/videngage/engagement/internal/localauth"
+
 	"cloud.google.com/go/spanner"
 	"github.com/sethvargo/go-envconfig"
 
@@ -30,7 +32,6 @@ import (
 	reconcilefn "github.com/videngage/engagement/functions/reconcile"
 	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/internal/otelcount"
-	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/counterstore"
@@ -200,7 +201,7 @@ func (w *World) Close() {
 type Stack struct {
 	Config    *config.Config
 	Clients   *host.Clients
-	Issuer    *auth.LocalIssuer
+	Issuer    *localauth.Issuer
 	DB        *spannerdb.DB
 	Counters  *counterstore.Store
 	Reconcile http.Handler
@@ -232,7 +233,7 @@ func (c countingStore) Apply(ctx context.Context, evs []events.Event) (counter.A
 // served by srv), lets mount add the command's own functions to its mux, and
 // serves it all on srv. name prefixes its log lines.
 func New(ctx context.Context, name string, cfg *config.Config, srv *Server, mount func(st *Stack, mux *http.ServeMux) error) (*Stack, error) {
-	issuer, err := auth.NewLocalIssuer(cfg.Project)
+	issuer, err := localauth.New(cfg.Project)
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,9 @@
-package auth
-
-// This file is for the local stack and tests only: no deployed function may
-// reference LocalIssuer or serve its handlers.
+// Package localauth mints Firebase-shaped ID tokens for the local stack and
+// the tests: an Issuer with its own key, its key set, and options that mint
+// bad tokens (alg none, HS256 with the public key, wrong audience, ...). It
+// lives outside shared/ so that no deployed function links it;
+// internal/layout's test holds that.
+package localauth
 
 import (
 	"crypto/rand"
@@ -27,12 +29,14 @@ const (
 	localKeyBits    = 2048
 	localTokenTTL   = time.Hour
 	localJWKSMaxAge = 300 // seconds
+	// maxUIDLen is Firebase's limit on a uid, in characters.
+	maxUIDLen = 128
 )
 
-// LocalIssuer mints RS256 tokens shaped like Firebase ID tokens with a key it
+// Issuer mints RS256 tokens shaped like Firebase ID tokens with a key it
 // generated, and publishes that key as a JWKS. The local stack and tests use
 // it in place of Firebase Auth.
-type LocalIssuer struct {
+type Issuer struct {
 	audience string
 	key      *rsa.PrivateKey
 	kid      string
@@ -40,19 +44,19 @@ type LocalIssuer struct {
 	now      func() time.Time
 }
 
-// NewLocalIssuer generates a 2048-bit RSA key for tokens of the given
+// New generates a 2048-bit RSA key for tokens of the given
 // audience (the Firebase project id).
-func NewLocalIssuer(audience string) (*LocalIssuer, error) {
+func New(audience string) (*Issuer, error) {
 	if audience == "" {
-		return nil, errors.New("auth.NewLocalIssuer: empty audience")
+		return nil, errors.New("localauth.New: empty audience")
 	}
 	key, err := rsa.GenerateKey(rand.Reader, localKeyBits)
 	if err != nil {
-		return nil, fmt.Errorf("auth.NewLocalIssuer: %w", err)
+		return nil, fmt.Errorf("localauth.New: %w", err)
 	}
 	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
 	if err != nil {
-		return nil, fmt.Errorf("auth.NewLocalIssuer: %w", err)
+		return nil, fmt.Errorf("localauth.New: %w", err)
 	}
 	sum := sha256.Sum256(der)
 	kid := "local-" + base64.RawURLEncoding.EncodeToString(sum[:12])
@@ -60,25 +64,28 @@ func NewLocalIssuer(audience string) (*LocalIssuer, error) {
 		Metadata: jwkset.JWKMetadataOptions{ALG: jwkset.AlgRS256, KID: kid, USE: jwkset.UseSig},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("auth.NewLocalIssuer: %w", err)
+		return nil, fmt.Errorf("localauth.New: %w", err)
 	}
 	jwks, err := json.Marshal(jwkset.JWKSMarshal{Keys: []jwkset.JWKMarshal{jwk.Marshal()}})
 	if err != nil {
-		return nil, fmt.Errorf("auth.NewLocalIssuer: %w", err)
+		return nil, fmt.Errorf("localauth.New: %w", err)
 	}
-	return &LocalIssuer{audience: audience, key: key, kid: kid, jwks: jwks, now: time.Now}, nil
+	return &Issuer{audience: audience, key: key, kid: kid, jwks: jwks, now: time.Now}, nil
 }
 
 // Issuer is the iss of the tokens, as Firebase would set it.
-func (i *LocalIssuer) Issuer() string {
+func (i *Issuer) Issuer() string {
 	return "https://securetoken.google.com/" + i.audience
 }
 
 // KeyID is the kid of the issuer's key.
-func (i *LocalIssuer) KeyID() string { return i.kid }
+func (i *Issuer) KeyID() string { return i.kid }
+
+// PrivateKey is the issuer's signing key, for tests that build key sets.
+func (i *Issuer) PrivateKey() *rsa.PrivateKey { return i.key }
 
 // JWKS is the public key set as JSON.
-func (i *LocalIssuer) JWKS() []byte { return append([]byte(nil), i.jwks...) }
+func (i *Issuer) JWKS() []byte { return append([]byte(nil), i.jwks...) }
 
 type mintOptions struct {
 	moderator bool
@@ -87,7 +94,7 @@ type mintOptions struct {
 	audience  string
 	issuer    string
 	kid       string
-	signWith  *LocalIssuer
+	signWith  *Issuer
 	alg       string // "RS256", "none" or "HS256"
 	provider  string
 	email     string // "" for none
@@ -112,15 +119,15 @@ func ExpiresAt(t time.Time) MintOption { return func(o *mintOptions) { o.expires
 // Audience sets aud.
 func Audience(aud string) MintOption { return func(o *mintOptions) { o.audience = aud } }
 
-// Issuer sets iss.
-func Issuer(iss string) MintOption { return func(o *mintOptions) { o.issuer = iss } }
+// Iss sets iss.
+func Iss(iss string) MintOption { return func(o *mintOptions) { o.issuer = iss } }
 
 // KeyID sets the header's kid.
 func KeyID(kid string) MintOption { return func(o *mintOptions) { o.kid = kid } }
 
 // SignWith signs with other's key while naming this issuer's kid: a token
 // whose signature does not match the published key.
-func SignWith(other *LocalIssuer) MintOption { return func(o *mintOptions) { o.signWith = other } }
+func SignWith(other *Issuer) MintOption { return func(o *mintOptions) { o.signWith = other } }
 
 // AlgNone mints an unsigned token with "alg": "none".
 func AlgNone() MintOption { return func(o *mintOptions) { o.alg = "none" } }
@@ -148,8 +155,8 @@ func Email(addr string, verified bool) MintOption {
 // Tenant sets firebase.tenant (default none).
 func Tenant(t string) MintOption { return func(o *mintOptions) { o.tenant = t } }
 
-// withClaim sets (or, with a nil value, removes) any claim: tests only.
-func withClaim(name string, value any) MintOption {
+// Claim sets (or, with a nil value, removes) any claim.
+func Claim(name string, value any) MintOption {
 	return func(o *mintOptions) {
 		if o.extra == nil {
 			o.extra = map[string]any{}
@@ -162,7 +169,7 @@ func withClaim(name string, value any) MintOption {
 // e-mail and password account whose address is verified, the kind the
 // verifier accepts by default. It does not validate uid, so that tests can
 // mint tokens with an empty or overlong sub.
-func (i *LocalIssuer) Mint(uid string, opts ...MintOption) (string, error) {
+func (i *Issuer) Mint(uid string, opts ...MintOption) (string, error) {
 	o := mintOptions{
 		issuedAt: i.now(),
 		audience: i.audience,
@@ -223,7 +230,7 @@ func (i *LocalIssuer) Mint(uid string, opts ...MintOption) (string, error) {
 	case "HS256":
 		der, err := x509.MarshalPKIXPublicKey(&i.key.PublicKey)
 		if err != nil {
-			return "", fmt.Errorf("auth.Mint: %w", err)
+			return "", fmt.Errorf("localauth.Mint: %w", err)
 		}
 		t, key = jwt.NewWithClaims(jwt.SigningMethodHS256, c), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
 	default:
@@ -232,13 +239,13 @@ func (i *LocalIssuer) Mint(uid string, opts ...MintOption) (string, error) {
 	t.Header["kid"] = o.kid
 	s, err := t.SignedString(key)
 	if err != nil {
-		return "", fmt.Errorf("auth.Mint: %w", err)
+		return "", fmt.Errorf("localauth.Mint: %w", err)
 	}
 	return s, nil
 }
 
 // JWKSHandler serves the public key set.
-func (i *LocalIssuer) JWKSHandler() http.Handler {
+func (i *Issuer) JWKSHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
@@ -252,7 +259,7 @@ func (i *LocalIssuer) JWKSHandler() http.Handler {
 }
 
 // TokenHandler answers GET ?uid=alice[&moderator=true] with {"idToken":"…"}.
-func (i *LocalIssuer) TokenHandler() http.Handler {
+func (i *Issuer) TokenHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
 			w.Header().Set("Allow", http.MethodGet)

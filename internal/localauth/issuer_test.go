@@ -1,21 +1,61 @@
-package auth
+package localauth
 
 import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/videngage/engagement/shared/auth"
+	"github.com/videngage/engagement/shared/config"
 )
 
-func TestLocalIssuerTokenShape(t *testing.T) {
-	a, _, _ := issuers(t)
+const testAudience = "test-project"
+
+// testIssuer is built once: keys are slow to generate under -race.
+var testIssuer = sync.OnceValues(func() (*Issuer, error) { return New(testAudience) })
+
+func issuer(t *testing.T) *Issuer {
+	t.Helper()
+	i, err := testIssuer()
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return i
+}
+
+func mint(t *testing.T, i *Issuer, uid string, opts ...MintOption) string {
+	t.Helper()
+	tok, err := i.Mint(uid, opts...)
+	if err != nil {
+		t.Fatalf("Mint(%q): %v", uid, err)
+	}
+	return tok
+}
+
+// newVerifier is the production verifier reading the key set at jwksURL.
+func newVerifier(t *testing.T, jwksURL string) *auth.Verifier {
+	t.Helper()
+	v, err := auth.NewVerifier(context.Background(), config.Auth{Audience: testAudience, JWKSURL: jwksURL},
+		auth.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatalf("NewVerifier: %v", err)
+	}
+	return v
+}
+
+func TestIssuerTokenShape(t *testing.T) {
+	a := issuer(t)
 	if got, want := a.Issuer(), "https://securetoken.google.com/"+testAudience; got != want {
 		t.Errorf("Issuer() = %q, want %q", got, want)
 	}
@@ -66,8 +106,8 @@ func TestLocalIssuerTokenShape(t *testing.T) {
 	}
 }
 
-func TestLocalIssuerJWKSHandler(t *testing.T) {
-	a, _, _ := issuers(t)
+func TestIssuerJWKSHandler(t *testing.T) {
+	a := issuer(t)
 	srv := httptest.NewServer(a.JWKSHandler())
 	defer srv.Close()
 
@@ -104,7 +144,7 @@ func TestLocalIssuerJWKSHandler(t *testing.T) {
 	}
 
 	// The verifier reads the handler's key set directly.
-	v := newTestVerifier(t, srv.URL, newFakeClock())
+	v := newVerifier(t, srv.URL)
 	if _, err := v.Verify(context.Background(), mint(t, a, "alice")); err != nil {
 		t.Errorf("Verify against JWKSHandler: %v", err)
 	}
@@ -120,11 +160,11 @@ func TestLocalIssuerJWKSHandler(t *testing.T) {
 	}
 }
 
-func TestLocalIssuerTokenHandler(t *testing.T) {
-	a, _, _ := issuers(t)
+func TestIssuerTokenHandler(t *testing.T) {
+	a := issuer(t)
 	jwks := httptest.NewServer(a.JWKSHandler())
 	defer jwks.Close()
-	v := newTestVerifier(t, jwks.URL, newFakeClock())
+	v := newVerifier(t, jwks.URL)
 	h := a.TokenHandler()
 
 	type errorBody struct {
@@ -139,13 +179,13 @@ func TestLocalIssuerTokenHandler(t *testing.T) {
 		method     string
 		query      url.Values
 		wantStatus int
-		want       User
+		want       auth.User
 	}{
-		{name: "user", query: url.Values{"uid": {"alice"}}, wantStatus: 200, want: User{ID: "alice"}},
-		{name: "moderator", query: url.Values{"uid": {"mod"}, "moderator": {"true"}}, wantStatus: 200, want: User{ID: "mod", Moderator: true}},
-		{name: "moderator false", query: url.Values{"uid": {"bob"}, "moderator": {"false"}}, wantStatus: 200, want: User{ID: "bob"}},
-		{name: "uid with odd characters", query: url.Values{"uid": {"a b/c?d&é"}}, wantStatus: 200, want: User{ID: "a b/c?d&é"}},
-		{name: "uid of 128 characters", query: url.Values{"uid": {strings.Repeat("u", 128)}}, wantStatus: 200, want: User{ID: strings.Repeat("u", 128)}},
+		{name: "user", query: url.Values{"uid": {"alice"}}, wantStatus: 200, want: auth.User{ID: "alice"}},
+		{name: "moderator", query: url.Values{"uid": {"mod"}, "moderator": {"true"}}, wantStatus: 200, want: auth.User{ID: "mod", Moderator: true}},
+		{name: "moderator false", query: url.Values{"uid": {"bob"}, "moderator": {"false"}}, wantStatus: 200, want: auth.User{ID: "bob"}},
+		{name: "uid with odd characters", query: url.Values{"uid": {"a b/c?d&é"}}, wantStatus: 200, want: auth.User{ID: "a b/c?d&é"}},
+		{name: "uid of 128 characters", query: url.Values{"uid": {strings.Repeat("u", 128)}}, wantStatus: 200, want: auth.User{ID: strings.Repeat("u", 128)}},
 		{name: "missing uid", query: url.Values{}, wantStatus: 400},
 		{name: "empty uid", query: url.Values{"uid": {""}}, wantStatus: 400},
 		{name: "uid too long", query: url.Values{"uid": {strings.Repeat("u", 129)}}, wantStatus: 400},
@@ -195,8 +235,8 @@ func TestLocalIssuerTokenHandler(t *testing.T) {
 	}
 }
 
-func TestNewLocalIssuerEmptyAudience(t *testing.T) {
-	if _, err := NewLocalIssuer(""); err == nil {
-		t.Error("NewLocalIssuer(\"\") succeeded, want an error")
+func TestNewEmptyAudience(t *testing.T) {
+	if _, err := New(""); err == nil {
+		t.Error("New(\"\") succeeded, want an error")
 	}
 }
