@@ -35,7 +35,7 @@ import (
 	"github.com/videngage/engagement/shared/comment/commentstore"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/reconcilestore"
 )
 
 type commentsOptions struct {
@@ -192,7 +192,7 @@ func runComments(ctx context.Context, st *commentsStack, o commentsOptions) erro
 	pn1, pb1 := st.srv.Pushes("ApplyCounters")
 	m1, b1 := published()
 	time.Sleep(st.Config.Counters.RollupInterval + time.Second) // a fold sets the shard count
-	shards, err := st.Counters.ShardCount(ctx, hotVideo)
+	shards, err := st.Folds.ShardCount(ctx, hotVideo)
 	if err != nil {
 		return err
 	}
@@ -236,7 +236,7 @@ func runComments(ctx context.Context, st *commentsStack, o commentsOptions) erro
 	if err := json.Unmarshal(b, &api); err != nil {
 		return err
 	}
-	counted, pending, err := st.Counters.Totals(ctx, []string{hotVideo})
+	counted, pending, err := st.Counts.Totals(ctx, []string{hotVideo})
 	if err != nil {
 		return err
 	}
@@ -252,7 +252,7 @@ func runComments(ctx context.Context, st *commentsStack, o commentsOptions) erro
 	if err != nil || code != 200 {
 		return fmt.Errorf("reconcile: %d %s %v", code, b, err)
 	}
-	var rep counterstore.ReconcileReport
+	var rep reconcilestore.Report
 	if err := json.Unmarshal(b, &rep); err != nil {
 		return err
 	}
@@ -303,7 +303,7 @@ func runComments(ctx context.Context, st *commentsStack, o commentsOptions) erro
 func (st *commentsStack) waitCounted(ctx context.Context, want int64, start time.Time, timeout time.Duration) (time.Duration, error) {
 	deadline := time.Now().Add(timeout)
 	for {
-		counted, _, err := st.Counters.Totals(ctx, []string{hotVideo})
+		counted, _, err := st.Counts.Totals(ctx, []string{hotVideo})
 		if err != nil {
 			return 0, err
 		}

@@ -32,9 +32,11 @@ import (
 	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/counter/countstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
+	"github.com/videngage/engagement/shared/spannerdb"
 	"github.com/videngage/engagement/shared/views"
 	"github.com/videngage/engagement/shared/views/claimstore"
 	"github.com/videngage/engagement/shared/views/viewstore"
@@ -89,6 +91,7 @@ func runConsumersBench(ctx context.Context, es *emulators.Stack, o consumersOpti
 	if err != nil {
 		return err
 	}
+	counts := countstore.New(spannerdb.Wrap(c.Spanner, c.Config))
 	staging := viewstore.NewStaging(c.BigtableTx)
 	mux := http.NewServeMux()
 	mux.Handle("/push/ApplyCounters", applycountersfn.New(store, nil))
@@ -109,7 +112,7 @@ func runConsumersBench(ctx context.Context, es *emulators.Stack, o consumersOpti
 	}
 	counterCheck := func(field func(counter.Values) int64) func(context.Context, []string, int) error {
 		return func(ctx context.Context, items []string, want int) error {
-			got, _, err := store.Totals(ctx, items)
+			got, _, err := counts.Totals(ctx, items)
 			if err != nil {
 				return err
 			}

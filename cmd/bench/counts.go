@@ -27,7 +27,7 @@ import (
 	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/internal/otelcount"
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/countstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/session"
 )
@@ -55,12 +55,12 @@ type countingStore struct {
 	queries atomic.Int64
 }
 
-func (c *countingStore) Public(ctx context.Context, ids []string, maxStaleness time.Duration) (counterstore.Snapshot, error) {
+func (c *countingStore) Public(ctx context.Context, ids []string, maxStaleness time.Duration) (countstore.Snapshot, error) {
 	c.queries.Add(1)
 	return c.Store.Public(ctx, ids, maxStaleness)
 }
 
-func (c *countingStore) OwnMany(ctx context.Context, qs []counterstore.OwnQuery) ([]counterstore.Own, error) {
+func (c *countingStore) OwnMany(ctx context.Context, qs []countstore.OwnQuery) ([]countstore.Own, error) {
 	c.queries.Add(1)
 	return c.Store.OwnMany(ctx, qs)
 }
@@ -86,7 +86,7 @@ type readResult struct {
 // The settings, side by side: "no cache" reads Spanner for every request, a
 // signed-in caller's rows by key, each request alone; "by key" holds the
 // public counts in the instance and reads a signed-in caller's rows and the
-// moved counters by key (counterstore.Store.OwnMany), each request alone;
+// moved counters by key (countstore.Store.OwnMany), each request alone;
 // "after" reads them by key, the concurrent signed-in requests together
 // (COUNTS_OWN_IN_FLIGHT).
 var countsSettings = []string{"no cache", "by key", "after"}
@@ -143,7 +143,7 @@ func countsReadBench(ctx context.Context, es *emulators.Stack, cpuProfile string
 			if err != nil {
 				return err
 			}
-			cs := &countingStore{Store: st.Counters}
+			cs := &countingStore{Store: st.Counts}
 			if name == "no cache" {
 				d.CacheTTL = 0
 			}
@@ -540,12 +540,12 @@ func seedCounts(ctx context.Context, s *stack, ids []string) error {
 		for _, id := range ids[i:min(i+500, len(ids))] {
 			deltas = append(deltas, counter.Deltas(id, counter.Values{Likes: rnd.Int64N(1000) + 1, Comments: rnd.Int64N(50), Views: rnd.Int64N(100000) + 1})...)
 		}
-		if _, err := s.Counters.Apply(ctx, []events.Event{{ID: fmt.Sprintf("seed-%d", i), Kind: events.KindCounterDelta, Deltas: deltas}}); err != nil {
+		if _, err := s.Outbox.Apply(ctx, []events.Event{{ID: fmt.Sprintf("seed-%d", i), Kind: events.KindCounterDelta, Deltas: deltas}}); err != nil {
 			return fmt.Errorf("seed: %w", err)
 		}
 	}
 	for {
-		st, err := s.Counters.Fold(ctx)
+		st, err := s.Folds.Fold(ctx)
 		if err != nil {
 			return fmt.Errorf("seed fold: %w", err)
 		}

@@ -358,7 +358,7 @@ func hotItem(ctx context.Context, s *stack, srv *benchstack.Server, o options, r
 	if m1 > m0 {
 		r.eventsPerMessage = float64(o.reactions) / float64(m1-m0)
 	}
-	r.shards, _ = s.Counters.ShardCount(ctx, "hot")
+	r.shards, _ = s.Folds.ShardCount(ctx, "hot")
 	if !r.exact {
 		return fmt.Errorf("count not exact: %d likes applied (final %d), want %d", got.Likes, v.Likes, o.reactions)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/counter/leasestore"
 )
 
 // stack is the engagement functions of one world, served by one server the
@@ -36,7 +37,7 @@ func newStack(ctx context.Context, cfg *config.Config, srv *benchstack.Server, m
 		mux.Handle("/v1/reactions/", reactions)
 		mux.Handle("/v1/moderation/flagged-users", reactions)
 		mux.Handle("/internal/rollup", rollupfn.New(rollupfn.Deps{
-			Store: st.Counters, Publisher: bus.NewPublisher(st.Clients.PubSub, cfg.PubSub.CounterTopic),
+			Store: rollupfn.Stores(st.Folds, st.Outbox, leasestore.New(st.DB, nil)), Publisher: bus.NewPublisher(st.Clients.PubSub, cfg.PubSub.CounterTopic),
 			Interval: cfg.Counters.RollupInterval, RelayAfter: cfg.Counters.RelayAfter,
 		}))
 		for _, m := range mount {
@@ -62,7 +63,7 @@ func (st *stack) token(uid string, moderator bool) (string, error) {
 
 // counted is the exact count of id: snapshot plus shards.
 func (st *stack) counted(ctx context.Context, id string) (counter.Values, error) {
-	c, _, err := st.Counters.Totals(ctx, []string{id})
+	c, _, err := st.Counts.Totals(ctx, []string{id})
 	if err != nil {
 		return counter.Values{}, err
 	}

@@ -36,7 +36,9 @@ import (
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/countstore"
+	"github.com/videngage/engagement/shared/counter/foldstore"
+	"github.com/videngage/engagement/shared/counter/outboxstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
@@ -160,7 +162,7 @@ var deployed = viewsPath{batched: true, folded: true}
 
 // directViews counts a batch's view events at once, in a transaction of
 // the batch's own: the baseline the views fold replaced.
-type directViews struct{ counters *counterstore.Store }
+type directViews struct{ counters *outboxstore.Store }
 
 func (d directViews) Put(ctx context.Context, _ string, evs []events.Event) error {
 	_, err := d.counters.Apply(ctx, evs)
@@ -209,7 +211,7 @@ func newViewsStack(ctx context.Context, cfg *config.Config, srv *benchstack.Serv
 		mux.Handle("/v1/history", httpx.Standard("History", cfg.Project, nil, cfg.HTTP.RequestTimeout)(h))
 		mux.Handle("/push/ApplyHistory", applyhistoryfn.New(store, nil))
 		staging := viewstore.NewStaging(more.BigtableTx)
-		var sink applyviewsfn.Views = directViews{st.Counters}
+		var sink applyviewsfn.Views = directViews{st.Outbox}
 		if path.folded {
 			sink = staging
 		}
@@ -225,7 +227,7 @@ func newViewsStack(ctx context.Context, cfg *config.Config, srv *benchstack.Serv
 				case <-fctx.Done():
 					return
 				case <-t.C:
-					if _, err := views.Fold(fctx, staging, st.Counters, views.FoldOptions{Hi: counter.Parts}); err != nil && fctx.Err() == nil {
+					if _, err := views.Fold(fctx, staging, st.Outbox, views.FoldOptions{Hi: counter.Parts}); err != nil && fctx.Err() == nil {
 						fmt.Fprintln(os.Stderr, "bench: views fold:", err)
 					}
 				}
@@ -345,7 +347,7 @@ func viewsMode(ctx context.Context, es *emulators.Stack, mode, counting string, 
 	r.messageBytes = float64(p1.Bytes[topic]-hb0) * 1000 / float64(o.watches)
 	// Exact once folded, and nothing more arrives.
 	time.Sleep(st.Config.Counters.RollupInterval + time.Second)
-	c, err := st.Counters.Counts(ctx, []string{"hot"}, nil, 0)
+	c, err := st.Counts.Counts(ctx, []string{"hot"}, nil, 0)
 	if err != nil {
 		return r, err
 	}
@@ -375,7 +377,7 @@ func viewsMode(ctx context.Context, es *emulators.Stack, mode, counting string, 
 func waitViews(ctx context.Context, st *benchstack.Stack, key string, want int64, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		c, _, err := st.Counters.Totals(ctx, []string{key})
+		c, _, err := st.Counts.Totals(ctx, []string{key})
 		if err != nil {
 			return err
 		}
@@ -440,7 +442,7 @@ func storeViewers(ctx context.Context, es *emulators.Stack, n int) (precision, e
 		return p, err
 	}
 	defer db.Client.Close()
-	cs := counterstore.New(db, counterstore.Options{})
+	outbox, folds, counts := outboxstore.New(db), foldstore.New(db, foldstore.Options{}), countstore.New(db)
 	for i := 0; i < n; {
 		var hs []uint64
 		for ; i < n && len(hs) < 500; i++ {
@@ -449,19 +451,19 @@ func storeViewers(ctx context.Context, es *emulators.Stack, n int) (precision, e
 		e := events.Event{ID: fmt.Sprintf("views-store-%d", i), Kind: events.KindCounterDelta,
 			Deltas:  []counter.Delta{{Key: "hot", Field: counter.Views, N: int64(len(hs))}},
 			Viewers: map[string][]uint64{"hot": hs}}
-		if _, err := cs.Apply(ctx, []events.Event{e}); err != nil {
+		if _, err := outbox.Apply(ctx, []events.Event{e}); err != nil {
 			return p, err
 		}
 		if i%20000 == 0 { // fold now and then, as the rollup does
-			if _, err := cs.Fold(ctx); err != nil {
+			if _, err := folds.Fold(ctx); err != nil {
 				return p, err
 			}
 		}
 	}
-	if _, err := cs.Fold(ctx); err != nil {
+	if _, err := folds.Fold(ctx); err != nil {
 		return p, err
 	}
-	c, err := cs.Counts(ctx, []string{"hot"}, nil, 0)
+	c, err := counts.Counts(ctx, []string{"hot"}, nil, 0)
 	if err != nil {
 		return p, err
 	}

@@ -40,7 +40,8 @@ import (
 
 	"github.com/videngage/engagement/cmd/internal/benchstack"
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/foldstore"
+	"github.com/videngage/engagement/shared/counter/reconcilestore"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 
@@ -69,7 +70,7 @@ func realMain(ctx context.Context) error {
 	flag.IntVar(&o.partitions, "partitions", 4, "rollup partitions folded at once")
 	flag.IntVar(&o.counters, "counters", 5000, "counters reconciled (0: skip)")
 	flag.IntVar(&o.drift, "drift", 50, "of which drifted, to be corrected")
-	flag.IntVar(&o.slices, "slices", counterstore.DefaultSlices, "slices of a reconciliation run")
+	flag.IntVar(&o.slices, "slices", reconcilestore.DefaultSlices, "slices of a reconciliation run")
 	flag.DurationVar(&o.budget, "budget", 10*time.Second, "time of one reconciliation invocation")
 	flag.IntVar(&o.reactions, "reactions", 50000, "reaction rows of the reconciled items")
 	flag.IntVar(&o.recentEvery, "recent-every", 10, "one counter in this many moved this hour (the hourly run's)")
@@ -99,7 +100,7 @@ func realMain(ctx context.Context) error {
 		return err
 	}
 	defer db.Client.Close()
-	cs := counterstore.New(db, counterstore.Options{})
+	cs := foldstore.New(db, foldstore.Options{})
 
 	fmt.Printf("\nBackground jobs on the Spanner emulator (one read-write transaction at a time), 2 cores\n\n")
 	if err := benchRollup(ctx, db, cs, o); err != nil {
@@ -121,7 +122,7 @@ func realMain(ctx context.Context) error {
 		return err
 	}
 	defer rdb.Client.Close()
-	return benchReconcile(ctx, rdb, counterstore.New(rdb, counterstore.Options{}), o)
+	return benchReconcile(ctx, rdb, reconcilestore.New(rdb, reconcilestore.Options{}), o)
 }
 
 // keyOf spreads generated keys over the whole key space, as random ids are.
@@ -182,7 +183,7 @@ type foldRun struct {
 
 // foldAll folds until the moved set is empty: parts partitions at once,
 // each with workers workers, each pass at most maxFoldPerPass counters.
-func foldAll(ctx context.Context, cs *counterstore.Store, parts, workers int) (foldRun, error) {
+func foldAll(ctx context.Context, cs *foldstore.Store, parts, workers int) (foldRun, error) {
 	var r foldRun
 	start := time.Now()
 	for {
@@ -194,7 +195,7 @@ func foldAll(ctx context.Context, cs *counterstore.Store, parts, workers int) (f
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				st, err := cs.FoldPart(ctx, counterstore.FoldOptions{Partition: p, Partitions: parts, Workers: workers})
+				st, err := cs.FoldPart(ctx, foldstore.Pass{Partition: p, Partitions: parts, Workers: workers})
 				mu.Lock()
 				defer mu.Unlock()
 				errs = append(errs, err)
@@ -215,7 +216,7 @@ func foldAll(ctx context.Context, cs *counterstore.Store, parts, workers int) (f
 	}
 }
 
-func benchRollup(ctx context.Context, db *spannerdb.DB, cs *counterstore.Store, o options) error {
+func benchRollup(ctx context.Context, db *spannerdb.DB, cs *foldstore.Store, o options) error {
 	if len(o.moved) == 0 {
 		return nil
 	}

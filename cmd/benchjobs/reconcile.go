@@ -16,14 +16,14 @@ import (
 	reconcilefn "github.com/videngage/engagement/functions/reconcile"
 	"github.com/videngage/engagement/internal/otelcount"
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/reconcilestore"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 
 // reconcileRun is one reconciliation run's figures.
 type reconcileRun struct {
 	name               string
-	st                 counterstore.RunStatus
+	st                 reconcilestore.RunStatus
 	invocations, kills int
 	took               time.Duration
 	work               otelcount.Spanner
@@ -126,7 +126,7 @@ func b2i(b bool) int64 {
 // runRecon works a run with invocations bounded by o.budget until it is
 // done; with kill > 0, each invocation is killed at a random moment before
 // kill.
-func runRecon(ctx context.Context, cs *counterstore.Store, o options, name string, start func(context.Context) (string, error), kill time.Duration) (reconcileRun, error) {
+func runRecon(ctx context.Context, cs *reconcilestore.Store, o options, name string, start func(context.Context) (string, error), kill time.Duration) (reconcileRun, error) {
 	r := reconcileRun{name: name}
 	sources := reconcilefn.Sources()
 	before := otelcount.Global().Spanner()
@@ -152,7 +152,7 @@ func runRecon(ctx context.Context, cs *counterstore.Store, o options, name strin
 			// Killed at a random moment, mid-batch or not.
 			time.AfterFunc(time.Duration(rand.Int64N(int64(kill))), cancel)
 		}
-		_, err = cs.WorkSlices(ictx, sources, counterstore.WorkOptions{Run: id, Until: time.Now().Add(o.budget)})
+		_, err = cs.WorkSlices(ictx, sources, reconcilestore.WorkOptions{Run: id, Until: time.Now().Add(o.budget)})
 		if ictx.Err() != nil {
 			r.kills++
 		} else if err != nil {
@@ -163,7 +163,7 @@ func runRecon(ctx context.Context, cs *counterstore.Store, o options, name strin
 	}
 }
 
-func benchReconcile(ctx context.Context, db *spannerdb.DB, cs *counterstore.Store, o options) error {
+func benchReconcile(ctx context.Context, db *spannerdb.DB, cs *reconcilestore.Store, o options) error {
 	uptime := command("uptime")
 	fmt.Printf("2. Reconciliation: %d counters, %d reaction rows, every %d-th counter's truth moved this hour; %d slices; invocations of ≤ %v, 4 workers each\n\n",
 		o.counters, o.reactions, o.recentEvery, o.slices, o.budget)

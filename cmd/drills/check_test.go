@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/videngage/engagement/cmd/soak/workload"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/reconcilestore"
 	"github.com/videngage/engagement/shared/topology"
 )
 
@@ -37,7 +37,7 @@ func (st *drillStack) settle(t *testing.T, m *workload.Model) {
 	var diffs []string
 	for {
 		diffs = diffs[:0]
-		counted, pending, err := st.counters.Totals(ctx, keys)
+		counted, pending, err := st.counts.Totals(ctx, keys)
 		if err != nil {
 			diffs = append(diffs, err.Error())
 		}
@@ -162,7 +162,7 @@ func (st *drillStack) checkTruth(t *testing.T, m *workload.Model, keys []string)
 func (st *drillStack) checkReconcile(t *testing.T) {
 	t.Helper()
 	code, b := st.internal("Reconcile", "/internal/reconcile")
-	var rep counterstore.ReconcileReport
+	var rep reconcilestore.Report
 	if code != 200 || json.Unmarshal(b, &rep) != nil {
 		t.Errorf("POST /internal/reconcile: %d %s", code, b)
 		return

@@ -353,7 +353,7 @@ func TestDrillPoisonMessages(t *testing.T) {
 	var applied time.Duration
 	for {
 		got, err := st.api.History(tok)
-		counted, _, cerr := st.counters.Totals(ctx, []string{"probe-video"})
+		counted, _, cerr := st.counts.Totals(ctx, []string{"probe-video"})
 		if err == nil && cerr == nil && len(got) == 1 && counted["probe-video"].Likes == 1 && counted["probe-video"].Views == 1 {
 			applied = time.Since(published)
 			break

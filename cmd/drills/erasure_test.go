@@ -276,7 +276,7 @@ func waitTotals(t *testing.T, st *drillStack, keys []string, want map[string]cou
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		counted, pending, err := st.counters.Totals(context.Background(), keys)
+		counted, pending, err := st.counts.Totals(context.Background(), keys)
 		var diffs []string
 		if err != nil {
 			diffs = append(diffs, err.Error())

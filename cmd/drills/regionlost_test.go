@@ -114,7 +114,7 @@ func waitAccepted(t *testing.T, l *workload.Load, since time.Time) {
 // model's.
 func countDrift(st *drillStack, m *workload.Model) (int64, error) {
 	keys := m.Keys()
-	counted, pending, err := st.counters.Totals(context.Background(), keys)
+	counted, pending, err := st.counts.Totals(context.Background(), keys)
 	if err != nil {
 		return 0, err
 	}

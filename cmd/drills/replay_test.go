@@ -133,7 +133,7 @@ func TestDrillDeadLetteredWatchesReplayed(t *testing.T) {
 	// The loss is visible before the replay: views short of the model.
 	ctx := context.Background()
 	want := l.Model.Counts()
-	counted, _, err := st.counters.Totals(ctx, l.Model.Keys())
+	counted, _, err := st.counts.Totals(ctx, l.Model.Keys())
 	if err != nil {
 		t.Fatal(err)
 	}

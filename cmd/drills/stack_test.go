@@ -32,7 +32,9 @@ import (
 	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/countstore"
+	"github.com/videngage/engagement/shared/counter/foldstore"
+	"github.com/videngage/engagement/shared/counter/outboxstore"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
@@ -132,7 +134,9 @@ type drillStack struct {
 	base     string
 	issuer   *localauth.Issuer
 	clients  *host.Clients
-	counters *counterstore.Store
+	outbox   *outboxstore.Store
+	counts   *countstore.Store
+	folds    *foldstore.Store
 	db       *spannerdb.DB
 	handlers map[string]http.Handler
 	proxy    *eventProxy
@@ -212,7 +216,7 @@ func startStack(t *testing.T, o stackOptions) *drillStack {
 	}
 	t.Cleanup(func() { st.clients.Close() })
 	st.db = spannerdb.Wrap(st.clients.Spanner, cfg)
-	st.counters = counterstore.New(st.db, counterstore.Options{})
+	st.outbox, st.counts, st.folds = outboxstore.New(st.db), countstore.New(st.db), foldstore.New(st.db, foldstore.Options{})
 
 	instead := map[string]http.Handler{}
 	if o.viewsFold != nil {

@@ -12,6 +12,7 @@ import (
 	rollupfn "github.com/videngage/engagement/functions/rollup"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/counter/leasestore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/views"
 	"github.com/videngage/engagement/shared/views/viewstore"
@@ -141,10 +142,10 @@ func (p *foldProbe) check(t *testing.T) {
 // rollupWithViewsFold is the Rollup handler with its views fold through p.
 func (st *drillStack) rollupWithViewsFold(p *foldProbe) http.Handler {
 	p.inner = viewstore.NewStaging(st.clients.BigtableTx)
-	p.counters = st.counters
+	p.counters = st.outbox
 	p.crashed, p.relisted = map[string]bool{}, map[string]bool{}
 	return rollupfn.New(rollupfn.Deps{
-		Store:         st.counters,
+		Store:         rollupfn.Stores(st.folds, st.outbox, leasestore.New(st.db, nil)),
 		Publisher:     bus.NewPublisher(st.clients.PubSub, st.cfg.PubSub.CounterTopic),
 		Interval:      st.cfg.Counters.RollupInterval,
 		RelayAfter:    st.cfg.Counters.RelayAfter,

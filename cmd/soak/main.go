@@ -39,7 +39,8 @@ import (
 	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/countstore"
+	"github.com/videngage/engagement/shared/counter/reconcilestore"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 
@@ -134,7 +135,7 @@ func run(ctx context.Context, o options) (code int, err error) {
 	}
 	defer sc.Close()
 	db := spannerdb.Wrap(sc, cfg)
-	counters := counterstore.New(db, counterstore.Options{})
+	counters := countstore.New(db)
 
 	spec := workload.Spec{
 		Reactors: o.reactors, Watchers: o.watchers, Commenters: o.commenters, Readers: o.readers,
@@ -472,7 +473,7 @@ func injectFaults(ctx context.Context, stack *emulators.Stack, o options) func()
 // that took (0: not within limit) and the last counted and pending values.
 // It polls the API (anonymous counts are single-use reads, which do not get
 // in the way of the stack's transactions) and reads Spanner to confirm.
-func waitSettled(ctx context.Context, api *workload.Client, counters *counterstore.Store, m *workload.Model, limit time.Duration) (time.Duration, map[string]counter.Values, map[string]counter.Values) {
+func waitSettled(ctx context.Context, api *workload.Client, counters *countstore.Store, m *workload.Model, limit time.Duration) (time.Duration, map[string]counter.Values, map[string]counter.Values) {
 	start := time.Now()
 	want := m.Counts()
 	keys := m.Keys()
@@ -511,7 +512,7 @@ func waitSettled(ctx context.Context, api *workload.Client, counters *countersto
 // totals reads counted and pending values of keys in chunks. The soak's
 // read-only transactions overlap the stack's read-write ones, which the
 // emulator refuses now and then: each chunk is tried a few times.
-func totals(ctx context.Context, counters *counterstore.Store, keys []string) (counted, pending map[string]counter.Values, err error) {
+func totals(ctx context.Context, counters *countstore.Store, keys []string) (counted, pending map[string]counter.Values, err error) {
 	counted, pending = map[string]counter.Values{}, map[string]counter.Values{}
 	for chunk := range slices.Chunk(keys, 500) {
 		var c, p map[string]counter.Values
@@ -543,8 +544,8 @@ func retry[T any](ctx context.Context, f func() (T, error)) (T, error) {
 }
 
 // reconcile asks the stack to reconcile every counter now.
-func reconcile(api *workload.Client) (counterstore.ReconcileReport, error) {
-	var rep counterstore.ReconcileReport
+func reconcile(api *workload.Client) (reconcilestore.Report, error) {
+	var rep reconcilestore.Report
 	code, _, b := api.Do(nil, "", "POST", "/internal/reconcile", "", "")
 	if code != 200 {
 		return rep, fmt.Errorf("POST /internal/reconcile: %d %s", code, b)

@@ -1,6 +1,6 @@
 // Package applycountersfn is the ApplyCounters event function. It consumes
 // counter-events: batches of counter deltas from reactions, comments and
-// reconciliation, each event applied idempotently by counterstore.Apply.
+// reconciliation, each event applied idempotently by outboxstore.Store.Apply.
 // (Views are counted from history-events by ApplyViews, per batch.)
 package applycountersfn
 
@@ -14,7 +14,7 @@ import (
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/outboxstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/spannerdb"
 	"github.com/videngage/engagement/shared/telemetry"
@@ -31,9 +31,9 @@ func init() {
 		})
 }
 
-// Build returns the counter store of an instance.
-func Build(c *host.Clients) (*counterstore.Store, error) {
-	return counterstore.Consumer(spannerdb.Wrap(c.Spanner, c.Config), c.Config.Counters), nil
+// Build returns the counters' consumer of an instance.
+func Build(c *host.Clients) (*outboxstore.Store, error) {
+	return outboxstore.New(spannerdb.Wrap(c.Spanner, c.Config)), nil
 }
 
 // Store applies events.

@@ -16,7 +16,8 @@ import (
 	"github.com/videngage/engagement/internal/pushtest"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/countstore"
+	"github.com/videngage/engagement/shared/counter/outboxstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
@@ -89,7 +90,7 @@ func newViewsWorld(t *testing.T, maxPerHour int64) *viewsWorld {
 	}
 	t.Cleanup(func() { c.Close() })
 	db := spannerdb.Wrap(c.Spanner, c.Config)
-	store := counterstore.Consumer(db, c.Config.Counters)
+	store, counts := outboxstore.New(db), countstore.New(db)
 	staging := viewstore.NewStaging(c.BigtableTx)
 	w := &viewsWorld{sink: &crashing{inner: staging}, window: c.Config.History.ViewWindow, flags: reactionstore.New(db)}
 	var velocity *applyviewsfn.VelocityCheck
@@ -107,7 +108,7 @@ func newViewsWorld(t *testing.T, maxPerHour int64) *viewsWorld {
 		for id := range want {
 			ids = append(ids, id)
 		}
-		got, err := store.Counts(context.Background(), ids, nil, 0)
+		got, err := counts.Counts(context.Background(), ids, nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -24,7 +24,8 @@ import (
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/comment"
 	"github.com/videngage/engagement/shared/comment/commentstore"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/countstore"
+	"github.com/videngage/engagement/shared/counter/outboxstore"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/moderation"
@@ -50,14 +51,14 @@ func init() {
 func Build(c *host.Clients) (Deps, error) {
 	cfg := c.Config
 	db := spannerdb.Wrap(c.Spanner, cfg)
-	wo := counterstore.WriterOptions(db, 8)
+	wo := outboxstore.WriterOptions(db, 8)
 	store := commentstore.New(db, cfg.UserLimits().Comments).GateModeration(moderationstore.NewGate(cfg.UserLimits().Moderation))
 	w := commentstore.NewWriter(store, bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic), wo)
 	return Deps{
 		Verifier:      c.Verifier,
 		Writer:        w,
 		Store:         store,
-		Counts:        counterstore.New(db, counterstore.Options{}),
+		Counts:        countstore.New(db),
 		Tokens:        comment.NewPageTokens(cfg.HTTP.PageTokenSecret, cfg.HTTP.PageTokenSecretAccepted),
 		MaxStaleness:  cfg.Counters.CountsMaxStaleness,
 		DeleteLimiter: deleteLimiter(c),
@@ -98,7 +99,7 @@ type (
 	}
 	// Counts reads the counter engine: the reply counts of a page.
 	Counts interface {
-		Counts(ctx context.Context, ids []string, viewer *counterstore.Viewer, maxStaleness time.Duration) (counterstore.Counts, error)
+		Counts(ctx context.Context, ids []string, viewer *countstore.Viewer, maxStaleness time.Duration) (countstore.Counts, error)
 	}
 )
 
@@ -309,7 +310,7 @@ func (h *handler) paging(r *http.Request, l comment.Listing) (int, *comment.Curs
 // writePage answers a page, with the reply counts of its comments read from
 // the counter engine in one batched read.
 func (h *handler) writePage(w http.ResponseWriter, r *http.Request, l comment.Listing, page commentstore.Page, withReplies bool) error {
-	var counts counterstore.Counts
+	var counts countstore.Counts
 	if withReplies && len(page.Comments) > 0 {
 		ids := make([]string, len(page.Comments))
 		for i, c := range page.Comments {

@@ -21,7 +21,8 @@ import (
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/comment"
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/countstore"
+	"github.com/videngage/engagement/shared/counter/outboxstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/moderation/moderationstore"
@@ -441,17 +442,17 @@ func TestHotVideoShardScaling(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{policy: counter.ShardPolicy{WritesPerShard: 2, MinWindow: time.Second}})
 	ctx := context.Background()
-	if _, err := e.cs.Fold(ctx); err != nil {
+	if _, err := e.folds.Fold(ctx); err != nil {
 		t.Fatal(err)
 	}
 	const n = 60
 	for i := 0; i < n; i++ {
 		e.post(fmt.Sprint("u", i), "hot", "", "wow")
 	}
-	if _, err := e.cs.Fold(ctx); err != nil {
+	if _, err := e.folds.Fold(ctx); err != nil {
 		t.Fatal(err)
 	}
-	shards, err := e.cs.ShardCount(ctx, "hot")
+	shards, err := e.folds.ShardCount(ctx, "hot")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -538,11 +539,11 @@ func TestBuildThroughPubSub(t *testing.T) {
 		if len(got) != len(ids)+1 {
 			t.Fatalf("RATE_LIMITS=%s: %d events on the counter topic, want %d", limits, len(got), len(ids)+1)
 		}
-		cs := counterstore.New(spannerdb.Wrap(clients.Spanner, cfg), counterstore.Options{})
-		if _, err := cs.Apply(ctx, got); err != nil {
+		db := spannerdb.Wrap(clients.Spanner, cfg)
+		if _, err := outboxstore.New(db).Apply(ctx, got); err != nil {
 			t.Fatal(err)
 		}
-		c, err := cs.Counts(ctx, []string{"vid"}, nil, 0)
+		c, err := countstore.New(db).Counts(ctx, []string{"vid"}, nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

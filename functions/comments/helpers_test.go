@@ -27,7 +27,9 @@ import (
 	"github.com/videngage/engagement/shared/comment/commentstore"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/countstore"
+	"github.com/videngage/engagement/shared/counter/foldstore"
+	"github.com/videngage/engagement/shared/counter/outboxstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/moderation/moderationstore"
@@ -76,7 +78,9 @@ type env struct {
 	url    string
 	issuer *localauth.Issuer
 	store  *commentstore.Store
-	cs     *counterstore.Store
+	outbox *outboxstore.Store
+	reads  *countstore.Store
+	folds  *foldstore.Store
 	bus    *loopback
 }
 
@@ -106,13 +110,14 @@ func newEnv(t *testing.T, o envOpts) *env {
 	}
 	e := &env{t: t, cfg: cfg, db: db, issuer: is}
 	e.store = commentstore.New(db, o.limit).GateModeration(moderationstore.NewGate(o.moderation))
-	e.cs = counterstore.New(db, counterstore.Options{Policy: o.policy, RollupInterval: time.Second})
-	e.bus = newLoopback(t, applycountersfn.New(e.cs, nil))
+	e.outbox, e.reads = outboxstore.New(db), countstore.New(db)
+	e.folds = foldstore.New(db, foldstore.Options{Policy: o.policy, RollupInterval: time.Second})
+	e.bus = newLoopback(t, applycountersfn.New(e.outbox, nil))
 	d := commentsfn.Deps{
 		Verifier: verifier,
 		Writer:   commentstore.NewWriter(e.store, e.bus, commentstore.WriterOptions{Batched: true, MaxInFlight: 1}),
 		Store:    e.store,
-		Counts:   e.cs,
+		Counts:   e.reads,
 		Tokens:   comment.NewPageTokens(cfg.HTTP.PageTokenSecret),
 	}
 	if o.deleteLimit > 0 {
@@ -128,7 +133,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	std := func(name string) httpx.Middleware {
 		return httpx.Standard(name, cfg.Project, cfg.HTTP.AllowedOrigins, cfg.HTTP.RequestTimeout)
 	}
-	counts := std("Counts")(countsfn.New(countsfn.Deps{Verifier: verifier, Store: e.cs}))
+	counts := std("Counts")(countsfn.New(countsfn.Deps{Verifier: verifier, Store: e.reads}))
 	mux.Handle("/v1/counts", counts)
 	mux.Handle("/v1/me/counts", counts)
 	mux.Handle("/", std("Comments")(commentsfn.New(d)))
@@ -230,7 +235,7 @@ func (e *env) counts(token string, ids ...string) map[string]counter.Values {
 func (e *env) exact(ids ...string) {
 	e.t.Helper()
 	ctx := context.Background()
-	counted, pending, err := e.cs.Totals(ctx, ids)
+	counted, pending, err := e.reads.Totals(ctx, ids)
 	if err != nil {
 		e.t.Fatal(err)
 	}

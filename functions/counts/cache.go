@@ -12,7 +12,7 @@ import (
 
 	"github.com/videngage/engagement/shared/cache"
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/countstore"
 )
 
 // refreshChunk is the most ids one refresh query reads.
@@ -40,7 +40,7 @@ const fetchTimeout = 10 * time.Second
 // A ttl of zero turns it off: every request reads Spanner itself (the
 // benchmark's "before").
 type publicCache struct {
-	load         func(ctx context.Context, ids []string, maxStaleness time.Duration) (counterstore.Snapshot, error)
+	load         func(ctx context.Context, ids []string, maxStaleness time.Duration) (countstore.Snapshot, error)
 	maxStaleness time.Duration
 	ttl          time.Duration
 	max          int
@@ -118,7 +118,7 @@ func (c *publicCache) get(ctx context.Context, ids []string) (map[string]counter
 		if res.Err != nil {
 			return nil, res.Err
 		}
-		for id, v := range res.Val.(counterstore.Snapshot).Values {
+		for id, v := range res.Val.(countstore.Snapshot).Values {
 			held[id] = v
 		}
 		return held, nil
@@ -128,7 +128,7 @@ func (c *publicCache) get(ctx context.Context, ids []string) (map[string]counter
 }
 
 // fetch reads ids and holds the answer (while there is room).
-func (c *publicCache) fetch(ctx context.Context, ids []string) (counterstore.Snapshot, error) {
+func (c *publicCache) fetch(ctx context.Context, ids []string) (countstore.Snapshot, error) {
 	s, err := c.load(ctx, ids, c.maxStaleness)
 	if err != nil {
 		return s, err
@@ -139,7 +139,7 @@ func (c *publicCache) fetch(ctx context.Context, ids []string) (counterstore.Sna
 
 // hold keeps the values of ids in s (absent: zero), read at s.ReadTime,
 // unless a later read of them is held; while there is room.
-func (c *publicCache) hold(ids []string, s counterstore.Snapshot) {
+func (c *publicCache) hold(ids []string, s countstore.Snapshot) {
 	if !c.enabled() || len(ids) == 0 {
 		return
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/countstore"
 )
 
 // loader is a store's Public that counts its calls and answers likes = the
@@ -21,15 +21,15 @@ type loader struct {
 	fail  atomic.Bool
 }
 
-func (l *loader) load(ctx context.Context, ids []string, _ time.Duration) (counterstore.Snapshot, error) {
+func (l *loader) load(ctx context.Context, ids []string, _ time.Duration) (countstore.Snapshot, error) {
 	n := l.calls.Add(1)
 	if l.gate != nil {
 		<-l.gate
 	}
 	if l.fail.Load() {
-		return counterstore.Snapshot{}, errors.New("backend down")
+		return countstore.Snapshot{}, errors.New("backend down")
 	}
-	s := counterstore.Snapshot{Values: map[string]counter.Values{}, ReadTime: l.now()}
+	s := countstore.Snapshot{Values: map[string]counter.Values{}, ReadTime: l.now()}
 	for _, id := range ids {
 		s.Values[id] = counter.Values{Likes: n}
 	}

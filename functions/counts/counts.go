@@ -31,7 +31,7 @@ import (
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/batch"
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/countstore"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/session"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -53,7 +53,7 @@ func Build(c *host.Clients) (Deps, error) {
 	cfg := c.Config
 	return Deps{
 		Verifier:     c.Verifier,
-		Store:        counterstore.New(spannerdb.Wrap(c.Spanner, cfg), counterstore.Options{}),
+		Store:        countstore.New(spannerdb.Wrap(c.Spanner, cfg)),
 		MaxAge:       cfg.HTTP.CountsMaxAge,
 		MaxStaleness: cfg.Counters.CountsMaxStaleness,
 		CacheTTL:     cfg.HTTP.CountsCacheTTL,
@@ -68,8 +68,8 @@ type (
 		FromRequest(*http.Request) (auth.User, error)
 	}
 	Store interface {
-		Public(ctx context.Context, ids []string, maxStaleness time.Duration) (counterstore.Snapshot, error)
-		OwnMany(ctx context.Context, qs []counterstore.OwnQuery) ([]counterstore.Own, error)
+		Public(ctx context.Context, ids []string, maxStaleness time.Duration) (countstore.Snapshot, error)
+		OwnMany(ctx context.Context, qs []countstore.OwnQuery) ([]countstore.Own, error)
 	}
 )
 
@@ -103,7 +103,7 @@ const MaxIDs = 50
 type handler struct {
 	Deps
 	cache        *publicCache
-	own          *batch.Batcher[counterstore.OwnQuery, counterstore.Own]
+	own          *batch.Batcher[countstore.OwnQuery, countstore.Own]
 	cacheControl string
 }
 
@@ -166,7 +166,7 @@ func (h *handler) public(w http.ResponseWriter, r *http.Request) error {
 
 // mine answers GET /v1/me/counts: the held public counts where the
 // caller's view is the same, the rest and the caller's own rows read
-// (counterstore.Store.Own) strongly, or with a session token at its
+// (countstore.Store.Own) strongly, or with a session token at its
 // timestamp or later (readTime); the ids it did not hold it holds from then
 // on.
 func (h *handler) mine(w http.ResponseWriter, r *http.Request) error {
@@ -187,7 +187,7 @@ func (h *handler) mine(w http.ResponseWriter, r *http.Request) error {
 	for id := range held {
 		cached = append(cached, id)
 	}
-	q := counterstore.OwnQuery{Viewer: user.ID, IDs: ids, Cached: cached, Since: since}
+	q := countstore.OwnQuery{Viewer: user.ID, IDs: ids, Cached: cached, Since: since}
 	if !token.IsZero() {
 		q.At = h.readTime(token, since)
 	}
@@ -197,12 +197,12 @@ func (h *handler) mine(w http.ResponseWriter, r *http.Request) error {
 	}
 	// The ids not held were read whole at ReadTime: public values as good
 	// as a public read's, so the instance holds them for the next reader.
-	h.cache.hold(missing, counterstore.Snapshot{Values: own.Fresh, ReadTime: own.ReadTime})
+	h.cache.hold(missing, countstore.Snapshot{Values: own.Fresh, ReadTime: own.ReadTime})
 	body := Body{Counts: own.Merge(ids, held), Viewer: &ViewerBody{Reactions: make(map[string]ReactionBody, len(ids))}}
 	for _, id := range ids {
 		vr, ok := own.Reactions[id]
 		if !ok {
-			vr = counterstore.ViewerReaction{Reaction: "none"}
+			vr = countstore.ViewerReaction{Reaction: "none"}
 		}
 		body.Viewer.Reactions[id] = ReactionBody{Reaction: vr.Reaction, Version: vr.Version}
 	}
@@ -278,13 +278,13 @@ func (h *handler) readTime(token, since time.Time) time.Time {
 // timestamp the batch's queries name when they all name one, else strongly:
 // the strong read starts after the request arrived, so it sees every write
 // acknowledged before it), else alone.
-func (h *handler) readOwn(ctx context.Context, q counterstore.OwnQuery) (counterstore.Own, error) {
+func (h *handler) readOwn(ctx context.Context, q countstore.OwnQuery) (countstore.Own, error) {
 	if h.own != nil {
 		return h.own.Do(ctx, q)
 	}
-	out, err := h.Store.OwnMany(ctx, []counterstore.OwnQuery{q})
+	out, err := h.Store.OwnMany(ctx, []countstore.OwnQuery{q})
 	if err != nil {
-		return counterstore.Own{}, err
+		return countstore.Own{}, err
 	}
 	return out[0], nil
 }

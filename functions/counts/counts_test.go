@@ -26,7 +26,9 @@ import (
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/countstore"
+	"github.com/videngage/engagement/shared/counter/foldstore"
+	"github.com/videngage/engagement/shared/counter/outboxstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/httpx"
 )
@@ -44,20 +46,20 @@ type fakeStore struct {
 	mu        sync.Mutex
 	counted   map[string]counter.Values
 	pending   map[string]map[string]counter.Values // user → id → values
-	reactions map[string]map[string]counterstore.ViewerReaction
+	reactions map[string]map[string]countstore.ViewerReaction
 	down      atomic.Bool
 	publics   atomic.Int64
 	owns      atomic.Int64
 }
 
-func (f *fakeStore) Public(_ context.Context, ids []string, _ time.Duration) (counterstore.Snapshot, error) {
+func (f *fakeStore) Public(_ context.Context, ids []string, _ time.Duration) (countstore.Snapshot, error) {
 	f.publics.Add(1)
 	if f.down.Load() {
-		return counterstore.Snapshot{}, fmt.Errorf("counterstore.Public: %w", status.Error(codes.Unavailable, "connection refused"))
+		return countstore.Snapshot{}, fmt.Errorf("countstore.Public: %w", status.Error(codes.Unavailable, "connection refused"))
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s := counterstore.Snapshot{Values: map[string]counter.Values{}, ReadTime: time.Now()}
+	s := countstore.Snapshot{Values: map[string]counter.Values{}, ReadTime: time.Now()}
 	for _, id := range ids {
 		if v, ok := f.counted[id]; ok {
 			s.Values[id] = v
@@ -66,22 +68,22 @@ func (f *fakeStore) Public(_ context.Context, ids []string, _ time.Duration) (co
 	return s, nil
 }
 
-func (f *fakeStore) OwnMany(_ context.Context, qs []counterstore.OwnQuery) ([]counterstore.Own, error) {
+func (f *fakeStore) OwnMany(_ context.Context, qs []countstore.OwnQuery) ([]countstore.Own, error) {
 	f.owns.Add(1)
 	if f.down.Load() {
-		return nil, fmt.Errorf("counterstore.Own: %w", status.Error(codes.Unavailable, "connection refused"))
+		return nil, fmt.Errorf("countstore.Own: %w", status.Error(codes.Unavailable, "connection refused"))
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]counterstore.Own, len(qs))
+	out := make([]countstore.Own, len(qs))
 	for i, q := range qs {
 		out[i] = f.own(q)
 	}
 	return out, nil
 }
 
-func (f *fakeStore) own(q counterstore.OwnQuery) counterstore.Own {
-	o := counterstore.Own{Fresh: map[string]counter.Values{}, Pending: map[string]counter.Values{}, Reactions: map[string]counterstore.ViewerReaction{}, ReadTime: time.Now()}
+func (f *fakeStore) own(q countstore.OwnQuery) countstore.Own {
+	o := countstore.Own{Fresh: map[string]counter.Values{}, Pending: map[string]counter.Values{}, Reactions: map[string]countstore.ViewerReaction{}, ReadTime: time.Now()}
 	held := map[string]bool{}
 	for _, id := range q.Cached {
 		held[id] = true
@@ -142,7 +144,7 @@ func newFake() *fakeStore {
 	return &fakeStore{
 		counted: map[string]counter.Values{"a": {Likes: 3, Views: 10}, "b": {Comments: 2}, "neg": {Likes: -1}},
 		pending: map[string]map[string]counter.Values{"alice": {"a": {Likes: 1}}},
-		reactions: map[string]map[string]counterstore.ViewerReaction{
+		reactions: map[string]map[string]countstore.ViewerReaction{
 			"alice": {"a": {Reaction: "like", Version: 4}},
 		},
 	}
@@ -410,11 +412,11 @@ func TestReadYourOwnWritesThroughTheCache(t *testing.T) {
 	cfg := emulatortest.New(t)
 	ctx := context.Background()
 	db := emulatortest.Spanner(t, cfg)
-	cs := counterstore.New(db, counterstore.Options{})
-	if _, err := cs.Apply(ctx, []events.Event{{ID: "seed", Kind: events.KindCounterDelta, Deltas: counter.Deltas("v", counter.Values{Likes: 5})}}); err != nil {
+	outbox, folds, cs := outboxstore.New(db), foldstore.New(db, foldstore.Options{}), countstore.New(db)
+	if _, err := outbox.Apply(ctx, []events.Event{{ID: "seed", Kind: events.KindCounterDelta, Deltas: counter.Deltas("v", counter.Values{Likes: 5})}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cs.Fold(ctx); err != nil {
+	if _, err := folds.Fold(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// A long TTL: the public answer stays the held one for the whole test.
@@ -441,7 +443,7 @@ func TestReadYourOwnWritesThroughTheCache(t *testing.T) {
 	}
 	like := events.Event{ID: "alice-like", Kind: events.KindCounterDelta, Outbox: true, Deltas: counter.Deltas("v", counter.Values{Likes: 1})}
 	if _, err := db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
-		return tx.BufferWrite(counterstore.Pending(like, "alice"))
+		return tx.BufferWrite(outboxstore.Pending(like, "alice"))
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -458,11 +460,11 @@ func TestReadYourOwnWritesThroughTheCache(t *testing.T) {
 		}
 	}
 	check("pending", 5)
-	if _, err := cs.Apply(ctx, []events.Event{like}); err != nil {
+	if _, err := outbox.Apply(ctx, []events.Event{like}); err != nil {
 		t.Fatal(err)
 	}
 	check("counted", 6)
-	if _, err := cs.Fold(ctx); err != nil {
+	if _, err := folds.Fold(ctx); err != nil {
 		t.Fatal(err)
 	}
 	check("folded", 6)
@@ -507,7 +509,7 @@ type gatedStore struct {
 	calls   [][]string
 }
 
-func (g *gatedStore) OwnMany(ctx context.Context, qs []counterstore.OwnQuery) ([]counterstore.Own, error) {
+func (g *gatedStore) OwnMany(ctx context.Context, qs []countstore.OwnQuery) ([]countstore.Own, error) {
 	var viewers []string
 	for _, q := range qs {
 		viewers = append(viewers, q.Viewer)
@@ -531,7 +533,7 @@ func TestSignedInReadsTogether(t *testing.T) {
 		users := make([]string, 10)
 		for i := range users {
 			users[i] = fmt.Sprintf("user-%d", i)
-			f.reactions[users[i]] = map[string]counterstore.ViewerReaction{"a": {Reaction: "like", Version: int64(i + 1)}}
+			f.reactions[users[i]] = map[string]countstore.ViewerReaction{"a": {Reaction: "like", Version: int64(i + 1)}}
 			f.pending[users[i]] = map[string]counter.Values{"a": {Likes: int64(i)}}
 		}
 		g := &gatedStore{fakeStore: f, release: make(chan struct{})}

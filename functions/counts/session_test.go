@@ -14,7 +14,9 @@ import (
 	countsfn "github.com/videngage/engagement/functions/counts"
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/countstore"
+	"github.com/videngage/engagement/shared/counter/foldstore"
+	"github.com/videngage/engagement/shared/counter/outboxstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/session"
 )
@@ -23,17 +25,17 @@ import (
 type recordingStore struct {
 	*fakeStore
 	mu sync.Mutex
-	qs []counterstore.OwnQuery
+	qs []countstore.OwnQuery
 }
 
-func (r *recordingStore) OwnMany(ctx context.Context, qs []counterstore.OwnQuery) ([]counterstore.Own, error) {
+func (r *recordingStore) OwnMany(ctx context.Context, qs []countstore.OwnQuery) ([]countstore.Own, error) {
 	r.mu.Lock()
 	r.qs = append(r.qs, qs...)
 	r.mu.Unlock()
 	return r.fakeStore.OwnMany(ctx, qs)
 }
 
-func (r *recordingStore) last() counterstore.OwnQuery {
+func (r *recordingStore) last() countstore.OwnQuery {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.qs[len(r.qs)-1]
@@ -48,7 +50,7 @@ func TestSessionTokenReadTime(t *testing.T) {
 	f := &recordingStore{fakeStore: newFake()}
 	e := serve(t, f, countsfn.Deps{MaxAge: 2 * time.Second, CacheTTL: time.Hour, MaxStaleness: time.Minute})
 	auth := []string{"Authorization", "Bearer " + e.alice}
-	read := func(ids, token string) counterstore.OwnQuery {
+	read := func(ids, token string) countstore.OwnQuery {
 		t.Helper()
 		e.get("/v1/me/counts?ids="+ids, append(auth, session.Header, token)...).Want(t, 200, "GET")
 		return f.last()
@@ -99,11 +101,11 @@ func TestSessionTokenOlderThanTheLatestWrite(t *testing.T) {
 	cfg := emulatortest.New(t)
 	ctx := context.Background()
 	db := emulatortest.Spanner(t, cfg)
-	cs := counterstore.New(db, counterstore.Options{})
-	if _, err := cs.Apply(ctx, []events.Event{{ID: "seed", Kind: events.KindCounterDelta, Deltas: counter.Deltas("v", counter.Values{Likes: 5})}}); err != nil {
+	outbox, folds, cs := outboxstore.New(db), foldstore.New(db, foldstore.Options{}), countstore.New(db)
+	if _, err := outbox.Apply(ctx, []events.Event{{ID: "seed", Kind: events.KindCounterDelta, Deltas: counter.Deltas("v", counter.Values{Likes: 5})}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cs.Fold(ctx); err != nil {
+	if _, err := folds.Fold(ctx); err != nil {
 		t.Fatal(err)
 	}
 	e := serve(t, cs, countsfn.Deps{MaxAge: 2 * time.Second, MaxStaleness: time.Hour})
@@ -111,7 +113,7 @@ func TestSessionTokenOlderThanTheLatestWrite(t *testing.T) {
 		t.Helper()
 		ev := events.Event{ID: "alice-like-" + id, Kind: events.KindCounterDelta, Outbox: true, Deltas: counter.Deltas(id, counter.Values{Likes: 1})}
 		ts, err := db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
-			return tx.BufferWrite(append(counterstore.Pending(ev, "alice"), spanner.InsertMap("Reactions", map[string]any{
+			return tx.BufferWrite(append(outboxstore.Pending(ev, "alice"), spanner.InsertMap("Reactions", map[string]any{
 				"UserId": "alice", "ContentId": id, "Reaction": "like", "Version": 1, "Generation": 1, "UpdateTime": spanner.CommitTimestamp,
 			})))
 		})

@@ -19,7 +19,7 @@ import (
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/bus"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/outboxstore"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/moderation"
@@ -51,7 +51,7 @@ func Build(c *host.Clients) (Deps, error) {
 	// Group commit: while a transaction runs, the requests that arrive form
 	// the next one. Two in flight per instance keep batches large under load
 	// (one against the emulator, which runs one transaction at a time).
-	wo := counterstore.WriterOptions(db, 2)
+	wo := outboxstore.WriterOptions(db, 2)
 	// The per-user limit is one atomic Bigtable increment per request, the
 	// limiter history uses: no Spanner row read and written per reaction.
 	// While Bigtable does not answer, this instance decides it alone.

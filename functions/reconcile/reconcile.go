@@ -8,7 +8,7 @@
 // its lease, from its cursor), so that a run of any size finishes over many
 // invocations, in parallel when they overlap. A bare POST is "all".
 // Each source of truth registered in Sources recounts its fields; a counter
-// that differs gets a correction delta (see counterstore.Reconcile).
+// that differs gets a correction delta (see reconcilestore.Store.Reconcile).
 package reconcilefn
 
 import (
@@ -20,7 +20,7 @@ import (
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/comment/commentstore"
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/reconcilestore"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -31,23 +31,23 @@ func init() {
 	host.RegisterHTTP("Reconcile", host.NeedSpanner,
 		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
 			db := spannerdb.Wrap(c.Spanner, c.Config)
-			store := counterstore.New(db, counterstore.Options{})
+			store := reconcilestore.New(db, reconcilestore.Options{})
 			return New(Deps{Store: store, Flags: reactionstore.New(db), Sources: Sources(), Metrics: c.Metrics}), nil
 		})
 }
 
 // Sources are the sources of truth reconciled. Each feature that owns
-// counted fields adds its counterstore.Source here (comments: comments and
+// counted fields adds its reconcilestore.Source here (comments: comments and
 // replies).
-func Sources() []counterstore.Source {
-	return []counterstore.Source{reactionstore.Source{}, commentstore.Source{}}
+func Sources() []reconcilestore.Source {
+	return []reconcilestore.Source{reactionstore.Source{}, commentstore.Source{}}
 }
 
 // Store reconciles counters.
 type Store interface {
-	ReconcileUntil(ctx context.Context, scope counterstore.Scope, sources []counterstore.Source, until time.Time) (counterstore.ReconcileReport, error)
-	WorkSlices(ctx context.Context, sources []counterstore.Source, o counterstore.WorkOptions) (counterstore.WorkReport, error)
-	CloseRun(ctx context.Context, run string) (counterstore.RunStatus, bool, error)
+	ReconcileUntil(ctx context.Context, scope reconcilestore.Scope, sources []reconcilestore.Source, until time.Time) (reconcilestore.Report, error)
+	WorkSlices(ctx context.Context, sources []reconcilestore.Source, o reconcilestore.WorkOptions) (reconcilestore.WorkReport, error)
+	CloseRun(ctx context.Context, run string) (reconcilestore.RunStatus, bool, error)
 }
 
 // Flags brings the reaction tallies up to date with flag changes
@@ -69,7 +69,7 @@ const margin = 30 * time.Second
 type Deps struct {
 	Store   Store
 	Flags   Flags // nil: no tallies to bring up to date
-	Sources []counterstore.Source
+	Sources []reconcilestore.Source
 	// Timeout bounds one run (the daily run reads every counter).
 	Timeout time.Duration
 	Metrics *telemetry.Metrics // may be nil
@@ -86,7 +86,7 @@ func New(d Deps) http.Handler {
 	// A bare POST (an operator's "reconcile now") checks every counter.
 	// A daily run outlives the public functions' request deadline.
 	return httpx.Job("POST /internal/reconcile", h.Timeout,
-		func(bool) body { return body{Scope: string(counterstore.All)} }, h.run)
+		func(bool) body { return body{Scope: string(reconcilestore.All)} }, h.run)
 }
 
 type body struct {
@@ -94,8 +94,8 @@ type body struct {
 }
 
 func (h *handler) run(ctx context.Context, b body) (any, error) {
-	scope := counterstore.Scope(b.Scope)
-	if scope != counterstore.Recent && scope != counterstore.All && scope != scopeSlices {
+	scope := reconcilestore.Scope(b.Scope)
+	if scope != reconcilestore.Recent && scope != reconcilestore.All && scope != scopeSlices {
 		return nil, httpx.InvalidArgument(`scope must be "recent", "all" or "slices"`)
 	}
 	// Batches stop being taken up a margin before the end, the rest waits
@@ -103,11 +103,11 @@ func (h *handler) run(ctx context.Context, b body) (any, error) {
 	until := time.Now().Add(h.Timeout - min(margin, h.Timeout/4))
 	started := time.Now()
 	if scope == scopeSlices {
-		rep, err := h.Store.WorkSlices(ctx, h.Sources, counterstore.WorkOptions{Until: until})
+		rep, err := h.Store.WorkSlices(ctx, h.Sources, reconcilestore.WorkOptions{Until: until})
 		if err != nil {
 			return nil, err
 		}
-		h.record(ctx, rep.ReconcileReport)
+		h.record(ctx, rep.Report)
 		if rep.Slices > 0 {
 			slog.InfoContext(ctx, "reconcile: slices worked", "slices", rep.Slices, "finished", rep.Finished, "held", rep.Held,
 				"checked", rep.Checked, "corrected", rep.Corrected, "skipped", rep.Skipped, "duration", time.Since(started).String())
@@ -128,10 +128,10 @@ func (h *handler) run(ctx context.Context, b body) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !fl.Done && scope == counterstore.Recent {
+		if !fl.Done && scope == reconcilestore.Recent {
 			slog.WarnContext(ctx, "reconcile: flag changes not all in the tallies yet; the hourly run waits for the next invocation",
 				"accounts", fl.Users, "moved", fl.Moved, "duration", time.Since(started).String())
-			return counterstore.ReconcileReport{Scope: scope, Corrections: []counterstore.Correction{}}, nil
+			return reconcilestore.Report{Scope: scope, Corrections: []reconcilestore.Correction{}}, nil
 		}
 	}
 	rep, err := h.Store.ReconcileUntil(ctx, scope, h.Sources, until)
@@ -166,7 +166,7 @@ func (h *handler) close(ctx context.Context, run string) error {
 }
 
 // record counts this invocation's corrections in the metrics.
-func (h *handler) record(ctx context.Context, rep counterstore.ReconcileReport) {
+func (h *handler) record(ctx context.Context, rep reconcilestore.Report) {
 	for _, c := range rep.Corrections {
 		for _, f := range counter.Fields {
 			if d := c.Delta.Get(f); d != 0 {

@@ -8,41 +8,41 @@ import (
 	"testing"
 	"time"
 
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/reconcilestore"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
 )
 
-type fakeStore struct{ scopes []counterstore.Scope }
+type fakeStore struct{ scopes []reconcilestore.Scope }
 
-func (f *fakeStore) ReconcileUntil(_ context.Context, scope counterstore.Scope, _ []counterstore.Source, until time.Time) (counterstore.ReconcileReport, error) {
+func (f *fakeStore) ReconcileUntil(_ context.Context, scope reconcilestore.Scope, _ []reconcilestore.Source, until time.Time) (reconcilestore.Report, error) {
 	if until.IsZero() || until.After(time.Now().Add(9*time.Minute)) {
 		panic("the run is not bounded by the invocation's time")
 	}
 	f.scopes = append(f.scopes, scope)
-	return counterstore.ReconcileReport{}, nil
+	return reconcilestore.Report{}, nil
 }
 
-func (f *fakeStore) CloseRun(context.Context, string) (counterstore.RunStatus, bool, error) {
-	return counterstore.RunStatus{}, false, nil
+func (f *fakeStore) CloseRun(context.Context, string) (reconcilestore.RunStatus, bool, error) {
+	return reconcilestore.RunStatus{}, false, nil
 }
 
-func (f *fakeStore) WorkSlices(_ context.Context, _ []counterstore.Source, o counterstore.WorkOptions) (counterstore.WorkReport, error) {
+func (f *fakeStore) WorkSlices(_ context.Context, _ []reconcilestore.Source, o reconcilestore.WorkOptions) (reconcilestore.WorkReport, error) {
 	if o.Until.IsZero() || o.Run != "" {
 		panic("slices are worked for every run, bounded by the invocation's time")
 	}
 	f.scopes = append(f.scopes, "slices")
-	return counterstore.WorkReport{}, nil
+	return reconcilestore.WorkReport{}, nil
 }
 
 func TestScopes(t *testing.T) {
 	tests := []struct {
 		name, body string
 		code       int
-		scope      counterstore.Scope
+		scope      reconcilestore.Scope
 	}{
-		{"bare POST checks all", ``, 200, counterstore.All},
-		{"hourly", `{"scope":"recent"}`, 200, counterstore.Recent},
-		{"daily", `{"scope":"all"}`, 200, counterstore.All},
+		{"bare POST checks all", ``, 200, reconcilestore.All},
+		{"hourly", `{"scope":"recent"}`, 200, reconcilestore.Recent},
+		{"daily", `{"scope":"all"}`, 200, reconcilestore.All},
 		{"open slices", `{"scope":"slices"}`, 200, "slices"},
 		{"unknown scope", `{"scope":"some"}`, 400, ""},
 		{"unknown field", `{"scope":"all","x":1}`, 400, ""},
@@ -91,12 +91,12 @@ func TestHourlyAppliesFlagsFirst(t *testing.T) {
 		body, name string
 		done       bool
 		calls      int
-		scopes     []counterstore.Scope
+		scopes     []reconcilestore.Scope
 	}{
-		{`{"scope":"recent"}`, "hourly, flags applied", true, 1, []counterstore.Scope{counterstore.Recent}},
+		{`{"scope":"recent"}`, "hourly, flags applied", true, 1, []reconcilestore.Scope{reconcilestore.Recent}},
 		{`{"scope":"recent"}`, "hourly, flags not all applied", false, 1, nil},
-		{`{"scope":"all"}`, "daily", false, 1, []counterstore.Scope{counterstore.All}},
-		{`{"scope":"slices"}`, "slices", false, 0, []counterstore.Scope{"slices"}},
+		{`{"scope":"all"}`, "daily", false, 1, []reconcilestore.Scope{reconcilestore.All}},
+		{`{"scope":"slices"}`, "slices", false, 0, []reconcilestore.Scope{"slices"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := &fakeStore{}

@@ -8,7 +8,7 @@
 //
 // Body: {"once":false,"partition":i,"partitions":n} (Cloud Scheduler's, one
 // job per partition) runs the minute over partition i of n of the moved
-// counters (counterstore.FoldOptions: disjoint hash ranges), holding the
+// counters (foldstore.Pass: disjoint hash ranges), holding the
 // partition's lease (JobLeases) for the minute: an invocation of the same
 // job that finds it held leaves the counters to its holder, so two
 // instances never fold the same counter at once, and folds only the
@@ -36,7 +36,9 @@ import (
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/foldstore"
+	"github.com/videngage/engagement/shared/counter/leasestore"
+	"github.com/videngage/engagement/shared/counter/outboxstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -49,14 +51,15 @@ func init() {
 	host.RegisterHTTP("Rollup", host.NeedSpanner|host.NeedBigtable|host.NeedPubSub,
 		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
 			cfg := c.Config
-			store := counterstore.Consumer(spannerdb.Wrap(c.Spanner, cfg), cfg.Counters)
+			db := spannerdb.Wrap(c.Spanner, cfg)
+			outbox := outboxstore.New(db)
 			staging := viewstore.NewStaging(c.BigtableTx)
 			return New(Deps{
-				Store:         store,
+				Store:         Stores(foldstore.FromConfig(db, cfg.Counters), outbox, leasestore.New(db, nil)),
 				Publisher:     bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic),
 				Interval:      cfg.Counters.RollupInterval,
 				RelayAfter:    cfg.Counters.RelayAfter,
-				Views:         FoldViews(staging, store),
+				Views:         FoldViews(staging, outbox),
 				ViewsInterval: cfg.Counters.ViewsFoldInterval,
 				Staged:        staging,
 				StallAfter:    cfg.Counters.StallAfter,
@@ -67,10 +70,37 @@ func init() {
 
 // Store folds counters, lists lost outbox events and holds leases.
 type Store interface {
-	FoldPart(ctx context.Context, o counterstore.FoldOptions) (counterstore.FoldStats, error)
+	FoldPart(ctx context.Context, o foldstore.Pass) (foldstore.Stats, error)
 	Stale(ctx context.Context, age time.Duration) ([]events.Event, error)
 	Lease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
 	Release(ctx context.Context, name, holder string) error
+}
+
+// Stores is the Store over the fold's, the outbox's and the leases' stores.
+func Stores(folds *foldstore.Store, outbox *outboxstore.Store, leases *leasestore.Store) Store {
+	return stores{folds, outbox, leases}
+}
+
+type stores struct {
+	folds  *foldstore.Store
+	outbox *outboxstore.Store
+	leases *leasestore.Store
+}
+
+func (s stores) FoldPart(ctx context.Context, o foldstore.Pass) (foldstore.Stats, error) {
+	return s.folds.FoldPart(ctx, o)
+}
+
+func (s stores) Stale(ctx context.Context, age time.Duration) ([]events.Event, error) {
+	return s.outbox.Stale(ctx, age)
+}
+
+func (s stores) Lease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error) {
+	return s.leases.Lease(ctx, name, holder, ttl)
+}
+
+func (s stores) Release(ctx context.Context, name, holder string) error {
+	return s.leases.Release(ctx, name, holder)
 }
 
 // Staged lists the views batches staged before a time and still waiting.
@@ -97,7 +127,7 @@ type Deps struct {
 	// Period is the time one invocation covers (Cloud Scheduler's minute).
 	Period time.Duration
 	// Workers is how many fold transactions a tick runs at once (default
-	// counterstore.DefaultFoldWorkers).
+	// foldstore.DefaultWorkers).
 	Workers int
 	// Views folds the staged views every ViewsInterval (default 1 s; nil:
 	// none).
@@ -182,7 +212,7 @@ func (h *handler) run(ctx context.Context, b body) (Report, error) {
 	rep := Report{Resized: map[string]int{}}
 
 	if !b.Once {
-		lease, holder := fmt.Sprintf("rollup/%d/%d", b.Partitions, b.Partition), counterstore.NewHolder()
+		lease, holder := fmt.Sprintf("rollup/%d/%d", b.Partitions, b.Partition), leasestore.NewHolder()
 		got, err := h.Store.Lease(ctx, lease, holder, time.Until(end))
 		if err != nil {
 			return Report{}, err
@@ -237,7 +267,7 @@ func (h *handler) run(ctx context.Context, b body) (Report, error) {
 		}
 		viewsDone.Go(func() { vrep = h.foldViews(ctx, viewsUntil, lo, hi) })
 	}
-	opts := counterstore.FoldOptions{Partition: b.Partition, Partitions: b.Partitions, Workers: h.Workers}
+	opts := foldstore.Pass{Partition: b.Partition, Partitions: b.Partitions, Workers: h.Workers}
 	// Rollup lag: the age of the oldest delta not yet folded, as each pass
 	// finds it; while passes fail, at least the time since the last pass
 	// that succeeded, so that the alert fires when folding stops.

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/foldstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/views"
 )
@@ -23,22 +23,22 @@ import (
 type fakeStore struct {
 	mu     sync.Mutex
 	folds  []time.Time
-	opts   []counterstore.FoldOptions
+	opts   []foldstore.Pass
 	fail   bool
 	stale  []events.Event
 	held   bool     // another holder has every lease
 	leases []string // taken
 }
 
-func (f *fakeStore) FoldPart(_ context.Context, o counterstore.FoldOptions) (counterstore.FoldStats, error) {
+func (f *fakeStore) FoldPart(_ context.Context, o foldstore.Pass) (foldstore.Stats, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.folds = append(f.folds, time.Now())
 	f.opts = append(f.opts, o)
 	if f.fail && len(f.folds) == 1 {
-		return counterstore.FoldStats{}, errors.New("spanner down")
+		return foldstore.Stats{}, errors.New("spanner down")
 	}
-	return counterstore.FoldStats{Counters: 1, Shards: 2, Resized: map[string]int{"hot": 8}}, nil
+	return foldstore.Stats{Counters: 1, Shards: 2, Resized: map[string]int{"hot": 8}}, nil
 }
 
 func (f *fakeStore) Stale(context.Context, time.Duration) ([]events.Event, error) {

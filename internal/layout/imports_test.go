@@ -30,13 +30,18 @@ func functionPackage(pkg string) string {
 }
 
 // storeDomain is the domain whose storage pkg is (shared/<domain> for
-// shared/<domain>/<name>store), or "" for a package that is not a store.
+// shared/<domain>/<name>store and for the packages under
+// shared/<domain>/internal/, the schema and wiring its stores share), or ""
+// for a package that is not a store.
 func storeDomain(pkg string) string {
 	rest, ok := strings.CutPrefix(pkg, module+"/shared/")
 	if !ok {
 		return ""
 	}
 	dir, last, ok := strings.Cut(rest, "/")
+	if ok && strings.HasPrefix(last, "internal/") {
+		return dir
+	}
 	if !ok || strings.Contains(last, "/") || !strings.HasSuffix(last, "store") || last == "store" {
 		return ""
 	}
@@ -47,8 +52,10 @@ func storeDomain(pkg string) string {
 // layout allows, and why: each is a read or write that must share the
 // importing store's transaction or row.
 var storeImports = map[[2]string]string{
-	{"comment/commentstore", "counter/counterstore"}:         "a comment and its counter deltas (the outbox) commit in one transaction",
-	{"reaction/reactionstore", "counter/counterstore"}:       "a reaction and its counter deltas (the outbox) commit in one transaction",
+	{"comment/commentstore", "counter/outboxstore"}:          "a comment and its counter deltas (the outbox) commit in one transaction",
+	{"reaction/reactionstore", "counter/outboxstore"}:        "a reaction and its counter deltas (the outbox) commit in one transaction",
+	{"comment/commentstore", "counter/reconcilestore"}:       "the comments' tallies are a source of truth reconciliation reads in its transaction (Source)",
+	{"reaction/reactionstore", "counter/reconcilestore"}:     "the reactions' tallies are a source reconciliation audits and repairs in its transaction (Auditor), and a flag change marks the counters it moves for the hourly run in its own (MarkTruthMoved)",
 	{"comment/commentstore", "account/accountstore"}:         "a write checks in its transaction that the account is not being erased",
 	{"reaction/reactionstore", "account/accountstore"}:       "a write checks in its transaction that the account is not being erased",
 	{"comment/commentstore", "moderation/moderationstore"}:   "a moderator's call passes the gate and is audited (Gate, Record) in its transaction",
@@ -131,23 +138,28 @@ func TestImportRulesRefuse(t *testing.T) {
 		m("functions/rollup"):            {m("cmd/internal/localstack")},
 		m("functions/counts/sub"):        {m("functions/reactions")},
 		m("shared/events"):               {m("tools/gcfbuild")},
-		m("shared/views"):                {m("shared/counter/counterstore")},
-		m("shared/views/viewstore"):      {m("shared/counter/counterstore")},
+		m("shared/views"):                {m("shared/counter/outboxstore")},
+		m("shared/views/viewstore"):      {m("shared/counter/countstore")},
+		m("shared/batch"):                {m("shared/counter/internal/counterdb")},
+		m("shared/views/claimstore"):     {m("shared/counter/internal/counterdb")},
+		m("shared/comment/commentstore"): {m("shared/counter/foldstore")},
 		m("shared/history/historystore"): {m("shared/views/viewstore")},
 	}
 	if got := violations(bad); len(got) != len(bad) {
 		t.Errorf("%d of %d forbidden edges reported: %q", len(got), len(bad), got)
 	}
 	good := map[string][]string{
-		module:                             {m("functions/reactions"), m("shared/httpx")},
-		m("functions/reactions"):           {m("functions/host"), m("shared/httpx"), m("shared/reaction"), m("functions/reactions/sub")},
-		m("functions/host"):                {m("shared/config"), m("shared/httpx")},
-		m("shared/httpx"):                  {m("shared/errs"), m("shared/httpx/inner")},
-		m("cmd/local"):                     {m("cmd/internal/localstack"), m("internal/emulators"), m("functions/rollup")},
-		m("internal/emulatortest"):         {m("functions/host"), m("shared/config")},
-		m("shared/counter/counterstore"):   {m("shared/spannerdb"), m("shared/config"), "cloud.google.com/go/spanner", m("shared/views"), m("shared/counter")},
-		m("shared/reaction/reactionstore"): {m("shared/counter/counterstore"), m("shared/account/accountstore"), m("shared/reaction")},
-		m("shared/views/claimstore"):       {m("shared/history/historystore"), m("shared/views")},
+		module:                                   {m("functions/reactions"), m("shared/httpx")},
+		m("functions/reactions"):                 {m("functions/host"), m("shared/httpx"), m("shared/reaction"), m("functions/reactions/sub")},
+		m("functions/host"):                      {m("shared/config"), m("shared/httpx")},
+		m("shared/httpx"):                        {m("shared/errs"), m("shared/httpx/inner")},
+		m("cmd/local"):                           {m("cmd/internal/localstack"), m("internal/emulators"), m("functions/rollup")},
+		m("internal/emulatortest"):               {m("functions/host"), m("shared/config")},
+		m("shared/counter/outboxstore"):          {m("shared/spannerdb"), m("shared/counter/internal/counterdb"), "cloud.google.com/go/spanner", m("shared/views"), m("shared/counter")},
+		m("shared/counter/countstore"):           {m("shared/counter/outboxstore"), m("shared/counter/internal/counterdb")},
+		m("shared/counter/internal/countertest"): {m("shared/counter/foldstore"), m("shared/counter/reconcilestore")},
+		m("shared/reaction/reactionstore"):       {m("shared/counter/outboxstore"), m("shared/counter/reconcilestore"), m("shared/account/accountstore"), m("shared/reaction")},
+		m("shared/views/claimstore"):             {m("shared/history/historystore"), m("shared/views")},
 	}
 	if got := violations(good); len(got) != 0 {
 		t.Errorf("allowed edges reported: %q", got)

@@ -17,7 +17,8 @@ import (
 	"github.com/videngage/engagement/shared/account/accountstore"
 	"github.com/videngage/engagement/shared/comment/commentstore"
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/countstore"
+	"github.com/videngage/engagement/shared/counter/outboxstore"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/history"
@@ -36,7 +37,8 @@ type world struct {
 	comments  *commentstore.Store
 	history   *historystore.Store
 	settings  *historystore.Settings
-	counters  *counterstore.Store
+	outbox    *outboxstore.Store
+	counts    *countstore.Store
 	bt        *bigtable.Client
 	pub       *pushtest.Events
 }
@@ -52,7 +54,8 @@ func newWorld(t *testing.T) *world {
 		comments:  commentstore.New(db, 0),
 		history:   historystore.New(bt),
 		settings:  historystore.NewSettings(emulatortest.Firestore(t, cfg)),
-		counters:  counterstore.New(db, counterstore.Options{RollupInterval: time.Second}),
+		outbox:    outboxstore.New(db),
+		counts:    countstore.New(db),
 		bt:        bt,
 		pub:       &pushtest.Events{},
 	}
@@ -93,7 +96,7 @@ func (w *world) deliver(t *testing.T) {
 	t.Helper()
 	for _, m := range w.pub.Take() {
 		for range 2 {
-			if _, err := w.counters.Apply(context.Background(), m); err != nil {
+			if _, err := w.outbox.Apply(context.Background(), m); err != nil {
 				t.Fatalf("apply: %v", err)
 			}
 		}
@@ -197,7 +200,7 @@ func (w *world) seed(t *testing.T, user, other string) seeded {
 // nothing pending.
 func (w *world) exact(t *testing.T, keys []string, want map[string]counter.Values) {
 	t.Helper()
-	counted, pending, err := w.counters.Totals(context.Background(), keys)
+	counted, pending, err := w.counts.Totals(context.Background(), keys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -452,7 +455,7 @@ func TestEraserResumes(t *testing.T) {
 	w2.deliver(t)
 	// The lost events are still pending; the rollup's relay republishes
 	// them (Stale), and then the counts are exact.
-	stale, err := w2.counters.Stale(ctx, 0)
+	stale, err := w2.outbox.Stale(ctx, 0)
 	if err != nil || len(stale) == 0 {
 		t.Fatalf("stale outbox events: %d %v, want the lost reactions'", len(stale), err)
 	}

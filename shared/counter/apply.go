@@ -1,6 +1,6 @@
 package counter
 
-// ApplyStats says what one counting of events did (counterstore.Store.Apply).
+// ApplyStats says what one counting of events did (outboxstore.Store.Apply).
 type ApplyStats struct {
 	Applied    int // events counted now
 	Duplicates int // events already counted (redelivery, replay, re-publish)

@@ -1,8 +1,10 @@
 // Package counter is the pure logic of the sharded counter engine: counter
 // keys and fields, the values a counter holds, coalescing of deltas, the
 // choice of shard and of the shard count from the measured write rate, and
-// the arithmetic of reconciliation. No I/O here; counterstore keeps counters
-// in Spanner.
+// the arithmetic of reconciliation. No I/O here; the stores below keep the
+// counters in Spanner: outboxstore (the outbox and its consumer), countstore
+// (the reads), foldstore (the rollup's fold), reconcilestore (reconciliation)
+// and leasestore (the jobs' leases).
 package counter
 
 import (

@@ -29,7 +29,7 @@ type Staging interface {
 	Delete(ctx context.Context, batches []Batch) error
 }
 
-// Counters counts events idempotently (counterstore.Store).
+// Counters counts events idempotently (outboxstore.Store).
 type Counters interface {
 	Apply(ctx context.Context, evs []events.Event) (counter.ApplyStats, error)
 }

@@ -11,7 +11,8 @@ import (
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/countstore"
+	"github.com/videngage/engagement/shared/counter/outboxstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/views"
@@ -20,11 +21,12 @@ import (
 
 func TestMain(m *testing.M) { emulatortest.Main(m) }
 
-// stores are the counter store and the staging table of cfg's world.
-func stores(t *testing.T, cfg *config.Config) (*counterstore.Store, *viewstore.Staging) {
+// stores are the counters' consumer, their reads and the staging table of
+// cfg's world.
+func stores(t *testing.T, cfg *config.Config) (*outboxstore.Store, *countstore.Store, *viewstore.Staging) {
 	t.Helper()
 	db := emulatortest.Spanner(t, cfg)
-	return counterstore.New(db, counterstore.Options{}), viewstore.NewStaging(emulatortest.Bigtable(t, cfg))
+	return outboxstore.New(db), countstore.New(db), viewstore.NewStaging(emulatortest.Bigtable(t, cfg))
 }
 
 // deadAfterCommit is a staging whose deletions fail while dead is set: a
@@ -75,7 +77,7 @@ func viewEvents(batch, video string, n int) []events.Event {
 func TestFoldCountsEachBatchOnce(t *testing.T) {
 	ctx := context.Background()
 	cfg := emulatortest.New(t)
-	store, staging := stores(t, cfg)
+	store, counts, staging := stores(t, cfg)
 	all := views.FoldOptions{Hi: counter.Parts}
 	put := func(batch, video string, n int) {
 		t.Helper()
@@ -89,7 +91,7 @@ func TestFoldCountsEachBatchOnce(t *testing.T) {
 		for id := range want {
 			ids = append(ids, id)
 		}
-		got, err := store.Counts(ctx, ids, nil, 0)
+		got, err := counts.Counts(ctx, ids, nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,7 +165,7 @@ func TestFoldCountsEachBatchOnce(t *testing.T) {
 func TestFoldGroupsAndPartitions(t *testing.T) {
 	ctx := context.Background()
 	cfg := emulatortest.New(t)
-	store, staging := stores(t, cfg)
+	store, counts, staging := stores(t, cfg)
 	// 300 batches of 16 videos (one event each): 4,800 deltas, three
 	// commits under the bound of 2,000.
 	const batches, videos = 300, 16
@@ -200,7 +202,7 @@ func TestFoldGroupsAndPartitions(t *testing.T) {
 	if total.Batches != batches || total.Applied != batches || total.Commits < 3 || total.Commits > 4 {
 		t.Errorf("folded %+v; want %d batches applied in 3 or 4 commits", total, batches)
 	}
-	got, err := store.Counts(ctx, []string{"video-00", "video-15"}, nil, 0)
+	got, err := counts.Counts(ctx, []string{"video-00", "video-15"}, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +218,7 @@ func TestFoldGroupsAndPartitions(t *testing.T) {
 func TestStagedBefore(t *testing.T) {
 	ctx := context.Background()
 	cfg := emulatortest.New(t)
-	_, staging := stores(t, cfg)
+	_, _, staging := stores(t, cfg)
 	put := func(batch string) time.Time {
 		t.Helper()
 		if err := staging.Put(ctx, batch, viewEvents(batch, "v-"+batch, 1)); err != nil {

@@ -34,7 +34,10 @@ import (
 	"github.com/videngage/engagement/internal/otelcount"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/countstore"
+	"github.com/videngage/engagement/shared/counter/foldstore"
+	"github.com/videngage/engagement/shared/counter/outboxstore"
+	"github.com/videngage/engagement/shared/counter/reconcilestore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -203,7 +206,10 @@ type Stack struct {
 	Clients   *host.Clients
 	Issuer    *localauth.Issuer
 	DB        *spannerdb.DB
-	Counters  *counterstore.Store
+	Outbox    *outboxstore.Store
+	Counts    *countstore.Store
+	Folds     *foldstore.Store
+	Recon     *reconcilestore.Store
 	Reconcile http.Handler
 
 	name  string
@@ -219,7 +225,7 @@ func (st *Stack) CountedLikes() int64 { return st.likes.Load() }
 
 // countingStore counts the likes its store counts.
 type countingStore struct {
-	*counterstore.Store
+	*outboxstore.Store
 	likes *atomic.Int64
 }
 
@@ -245,12 +251,15 @@ func New(ctx context.Context, name string, cfg *config.Config, srv *Server, moun
 		return nil, err
 	}
 	st := &Stack{Config: cfg, Clients: clients, Issuer: issuer, DB: spannerdb.Wrap(clients.Spanner, cfg), name: name}
-	st.Counters, err = applycountersfn.Build(clients)
+	st.Outbox, err = applycountersfn.Build(clients)
 	if err != nil {
 		clients.Close()
 		return nil, err
 	}
-	st.Reconcile = reconcilefn.New(reconcilefn.Deps{Store: st.Counters, Flags: reactionstore.New(st.DB), Sources: reconcilefn.Sources()})
+	st.Counts = countstore.New(st.DB)
+	st.Folds = foldstore.FromConfig(st.DB, cfg.Counters)
+	st.Recon = reconcilestore.New(st.DB, reconcilestore.Options{})
+	st.Reconcile = reconcilefn.New(reconcilefn.Deps{Store: st.Recon, Flags: reactionstore.New(st.DB), Sources: reconcilefn.Sources()})
 	mux := http.NewServeMux()
 	mux.Handle("/jwks", issuer.JWKSHandler())
 	cd, err := countsfn.Build(clients)
@@ -258,12 +267,12 @@ func New(ctx context.Context, name string, cfg *config.Config, srv *Server, moun
 		clients.Close()
 		return nil, err
 	}
-	cd.Store = st.Counters
+	cd.Store = st.Counts
 	counts := countsfn.New(cd)
 	mux.Handle("/v1/counts", counts)
 	mux.Handle("/v1/me/counts", counts)
 	mux.Handle("/internal/reconcile", st.Reconcile)
-	mux.Handle("/push/ApplyCounters", applycountersfn.New(countingStore{st.Counters, &st.likes}, nil))
+	mux.Handle("/push/ApplyCounters", applycountersfn.New(countingStore{st.Outbox, &st.likes}, nil))
 	mux.Handle("/push/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent) // other event functions: not part of this stack
 	}))
@@ -291,7 +300,7 @@ func (st *Stack) tickRollup(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if _, err := st.Counters.Fold(ctx); err != nil && ctx.Err() == nil {
+			if _, err := st.Folds.Fold(ctx); err != nil && ctx.Err() == nil {
 				slog.Warn(st.name+": fold failed", "error", err.Error())
 			}
 		}

@@ -8,7 +8,7 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/videngage/engagement/shared/comment"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/outboxstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/moderation/moderationstore"
@@ -176,7 +176,7 @@ func (s *Store) remove(ctx context.Context, actor Actor, ids []string, to commen
 		for _, ev := range res.Events {
 			// Authored by the actor: the author deleting their own comment
 			// sees the removal in their next counts read.
-			ms = append(ms, counterstore.Pending(ev, actor.UserID)...)
+			ms = append(ms, outboxstore.Pending(ev, actor.UserID)...)
 		}
 		tally, err := tallyMutations(ctx, tx, res.Events)
 		if err != nil {

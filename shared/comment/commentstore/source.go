@@ -7,17 +7,17 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/reconcilestore"
 )
 
 // Source is the comments' side of reconciliation: a video's comments are its
 // visible top-level comments plus their visible replies, its threads its
 // visible top-level comments, a comment's replies its visible direct replies
 // while it is visible itself. Register it with
-// counterstore.Reconcile next to the reactions' source.
+// reconcilestore.Store.Reconcile next to the reactions' source.
 type Source struct{}
 
-var _ counterstore.Source = Source{}
+var _ reconcilestore.Source = Source{}
 
 func (Source) Name() string { return "comments" }
 

@@ -17,7 +17,7 @@ import (
 
 	"github.com/videngage/engagement/shared/account/accountstore"
 	"github.com/videngage/engagement/shared/comment"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/outboxstore"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/moderation/moderationstore"
@@ -231,7 +231,7 @@ func (s *Store) CreateMany(ctx context.Context, reqs []CreateRequest) ([]CreateR
 					[]any{r.UserID, r.IdempotencyKey, c.ID, hash, spanner.CommitTimestamp}))
 				known[k] = request{commentID: c.ID, hash: hash, index: i}
 			}
-			ms = append(ms, counterstore.Pending(ev, r.UserID)...)
+			ms = append(ms, outboxstore.Pending(ev, r.UserID)...)
 			posted = append(posted, ev)
 		}
 		tally, err := tallyMutations(ctx, tx, posted)

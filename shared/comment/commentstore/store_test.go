@@ -19,7 +19,10 @@ import (
 	"github.com/videngage/engagement/shared/comment"
 	"github.com/videngage/engagement/shared/comment/commentstore"
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/countstore"
+	"github.com/videngage/engagement/shared/counter/foldstore"
+	"github.com/videngage/engagement/shared/counter/outboxstore"
+	"github.com/videngage/engagement/shared/counter/reconcilestore"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -30,7 +33,10 @@ func TestMain(m *testing.M) { emulatortest.Main(m) }
 type world struct {
 	db     *spannerdb.DB
 	store  *commentstore.Store
-	cs     *counterstore.Store
+	outbox *outboxstore.Store
+	reads  *countstore.Store
+	folds  *foldstore.Store
+	recon  *reconcilestore.Store
 	pub    *pushtest.Events
 	writer *commentstore.Writer
 }
@@ -41,7 +47,8 @@ func newWorld(t *testing.T, limit int) *world {
 	db := emulatortest.Spanner(t, cfg)
 	w := &world{db: db, pub: &pushtest.Events{}}
 	w.store = commentstore.New(db, limit)
-	w.cs = counterstore.New(db, counterstore.Options{RollupInterval: time.Second})
+	w.outbox, w.reads, w.recon = outboxstore.New(db), countstore.New(db), reconcilestore.New(db, reconcilestore.Options{})
+	w.folds = foldstore.New(db, foldstore.Options{RollupInterval: time.Second})
 	w.writer = commentstore.NewWriter(w.store, w.pub, commentstore.WriterOptions{Batched: true, MaxInFlight: 1})
 	return w
 }
@@ -62,7 +69,7 @@ func (w *world) post(t *testing.T, user, video, parent, text string) comment.Com
 func (w *world) deliver(t *testing.T) {
 	t.Helper()
 	for _, m := range w.pub.Take() {
-		if _, err := w.cs.Apply(context.Background(), m); err != nil {
+		if _, err := w.outbox.Apply(context.Background(), m); err != nil {
 			t.Fatalf("apply: %v", err)
 		}
 	}
@@ -71,11 +78,11 @@ func (w *world) deliver(t *testing.T) {
 // counts reads as GET /v1/counts does (anonymous when viewer is "").
 func (w *world) counts(t *testing.T, viewer string, ids ...string) map[string]counter.Values {
 	t.Helper()
-	var v *counterstore.Viewer
+	var v *countstore.Viewer
 	if viewer != "" {
-		v = &counterstore.Viewer{UserID: viewer}
+		v = &countstore.Viewer{UserID: viewer}
 	}
-	c, err := w.cs.Counts(context.Background(), ids, v, 0)
+	c, err := w.reads.Counts(context.Background(), ids, v, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +117,7 @@ func (w *world) truth(t *testing.T, ids ...string) map[string]counter.Values {
 // twice.
 func (w *world) exact(t *testing.T, ids ...string) {
 	t.Helper()
-	counted, pending, err := w.cs.Totals(context.Background(), ids)
+	counted, pending, err := w.reads.Totals(context.Background(), ids)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -519,7 +526,7 @@ func TestDeleteRacingSpamSweep(t *testing.T) {
 	msgs := w.pub.Take()
 	for i := len(msgs) - 1; i >= 0; i-- {
 		for range 2 {
-			if _, err := w.cs.Apply(ctx, msgs[i]); err != nil {
+			if _, err := w.outbox.Apply(ctx, msgs[i]); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -534,7 +541,7 @@ func TestDeleteRacingSpamSweep(t *testing.T) {
 			t.Errorf("%s counts %+v after everything was removed, want 0", k, got[k])
 		}
 	}
-	counted, pending, err := w.cs.Totals(ctx, keys)
+	counted, pending, err := w.reads.Totals(ctx, keys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -636,7 +643,7 @@ func TestLargeSpamSweep(t *testing.T) {
 			ids = append(ids, r.Comment.ID)
 			evs = append(evs, *r.Event)
 		}
-		if _, err := w.cs.Apply(ctx, evs); err != nil {
+		if _, err := w.outbox.Apply(ctx, evs); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -675,7 +682,7 @@ func TestCountsNeverNegative(t *testing.T) {
 	}
 	removals := w.pub.Take()
 	for _, m := range removals {
-		if _, err := w.cs.Apply(ctx, m); err != nil {
+		if _, err := w.outbox.Apply(ctx, m); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -685,7 +692,7 @@ func TestCountsNeverNegative(t *testing.T) {
 			t.Errorf("viewer %q: %+v, want zeros", viewer, got)
 		}
 	}
-	counted, _, err := w.cs.Totals(ctx, []string{"vid"})
+	counted, _, err := w.reads.Totals(ctx, []string{"vid"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -693,7 +700,7 @@ func TestCountsNeverNegative(t *testing.T) {
 		t.Errorf("counted %+v: this test means to apply the removal first (the dip below zero)", counted["vid"])
 	}
 	for _, m := range posts {
-		if _, err := w.cs.Apply(ctx, m); err != nil {
+		if _, err := w.outbox.Apply(ctx, m); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -750,14 +757,14 @@ func TestPublishFailureLeavesTheOutbox(t *testing.T) {
 	if got := w.counts(t, "alice", "vid")["vid"].Comments; got != 1 {
 		t.Errorf("alice reads %d, want 1", got)
 	}
-	stale, err := w.cs.Stale(ctx, -time.Minute)
+	stale, err := w.outbox.Stale(ctx, -time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(stale) != 1 || stale[0].ID != comment.PostEventID(res.Comment.ID) {
 		t.Fatalf("relay finds %+v", stale)
 	}
-	if _, err := w.cs.Apply(ctx, stale); err != nil {
+	if _, err := w.outbox.Apply(ctx, stale); err != nil {
 		t.Fatal(err)
 	}
 	if got := w.counts(t, "", "vid")["vid"].Comments; got != 1 {
@@ -816,7 +823,7 @@ func TestReconcileRepairsDrift(t *testing.T) {
 		{Key: "vid", Field: counter.Comments, N: 5}, {Key: "vid", Field: counter.Threads, N: -1}, {Key: top.ID, Field: counter.Replies, N: -2},
 		{Key: "ghost", Field: counter.Comments, N: 1}, {Key: "ghost", Field: counter.Threads, N: 2},
 	}}}
-	if _, err := w.cs.Apply(ctx, drift); err != nil {
+	if _, err := w.outbox.Apply(ctx, drift); err != nil {
 		t.Fatal(err)
 	}
 	// In flight: a post and a delete, committed but not applied.
@@ -826,7 +833,7 @@ func TestReconcileRepairsDrift(t *testing.T) {
 	}
 	inFlight := w.pub.Take()
 
-	rep, err := w.cs.Reconcile(ctx, counterstore.All, []counterstore.Source{commentstore.Source{}})
+	rep, err := w.recon.Reconcile(ctx, reconcilestore.All, []reconcilestore.Source{commentstore.Source{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -839,12 +846,12 @@ func TestReconcileRepairsDrift(t *testing.T) {
 		t.Errorf("corrections (-want +got):\n%s", diff)
 	}
 	// A second run finds nothing to do, with the changes still in flight.
-	rep, err = w.cs.Reconcile(ctx, counterstore.All, []counterstore.Source{commentstore.Source{}})
+	rep, err = w.recon.Reconcile(ctx, reconcilestore.All, []reconcilestore.Source{commentstore.Source{}})
 	if err != nil || rep.Corrected != 0 {
 		t.Errorf("second run: %+v, %v", rep, err)
 	}
 	for _, m := range inFlight {
-		if _, err := w.cs.Apply(ctx, m); err != nil {
+		if _, err := w.outbox.Apply(ctx, m); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -855,14 +862,14 @@ func TestReconcileRepairsDrift(t *testing.T) {
 	w.exact(t, "vid", "vid2", top.ID, "ghost")
 
 	// The hourly run finds drift on counters that moved.
-	if _, err := w.cs.Apply(ctx, []events.Event{{ID: "drift-2", Kind: events.KindCounterDelta,
+	if _, err := w.outbox.Apply(ctx, []events.Event{{ID: "drift-2", Kind: events.KindCounterDelta,
 		Deltas: []counter.Delta{{Key: "vid", Field: counter.Comments, N: -1}, {Key: "vid", Field: counter.Threads, N: 3}}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.cs.Fold(ctx); err != nil {
+	if _, err := w.folds.Fold(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rep, err = w.cs.Reconcile(ctx, counterstore.Recent, []counterstore.Source{commentstore.Source{}})
+	rep, err = w.recon.Reconcile(ctx, reconcilestore.Recent, []reconcilestore.Source{commentstore.Source{}})
 	if err != nil || rep.Corrected != 1 || len(rep.Corrections) != 1 || rep.Corrections[0].Delta != (counter.Values{Comments: 1, Threads: -3}) {
 		t.Errorf("recent run: %+v, %v", rep, err)
 	}

@@ -18,7 +18,10 @@ import (
 	"github.com/videngage/engagement/internal/pushtest"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/countstore"
+	"github.com/videngage/engagement/shared/counter/foldstore"
+	"github.com/videngage/engagement/shared/counter/outboxstore"
+	"github.com/videngage/engagement/shared/counter/reconcilestore"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/moderation"
@@ -36,7 +39,10 @@ type world struct {
 	cfg    *config.Config
 	db     *spannerdb.DB
 	rs     *reactionstore.Store
-	cs     *counterstore.Store
+	outbox *outboxstore.Store
+	counts *countstore.Store
+	folds  *foldstore.Store
+	recon  *reconcilestore.Store
 	pub    *pushtest.Events
 	writer *reactionstore.Writer
 }
@@ -52,7 +58,8 @@ func newWorld(t *testing.T, o worldOpts) *world {
 	db := emulatortest.Spanner(t, cfg)
 	w := &world{cfg: cfg, db: db, pub: &pushtest.Events{}}
 	w.rs = reactionstore.New(db)
-	w.cs = counterstore.New(db, counterstore.Options{Policy: o.policy, RollupInterval: time.Second})
+	w.outbox, w.counts, w.recon = outboxstore.New(db), countstore.New(db), reconcilestore.New(db, reconcilestore.Options{})
+	w.folds = foldstore.New(db, foldstore.Options{Policy: o.policy, RollupInterval: time.Second})
 	w.writer = reactionstore.NewWriter(w.rs, w.pub, reactionstore.WriterOptions{Batched: o.batched, MaxInFlight: 1})
 	return w
 }
@@ -74,7 +81,7 @@ func (w *world) deliver(t *testing.T, msgs [][]events.Event) counter.ApplyStats 
 	t.Helper()
 	var total counter.ApplyStats
 	for _, m := range msgs {
-		st, err := w.cs.Apply(context.Background(), m)
+		st, err := w.outbox.Apply(context.Background(), m)
 		if err != nil {
 			t.Fatalf("apply: %v", err)
 		}
@@ -86,7 +93,7 @@ func (w *world) deliver(t *testing.T, msgs [][]events.Event) counter.ApplyStats 
 
 func (w *world) counted(t *testing.T, id string) counter.Values {
 	t.Helper()
-	c, _, err := w.cs.Totals(context.Background(), []string{id})
+	c, _, err := w.counts.Totals(context.Background(), []string{id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +102,7 @@ func (w *world) counted(t *testing.T, id string) counter.Values {
 
 func (w *world) pending(t *testing.T, id string) counter.Values {
 	t.Helper()
-	_, p, err := w.cs.Totals(context.Background(), []string{id})
+	_, p, err := w.counts.Totals(context.Background(), []string{id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,16 +111,16 @@ func (w *world) pending(t *testing.T, id string) counter.Values {
 
 func (w *world) anonymous(t *testing.T, id string) counter.Values {
 	t.Helper()
-	c, err := w.cs.Counts(context.Background(), []string{id}, nil, 0)
+	c, err := w.counts.Counts(context.Background(), []string{id}, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c.Values[id]
 }
 
-func (w *world) fold(t *testing.T) counterstore.FoldStats {
+func (w *world) fold(t *testing.T) foldstore.Stats {
 	t.Helper()
-	st, err := w.cs.Fold(context.Background())
+	st, err := w.folds.Fold(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,18 +130,18 @@ func (w *world) fold(t *testing.T) counterstore.FoldStats {
 // reconcile runs a reconciliation as the Reconcile function does; an hourly
 // one after a fold (the rollup's, which marks the counters that moved) and
 // with the flag changes applied to the tallies first.
-func (w *world) reconcile(t *testing.T, scope counterstore.Scope) counterstore.ReconcileReport {
+func (w *world) reconcile(t *testing.T, scope reconcilestore.Scope) reconcilestore.Report {
 	t.Helper()
 	ctx := context.Background()
-	if scope == counterstore.Recent {
-		if _, err := w.cs.Fold(ctx); err != nil {
+	if scope == reconcilestore.Recent {
+		if _, err := w.folds.Fold(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if rep, err := w.rs.ApplyFlags(ctx, time.Time{}); err != nil || !rep.Done {
 			t.Fatal(rep, err)
 		}
 	}
-	rep, err := w.cs.Reconcile(ctx, scope, []counterstore.Source{reactionstore.Source{}})
+	rep, err := w.recon.Reconcile(ctx, scope, []reconcilestore.Source{reactionstore.Source{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,9 +345,9 @@ func TestReadYourOwnWrites(t *testing.T) {
 	w.set(t, "other", "v", reaction.Like)
 	w.deliver(t, w.pub.Take())
 	w.set(t, "me", "v", reaction.Like)
-	me := &counterstore.Viewer{UserID: "me"}
-	read := func() counterstore.Counts {
-		c, err := w.cs.Counts(ctx, []string{"v", "unknown"}, me, 0)
+	me := &countstore.Viewer{UserID: "me"}
+	read := func() countstore.Counts {
+		c, err := w.counts.Counts(ctx, []string{"v", "unknown"}, me, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -388,7 +395,7 @@ func TestRetryRepublishesAfterLostPublish(t *testing.T) {
 	if msgs := w.pub.Take(); len(msgs) != 0 {
 		t.Fatalf("a failed publish delivered %v", msgs)
 	}
-	stale, err := w.cs.Stale(ctx, -time.Minute)
+	stale, err := w.outbox.Stale(ctx, -time.Minute)
 	if err != nil || len(stale) != 1 || res.Event == nil || stale[0].ID != res.Event.ID {
 		t.Fatalf("relay finds %+v (%v), want the recorded event %+v", stale, err, res.Event)
 	}
@@ -409,7 +416,7 @@ func TestRetryRepublishesAfterLostPublish(t *testing.T) {
 		t.Fatalf("counted %+v", got)
 	}
 	// The rollup's relay finds nothing left to republish.
-	stale, err = w.cs.Stale(ctx, 0)
+	stale, err = w.outbox.Stale(ctx, 0)
 	if err != nil || len(stale) != 0 {
 		t.Fatalf("stale after delivery: %v %v", stale, err)
 	}
@@ -431,7 +438,7 @@ func TestRelayRepublishesLostMessages(t *testing.T) {
 	w.pub.Take() // lost
 	// Every pending row, however recent: the emulator's commit timestamps
 	// can run a little ahead of this process's clock under load.
-	stale, err := w.cs.Stale(context.Background(), -time.Minute)
+	stale, err := w.outbox.Stale(context.Background(), -time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -460,7 +467,7 @@ func TestReconciliation(t *testing.T) {
 	w.set(t, "n1", "v", reaction.Like)
 	w.set(t, "n2", "v", reaction.Dislike)
 	inFlight := w.pub.Take()
-	if rep := w.reconcile(t, counterstore.All); rep.Corrected != 0 {
+	if rep := w.reconcile(t, reconcilestore.All); rep.Corrected != 0 {
 		t.Fatalf("reconciliation corrected a right count with events in flight: %+v", rep)
 	}
 	w.deliver(t, inFlight)
@@ -483,14 +490,14 @@ func TestReconciliation(t *testing.T) {
 	if got := w.counted(t, "v"); got != likes(6, 3) {
 		t.Fatalf("drift not injected: %+v", got)
 	}
-	rep := w.reconcile(t, counterstore.Recent)
+	rep := w.reconcile(t, reconcilestore.Recent)
 	if rep.Corrected != 1 || len(rep.Corrections) != 1 || rep.Corrections[0].Delta != likes(1, -1) {
 		t.Fatalf("report %+v, want one correction of +1 like −1 dislike", rep)
 	}
 	if got := w.counted(t, "v"); got != likes(7, 2) {
 		t.Fatalf("after reconciliation: %+v, want 7 likes 2 dislikes", got)
 	}
-	if rep := w.reconcile(t, counterstore.All); rep.Corrected != 0 {
+	if rep := w.reconcile(t, reconcilestore.All); rep.Corrected != 0 {
 		t.Fatalf("second run corrected again: %+v", rep)
 	}
 }
@@ -514,7 +521,7 @@ func TestFlaggedUsersExcludedAndCountedAgain(t *testing.T) {
 	if got := w.counted(t, "v"); got != likes(3, 0) {
 		t.Fatalf("before reconciliation: %+v", got)
 	}
-	rep := w.reconcile(t, counterstore.Recent)
+	rep := w.reconcile(t, reconcilestore.Recent)
 	if rep.Corrected != 2 {
 		t.Fatalf("report %+v, want v and w corrected", rep)
 	}
@@ -533,14 +540,14 @@ func TestFlaggedUsersExcludedAndCountedAgain(t *testing.T) {
 	if got["v"].Current() != reaction.Dislike {
 		t.Fatalf("flagged account's own reaction: %+v", got["v"])
 	}
-	if rep := w.reconcile(t, counterstore.All); rep.Corrected != 0 {
+	if rep := w.reconcile(t, reconcilestore.All); rep.Corrected != 0 {
 		t.Fatalf("flagged change corrected: %+v", rep)
 	}
 	// Unflagged: counted again by the next reconciliation.
 	if n, _ := w.rs.SetFlagged(ctx, moderation.Decision{Moderator: "mod", UserIDs: []string{"bot1", "bot2"}, Flagged: false}); n != 2 {
 		t.Fatalf("unflag updated %d", n)
 	}
-	w.reconcile(t, counterstore.Recent)
+	w.reconcile(t, reconcilestore.Recent)
 	if got := w.counted(t, "v"); got != likes(2, 1) {
 		t.Fatalf("after unflagging: %+v, want 2 likes 1 dislike", got)
 	}
@@ -555,7 +562,7 @@ func TestShardCountRisesUnderLoadAndFallsBack(t *testing.T) {
 	w := newWorld(t, worldOpts{batched: false, policy: counter.ShardPolicy{WritesPerShard: 1, MinWindow: time.Second}})
 	ctx := context.Background()
 	shards := func() int {
-		n, err := w.cs.ShardCount(ctx, "hot")
+		n, err := w.folds.ShardCount(ctx, "hot")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -759,14 +766,14 @@ func TestSummedOutboxSharesCountOnce(t *testing.T) {
 	sees := func(user string, want counter.Values) {
 		t.Helper()
 		ids := []string{"v"}
-		c, err := w.cs.Counts(ctx, ids, &counterstore.Viewer{UserID: user}, 0)
+		c, err := w.counts.Counts(ctx, ids, &countstore.Viewer{UserID: user}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got := c.Values["v"]; got != want {
 			t.Errorf("%s sees %+v in one query, want %+v", user, got, want)
 		}
-		own, err := w.cs.Own(ctx, counterstore.OwnQuery{Viewer: user, IDs: ids})
+		own, err := w.counts.Own(ctx, countstore.OwnQuery{Viewer: user, IDs: ids})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -800,7 +807,7 @@ func TestSummedOutboxSharesCountOnce(t *testing.T) {
 	// b changes its mind in a second transaction: two shares pending.
 	second := setMany(req("b", "v", reaction.Dislike))
 	sees("b", likes(0, 1))
-	if rep := w.reconcile(t, counterstore.All); rep.Corrected != 0 {
+	if rep := w.reconcile(t, reconcilestore.All); rep.Corrected != 0 {
 		t.Fatalf("reconciliation corrected right counts with shares pending: %+v", rep)
 	}
 
@@ -830,10 +837,10 @@ func TestSummedOutboxSharesCountOnce(t *testing.T) {
 	if got := w.counted(t, "v"); got != likes(0, 1) {
 		t.Fatalf("counted %+v, want 1 dislike", got)
 	}
-	if rep := w.reconcile(t, counterstore.All); rep.Corrected != 0 {
+	if rep := w.reconcile(t, reconcilestore.All); rep.Corrected != 0 {
 		t.Fatalf("reconciliation corrected %+v", rep)
 	}
-	if stale, err := w.cs.Stale(ctx, -time.Minute); err != nil || len(stale) != 0 {
+	if stale, err := w.outbox.Stale(ctx, -time.Minute); err != nil || len(stale) != 0 {
 		t.Fatalf("outbox left %+v %v", stale, err)
 	}
 }
@@ -856,7 +863,7 @@ func TestManyPendingSharesOnOneRow(t *testing.T) {
 	}
 	sees := func(when string) {
 		t.Helper()
-		own, err := w.cs.Own(ctx, counterstore.OwnQuery{Viewer: "u", IDs: []string{"v"}})
+		own, err := w.counts.Own(ctx, countstore.OwnQuery{Viewer: "u", IDs: []string{"v"}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,7 +11,7 @@ import (
 
 	"cloud.google.com/go/spanner"
 
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/reconcilestore"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/moderation/moderationstore"
@@ -72,7 +72,7 @@ func TestAutomaticFlagsCountLikeAModeratorsAndStopAtHisDecision(t *testing.T) {
 		t.Fatalf("stale run: %v, want ErrWatermarkMoved", err)
 	}
 	// Their likes stop counting by the next reconciliation, as a moderator's flag.
-	w.reconcile(t, counterstore.Recent)
+	w.reconcile(t, reconcilestore.Recent)
 	if got := w.counted(t, "v"); got != likes(2, 0) {
 		t.Fatalf("after automatic flags: %+v, want human's and bot3's likes", got)
 	}
@@ -90,7 +90,7 @@ func TestAutomaticFlagsCountLikeAModeratorsAndStopAtHisDecision(t *testing.T) {
 	if err != nil || n != 0 {
 		t.Fatalf("second run: %d %v, want nothing flagged", n, err)
 	}
-	w.reconcile(t, counterstore.Recent)
+	w.reconcile(t, reconcilestore.Recent)
 	if got := w.counted(t, "v"); got != likes(3, 0) {
 		t.Fatalf("after the unflag: %+v", got)
 	}

@@ -8,7 +8,7 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/reconcilestore"
 	"github.com/videngage/engagement/shared/reaction"
 )
 
@@ -19,7 +19,7 @@ import (
 // tallies through Store.ApplyFlags, which the hourly run calls first.
 type Source struct{}
 
-var _ counterstore.Auditor = Source{}
+var _ reconcilestore.Auditor = Source{}
 
 func (Source) Name() string { return "reactions" }
 

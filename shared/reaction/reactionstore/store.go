@@ -15,7 +15,7 @@ import (
 
 	"github.com/videngage/engagement/shared/account/accountstore"
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/outboxstore"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/moderation"
@@ -109,7 +109,7 @@ type pairKey struct{ user, content string }
 // Requests of one user on one item see each other in order.
 //
 // The outbox of the transaction is one summed row per item (see
-// counterstore.Share), each user's part of it kept on their reaction row:
+// outboxstore.Share), each user's part of it kept on their reaction row:
 // a like costs its reaction row and nothing more. An undo deletes the row,
 // so its change, and the shares the row still held (taken out of their
 // summed rows), are one outbox row of the user's own, found by user as
@@ -121,7 +121,7 @@ func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 		now := s.now()
 		// The outbox events of this transaction form one batch: one key
 		// range the consumer deletes at once.
-		batch := counterstore.NewOutboxBatch()
+		batch := outboxstore.NewBatch()
 		var pairKeys, userKeys []spanner.Key
 		seenUser := map[string]bool{}
 		for _, r := range reqs {
@@ -134,13 +134,13 @@ func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 		type stored struct {
 			state   reaction.State
 			updated time.Time
-			shares  []counterstore.Share
+			shares  []outboxstore.Share
 			// tallied: the reaction is in its item's tally (NULL: a row
 			// that predates the tallies, not in it).
 			tallied spanner.NullBool
 		}
 		states := map[pairKey]stored{}
-		var shareRows []counterstore.RowKey
+		var shareRows []outboxstore.RowKey
 		err := tx.Read(ctx, tableReactions, spanner.KeySetFromKeys(pairKeys...),
 			[]string{"UserId", "ContentId", "Reaction", "Version", "Generation", "UpdateTime", "PendingShares", "Tallied"}).Do(func(r *spanner.Row) error {
 			var k pairKey
@@ -152,7 +152,7 @@ func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 			}
 			st.state.Reaction = reaction.Kind(kind)
 			var err error
-			if st.shares, err = counterstore.ParseShares(k.content, entries); err != nil {
+			if st.shares, err = outboxstore.ParseShares(k.content, entries); err != nil {
 				return err
 			}
 			for _, sh := range st.shares {
@@ -184,7 +184,7 @@ func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 		// The summed rows the stored shares are part of: a share whose row
 		// is gone was counted, and is dropped.
 		box := summedOutbox{batch: batch, byKey: map[string]int{}}
-		if box.earlier, err = counterstore.ReadRows(ctx, tx, shareRows); err != nil {
+		if box.earlier, err = outboxstore.ReadRows(ctx, tx, shareRows); err != nil {
 			return err
 		}
 		for k, st := range states {
@@ -210,7 +210,7 @@ func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 			if !tr.Changed {
 				res.State = tr.Next
 				res.UpdateTime = cur.updated
-				pend, err := counterstore.PendingEvents(ctx, tx, r.UserID, r.ContentID)
+				pend, err := outboxstore.PendingEvents(ctx, tx, r.UserID, r.ContentID)
 				if err != nil {
 					return err
 				}
@@ -251,13 +251,13 @@ func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 			if !own.IsZero() {
 				ev := tr.Event(r.UserID, r.ContentID, now)
 				ev.Deltas = counter.Deltas(r.ContentID, own)
-				ev.ID = counterstore.BatchedID(batch, ev.ID)
+				ev.ID = outboxstore.BatchedID(batch, ev.ID)
 				res.Event = &ev
-				ms = append(ms, counterstore.Pending(ev, r.UserID)...)
+				ms = append(ms, outboxstore.Pending(ev, r.UserID)...)
 			}
 			if tr.Next.Current() != reaction.None {
 				cols := []string{"UserId", "ContentId", "Reaction", "Version", "Generation", "UpdateTime", "PendingShares", "Tallied"}
-				vals := []any{r.UserID, r.ContentID, string(tr.Next.Reaction), tr.Next.Version, tr.Next.Generation, spanner.CommitTimestamp, counterstore.Entries(shares), !flagged[r.UserID]}
+				vals := []any{r.UserID, r.ContentID, string(tr.Next.Reaction), tr.Next.Version, tr.Next.Generation, spanner.CommitTimestamp, outboxstore.Entries(shares), !flagged[r.UserID]}
 				if _, exists := states[k]; !exists {
 					// A new row records its creation in the same mutation:
 					// the account's first-seen time is its earliest row's.
@@ -314,13 +314,13 @@ type summedOutbox struct {
 	byKey map[string]int
 	// earlier holds the summed rows of earlier transactions the stored
 	// shares are part of, as they are now; changed marks those to write.
-	earlier map[counterstore.RowKey]counter.Values
-	changed map[counterstore.RowKey]bool
+	earlier map[outboxstore.RowKey]counter.Values
+	changed map[outboxstore.RowKey]bool
 }
 
 // pending returns the shares whose summed row is still pending.
-func (b *summedOutbox) pending(shares []counterstore.Share) []counterstore.Share {
-	var out []counterstore.Share
+func (b *summedOutbox) pending(shares []outboxstore.Share) []outboxstore.Share {
+	var out []outboxstore.Share
 	for _, sh := range shares {
 		if _, ok := b.earlier[sh.RowKey()]; ok {
 			out = append(out, sh)
@@ -331,7 +331,7 @@ func (b *summedOutbox) pending(shares []counterstore.Share) []counterstore.Share
 
 // add puts v, a change of one user on key, in this transaction's summed
 // row of key and returns the user's shares with it.
-func (b *summedOutbox) add(shares []counterstore.Share, key string, v counter.Values) []counterstore.Share {
+func (b *summedOutbox) add(shares []outboxstore.Share, key string, v counter.Values) []outboxstore.Share {
 	i, ok := b.byKey[key]
 	if !ok {
 		i = len(b.keys)
@@ -339,8 +339,8 @@ func (b *summedOutbox) add(shares []counterstore.Share, key string, v counter.Va
 		b.keys, b.sums, b.refs = append(b.keys, key), append(b.sums, counter.Values{}), append(b.refs, 0)
 	}
 	b.sums[i] = b.sums[i].Plus(v)
-	id := counterstore.SummedID(b.batch, i)
-	out := append([]counterstore.Share(nil), shares...)
+	id := outboxstore.SummedID(b.batch, i)
+	out := append([]outboxstore.Share(nil), shares...)
 	for j := range out {
 		if out[j].EventID == id {
 			out[j].Values = out[j].Values.Plus(v)
@@ -348,13 +348,13 @@ func (b *summedOutbox) add(shares []counterstore.Share, key string, v counter.Va
 		}
 	}
 	b.refs[i]++
-	return append(out, counterstore.Share{EventID: id, Key: key, Values: v})
+	return append(out, outboxstore.Share{EventID: id, Key: key, Values: v})
 }
 
 // takeOut removes a share from its summed row, this transaction's or an
 // earlier one's.
-func (b *summedOutbox) takeOut(sh counterstore.Share) {
-	if i, ok := b.byKey[sh.Key]; ok && sh.EventID == counterstore.SummedID(b.batch, i) {
+func (b *summedOutbox) takeOut(sh outboxstore.Share) {
+	if i, ok := b.byKey[sh.Key]; ok && sh.EventID == outboxstore.SummedID(b.batch, i) {
 		b.sums[i] = b.sums[i].Minus(sh.Values)
 		b.refs[i]--
 		return
@@ -362,17 +362,17 @@ func (b *summedOutbox) takeOut(sh counterstore.Share) {
 	k := sh.RowKey()
 	b.earlier[k] = b.earlier[k].Minus(sh.Values)
 	if b.changed == nil {
-		b.changed = map[counterstore.RowKey]bool{}
+		b.changed = map[outboxstore.RowKey]bool{}
 	}
 	b.changed[k] = true
 }
 
 // republish returns the events of the earlier summed rows of shares.
-func (b *summedOutbox) republish(shares []counterstore.Share) []events.Event {
+func (b *summedOutbox) republish(shares []outboxstore.Share) []events.Event {
 	var out []events.Event
 	for _, sh := range shares {
 		if v, ok := b.earlier[sh.RowKey()]; ok {
-			out = append(out, counterstore.RowEvent(sh.RowKey(), v))
+			out = append(out, outboxstore.RowEvent(sh.RowKey(), v))
 		}
 	}
 	return out
@@ -388,14 +388,14 @@ func (b *summedOutbox) finish(now time.Time) (map[string]*events.Event, []*spann
 		if b.refs[i] == 0 && b.sums[i].IsZero() {
 			continue
 		}
-		id := counterstore.SummedID(b.batch, i)
-		ev := counterstore.RowEvent(counterstore.RowKey{EventID: id, Key: key}, b.sums[i])
+		id := outboxstore.SummedID(b.batch, i)
+		ev := outboxstore.RowEvent(outboxstore.RowKey{EventID: id, Key: key}, b.sums[i])
 		ev.Time = now
 		evs[key] = &ev
-		ms = append(ms, counterstore.Summed(id, key, b.sums[i]))
+		ms = append(ms, outboxstore.Summed(id, key, b.sums[i]))
 	}
 	for k := range b.changed {
-		ms = append(ms, counterstore.UpdateSummed(k, b.earlier[k]))
+		ms = append(ms, outboxstore.UpdateSummed(k, b.earlier[k]))
 	}
 	return evs, ms
 }

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/reconcilestore"
 	"github.com/videngage/engagement/shared/reaction"
 )
 
@@ -266,7 +266,7 @@ ORDER BY ContentId LIMIT @limit`,
 		for k := range sums {
 			keys = append(keys, k)
 		}
-		cms, err := counterstore.MarkTruthMoved(ctx, tx, keys, s.now())
+		cms, err := reconcilestore.MarkTruthMoved(ctx, tx, keys, s.now())
 		if err != nil {
 			return err
 		}

@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/reconcilestore"
 	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/reaction"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
@@ -130,10 +130,10 @@ func TestDailyRunRepairsTally(t *testing.T) {
 	if tally["v"] != likes(5, 0) || tallied["v"] != likes(3, 0) {
 		t.Fatalf("drift not injected: tally %+v, rows %+v", tally["v"], tallied["v"])
 	}
-	if rep := w.reconcile(t, counterstore.Recent); rep.Corrected != 1 || w.counted(t, "v") != likes(5, 0) {
+	if rep := w.reconcile(t, reconcilestore.Recent); rep.Corrected != 1 || w.counted(t, "v") != likes(5, 0) {
 		t.Fatalf("the hourly run trusts the tally: %+v, counted %+v", rep, w.counted(t, "v"))
 	}
-	rep := w.reconcile(t, counterstore.All)
+	rep := w.reconcile(t, reconcilestore.All)
 	if rep.Repaired != 1 || rep.Corrected != 1 {
 		t.Fatalf("daily run: %+v; want the tally repaired and the counter corrected", rep)
 	}
@@ -141,10 +141,10 @@ func TestDailyRunRepairsTally(t *testing.T) {
 	if tally["v"] != likes(3, 0) || tallied["v"] != likes(3, 0) || w.counted(t, "v") != likes(3, 0) {
 		t.Fatalf("after the daily run: tally %+v, rows %+v, counted %+v; want 3 likes", tally["v"], tallied["v"], w.counted(t, "v"))
 	}
-	if rep := w.reconcile(t, counterstore.All); rep.Repaired != 0 || rep.Corrected != 0 {
+	if rep := w.reconcile(t, reconcilestore.All); rep.Repaired != 0 || rep.Corrected != 0 {
 		t.Fatalf("second daily run: %+v; want nothing to repair", rep)
 	}
-	if rep := w.reconcile(t, counterstore.Recent); rep.Corrected != 0 {
+	if rep := w.reconcile(t, reconcilestore.Recent); rep.Corrected != 0 {
 		t.Fatalf("hourly run after the repair: %+v; want nothing to correct", rep)
 	}
 }

@@ -1,4 +1,4 @@
-package counterstore
+package outboxstore
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/counter/internal/counterdb"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/views"
 )
@@ -71,9 +72,9 @@ func (s *Store) applyTx(ctx context.Context, evs []events.Event) (counter.ApplyS
 		}
 		if len(plainKeys) > 0 {
 			done := map[string]bool{}
-			err := tx.Read(ctx, tableApplied, spanner.KeySetFromKeys(plainKeys...), []string{"EventId"}).Do(func(r *spanner.Row) error {
+			err := tx.Read(ctx, counterdb.Applied, spanner.KeySetFromKeys(plainKeys...), []string{"EventId"}).Do(func(r *spanner.Row) error {
 				var id string
-				if err := columns(r, &id); err != nil {
+				if err := counterdb.Columns(r, &id); err != nil {
 					return err
 				}
 				done[id] = true
@@ -96,7 +97,7 @@ func (s *Store) applyTx(ctx context.Context, evs []events.Event) (counter.ApplyS
 				for k, hs := range e.Viewers {
 					viewers[k] = append(viewers[k], hs...)
 				}
-				ms = append(ms, spanner.Insert(tableApplied, []string{"EventId", "AppliedAt"}, []any{id, spanner.CommitTimestamp}))
+				ms = append(ms, spanner.Insert(counterdb.Applied, []string{"EventId", "AppliedAt"}, []any{id, spanner.CommitTimestamp}))
 			}
 		}
 		for k, v := range sums {
@@ -126,7 +127,7 @@ func (s *Store) applyTx(ctx context.Context, evs []events.Event) (counter.ApplyS
 		return tx.BufferWrite(ms)
 	})
 	if err != nil {
-		return counter.ApplyStats{}, fmt.Errorf("counterstore.Apply: %w", err)
+		return counter.ApplyStats{}, fmt.Errorf("outboxstore.Apply: %w", err)
 	}
 	return st, nil
 }
@@ -137,17 +138,17 @@ func (s *Store) applyTx(ctx context.Context, evs []events.Event) (counter.ApplyS
 // shard count, and created when absent because shard rows are interleaved
 // under it.
 func (s *Store) addToShards(ctx context.Context, tx *spanner.ReadWriteTransaction, sums map[string]counter.Values, viewers map[string][]uint64) ([]*spanner.Mutation, error) {
-	keys := sortedKeys(sums)
+	keys := counterdb.SortedKeys(sums)
 	shards := map[string]int64{}
 	var ms []*spanner.Mutation
 	var ks []spanner.Key
 	for _, k := range keys {
 		ks = append(ks, spanner.Key{k})
 	}
-	err := tx.Read(ctx, tableCounters, spanner.KeySetFromKeys(ks...), []string{"CounterKey", "Shards"}).Do(func(r *spanner.Row) error {
+	err := tx.Read(ctx, counterdb.Counters, spanner.KeySetFromKeys(ks...), []string{"CounterKey", "Shards"}).Do(func(r *spanner.Row) error {
 		var k string
 		var n int64
-		if err := columns(r, &k, &n); err != nil {
+		if err := counterdb.Columns(r, &k, &n); err != nil {
 			return err
 		}
 		shards[k] = n
@@ -162,8 +163,8 @@ func (s *Store) addToShards(ctx context.Context, tx *spanner.ReadWriteTransactio
 		n, ok := shards[k]
 		if !ok {
 			n = counter.MinShards
-			cols, vals := withValues([]string{"CounterKey", "Shards"}, []any{k, n}, counter.Values{})
-			ms = append(ms, spanner.Insert(tableCounters, cols, vals))
+			cols, vals := counterdb.WithValues([]string{"CounterKey", "Shards"}, []any{k, n}, counter.Values{})
+			ms = append(ms, spanner.Insert(counterdb.Counters, cols, vals))
 		}
 		pick[k] = int64(counter.PickShard(int(n)))
 		shardKeys = append(shardKeys, spanner.Key{k, pick[k]})
@@ -174,19 +175,19 @@ func (s *Store) addToShards(ctx context.Context, tx *spanner.ReadWriteTransactio
 		viewers []byte
 	}
 	cur := map[string]shardRow{}
-	cols := append(append([]string{"CounterKey", "Writes"}, valueColumns...), colViewers)
-	err = tx.Read(ctx, tableShards, spanner.KeySetFromKeys(shardKeys...), cols).Do(func(r *spanner.Row) error {
+	cols := append(append([]string{"CounterKey", "Writes"}, counterdb.ValueColumns...), counterdb.Viewers)
+	err = tx.Read(ctx, counterdb.Shards, spanner.KeySetFromKeys(shardKeys...), cols).Do(func(r *spanner.Row) error {
 		var k string
 		var w int64
-		if err := columns(r, &k, &w); err != nil {
+		if err := counterdb.Columns(r, &k, &w); err != nil {
 			return err
 		}
-		v, err := readValues(r, 2)
+		v, err := counterdb.ReadValues(r, 2)
 		if err != nil {
 			return err
 		}
 		var vb []byte
-		if err := r.Column(2+len(valueColumns), &vb); err != nil {
+		if err := r.Column(2+len(counterdb.ValueColumns), &vb); err != nil {
 			return err
 		}
 		cur[k] = shardRow{v, w, vb}
@@ -197,21 +198,21 @@ func (s *Store) addToShards(ctx context.Context, tx *spanner.ReadWriteTransactio
 	}
 	for _, k := range keys {
 		c, existed := cur[k]
-		cols, vals := withValues([]string{"CounterKey", "Shard", "Writes"}, []any{k, pick[k], c.writes + 1}, c.v.Plus(sums[k]))
+		cols, vals := counterdb.WithValues([]string{"CounterKey", "Shard", "Writes"}, []any{k, pick[k], c.writes + 1}, c.v.Plus(sums[k]))
 		if hs := viewers[k]; len(hs) > 0 {
 			b, err := addViewers(c.viewers, hs)
 			if err != nil {
 				return nil, fmt.Errorf("viewers of %s: %w", k, err)
 			}
-			cols, vals = append(cols, colViewers), append(vals, b)
+			cols, vals = append(cols, counterdb.Viewers), append(vals, b)
 		}
-		ms = append(ms, spanner.InsertOrUpdate(tableShards, cols, vals))
+		ms = append(ms, spanner.InsertOrUpdate(counterdb.Shards, cols, vals))
 		if !existed {
 			// The shard's first delta since its last fold marks it moved,
 			// at this commit's time (the rollup lag is the oldest marker's
 			// age). A shard row and its marker are written and folded
 			// together, so a shard that exists is already marked.
-			ms = append(ms, spanner.InsertOrUpdate(tableMoved, []string{"CounterKey", "Shard", "MovedTime"}, []any{k, pick[k], spanner.CommitTimestamp}))
+			ms = append(ms, spanner.InsertOrUpdate(counterdb.Moved, []string{"CounterKey", "Shard", "MovedTime"}, []any{k, pick[k], spanner.CommitTimestamp}))
 		}
 	}
 	return ms, nil

@@ -1,4 +1,4 @@
-package counterstore
+package reconcilestore
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 
 	"cloud.google.com/go/spanner"
 
-	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/counter/internal/counterdb"
 )
 
 // The hourly reconciliation is a run of slices like the daily one, over the
@@ -18,16 +18,6 @@ import (
 // previous hourly run through the current one, so consecutive runs overlap
 // by an hour: a counter that moves again while a run lists its hour is in
 // the next run's hours, and no hour is left out when a run is missed.
-
-// reconciled are the fields some source of truth owns: folding a change of
-// one of them sets the counter's TruthHour (views do not).
-var reconciled = []counter.Field{counter.Likes, counter.Dislikes, counter.Comments, counter.Replies, counter.Threads}
-
-// truthHour is the hour of t, as TruthHour stores it.
-func truthHour(t time.Time) time.Time { return t.UTC().Truncate(time.Hour) }
-
-// movesTruth says whether folding v changes a reconciled field.
-func movesTruth(v counter.Values) bool { return !v.Only(reconciled).IsZero() }
 
 // MarkTruthMoved returns the mutations that set the TruthHour of the
 // counters of keys to now's hour, for a change of their truth that no delta
@@ -41,21 +31,21 @@ func MarkTruthMoved(ctx context.Context, tx *spanner.ReadWriteTransaction, keys 
 	for i, k := range keys {
 		ks[i] = spanner.Key{k}
 	}
-	hour := truthHour(now)
+	hour := counterdb.TruthHour(now)
 	var ms []*spanner.Mutation
-	err := tx.Read(ctx, tableCounters, spanner.KeySetFromKeys(ks...), []string{"CounterKey", "TruthHour"}).Do(func(r *spanner.Row) error {
+	err := tx.Read(ctx, counterdb.Counters, spanner.KeySetFromKeys(ks...), []string{"CounterKey", "TruthHour"}).Do(func(r *spanner.Row) error {
 		var k string
 		var h spanner.NullTime
 		if err := r.Columns(&k, &h); err != nil {
 			return err
 		}
 		if !h.Valid || !h.Time.Equal(hour) {
-			ms = append(ms, spanner.Update(tableCounters, []string{"CounterKey", "TruthHour"}, []any{k, hour}))
+			ms = append(ms, spanner.Update(counterdb.Counters, []string{"CounterKey", "TruthHour"}, []any{k, hour}))
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("counterstore.MarkTruthMoved: %w", err)
+		return nil, fmt.Errorf("reconcilestore.MarkTruthMoved: %w", err)
 	}
 	return ms, nil
 }
@@ -64,7 +54,7 @@ func MarkTruthMoved(ctx context.Context, tx *spanner.ReadWriteTransaction, keys 
 // n ≤ 0) over the hours from the previous hourly run's last hour (the hour
 // before now when there is none) through now's, and returns its id.
 func (s *Store) StartRecentRun(ctx context.Context, n int) (string, error) {
-	to := truthHour(s.now())
+	to := counterdb.TruthHour(s.now())
 	from := to.Add(-time.Hour)
 	err := s.db.Single().Query(ctx, spanner.Statement{
 		SQL: `SELECT MAX(ToHour) FROM ReconcileRuns WHERE ToHour IS NOT NULL`,
@@ -81,7 +71,7 @@ func (s *Store) StartRecentRun(ctx context.Context, n int) (string, error) {
 		return nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("counterstore.StartRecentRun: %w", err)
+		return "", fmt.Errorf("reconcilestore.StartRecentRun: %w", err)
 	}
 	return s.startRun(ctx, n, &hours{from: from, to: to})
 }
@@ -102,7 +92,7 @@ WHERE TruthHour >= @from AND TruthHour <= @to AND CounterKey > @after`
 	var out []string
 	err := tx.Query(ctx, spanner.Statement{SQL: sql + ` ORDER BY CounterKey LIMIT @limit`, Params: params}).Do(func(r *spanner.Row) error {
 		var k string
-		if err := columns(r, &k); err != nil {
+		if err := counterdb.Columns(r, &k); err != nil {
 			return err
 		}
 		out = append(out, k)

@@ -1,4 +1,4 @@
-package counterstore_test
+package countstore_test
 
 import (
 	"context"
@@ -11,25 +11,28 @@ import (
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/internal/otelcount"
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/countstore"
+	"github.com/videngage/engagement/shared/counter/internal/countertest"
+	"github.com/videngage/engagement/shared/counter/outboxstore"
+	"github.com/videngage/engagement/shared/counter/reconcilestore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 
-// seeded is a store whose counter "v" has five likes and "quiet" two, both
+// seeded are stores whose counter "v" has five likes and "quiet" two, both
 // counted and folded.
-func seeded(t *testing.T) (*spannerdb.DB, *counterstore.Store) {
+func seeded(t *testing.T) (*spannerdb.DB, *countertest.Stores) {
 	t.Helper()
 	db := emulatortest.Spanner(t, emulatortest.New(t))
-	cs := counterstore.New(db, counterstore.Options{})
+	w := countertest.New(db, reconcilestore.Options{})
 	seed := append(counter.Deltas("v", counter.Values{Likes: 5}), counter.Deltas("quiet", counter.Values{Likes: 2})...)
-	if _, err := cs.Apply(context.Background(), []events.Event{{ID: "seed", Kind: events.KindCounterDelta, Deltas: seed}}); err != nil {
+	if _, err := w.Outbox.Apply(context.Background(), []events.Event{{ID: "seed", Kind: events.KindCounterDelta, Deltas: seed}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cs.Fold(context.Background()); err != nil {
+	if _, err := w.Folds.Fold(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	return db, cs
+	return db, w
 }
 
 // TestOwnExactWhileCounted holds the public counts read once, then follows a
@@ -39,9 +42,9 @@ func seeded(t *testing.T) (*spannerdb.DB, *counterstore.Store) {
 // happened to is not read again.
 func TestOwnExactWhileCounted(t *testing.T) {
 	ctx := context.Background()
-	db, cs := seeded(t)
+	db, w := seeded(t)
 	ids := []string{"v", "quiet", "none"}
-	held, err := cs.Public(ctx, ids, 0)
+	held, err := w.Counts.Public(ctx, ids, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +54,7 @@ func TestOwnExactWhileCounted(t *testing.T) {
 
 	view := func(step string, wantFresh ...string) {
 		t.Helper()
-		own, err := cs.Own(ctx, counterstore.OwnQuery{Viewer: "alice", IDs: ids, Cached: ids, Since: held.ReadTime})
+		own, err := w.Counts.Own(ctx, countstore.OwnQuery{Viewer: "alice", IDs: ids, Cached: ids, Since: held.ReadTime})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,22 +79,22 @@ func TestOwnExactWhileCounted(t *testing.T) {
 
 	like := events.Event{ID: "alice-like", Kind: events.KindCounterDelta, Outbox: true, Deltas: counter.Deltas("v", counter.Values{Likes: 1})}
 	if _, err := db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
-		return tx.BufferWrite(counterstore.Pending(like, "alice"))
+		return tx.BufferWrite(outboxstore.Pending(like, "alice"))
 	}); err != nil {
 		t.Fatal(err)
 	}
 	view("pending")
-	if _, err := cs.Apply(ctx, []events.Event{like}); err != nil {
+	if _, err := w.Outbox.Apply(ctx, []events.Event{like}); err != nil {
 		t.Fatal(err)
 	}
 	view("counted into a shard after the public read", "v")
-	if _, err := cs.Fold(ctx); err != nil {
+	if _, err := w.Folds.Fold(ctx); err != nil {
 		t.Fatal(err)
 	}
 	view("folded after the public read", "v")
 
 	// Bob's view is the public one plus nothing of alice's.
-	own, err := cs.Own(ctx, counterstore.OwnQuery{Viewer: "bob", IDs: ids, Cached: ids, Since: held.ReadTime})
+	own, err := w.Counts.Own(ctx, countstore.OwnQuery{Viewer: "bob", IDs: ids, Cached: ids, Since: held.ReadTime})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,13 +103,13 @@ func TestOwnExactWhileCounted(t *testing.T) {
 	}
 
 	// Read anew after the fold, nothing has moved since: no id is read again.
-	if held, err = cs.Public(ctx, ids, 0); err != nil {
+	if held, err = w.Counts.Public(ctx, ids, 0); err != nil {
 		t.Fatal(err)
 	}
 	view("public read after the fold")
 
 	// Nothing held: every id is read, strongly.
-	own, err = cs.Own(ctx, counterstore.OwnQuery{Viewer: "alice", IDs: ids})
+	own, err = w.Counts.Own(ctx, countstore.OwnQuery{Viewer: "alice", IDs: ids})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,29 +124,29 @@ func TestOwnExactWhileCounted(t *testing.T) {
 // as stale as the held value) while its other counts are exact.
 func TestOwnUniqueViewers(t *testing.T) {
 	ctx := context.Background()
-	cs := newStore(t, counterstore.Options{})
-	if _, err := cs.Apply(ctx, []events.Event{viewsEvent("early", "v", 3, "a", "b", "c")}); err != nil {
+	w := countertest.New(emulatortest.Spanner(t, emulatortest.New(t)), reconcilestore.Options{})
+	if _, err := w.Outbox.Apply(ctx, []events.Event{countertest.ViewsEvent("early", "v", 3, "a", "b", "c")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cs.Fold(ctx); err != nil {
+	if _, err := w.Folds.Fold(ctx); err != nil {
 		t.Fatal(err)
 	}
-	held, err := cs.Public(ctx, []string{"v"}, 0)
+	held, err := w.Counts.Public(ctx, []string{"v"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cs.Apply(ctx, []events.Event{viewsEvent("late", "v", 2, "c", "d")}); err != nil {
+	if _, err := w.Outbox.Apply(ctx, []events.Event{countertest.ViewsEvent("late", "v", 2, "c", "d")}); err != nil {
 		t.Fatal(err)
 	}
 	ids := []string{"v"}
-	own, err := cs.Own(ctx, counterstore.OwnQuery{Viewer: "alice", IDs: ids})
+	own, err := w.Counts.Own(ctx, countstore.OwnQuery{Viewer: "alice", IDs: ids})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := own.Merge(ids, nil)["v"]; got.Views != 5 || got.UniqueViewers != 4 {
 		t.Errorf("not held: %+v, want 5 views by 4 viewers", got)
 	}
-	own, err = cs.Own(ctx, counterstore.OwnQuery{Viewer: "alice", IDs: ids, Cached: ids, Since: held.ReadTime})
+	own, err = w.Counts.Own(ctx, countstore.OwnQuery{Viewer: "alice", IDs: ids, Cached: ids, Since: held.ReadTime})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,31 +164,31 @@ func TestOwnUniqueViewers(t *testing.T) {
 // calls for the four than for the costliest one alone.
 func TestOwnManyIsEachAlone(t *testing.T) {
 	ctx := context.Background()
-	db, cs := seeded(t)
-	held, err := cs.Public(ctx, []string{"v", "quiet"}, 0)
+	db, w := seeded(t)
+	held, err := w.Counts.Public(ctx, []string{"v", "quiet"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// After the public read: w is counted into a shard; alice has a like
 	// pending on v in a row of her own; bob likes w, his share pending in a
 	// summed row beside two other likes.
-	if _, err := cs.Apply(ctx, []events.Event{{ID: "w-seed", Kind: events.KindCounterDelta, Deltas: counter.Deltas("w", counter.Values{Likes: 7})}}); err != nil {
+	if _, err := w.Outbox.Apply(ctx, []events.Event{{ID: "w-seed", Kind: events.KindCounterDelta, Deltas: counter.Deltas("w", counter.Values{Likes: 7})}}); err != nil {
 		t.Fatal(err)
 	}
 	aliceLike := events.Event{ID: "alice-like", Kind: events.KindCounterDelta, Outbox: true, Deltas: counter.Deltas("v", counter.Values{Likes: 1})}
-	bobShare := counterstore.Share{EventID: counterstore.SummedID("b", 0), Key: "w", Values: counter.Values{Likes: 1}}
+	bobShare := outboxstore.Share{EventID: outboxstore.SummedID("b", 0), Key: "w", Values: counter.Values{Likes: 1}}
 	if _, err := db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
-		return tx.BufferWrite(append(counterstore.Pending(aliceLike, "alice"),
-			counterstore.Summed(bobShare.EventID, "w", counter.Values{Likes: 3}),
+		return tx.BufferWrite(append(outboxstore.Pending(aliceLike, "alice"),
+			outboxstore.Summed(bobShare.EventID, "w", counter.Values{Likes: 3}),
 			spanner.InsertMap("Reactions", map[string]any{
 				"UserId": "bob", "ContentId": "w", "Reaction": "like", "Version": 1, "Generation": 1,
-				"UpdateTime": spanner.CommitTimestamp, "PendingShares": counterstore.Entries([]counterstore.Share{bobShare}),
+				"UpdateTime": spanner.CommitTimestamp, "PendingShares": outboxstore.Entries([]outboxstore.Share{bobShare}),
 			})))
 	}); err != nil {
 		t.Fatal(err)
 	}
 
-	qs := []counterstore.OwnQuery{
+	qs := []countstore.OwnQuery{
 		{Viewer: "alice", IDs: []string{"v", "quiet", "none"}, Cached: []string{"v", "quiet"}, Since: held.ReadTime},
 		{Viewer: "bob", IDs: []string{"v", "w"}, Cached: []string{"v"}, Since: held.ReadTime},
 		{Viewer: "alice", IDs: []string{"w"}},
@@ -193,10 +196,10 @@ func TestOwnManyIsEachAlone(t *testing.T) {
 	}
 	type view struct {
 		Counts    map[string]counter.Values
-		Reactions map[string]counterstore.ViewerReaction
+		Reactions map[string]countstore.ViewerReaction
 		Fresh     []string
 	}
-	viewOf := func(q counterstore.OwnQuery, o counterstore.Own) view {
+	viewOf := func(q countstore.OwnQuery, o countstore.Own) view {
 		v := view{Counts: o.Merge(q.IDs, held.Values), Reactions: o.Reactions}
 		for id := range o.Fresh {
 			v.Fresh = append(v.Fresh, id)
@@ -209,7 +212,7 @@ func TestOwnManyIsEachAlone(t *testing.T) {
 	most := int64(0)
 	for _, q := range qs {
 		r0 := reads()
-		o, err := cs.Own(ctx, q)
+		o, err := w.Counts.Own(ctx, q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,17 +220,17 @@ func TestOwnManyIsEachAlone(t *testing.T) {
 		alone = append(alone, viewOf(q, o))
 	}
 	want := []view{
-		{Counts: map[string]counter.Values{"v": {Likes: 6}, "quiet": {Likes: 2}, "none": {}}, Reactions: map[string]counterstore.ViewerReaction{}, Fresh: []string{"none"}},
-		{Counts: map[string]counter.Values{"v": {Likes: 5}, "w": {Likes: 8}}, Reactions: map[string]counterstore.ViewerReaction{"w": {Reaction: "like", Version: 1}}, Fresh: []string{"w"}},
-		{Counts: map[string]counter.Values{"w": {Likes: 7}}, Reactions: map[string]counterstore.ViewerReaction{}, Fresh: []string{"w"}},
-		{Counts: map[string]counter.Values{"quiet": {Likes: 2}}, Reactions: map[string]counterstore.ViewerReaction{}},
+		{Counts: map[string]counter.Values{"v": {Likes: 6}, "quiet": {Likes: 2}, "none": {}}, Reactions: map[string]countstore.ViewerReaction{}, Fresh: []string{"none"}},
+		{Counts: map[string]counter.Values{"v": {Likes: 5}, "w": {Likes: 8}}, Reactions: map[string]countstore.ViewerReaction{"w": {Reaction: "like", Version: 1}}, Fresh: []string{"w"}},
+		{Counts: map[string]counter.Values{"w": {Likes: 7}}, Reactions: map[string]countstore.ViewerReaction{}, Fresh: []string{"w"}},
+		{Counts: map[string]counter.Values{"quiet": {Likes: 2}}, Reactions: map[string]countstore.ViewerReaction{}},
 	}
 	if diff := cmp.Diff(want, alone); diff != "" {
 		t.Fatalf("each alone (-want +got):\n%s", diff)
 	}
 
 	r0 := reads()
-	together, err := cs.OwnMany(ctx, qs)
+	together, err := w.Counts.OwnMany(ctx, qs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package counterstore_test
+package reconcilestore_test
 
 import (
 	"context"
@@ -7,21 +7,11 @@ import (
 
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/internal/countertest"
+	"github.com/videngage/engagement/shared/counter/reconcilestore"
 	"github.com/videngage/engagement/shared/events"
-	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
-
-// viewsEvent is a batch's view event: n views of key by the given users.
-func viewsEvent(id, key string, n int64, users ...string) events.Event {
-	e := events.Event{ID: id, Kind: events.KindCounterDelta,
-		Deltas: []counter.Delta{{Key: key, Field: counter.Views, N: n}}, Viewers: map[string][]uint64{}}
-	for _, u := range users {
-		e.Viewers[key] = append(e.Viewers[key], history.NewViewerHasher("test").Hash(u))
-	}
-	return e
-}
 
 // Unique viewers go to the shard the batch's views go to, are folded into
 // the snapshot with them, and are read back (snapshot merged with the live
@@ -35,11 +25,11 @@ func TestUniqueViewersShardedFoldedAndRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Client.Close()
-	cs := counterstore.New(db, counterstore.Options{})
+	w := countertest.New(db, reconcilestore.Options{})
 	key := "vid"
 	read := func(when string, wantViews, wantUnique int64) {
 		t.Helper()
-		c, err := cs.Counts(ctx, []string{key}, nil, 0)
+		c, err := w.Counts.Counts(ctx, []string{key}, nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,23 +42,23 @@ func TestUniqueViewersShardedFoldedAndRead(t *testing.T) {
 	// next batch), so 60 views by 30 users, spread over the shards.
 	for i := range 30 {
 		users := []string{fmt.Sprintf("u%d", i), fmt.Sprintf("u%d", max(i-1, 0))}
-		e := viewsEvent(fmt.Sprintf("views-%d", i), key, 2, users...)
+		e := countertest.ViewsEvent(fmt.Sprintf("views-%d", i), key, 2, users...)
 		for range 2 { // delivered twice
-			if _, err := cs.Apply(ctx, []events.Event{e}); err != nil {
+			if _, err := w.Outbox.Apply(ctx, []events.Event{e}); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	read("in shards", 60, 30)
-	if _, err := cs.Fold(ctx); err != nil {
+	if _, err := w.Folds.Fold(ctx); err != nil {
 		t.Fatal(err)
 	}
 	read("folded", 60, 30)
-	if _, err := cs.Apply(ctx, []events.Event{viewsEvent("views-late", key, 1, "u0", "late")}); err != nil {
+	if _, err := w.Outbox.Apply(ctx, []events.Event{countertest.ViewsEvent("views-late", key, 1, "u0", "late")}); err != nil {
 		t.Fatal(err)
 	}
 	read("snapshot and a live shard", 61, 31)
-	rep, err := cs.Reconcile(ctx, counterstore.All, []counterstore.Source{&source{name: "likes", field: counter.Likes, truth: map[string]int64{key: 0}}})
+	rep, err := w.Recon.Reconcile(ctx, reconcilestore.All, []reconcilestore.Source{&source{name: "likes", field: counter.Likes, truth: map[string]int64{key: 0}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,13 +1,16 @@
-package counterstore_test
+package foldstore_test
 
 import (
 	"context"
 	"fmt"
+	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"testing"
 	"time"
 
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/foldstore"
+	"github.com/videngage/engagement/shared/counter/internal/countertest"
+	"github.com/videngage/engagement/shared/counter/reconcilestore"
 	"github.com/videngage/engagement/shared/events"
 )
 
@@ -16,7 +19,7 @@ import (
 // are exact, and each pass reports the age of the oldest unfolded delta.
 func TestFoldPartitions(t *testing.T) {
 	ctx := context.Background()
-	cs := newStore(t, counterstore.Options{})
+	w := newWorld(t)
 
 	const n = 150
 	var keys []string
@@ -27,12 +30,12 @@ func TestFoldPartitions(t *testing.T) {
 		deltas = append(deltas, counter.Delta{Key: k, Field: counter.Likes, N: int64(i + 1)})
 	}
 	before := time.Now()
-	if _, err := cs.Apply(ctx, []events.Event{{ID: "a", Kind: events.KindCounterDelta, Deltas: deltas}}); err != nil {
+	if _, err := w.Outbox.Apply(ctx, []events.Event{{ID: "a", Kind: events.KindCounterDelta, Deltas: deltas}}); err != nil {
 		t.Fatal(err)
 	}
 	// A second delta to the same counters: their markers keep the first
 	// delta's time.
-	if _, err := cs.Apply(ctx, []events.Event{{ID: "b", Kind: events.KindCounterDelta, Deltas: deltas}}); err != nil {
+	if _, err := w.Outbox.Apply(ctx, []events.Event{{ID: "b", Kind: events.KindCounterDelta, Deltas: deltas}}); err != nil {
 		t.Fatal(err)
 	}
 	afterFirst := time.Now()
@@ -40,7 +43,7 @@ func TestFoldPartitions(t *testing.T) {
 	const parts = 3
 	folded := 0
 	for i := range parts {
-		st, err := cs.FoldPart(ctx, counterstore.FoldOptions{Partition: i, Partitions: parts, Workers: 4})
+		st, err := w.Folds.FoldPart(ctx, foldstore.Pass{Partition: i, Partitions: parts, Workers: 4})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,11 +58,11 @@ func TestFoldPartitions(t *testing.T) {
 	if folded != n {
 		t.Errorf("partitions folded %d counters in all, want %d (each exactly once)", folded, n)
 	}
-	st, err := cs.Fold(ctx)
+	st, err := w.Folds.Fold(ctx)
 	if err != nil || st.Counters != 0 || !st.Oldest.IsZero() || st.Lag() != 0 {
 		t.Errorf("after every partition: %+v, %v; want nothing left to fold and no lag", st, err)
 	}
-	counted, pending, err := cs.Totals(ctx, keys)
+	counted, pending, err := w.Counts.Totals(ctx, keys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,43 +72,14 @@ func TestFoldPartitions(t *testing.T) {
 		}
 	}
 
-	for _, o := range []counterstore.FoldOptions{{Partition: 3, Partitions: 3}, {Partition: -1, Partitions: 2}, {Partitions: counter.Parts + 1}} {
-		if _, err := cs.FoldPart(ctx, o); err == nil {
+	for _, o := range []foldstore.Pass{{Partition: 3, Partitions: 3}, {Partition: -1, Partitions: 2}, {Partitions: counter.Parts + 1}} {
+		if _, err := w.Folds.FoldPart(ctx, o); err == nil {
 			t.Errorf("FoldPart(%+v) accepted", o)
 		}
 	}
 }
 
-// TestLease: one holder at a time until the lease expires or is released.
-func TestLease(t *testing.T) {
-	ctx := context.Background()
-	cs := newStore(t, counterstore.Options{})
-	a, b := counterstore.NewHolder(), counterstore.NewHolder()
-	lease := func(h string, ttl time.Duration) bool {
-		t.Helper()
-		ok, err := cs.Lease(ctx, "job/1", h, ttl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ok
-	}
-	if !lease(a, time.Minute) || lease(b, time.Minute) || !lease(a, time.Minute) {
-		t.Fatal("a free lease went to the first holder only, and it renews")
-	}
-	if err := cs.Release(ctx, "job/1", b); err != nil {
-		t.Fatal(err)
-	}
-	if lease(b, time.Minute) {
-		t.Fatal("another holder released a's lease")
-	}
-	if err := cs.Release(ctx, "job/1", a); err != nil {
-		t.Fatal(err)
-	}
-	if !lease(b, -time.Second) {
-		t.Fatal("a released lease is free")
-	}
-	// b's lease has expired already: a takes it.
-	if !lease(a, time.Minute) {
-		t.Fatal("an expired lease is free")
-	}
+func newWorld(t *testing.T) *countertest.Stores {
+	t.Helper()
+	return countertest.New(emulatortest.Spanner(t, emulatortest.New(t)), reconcilestore.Options{})
 }

@@ -1,4 +1,4 @@
-package counterstore_test
+package reconcilestore_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/reconcilestore"
 	"github.com/videngage/engagement/shared/events"
 )
 
@@ -19,26 +19,25 @@ import (
 // missed hour.
 func TestRecentRunKilledAndResumed(t *testing.T) {
 	ctx := context.Background()
-	cs := newStore(t, counterstore.Options{ReconcilePage: 40})
 	clock := time.Date(2026, 12, 3, 10, 20, 0, 0, time.UTC)
-	cs.SetNow(func() time.Time { return clock })
-	src, keys, drift := seedDrift(t, cs, 300)
+	w := newWorld(t, reconcilestore.Options{ReconcilePage: 40, Now: func() time.Time { return clock }})
+	src, keys, drift := seedDrift(t, w, 300)
 	var views []counter.Delta
 	for i := range 100 {
 		views = append(views, counter.Delta{Key: fmt.Sprintf("%c%cview%d", idAlphabet[i*13%64], idAlphabet[i*7%64], i), Field: counter.Views, N: 3})
 	}
-	if _, err := cs.Apply(ctx, []events.Event{{ID: "views", Kind: events.KindCounterDelta, Deltas: views}}); err != nil {
+	if _, err := w.Outbox.Apply(ctx, []events.Event{{ID: "views", Kind: events.KindCounterDelta, Deltas: views}}); err != nil {
 		t.Fatal(err)
 	}
 	fold := func() {
 		t.Helper()
-		if _, err := cs.Fold(ctx); err != nil {
+		if _, err := w.Folds.Fold(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
 	fold()
 
-	run, err := cs.StartRecentRun(ctx, 8)
+	run, err := w.Recon.StartRecentRun(ctx, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +46,7 @@ func TestRecentRunKilledAndResumed(t *testing.T) {
 		if cycle > 100 {
 			t.Fatal("the run does not finish")
 		}
-		st, err := cs.Run(ctx, run)
+		st, err := w.Recon.Run(ctx, run)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +55,7 @@ func TestRecentRunKilledAndResumed(t *testing.T) {
 		}
 		ictx, cancel := context.WithCancel(ctx)
 		k := &killer{source: src, at: int64(1 + cycle*3%5), cancel: cancel}
-		_, err = cs.WorkSlices(ictx, []counterstore.Source{k}, counterstore.WorkOptions{Run: run})
+		_, err = w.Recon.WorkSlices(ictx, []reconcilestore.Source{k}, reconcilestore.WorkOptions{Run: run})
 		if ictx.Err() != nil {
 			kills++
 		} else if err != nil {
@@ -64,7 +63,7 @@ func TestRecentRunKilledAndResumed(t *testing.T) {
 		}
 		cancel()
 	}
-	st, err := cs.Run(ctx, run)
+	st, err := w.Recon.Run(ctx, run)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,10 +72,10 @@ func TestRecentRunKilledAndResumed(t *testing.T) {
 	if kills < 3 {
 		t.Errorf("killed %d times; the test means to kill the run at many points", kills)
 	}
-	if st.Scope != counterstore.Recent || st.Checked != len(keys) || st.Corrected != len(drift) || st.Skipped != 0 {
+	if st.Scope != reconcilestore.Recent || st.Checked != len(keys) || st.Corrected != len(drift) || st.Skipped != 0 {
 		t.Errorf("after %d kills: %+v; want an hourly run with %d checked, %d corrected, none skipped", kills, st, len(keys), len(drift))
 	}
-	counted, pending, err := cs.Totals(ctx, keys)
+	counted, pending, err := w.Counts.Totals(ctx, keys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +88,7 @@ func TestRecentRunKilledAndResumed(t *testing.T) {
 	// The next hour's run covers this hour again: everything checked,
 	// nothing left to correct (the corrections were not folds).
 	clock = clock.Add(time.Hour)
-	rep, err := cs.Reconcile(ctx, counterstore.Recent, []counterstore.Source{src})
+	rep, err := w.Recon.Reconcile(ctx, reconcilestore.Recent, []reconcilestore.Source{src})
 	if err != nil || !rep.Done || rep.Checked != len(keys) || rep.Corrected != 0 {
 		t.Errorf("the next hour's run: %+v, %v; want %d checked, none corrected", rep, err, len(keys))
 	}
@@ -101,7 +100,7 @@ func TestRecentRunKilledAndResumed(t *testing.T) {
 	move := func(key string, likes int64) {
 		t.Helper()
 		src.truth[key] = likes - 1
-		if _, err := cs.Apply(ctx, []events.Event{{ID: "move-" + key, Kind: events.KindCounterDelta,
+		if _, err := w.Outbox.Apply(ctx, []events.Event{{ID: "move-" + key, Kind: events.KindCounterDelta,
 			Deltas: []counter.Delta{{Key: key, Field: counter.Likes, N: likes}}}}); err != nil {
 			t.Fatal(err)
 		}
@@ -110,7 +109,7 @@ func TestRecentRunKilledAndResumed(t *testing.T) {
 	move("missed-hour", 5)
 	clock = clock.Add(time.Hour)
 	move("this-hour", 7)
-	rep, err = cs.Reconcile(ctx, counterstore.Recent, []counterstore.Source{src})
+	rep, err = w.Recon.Reconcile(ctx, reconcilestore.Recent, []reconcilestore.Source{src})
 	if err != nil || !rep.Done || rep.Checked != 2 || rep.Corrected != 2 {
 		t.Errorf("the run after a missed hour: %+v, %v; want the 2 counters moved since checked and corrected", rep, err)
 	}

@@ -1,4 +1,4 @@
-package counterstore
+package foldstore
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/counter/internal/counterdb"
 	"github.com/videngage/engagement/shared/views"
 )
 
@@ -23,24 +24,24 @@ const foldBatch = 32
 // the next tick.
 const maxFoldPerPass = 20000
 
-// DefaultFoldWorkers is how many fold transactions one pass runs at once.
-const DefaultFoldWorkers = 8
+// DefaultWorkers is how many fold transactions one pass runs at once.
+const DefaultWorkers = 8
 
-// FoldOptions select the part of the moved set a pass folds and how.
-type FoldOptions struct {
+// Pass selects the part of the moved set a pass folds and how.
+type Pass struct {
 	// Partition of Partitions (default 0 of 1: every counter). Partition i
 	// folds the counters whose Part is in counter.PartRange(i, n): the
 	// ranges of one n are disjoint, so instances folding different
 	// partitions never fold the same counter.
 	Partition, Partitions int
 	// Workers is how many fold transactions run at once (default
-	// DefaultFoldWorkers; against the emulator, which runs one read-write
+	// DefaultWorkers; against the emulator, which runs one read-write
 	// transaction at a time, they queue).
 	Workers int
 }
 
-// FoldStats says what one fold pass did.
-type FoldStats struct {
+// Stats says what one fold pass did.
+type Stats struct {
 	Counters int // counters visited
 	Shards   int // shard rows folded
 	Commits  int
@@ -55,7 +56,7 @@ type FoldStats struct {
 
 // Lag is the age, when the pass listed the moved set, of the oldest delta
 // not yet folded (0 when there was none).
-func (st FoldStats) Lag() time.Duration {
+func (st Stats) Lag() time.Duration {
 	if st.Oldest.IsZero() {
 		return 0
 	}
@@ -63,8 +64,8 @@ func (st FoldStats) Lag() time.Duration {
 }
 
 // Fold folds every moved counter (FoldPart of the whole set).
-func (s *Store) Fold(ctx context.Context) (FoldStats, error) {
-	return s.FoldPart(ctx, FoldOptions{})
+func (s *Store) Fold(ctx context.Context) (Stats, error) {
+	return s.FoldPart(ctx, Pass{})
 }
 
 // FoldPart visits the counters of one partition that moved since their last
@@ -74,18 +75,18 @@ func (s *Store) Fold(ctx context.Context) (FoldStats, error) {
 // Batches run on o.Workers workers. Two folds of the same counter at once
 // (an operator's run beside a scheduled one) stay exact: each is one
 // transaction, and the second finds the shards gone.
-func (s *Store) FoldPart(ctx context.Context, o FoldOptions) (FoldStats, error) {
-	st := FoldStats{Resized: map[string]int{}}
+func (s *Store) FoldPart(ctx context.Context, o Pass) (Stats, error) {
+	st := Stats{Resized: map[string]int{}}
 	if o.Partitions == 0 {
 		o.Partitions = 1
 	}
 	lo, hi, err := counter.PartRange(o.Partition, o.Partitions)
 	if err != nil {
-		return st, fmt.Errorf("counterstore.FoldPart: %w", err)
+		return st, fmt.Errorf("foldstore.FoldPart: %w", err)
 	}
 	workers := o.Workers
 	if workers <= 0 {
-		workers = DefaultFoldWorkers
+		workers = DefaultWorkers
 	}
 	st.Listed = s.now()
 	var keys []string
@@ -95,10 +96,10 @@ func (s *Store) FoldPart(ctx context.Context, o FoldOptions) (FoldStats, error) 
 	// range of the index by Part, read by key: the emulator would run an
 	// SQL query as a scan of the whole table.
 	parts := spanner.KeyRange{Start: spanner.Key{int64(lo)}, End: spanner.Key{int64(hi)}, Kind: spanner.ClosedOpen}
-	err = s.db.Single().ReadUsingIndex(ctx, tableMoved, indexMovedByPart, parts, []string{"CounterKey", "MovedTime"}).Do(func(r *spanner.Row) error {
+	err = s.db.Single().ReadUsingIndex(ctx, counterdb.Moved, counterdb.MovedByPart, parts, []string{"CounterKey", "MovedTime"}).Do(func(r *spanner.Row) error {
 		var k string
 		var t spanner.NullTime
-		if err := columns(r, &k, &t); err != nil {
+		if err := counterdb.Columns(r, &k, &t); err != nil {
 			return err
 		}
 		if t.Valid && (st.Oldest.IsZero() || t.Time.Before(st.Oldest)) {
@@ -111,12 +112,12 @@ func (s *Store) FoldPart(ctx context.Context, o FoldOptions) (FoldStats, error) 
 		return nil
 	})
 	if err != nil {
-		return st, fmt.Errorf("counterstore.FoldPart: list moved counters: %w", err)
+		return st, fmt.Errorf("foldstore.FoldPart: list moved counters: %w", err)
 	}
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(workers)
-	for _, batch := range chunks(keys, foldBatch) {
+	for _, batch := range counterdb.Chunks(keys, foldBatch) {
 		g.Go(func() error {
 			n, resized, err := s.foldTx(gctx, batch)
 			if err != nil {
@@ -132,7 +133,7 @@ func (s *Store) FoldPart(ctx context.Context, o FoldOptions) (FoldStats, error) 
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return st, fmt.Errorf("counterstore.FoldPart: %w", err)
+		return st, fmt.Errorf("foldstore.FoldPart: %w", err)
 	}
 	return st, nil
 }
@@ -157,18 +158,18 @@ func (s *Store) foldTx(ctx context.Context, keys []string) (int, map[string]int,
 			viewers   []byte
 		}
 		snaps := map[string]snap{}
-		cols := append(append([]string{"CounterKey", "Shards", "FoldTime", "TruthHour"}, valueColumns...), colViewers)
-		err := tx.Read(ctx, tableCounters, spanner.KeySetFromKeys(ks...), cols).Do(func(r *spanner.Row) error {
+		cols := append(append([]string{"CounterKey", "Shards", "FoldTime", "TruthHour"}, counterdb.ValueColumns...), counterdb.Viewers)
+		err := tx.Read(ctx, counterdb.Counters, spanner.KeySetFromKeys(ks...), cols).Do(func(r *spanner.Row) error {
 			var k string
 			var sn snap
-			if err := columns(r, &k, &sn.shards, &sn.foldTime, &sn.truthHour); err != nil {
+			if err := counterdb.Columns(r, &k, &sn.shards, &sn.foldTime, &sn.truthHour); err != nil {
 				return err
 			}
-			v, err := readValues(r, 4)
+			v, err := counterdb.ReadValues(r, 4)
 			if err != nil {
 				return err
 			}
-			if err := r.Column(4+len(valueColumns), &sn.viewers); err != nil {
+			if err := r.Column(4+len(counterdb.ValueColumns), &sn.viewers); err != nil {
 				return err
 			}
 			sn.v = v
@@ -183,19 +184,19 @@ func (s *Store) foldTx(ctx context.Context, keys []string) (int, map[string]int,
 		// The shards' viewers, merged into each snapshot's sketch.
 		viewers := map[string]*views.Viewers{}
 		var ms []*spanner.Mutation
-		cols = append(append([]string{"CounterKey", "Shard", "Writes"}, valueColumns...), colViewers)
-		err = tx.Read(ctx, tableShards, spanner.KeySets(prefixes...), cols).Do(func(r *spanner.Row) error {
+		cols = append(append([]string{"CounterKey", "Shard", "Writes"}, counterdb.ValueColumns...), counterdb.Viewers)
+		err = tx.Read(ctx, counterdb.Shards, spanner.KeySets(prefixes...), cols).Do(func(r *spanner.Row) error {
 			var k string
 			var shard, w int64
-			if err := columns(r, &k, &shard, &w); err != nil {
+			if err := counterdb.Columns(r, &k, &shard, &w); err != nil {
 				return err
 			}
-			v, err := readValues(r, 3)
+			v, err := counterdb.ReadValues(r, 3)
 			if err != nil {
 				return err
 			}
 			var vb []byte
-			if err := r.Column(3+len(valueColumns), &vb); err != nil {
+			if err := r.Column(3+len(counterdb.ValueColumns), &vb); err != nil {
 				return err
 			}
 			if len(vb) > 0 {
@@ -209,14 +210,14 @@ func (s *Store) foldTx(ctx context.Context, keys []string) (int, map[string]int,
 			sums[k] = sums[k].Plus(v)
 			writes[k] += w
 			folded++
-			ms = append(ms, spanner.Delete(tableShards, spanner.Key{k, shard}))
+			ms = append(ms, spanner.Delete(counterdb.Shards, spanner.Key{k, shard}))
 			return nil
 		})
 		if err != nil {
 			return fmt.Errorf("read shards: %w", err)
 		}
 		// The moved markers, shard markers and revisit markers alike, go.
-		ms = append(ms, spanner.Delete(tableMoved, spanner.KeySets(prefixes...)))
+		ms = append(ms, spanner.Delete(counterdb.Moved, spanner.KeySets(prefixes...)))
 		now := s.now()
 		for _, k := range keys {
 			sn, ok := snaps[k]
@@ -232,22 +233,22 @@ func (s *Store) foldTx(ctx context.Context, keys []string) (int, map[string]int,
 			if int64(next) != sn.shards {
 				resized[k] = next
 			}
-			c, vals := withValues([]string{"CounterKey", "Shards", "FoldTime"}, []any{k, int64(next), spanner.CommitTimestamp}, sn.v.Plus(sums[k]))
-			if h := truthHour(now); movesTruth(sums[k]) && (!sn.truthHour.Valid || !sn.truthHour.Time.Equal(h)) {
-				// The hourly reconciliation checks it (recent.go).
+			c, vals := counterdb.WithValues([]string{"CounterKey", "Shards", "FoldTime"}, []any{k, int64(next), spanner.CommitTimestamp}, sn.v.Plus(sums[k]))
+			if h := counterdb.TruthHour(now); movesTruth(sums[k]) && (!sn.truthHour.Valid || !sn.truthHour.Time.Equal(h)) {
+				// The hourly reconciliation checks it (reconcilestore).
 				c, vals = append(c, "TruthHour"), append(vals, h)
 			}
 			if vs := viewers[k]; vs != nil {
 				if err := vs.MergeBytes(sn.viewers); err != nil {
 					return fmt.Errorf("viewers of %s: %w", k, err)
 				}
-				c, vals = append(c, colViewers), append(vals, vs.Bytes())
+				c, vals = append(c, counterdb.Viewers), append(vals, vs.Bytes())
 			}
-			ms = append(ms, spanner.Update(tableCounters, c, vals))
+			ms = append(ms, spanner.Update(counterdb.Counters, c, vals))
 			if next > counter.MinShards {
 				// Come back next tick, moved or not, to lower the count once
 				// the writes stop.
-				ms = append(ms, spanner.InsertOrUpdate(tableMoved, []string{"CounterKey", "Shard"}, []any{k, int64(revisitShard)}))
+				ms = append(ms, spanner.InsertOrUpdate(counterdb.Moved, []string{"CounterKey", "Shard"}, []any{k, int64(revisitShard)}))
 			}
 		}
 		return tx.BufferWrite(ms)
@@ -258,12 +259,12 @@ func (s *Store) foldTx(ctx context.Context, keys []string) (int, map[string]int,
 // ShardCount returns a counter's current shard count (MinShards when it has
 // no snapshot yet).
 func (s *Store) ShardCount(ctx context.Context, key string) (int, error) {
-	row, err := s.db.Single().ReadRow(ctx, tableCounters, spanner.Key{key}, []string{"Shards"})
+	row, err := s.db.Single().ReadRow(ctx, counterdb.Counters, spanner.Key{key}, []string{"Shards"})
 	if spanner.ErrCode(err) == 5 { // NotFound
 		return counter.MinShards, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("counterstore.ShardCount: %w", err)
+		return 0, fmt.Errorf("foldstore.ShardCount: %w", err)
 	}
 	var n int64
 	if err := row.Columns(&n); err != nil {

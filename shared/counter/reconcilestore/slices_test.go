@@ -1,4 +1,4 @@
-package counterstore_test
+package reconcilestore_test
 
 import (
 	"context"
@@ -11,7 +11,8 @@ import (
 
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/internal/countertest"
+	"github.com/videngage/engagement/shared/counter/reconcilestore"
 	"github.com/videngage/engagement/shared/events"
 )
 
@@ -37,7 +38,7 @@ func (k *killer) Truth(ctx context.Context, tx *spanner.ReadOnlyTransaction, key
 // seedDrift writes n counters over the whole key space whose truth is i
 // likes, every seventh counted two likes too many; it returns the keys and
 // the drifted ones.
-func seedDrift(t *testing.T, cs *counterstore.Store, n int) (*source, []string, map[string]bool) {
+func seedDrift(t *testing.T, w *countertest.Stores, n int) (*source, []string, map[string]bool) {
 	t.Helper()
 	src := &source{name: "likes", field: counter.Likes, truth: map[string]int64{}}
 	var keys []string
@@ -54,17 +55,15 @@ func seedDrift(t *testing.T, cs *counterstore.Store, n int) (*source, []string, 
 		}
 		deltas = append(deltas, counter.Delta{Key: k, Field: counter.Likes, N: have})
 	}
-	if _, err := cs.Apply(context.Background(), []events.Event{{ID: "seed", Kind: events.KindCounterDelta, Deltas: deltas}}); err != nil {
+	if _, err := w.Outbox.Apply(context.Background(), []events.Event{{ID: "seed", Kind: events.KindCounterDelta, Deltas: deltas}}); err != nil {
 		t.Fatal(err)
 	}
 	return src, keys, drift
 }
 
-func newStore(t *testing.T, o counterstore.Options) *counterstore.Store {
+func newWorld(t *testing.T, o reconcilestore.Options) *countertest.Stores {
 	t.Helper()
-	cfg := emulatortest.New(t)
-	db := emulatortest.Spanner(t, cfg)
-	return counterstore.New(db, o)
+	return countertest.New(emulatortest.Spanner(t, emulatortest.New(t)), o)
 }
 
 // TestReconcileKilledAndResumed kills a run of every counter again and
@@ -72,10 +71,10 @@ func newStore(t *testing.T, o counterstore.Options) *counterstore.Store {
 // with a new invocation: in the end every counter was checked exactly once,
 // every drift corrected and counted exactly once, and the counts are right.
 func TestReconcileKilledAndResumed(t *testing.T) {
-	cs := newStore(t, counterstore.Options{ReconcilePage: 40})
-	src, keys, drift := seedDrift(t, cs, 600)
+	w := newWorld(t, reconcilestore.Options{ReconcilePage: 40})
+	src, keys, drift := seedDrift(t, w, 600)
 	ctx := context.Background()
-	run, err := cs.StartRun(ctx, 8)
+	run, err := w.Recon.StartRun(ctx, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +83,7 @@ func TestReconcileKilledAndResumed(t *testing.T) {
 		if cycle > 100 {
 			t.Fatal("the run does not finish")
 		}
-		st, err := cs.Run(ctx, run)
+		st, err := w.Recon.Run(ctx, run)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +92,7 @@ func TestReconcileKilledAndResumed(t *testing.T) {
 		}
 		ictx, cancel := context.WithCancel(ctx)
 		k := &killer{source: src, at: int64(1 + cycle*3%5), cancel: cancel}
-		_, err = cs.WorkSlices(ictx, []counterstore.Source{k}, counterstore.WorkOptions{Run: run})
+		_, err = w.Recon.WorkSlices(ictx, []reconcilestore.Source{k}, reconcilestore.WorkOptions{Run: run})
 		if ictx.Err() != nil {
 			kills++
 		} else if err != nil {
@@ -101,7 +100,7 @@ func TestReconcileKilledAndResumed(t *testing.T) {
 		}
 		cancel()
 	}
-	st, err := cs.Run(ctx, run)
+	st, err := w.Recon.Run(ctx, run)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,11 +116,11 @@ func TestReconcileKilledAndResumed(t *testing.T) {
 		t.Errorf("%d slices taken up %d times: the kills did not interrupt any slice", st.Slices, st.Invocations)
 	}
 	for i, want := range []bool{true, false} {
-		if _, closed, err := cs.CloseRun(ctx, run); err != nil || closed != want {
+		if _, closed, err := w.Recon.CloseRun(ctx, run); err != nil || closed != want {
 			t.Errorf("close #%d of the finished run: %v, %v; want %v (reported once)", i+1, closed, err, want)
 		}
 	}
-	counted, pending, err := cs.Totals(ctx, keys)
+	counted, pending, err := w.Counts.Totals(ctx, keys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +129,7 @@ func TestReconcileKilledAndResumed(t *testing.T) {
 			t.Errorf("%s: %d likes, truth %d", k, got, src.truth[k])
 		}
 	}
-	rep, err := cs.Reconcile(ctx, counterstore.All, []counterstore.Source{src})
+	rep, err := w.Recon.Reconcile(ctx, reconcilestore.All, []reconcilestore.Source{src})
 	if err != nil || rep.Corrected != 0 || rep.Checked != len(keys) || !rep.Done {
 		t.Errorf("a second run: %+v, %v; want every key checked and nothing to correct", rep, err)
 	}
@@ -141,26 +140,26 @@ func TestReconcileKilledAndResumed(t *testing.T) {
 // before.
 func TestReconcileSliceOfDeadWorker(t *testing.T) {
 	const lease = 500 * time.Millisecond
-	cs := newStore(t, counterstore.Options{SliceLease: lease})
-	src, keys, drift := seedDrift(t, cs, 100)
+	w := newWorld(t, reconcilestore.Options{SliceLease: lease})
+	src, keys, drift := seedDrift(t, w, 100)
 	ctx := context.Background()
-	run, err := cs.StartRun(ctx, 2)
+	run, err := w.Recon.StartRun(ctx, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := cs.Lease(ctx, counterstore.SliceLeaseName(run, 0), "dead", lease); err != nil || !ok {
+	if ok, err := w.Leases.Lease(ctx, reconcilestore.SliceLeaseName(run, 0), "dead", lease); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	taken := time.Now()
-	w, err := cs.WorkSlices(ctx, []counterstore.Source{src}, counterstore.WorkOptions{Run: run})
+	rep, err := w.Recon.WorkSlices(ctx, []reconcilestore.Source{src}, reconcilestore.WorkOptions{Run: run})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if time.Since(taken) < lease && (w.Held != 1 || w.Finished != 1) {
-		t.Errorf("beside a live lease: %+v; want one slice held, the other finished", w)
+	if time.Since(taken) < lease && (rep.Held != 1 || rep.Finished != 1) {
+		t.Errorf("beside a live lease: %+v; want one slice held, the other finished", rep)
 	}
 	for {
-		st, err := cs.Run(ctx, run)
+		st, err := w.Recon.Run(ctx, run)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -176,7 +175,7 @@ func TestReconcileSliceOfDeadWorker(t *testing.T) {
 		if time.Since(taken) > 30*time.Second {
 			t.Fatalf("the dead worker's slice is never resumed: %+v", st)
 		}
-		if _, err := cs.WorkSlices(ctx, []counterstore.Source{src}, counterstore.WorkOptions{Run: run}); err != nil {
+		if _, err := w.Recon.WorkSlices(ctx, []reconcilestore.Source{src}, reconcilestore.WorkOptions{Run: run}); err != nil {
 			t.Fatal(err)
 		}
 	}

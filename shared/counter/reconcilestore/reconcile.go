@@ -1,4 +1,4 @@
-package counterstore
+package reconcilestore
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/counter/internal/counterdb"
 )
 
 // Source is a source of truth for some fields of the counters: reactions own
@@ -70,8 +71,8 @@ type Correction struct {
 	Delta counter.Values `json:"delta"`
 }
 
-// ReconcileReport says what a run checked and corrected.
-type ReconcileReport struct {
+// Report says what a run checked and corrected.
+type Report struct {
 	Scope Scope `json:"scope"`
 	// Run is the run of every counter the figures are of (scope all), and
 	// Done says it is complete (recent: always).
@@ -110,14 +111,14 @@ const maxReported = 100
 // counters whose truth moved since the previous hourly run
 // (StartRecentRun); either is worked here until it is done or until (zero:
 // no limit) passes, the rest by WorkSlices.
-func (s *Store) Reconcile(ctx context.Context, scope Scope, sources []Source) (ReconcileReport, error) {
+func (s *Store) Reconcile(ctx context.Context, scope Scope, sources []Source) (Report, error) {
 	return s.ReconcileUntil(ctx, scope, sources, time.Time{})
 }
 
 // ReconcileUntil is Reconcile that stops working a run of every counter at
 // until, leaving the rest to WorkSlices.
-func (s *Store) ReconcileUntil(ctx context.Context, scope Scope, sources []Source, until time.Time) (ReconcileReport, error) {
-	rep := ReconcileReport{Scope: scope, Corrections: []Correction{}}
+func (s *Store) ReconcileUntil(ctx context.Context, scope Scope, sources []Source, until time.Time) (Report, error) {
+	rep := Report{Scope: scope, Corrections: []Correction{}}
 	var err error
 	var run string
 	switch scope {
@@ -133,7 +134,7 @@ func (s *Store) ReconcileUntil(ctx context.Context, scope Scope, sources []Sourc
 		rep.Scope = scope
 	}
 	if err != nil {
-		return rep, fmt.Errorf("counterstore.Reconcile: %w", err)
+		return rep, fmt.Errorf("reconcilestore.Reconcile: %w", err)
 	}
 	return rep, nil
 }
@@ -170,7 +171,7 @@ func (s *Store) keyPageLimit(ctx context.Context, tx *spanner.ReadOnlyTransactio
 			}
 		}
 	}
-	keys = sortedKeys(set)
+	keys = counterdb.SortedKeys(set)
 	if !full {
 		return keys, "", true, nil
 	}
@@ -186,9 +187,9 @@ func counterKeysAfter(ctx context.Context, tx *spanner.ReadOnlyTransaction, afte
 		r.End = spanner.Key{upto.StringVal}
 	}
 	var out []string
-	err := tx.ReadWithOptions(ctx, tableCounters, r, []string{"CounterKey"}, &spanner.ReadOptions{Limit: limit}).Do(func(r *spanner.Row) error {
+	err := tx.ReadWithOptions(ctx, counterdb.Counters, r, []string{"CounterKey"}, &spanner.ReadOptions{Limit: limit}).Do(func(r *spanner.Row) error {
 		var k string
-		if err := columns(r, &k); err != nil {
+		if err := counterdb.Columns(r, &k); err != nil {
 			return err
 		}
 		out = append(out, k)
@@ -219,7 +220,7 @@ type repair struct {
 
 // reconcileBatch checks keys; audit (the daily run) takes the auditors'
 // recounts as their truth and repairs their tallies.
-func (s *Store) reconcileBatch(ctx context.Context, keys []string, sources []Source, fields []counter.Field, rep *ReconcileReport, step *sliceStep, audit bool) error {
+func (s *Store) reconcileBatch(ctx context.Context, keys []string, sources []Source, fields []counter.Field, rep *Report, step *sliceStep, audit bool) error {
 	var v view
 	err := s.db.InSnapshot(ctx, func(ctx context.Context, tx *spanner.ReadOnlyTransaction) error {
 		var err error
@@ -268,7 +269,7 @@ func readView(ctx context.Context, tx *spanner.ReadOnlyTransaction, keys []strin
 		// A slice's last, empty step: nothing to read.
 		return v, nil
 	}
-	counted, guards, err := countedValues(ctx, tx, keys)
+	counted, guards, err := counterdb.Counted(ctx, tx, keys)
 	if err != nil {
 		return v, err
 	}
@@ -276,7 +277,7 @@ func readView(ctx context.Context, tx *spanner.ReadOnlyTransaction, keys []strin
 	if err != nil {
 		return v, err
 	}
-	pending, err := pendingValues(ctx, tx, keys)
+	pending, err := counterdb.PendingSums(ctx, tx, keys)
 	if err != nil {
 		return v, err
 	}
@@ -347,7 +348,7 @@ func (s *Store) correct(ctx context.Context, fixes map[string]counter.Values, gu
 			}
 			ms = append(ms, m...)
 		}
-		keys := sortedKeys(fixes)
+		keys := counterdb.SortedKeys(fixes)
 		var ks []spanner.Key
 		for _, k := range keys {
 			ks = append(ks, spanner.Key{k})
@@ -358,14 +359,14 @@ func (s *Store) correct(ctx context.Context, fixes map[string]counter.Values, gu
 		}
 		rows := map[string]row{}
 		if len(ks) > 0 {
-			cols := append([]string{"CounterKey", "ReconcileTime"}, valueColumns...)
-			err := tx.Read(ctx, tableCounters, spanner.KeySetFromKeys(ks...), cols).Do(func(r *spanner.Row) error {
+			cols := append([]string{"CounterKey", "ReconcileTime"}, counterdb.ValueColumns...)
+			err := tx.Read(ctx, counterdb.Counters, spanner.KeySetFromKeys(ks...), cols).Do(func(r *spanner.Row) error {
 				var k string
 				var rw row
-				if err := columns(r, &k, &rw.t); err != nil {
+				if err := counterdb.Columns(r, &k, &rw.t); err != nil {
 					return err
 				}
-				v, err := readValues(r, 2)
+				v, err := counterdb.ReadValues(r, 2)
 				rw.v = v
 				rows[k] = rw
 				return err
@@ -382,16 +383,16 @@ func (s *Store) correct(ctx context.Context, fixes map[string]counter.Values, gu
 				if guard.Valid {
 					continue
 				}
-				cols, vals := withValues([]string{"CounterKey", "Shards", "ReconcileTime"}, []any{k, int64(counter.MinShards), readAt}, c)
-				ms = append(ms, spanner.Insert(tableCounters, cols, vals))
+				cols, vals := counterdb.WithValues([]string{"CounterKey", "Shards", "ReconcileTime"}, []any{k, int64(counter.MinShards), readAt}, c)
+				ms = append(ms, spanner.Insert(counterdb.Counters, cols, vals))
 				applied[k] = true
 				continue
 			}
 			if cur.t.Valid != guard.Valid || cur.t.Valid && !cur.t.Time.Equal(guard.Time) {
 				continue
 			}
-			cols, vals := withValues([]string{"CounterKey", "ReconcileTime"}, []any{k, readAt}, cur.v.Plus(c))
-			ms = append(ms, spanner.Update(tableCounters, cols, vals))
+			cols, vals := counterdb.WithValues([]string{"CounterKey", "ReconcileTime"}, []any{k, readAt}, cur.v.Plus(c))
+			ms = append(ms, spanner.Update(counterdb.Counters, cols, vals))
 			applied[k] = true
 		}
 		if step != nil {

@@ -1,4 +1,4 @@
-package counterstore
+package reconcilestore
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/counter/internal/counterdb"
+	"github.com/videngage/engagement/shared/counter/leasestore"
 )
 
 // A reconciliation of every counter is a run of slices: disjoint key ranges,
@@ -71,7 +73,7 @@ func (s *Store) startRun(ctx context.Context, n int, h *hours) (string, error) {
 		n = DefaultSlices
 	}
 	bounds := sliceBounds(n)
-	run := s.now().UTC().Format("20060102T150405Z") + "-" + NewHolder()[:8]
+	run := s.now().UTC().Format("20060102T150405Z") + "-" + leasestore.NewHolder()[:8]
 	var from, to spanner.NullTime
 	if h != nil {
 		from, to = spanner.NullTime{Time: h.from, Valid: true}, spanner.NullTime{Time: h.to, Valid: true}
@@ -90,7 +92,7 @@ func (s *Store) startRun(ctx context.Context, n int, h *hours) (string, error) {
 	if _, err := s.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		return tx.BufferWrite(ms)
 	}); err != nil {
-		return "", fmt.Errorf("counterstore.startRun: %w", err)
+		return "", fmt.Errorf("reconcilestore.startRun: %w", err)
 	}
 	return run, nil
 }
@@ -133,15 +135,15 @@ FROM ReconcileSlices WHERE RunId = @run`,
 		return nil
 	})
 	if err != nil {
-		return st, fmt.Errorf("counterstore.Run(%s): %w", run, err)
+		return st, fmt.Errorf("reconcilestore.Run(%s): %w", run, err)
 	}
 	row, err := s.db.Single().ReadRow(ctx, tableRuns, spanner.Key{run}, []string{"ToHour"})
 	if err != nil {
-		return st, fmt.Errorf("counterstore.Run(%s): %w", run, err)
+		return st, fmt.Errorf("reconcilestore.Run(%s): %w", run, err)
 	}
 	var to spanner.NullTime
 	if err := row.Columns(&to); err != nil {
-		return st, fmt.Errorf("counterstore.Run(%s): %w", run, err)
+		return st, fmt.Errorf("reconcilestore.Run(%s): %w", run, err)
 	}
 	st.Scope = All
 	if to.Valid {
@@ -164,7 +166,7 @@ type WorkOptions struct {
 
 // WorkReport says what one WorkSlices did.
 type WorkReport struct {
-	ReconcileReport
+	Report
 	// Slices counts the slices this invocation took up, Finished those it
 	// finished; Held those another invocation was working.
 	Slices, Finished, Held int
@@ -183,12 +185,12 @@ type openSlice struct {
 // Stopped by ctx, it returns what it did and ctx's error; what it did is
 // stored, and the next invocation resumes from there.
 func (s *Store) WorkSlices(ctx context.Context, sources []Source, o WorkOptions) (WorkReport, error) {
-	rep := WorkReport{ReconcileReport: ReconcileReport{Scope: All, Corrections: []Correction{}}}
+	rep := WorkReport{Report: Report{Scope: All, Corrections: []Correction{}}}
 	workers := o.Workers
 	if workers <= 0 {
 		workers = 4
 	}
-	holder := NewHolder()
+	holder := leasestore.NewHolder()
 	tried := map[openSlice]bool{}
 	for {
 		if !o.Until.IsZero() && !time.Now().Before(o.Until) {
@@ -215,7 +217,7 @@ func (s *Store) WorkSlices(ctx context.Context, sources []Source, o WorkOptions)
 		for _, sl := range todo {
 			tried[sl] = true
 			g.Go(func() error {
-				var part ReconcileReport
+				var part Report
 				took, finished, err := s.workSlice(gctx, sl, holder, sources, o.Until, &part)
 				mu.Lock()
 				defer mu.Unlock()
@@ -244,7 +246,7 @@ func (s *Store) WorkSlices(ctx context.Context, sources []Source, o WorkOptions)
 			})
 		}
 		if err := g.Wait(); err != nil {
-			return rep, fmt.Errorf("counterstore.WorkSlices: %w", err)
+			return rep, fmt.Errorf("reconcilestore.WorkSlices: %w", err)
 		}
 	}
 }
@@ -282,14 +284,14 @@ func SliceLeaseName(run string, slice int) string { return fmt.Sprintf("reconcil
 
 // workSlice takes the slice's lease and checks its keys from its cursor to
 // its end, a batch at a time. took is false when another holder has it.
-func (s *Store) workSlice(ctx context.Context, sl openSlice, holder string, sources []Source, until time.Time, rep *ReconcileReport) (took, finished bool, err error) {
+func (s *Store) workSlice(ctx context.Context, sl openSlice, holder string, sources []Source, until time.Time, rep *Report) (took, finished bool, err error) {
 	lease := leaseName(sl)
-	ok, err := s.Lease(ctx, lease, holder, s.sliceLease)
+	ok, err := s.leases.Lease(ctx, lease, holder, s.sliceLease)
 	if err != nil || !ok {
 		return false, false, err
 	}
 	defer func() {
-		if err := s.Release(context.WithoutCancel(ctx), lease, holder); err != nil {
+		if err := s.leases.Release(context.WithoutCancel(ctx), lease, holder); err != nil {
 			slog.WarnContext(ctx, "reconcile: slice lease not released; it expires by itself", "lease", lease, "error", err.Error())
 		}
 	}()
@@ -363,7 +365,7 @@ func (s *Store) workSlice(ctx context.Context, sl openSlice, holder string, sour
 			}
 			keys = keys[:n]
 		}
-		batches := chunks(keys, reconcileBatch)
+		batches := counterdb.Chunks(keys, reconcileBatch)
 		if len(batches) == 0 {
 			// Nothing left in the slice: mark it done.
 			batches = [][]string{nil}
@@ -407,17 +409,11 @@ type sliceStep struct {
 // holds the slice and that its cursor is where the batch starts, and renews
 // the lease.
 func (st *sliceStep) advance(ctx context.Context, tx *spanner.ReadWriteTransaction, now time.Time) ([]*spanner.Mutation, error) {
-	row, err := tx.ReadRow(ctx, tableLeases, spanner.Key{st.lease}, []string{"Holder"})
-	if err != nil && spanner.ErrCode(err) != 5 {
+	h, err := leasestore.Holder(ctx, tx, st.lease)
+	if err != nil {
 		return nil, err
 	}
-	var h string
-	if err == nil {
-		if err := row.Columns(&h); err != nil {
-			return nil, err
-		}
-	}
-	row, err = tx.ReadRow(ctx, tableSlices, spanner.Key{st.slice.run, st.slice.slice}, []string{"Cursor", "Done", "Checked", "Corrected", "Skipped", "Batches"})
+	row, err := tx.ReadRow(ctx, tableSlices, spanner.Key{st.slice.run, st.slice.slice}, []string{"Cursor", "Done", "Checked", "Corrected", "Skipped", "Batches"})
 	if err != nil {
 		return nil, err
 	}
@@ -429,7 +425,7 @@ func (st *sliceStep) advance(ctx context.Context, tx *spanner.ReadWriteTransacti
 	if h != st.holder || cursor != st.from || done {
 		return nil, errSliceMoved
 	}
-	return []*spanner.Mutation{spanner.InsertOrUpdate(tableLeases, []string{"Name", "Holder", "Expires"}, []any{st.lease, st.holder, now.Add(st.ttl)})}, nil
+	return []*spanner.Mutation{leasestore.Renew(st.lease, st.holder, now.Add(st.ttl))}, nil
 }
 
 // figures is the slice's row after the batch.
@@ -443,8 +439,8 @@ func (st *sliceStep) figures(checked, corrected, skipped int) *spanner.Mutation 
 // slices that other invocations hold) or ctx ends, and reports the run's
 // stored figures, whoever did the work; Corrections lists this
 // invocation's.
-func (s *Store) finishRun(ctx context.Context, run string, sources []Source, until time.Time) (ReconcileReport, error) {
-	rep := ReconcileReport{Scope: All, Run: run, Corrections: []Correction{}}
+func (s *Store) finishRun(ctx context.Context, run string, sources []Source, until time.Time) (Report, error) {
+	rep := Report{Scope: All, Run: run, Corrections: []Correction{}}
 	wait := 50 * time.Millisecond
 	for {
 		w, err := s.WorkSlices(ctx, sources, WorkOptions{Run: run, Until: until})
@@ -508,7 +504,7 @@ func (s *Store) CloseRun(ctx context.Context, run string) (st RunStatus, closed 
 		return tx.BufferWrite([]*spanner.Mutation{spanner.Update(tableRuns, []string{"RunId", "CloseTime"}, []any{run, spanner.CommitTimestamp})})
 	})
 	if err != nil {
-		return st, false, fmt.Errorf("counterstore.CloseRun(%s): %w", run, err)
+		return st, false, fmt.Errorf("reconcilestore.CloseRun(%s): %w", run, err)
 	}
 	return st, closed, nil
 }

@@ -1,4 +1,4 @@
-package counterstore_test
+package reconcilestore_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/reconcilestore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/history"
 )
@@ -18,7 +18,7 @@ import (
 // creates it).
 func TestReconcileLeavesViewsAndViewers(t *testing.T) {
 	ctx := context.Background()
-	cs := newStore(t, counterstore.Options{})
+	w := newWorld(t, reconcilestore.Options{})
 	viewers := func(prefix string, n int) []uint64 {
 		hs := make([]uint64, n)
 		for i := range hs {
@@ -38,18 +38,18 @@ func TestReconcileLeavesViewsAndViewers(t *testing.T) {
 	// the shards. "unfolded": everything in the shards, no snapshot yet.
 	apply := func(evs ...events.Event) {
 		t.Helper()
-		if _, err := cs.Apply(ctx, evs); err != nil {
+		if _, err := w.Outbox.Apply(ctx, evs); err != nil {
 			t.Fatal(err)
 		}
 	}
 	apply(views("b1", "folded", viewers("a", 40)), drift("d1", "folded"))
-	if _, err := cs.Fold(ctx); err != nil {
+	if _, err := w.Folds.Fold(ctx); err != nil {
 		t.Fatal(err)
 	}
 	apply(views("b2", "folded", viewers("b", 25)))
 	apply(views("b3", "unfolded", viewers("c", 30)), drift("d2", "unfolded"))
 
-	before, err := cs.Counts(ctx, []string{"folded", "unfolded"}, nil, 0)
+	before, err := w.Counts.Counts(ctx, []string{"folded", "unfolded"}, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestReconcileLeavesViewsAndViewers(t *testing.T) {
 
 	// The likes' truth is zero: both counters drifted by +3 likes.
 	likes := &source{name: "likes", field: counter.Likes, truth: map[string]int64{}}
-	rep, err := cs.Reconcile(ctx, counterstore.All, []counterstore.Source{likes})
+	rep, err := w.Recon.Reconcile(ctx, reconcilestore.All, []reconcilestore.Source{likes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestReconcileLeavesViewsAndViewers(t *testing.T) {
 	}
 	check := func(when string) {
 		t.Helper()
-		after, err := cs.Counts(ctx, []string{"folded", "unfolded"}, nil, 0)
+		after, err := w.Counts.Counts(ctx, []string{"folded", "unfolded"}, nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,12 +91,12 @@ func TestReconcileLeavesViewsAndViewers(t *testing.T) {
 		}
 	}
 	check("after reconciling")
-	if _, err := cs.Fold(ctx); err != nil {
+	if _, err := w.Folds.Fold(ctx); err != nil {
 		t.Fatal(err)
 	}
 	check("after reconciling and folding")
 	// A second reconciliation finds nothing: views are no source's.
-	rep, err = cs.Reconcile(ctx, counterstore.All, []counterstore.Source{likes})
+	rep, err = w.Recon.Reconcile(ctx, reconcilestore.All, []reconcilestore.Source{likes})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package counterstore
+package countstore
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"github.com/videngage/engagement/internal/otelcount"
 	"github.com/videngage/engagement/shared/cache"
 	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/counter/internal/counterdb"
+	"github.com/videngage/engagement/shared/counter/outboxstore"
 	"github.com/videngage/engagement/shared/events"
 )
 
@@ -25,14 +27,14 @@ func TestOwnManyPendingPastTheRange(t *testing.T) {
 	pendingRangeRows = 2
 	ctx := context.Background()
 	db := emulatortest.Spanner(t, emulatortest.New(t))
-	cs := New(db, Options{})
+	cs := New(db)
 	var ms []*spanner.Mutation
 	for i, key := range []string{"a1", "a2", "a3", "a4", "z"} {
 		ev := events.Event{ID: fmt.Sprintf("e%d", i), Kind: events.KindCounterDelta, Outbox: true, Deltas: counter.Deltas(key, counter.Values{Likes: int64(i + 1)})}
-		ms = append(ms, Pending(ev, "alice")...)
+		ms = append(ms, outboxstore.Pending(ev, "alice")...)
 	}
 	// Bob's one row: his range is read whole whatever alice's holds.
-	ms = append(ms, Pending(events.Event{ID: "b", Kind: events.KindCounterDelta, Outbox: true, Deltas: counter.Deltas("z", counter.Values{Dislikes: 1})}, "bob")...)
+	ms = append(ms, outboxstore.Pending(events.Event{ID: "b", Kind: events.KindCounterDelta, Outbox: true, Deltas: counter.Deltas("z", counter.Values{Dislikes: 1})}, "bob")...)
 	if _, err := db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error { return tx.BufferWrite(ms) }); err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +61,7 @@ func TestOwnManyReactionsPastTheRange(t *testing.T) {
 	db := emulatortest.Spanner(t, emulatortest.New(t))
 	var ms []*spanner.Mutation
 	like := func(user, id string) {
-		ms = append(ms, spanner.Insert(tableReactions, []string{"UserId", "ContentId", "Reaction", "Version", "Generation", "UpdateTime"},
+		ms = append(ms, spanner.Insert(counterdb.Reactions, []string{"UserId", "ContentId", "Reaction", "Version", "Generation", "UpdateTime"},
 			[]any{user, id, "like", int64(1), int64(1), spanner.CommitTimestamp}))
 	}
 	for _, id := range []string{"a1", "a2", "a3", "a4", "z"} {
@@ -82,7 +84,7 @@ func TestOwnManyReactionsPastTheRange(t *testing.T) {
 		{2, []string{"alice"}},
 	} {
 		reactionRangeRows = tc.rangeRows
-		cs := New(db, Options{})
+		cs := New(db)
 		for read := 1; read <= 2; read++ {
 			out, err := cs.OwnMany(ctx, queries)
 			if err != nil {
@@ -112,18 +114,18 @@ func TestOwnManyReactionsPastTheRange(t *testing.T) {
 func TestOwnManyRemembersCountedShares(t *testing.T) {
 	ctx := context.Background()
 	db := emulatortest.Spanner(t, emulatortest.New(t))
-	cs := New(db, Options{})
-	gone := Share{EventID: SummedID("0000000000000001", 0), Key: "v", Values: counter.Values{Likes: 1}}
-	there := Share{EventID: SummedID("0000000000000002", 0), Key: "w", Values: counter.Values{Likes: 1}}
+	cs := New(db)
+	gone := outboxstore.Share{EventID: outboxstore.SummedID("0000000000000001", 0), Key: "v", Values: counter.Values{Likes: 1}}
+	there := outboxstore.Share{EventID: outboxstore.SummedID("0000000000000002", 0), Key: "w", Values: counter.Values{Likes: 1}}
 	ms := []*spanner.Mutation{
-		Summed(there.EventID, there.Key, counter.Values{Likes: 3}),
+		outboxstore.Summed(there.EventID, there.Key, counter.Values{Likes: 3}),
 	}
 	for _, r := range []struct {
 		user  string
-		share Share
+		share outboxstore.Share
 	}{{"alice", gone}, {"bob", there}} {
-		ms = append(ms, spanner.Insert(tableReactions, []string{"UserId", "ContentId", "Reaction", "Version", "Generation", "UpdateTime", "PendingShares"},
-			[]any{r.user, r.share.Key, "like", int64(1), int64(1), spanner.CommitTimestamp, Entries([]Share{r.share})}))
+		ms = append(ms, spanner.Insert(counterdb.Reactions, []string{"UserId", "ContentId", "Reaction", "Version", "Generation", "UpdateTime", "PendingShares"},
+			[]any{r.user, r.share.Key, "like", int64(1), int64(1), spanner.CommitTimestamp, outboxstore.Entries([]outboxstore.Share{r.share})}))
 	}
 	if _, err := db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error { return tx.BufferWrite(ms) }); err != nil {
 		t.Fatal(err)
@@ -156,19 +158,19 @@ func TestOwnManyRemembersCountedShares(t *testing.T) {
 // sharesToRead skips a row known gone only at or after the timestamp it
 // was found gone at.
 func TestSharesToRead(t *testing.T) {
-	s := &Store{gone: cache.New[RowKey, time.Time](10, nil)}
+	s := &Store{gone: cache.New[outboxstore.RowKey, time.Time](10, nil)}
 	t1 := time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC)
-	k, other := RowKey{"a", "v"}, RowKey{"b", "v"}
+	k, other := outboxstore.RowKey{EventID: "a", Key: "v"}, outboxstore.RowKey{EventID: "b", Key: "v"}
 	s.gone.Put(k, t1)
 	for _, tc := range []struct {
 		at   time.Time
-		want []RowKey
+		want []outboxstore.RowKey
 	}{
-		{t1.Add(-time.Microsecond), []RowKey{k, other}},
-		{t1, []RowKey{other}},
-		{t1.Add(time.Second), []RowKey{other}},
+		{t1.Add(-time.Microsecond), []outboxstore.RowKey{k, other}},
+		{t1, []outboxstore.RowKey{other}},
+		{t1.Add(time.Second), []outboxstore.RowKey{other}},
 	} {
-		if got := s.sharesToRead([]RowKey{k, other}, tc.at); !slices.Equal(got, tc.want) {
+		if got := s.sharesToRead([]outboxstore.RowKey{k, other}, tc.at); !slices.Equal(got, tc.want) {
 			t.Errorf("at %v: %v, want %v", tc.at, got, tc.want)
 		}
 	}

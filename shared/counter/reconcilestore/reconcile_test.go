@@ -1,4 +1,4 @@
-package counterstore_test
+package reconcilestore_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/reconcilestore"
 	"github.com/videngage/engagement/shared/events"
 )
 
@@ -73,7 +73,7 @@ func fieldValues(f counter.Field, n int64) counter.Values {
 func TestReconcileAllPages(t *testing.T) {
 	ctx := context.Background()
 	const page = 3
-	cs := newStore(t, counterstore.Options{ReconcilePage: page})
+	w := newWorld(t, reconcilestore.Options{ReconcilePage: page})
 
 	likes := &source{name: "likes", field: counter.Likes, truth: map[string]int64{}}
 	comments := &source{name: "comments", field: counter.Comments, truth: map[string]int64{}}
@@ -114,11 +114,11 @@ func TestReconcileAllPages(t *testing.T) {
 			wantFix[k] = fix
 		}
 	}
-	if _, err := cs.Apply(ctx, []events.Event{{ID: "seed", Kind: events.KindCounterDelta, Deltas: deltas}}); err != nil {
+	if _, err := w.Outbox.Apply(ctx, []events.Event{{ID: "seed", Kind: events.KindCounterDelta, Deltas: deltas}}); err != nil {
 		t.Fatal(err)
 	}
 
-	rep, err := cs.Reconcile(ctx, counterstore.All, []counterstore.Source{likes, comments})
+	rep, err := w.Recon.Reconcile(ctx, reconcilestore.All, []reconcilestore.Source{likes, comments})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestReconcileAllPages(t *testing.T) {
 	}
 
 	// Corrected, the counters now equal the truth: a second run finds nothing.
-	rep, err = cs.Reconcile(ctx, counterstore.All, []counterstore.Source{likes, comments})
+	rep, err = w.Recon.Reconcile(ctx, reconcilestore.All, []reconcilestore.Source{likes, comments})
 	if err != nil || rep.Corrected != 0 || rep.Checked != len(all) {
 		t.Errorf("second run: %+v, %v", rep, err)
 	}
@@ -150,7 +150,7 @@ func TestReconcileAllPages(t *testing.T) {
 			}
 		}
 	})
-	counted, pending, err := cs.Totals(ctx, keys)
+	counted, pending, err := w.Counts.Totals(ctx, keys)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package counterstore
+package countstore
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/counter/internal/counterdb"
+	"github.com/videngage/engagement/shared/counter/outboxstore"
 	"github.com/videngage/engagement/shared/views"
 )
 
@@ -27,7 +29,7 @@ type Snapshot struct {
 // viewersColumn).
 func countedSQL(src int, keys string) string {
 	return fmt.Sprintf(`SELECT CounterKey, %[1]d AS Src, %[2]s, '' AS Reaction, 0 AS Version, Viewers FROM Counters WHERE CounterKey IN %[3]s
-UNION ALL SELECT CounterKey, %[1]d, %[2]s, '', 0, Viewers FROM CounterShards WHERE CounterKey IN %[3]s`, src, valueList, keys)
+UNION ALL SELECT CounterKey, %[1]d, %[2]s, '', 0, Viewers FROM CounterShards WHERE CounterKey IN %[3]s`, src, counterdb.ValueList, keys)
 }
 
 // Public reads the counted values of ids, at most maxStaleness old (served
@@ -44,10 +46,10 @@ func (s *Store) Public(ctx context.Context, ids []string, maxStaleness time.Dura
 	err := tx.Query(ctx, spanner.Statement{SQL: countedSQL(srcCounted, "UNNEST(@ids)"), Params: map[string]any{"ids": ids}}).Do(func(r *spanner.Row) error {
 		var key string
 		var vb []byte
-		if err := columns(r, &key); err != nil {
+		if err := counterdb.Columns(r, &key); err != nil {
 			return err
 		}
-		v, err := readValues(r, 2)
+		v, err := counterdb.ReadValues(r, 2)
 		if err != nil {
 			return err
 		}
@@ -58,11 +60,11 @@ func (s *Store) Public(ctx context.Context, ids []string, maxStaleness time.Dura
 		return viewers.add(key, vb)
 	})
 	if err != nil {
-		return Snapshot{}, fmt.Errorf("counterstore.Public: %w", err)
+		return Snapshot{}, fmt.Errorf("countstore.Public: %w", err)
 	}
 	viewers.estimate(out.Values)
 	if out.ReadTime, err = tx.Timestamp(); err != nil {
-		return Snapshot{}, fmt.Errorf("counterstore.Public: read timestamp: %w", err)
+		return Snapshot{}, fmt.Errorf("countstore.Public: read timestamp: %w", err)
 	}
 	return out, nil
 }
@@ -140,7 +142,7 @@ func (s *Store) OwnMany(ctx context.Context, qs []OwnQuery) ([]Own, error) {
 	}
 	out, err := s.ownByKeys(ctx, plans)
 	if err != nil {
-		return nil, fmt.Errorf("counterstore.Own: %w", err)
+		return nil, fmt.Errorf("countstore.Own: %w", err)
 	}
 	return out, nil
 }
@@ -253,7 +255,7 @@ func (s *Store) ownByKeys(ctx context.Context, plans []ownPlan) ([]Own, error) {
 		}
 	}
 	var rs ownReactions
-	var summed map[RowKey]counter.Values
+	var summed map[outboxstore.RowKey]counter.Values
 	g, gctx := errgroup.WithContext(ctx)
 	if strong {
 		var err error
@@ -287,7 +289,7 @@ func (s *Store) ownByKeys(ctx context.Context, plans []ownPlan) ([]Own, error) {
 		// consumer is down: past pendingRangeRows a viewer, the rows of
 		// the requested ids only.
 		limit := pendingRangeRows * len(viewers)
-		n, err := readPending(gctx, s.db.At(readTime), prefixSet(viewers), limit, pending)
+		n, err := readPending(gctx, s.db.At(readTime), counterdb.PrefixSet(viewers), limit, pending)
 		if err != nil || n < limit {
 			return err
 		}
@@ -302,8 +304,8 @@ func (s *Store) ownByKeys(ctx context.Context, plans []ownPlan) ([]Own, error) {
 	g.Go(func() error {
 		// Values only: a held id keeps the held unique-viewers estimate,
 		// and a hot video's shards hold kilobytes of sketch each.
-		cols := append([]string{"CounterKey"}, valueColumns...)
-		if err := addValues(s.db.At(readTime).Read(gctx, tableShards, prefixSet(ids), cols), shards); err != nil {
+		cols := append([]string{"CounterKey"}, counterdb.ValueColumns...)
+		if err := counterdb.AddValues(s.db.At(readTime).Read(gctx, counterdb.Shards, counterdb.PrefixSet(ids), cols), shards); err != nil {
 			return fmt.Errorf("read shards: %w", err)
 		}
 		return nil
@@ -311,14 +313,14 @@ func (s *Store) ownByKeys(ctx context.Context, plans []ownPlan) ([]Own, error) {
 	g.Go(func() error {
 		// Values and FoldTime, not the snapshot's sketch (kilobytes a
 		// counter): a held id's unique viewers stay the held estimate.
-		cols := append([]string{"CounterKey", "FoldTime"}, valueColumns...)
-		return s.db.At(readTime).Read(gctx, tableCounters, keySet(ids), cols).Do(func(r *spanner.Row) error {
+		cols := append([]string{"CounterKey", "FoldTime"}, counterdb.ValueColumns...)
+		return s.db.At(readTime).Read(gctx, counterdb.Counters, counterdb.KeySet(ids), cols).Do(func(r *spanner.Row) error {
 			var key string
 			var t spanner.NullTime
-			if err := columns(r, &key, &t); err != nil {
+			if err := counterdb.Columns(r, &key, &t); err != nil {
 				return err
 			}
-			v, err := readValues(r, 2)
+			v, err := counterdb.ReadValues(r, 2)
 			if err != nil {
 				return err
 			}
@@ -330,10 +332,10 @@ func (s *Store) ownByKeys(ctx context.Context, plans []ownPlan) ([]Own, error) {
 		// The unique-viewers sketches of the ids not held: snapshots' and
 		// shards'.
 		g.Go(func() error {
-			return readSketches(gctx, s.db.At(readTime), tableCounters, keySet(uncached), snapViewers)
+			return readSketches(gctx, s.db.At(readTime), counterdb.Counters, counterdb.KeySet(uncached), snapViewers)
 		})
 		g.Go(func() error {
-			return readSketches(gctx, s.db.At(readTime), tableShards, prefixSet(uncached), shardViewers)
+			return readSketches(gctx, s.db.At(readTime), counterdb.Shards, counterdb.PrefixSet(uncached), shardViewers)
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -404,7 +406,7 @@ func (s *Store) viewerReactions(ctx context.Context, tx *spanner.ReadOnlyTransac
 		limit = reactionRangeRows*len(k.light) + len(k.heavy)
 	}
 	rs := ownReactions{}
-	perViewer, n, err := rs.read(ctx, tx, spanner.KeySets(prefixSet(k.light), spanner.KeySetFromKeys(k.heavy...)), limit, k.requested)
+	perViewer, n, err := rs.read(ctx, tx, spanner.KeySets(counterdb.PrefixSet(k.light), spanner.KeySetFromKeys(k.heavy...)), limit, k.requested)
 	if err != nil {
 		return ownReactions{}, time.Time{}, err
 	}
@@ -432,12 +434,12 @@ func (s *Store) viewerReactions(ctx context.Context, tx *spanner.ReadOnlyTransac
 
 // summedShares reads, at readTime, the summed outbox rows of keys not known
 // to be gone (sharesToRead), and remembers the ones found gone.
-func (s *Store) summedShares(ctx context.Context, keys []RowKey, readTime time.Time) (map[RowKey]counter.Values, error) {
+func (s *Store) summedShares(ctx context.Context, keys []outboxstore.RowKey, readTime time.Time) (map[outboxstore.RowKey]counter.Values, error) {
 	toRead := s.sharesToRead(keys, readTime)
 	if len(toRead) == 0 {
 		return nil, nil
 	}
-	summed, err := ReadRows(ctx, s.db.At(readTime), toRead)
+	summed, err := outboxstore.ReadRows(ctx, s.db.At(readTime), toRead)
 	if err != nil {
 		return nil, err
 	}
@@ -447,15 +449,6 @@ func (s *Store) summedShares(ctx context.Context, keys []RowKey, readTime time.T
 		}
 	}
 	return summed, nil
-}
-
-// keySet is the set of ids' primary keys in a table keyed by CounterKey.
-func keySet(ids []string) spanner.KeySet {
-	ks := make([]spanner.Key, len(ids))
-	for i, id := range ids {
-		ks[i] = spanner.Key{id}
-	}
-	return spanner.KeySetFromKeys(ks...)
 }
 
 // reactionRangeRows is how many reaction rows of each viewer a signed-in
@@ -468,8 +461,8 @@ var reactionRangeRows = 100
 // shares those rows hold.
 type ownReactions struct {
 	reactions map[ownKey]ViewerReaction
-	shares    map[ownKey][]Share
-	shareRows []RowKey
+	shares    map[ownKey][]outboxstore.Share
+	shareRows []outboxstore.RowKey
 }
 
 // read adds the Reactions rows in keys (at most limit, 0: all) that
@@ -477,13 +470,13 @@ type ownReactions struct {
 // viewer and together.
 func (o *ownReactions) read(ctx context.Context, tx *spanner.ReadOnlyTransaction, keys spanner.KeySet, limit int, requested map[ownKey]bool) (perViewer map[string]int, n int, err error) {
 	if o.reactions == nil {
-		o.reactions, o.shares = map[ownKey]ViewerReaction{}, map[ownKey][]Share{}
+		o.reactions, o.shares = map[ownKey]ViewerReaction{}, map[ownKey][]outboxstore.Share{}
 	}
 	perViewer = map[string]int{}
 	cols := []string{"UserId", "ContentId", "Reaction", "Version", "PendingShares"}
-	err = tx.ReadWithOptions(ctx, tableReactions, keys, cols, &spanner.ReadOptions{Limit: limit}).Do(func(r *spanner.Row) error {
+	err = tx.ReadWithOptions(ctx, counterdb.Reactions, keys, cols, &spanner.ReadOptions{Limit: limit}).Do(func(r *spanner.Row) error {
 		var k ownKey
-		if err := columns(r, &k.viewer, &k.id); err != nil {
+		if err := counterdb.Columns(r, &k.viewer, &k.id); err != nil {
 			return err
 		}
 		perViewer[k.viewer]++
@@ -499,7 +492,7 @@ func (o *ownReactions) read(ctx context.Context, tx *spanner.ReadOnlyTransaction
 			}
 		}
 		o.reactions[k] = vr
-		sh, err := ParseShares(k.id, entries)
+		sh, err := outboxstore.ParseShares(k.id, entries)
 		for _, x := range sh {
 			o.shareRows = append(o.shareRows, x.RowKey())
 		}
@@ -525,8 +518,8 @@ const (
 // id names one transaction's outbox batch), so a row read as gone at some
 // timestamp is gone at every later one. A read at an earlier timestamp
 // reads it.
-func (s *Store) sharesToRead(keys []RowKey, t time.Time) []RowKey {
-	var out []RowKey
+func (s *Store) sharesToRead(keys []outboxstore.RowKey, t time.Time) []outboxstore.RowKey {
+	var out []outboxstore.RowKey
 	for _, k := range keys {
 		if at, ok := s.gone.Get(k); ok && !t.Before(at) {
 			continue
@@ -543,14 +536,14 @@ var pendingRangeRows = 1000
 // readPending adds the PendingDeltasByUser rows in keys (at most limit, 0:
 // all) to pending by viewer and counter, and returns how many it read.
 func readPending(ctx context.Context, tx *spanner.ReadOnlyTransaction, keys spanner.KeySet, limit int, pending map[ownKey]counter.Values) (int, error) {
-	cols := append([]string{"UserId", "CounterKey"}, valueColumns...)
+	cols := append([]string{"UserId", "CounterKey"}, counterdb.ValueColumns...)
 	n := 0
-	err := tx.ReadWithOptions(ctx, tablePending, keys, cols, &spanner.ReadOptions{Index: indexPendingByUser, Limit: limit}).Do(func(r *spanner.Row) error {
+	err := tx.ReadWithOptions(ctx, counterdb.Pending, keys, cols, &spanner.ReadOptions{Index: counterdb.PendingByUser, Limit: limit}).Do(func(r *spanner.Row) error {
 		var k ownKey
-		if err := columns(r, &k.viewer, &k.id); err != nil {
+		if err := counterdb.Columns(r, &k.viewer, &k.id); err != nil {
 			return err
 		}
-		v, err := readValues(r, 2)
+		v, err := counterdb.ReadValues(r, 2)
 		if err != nil {
 			return err
 		}
@@ -567,10 +560,10 @@ func readPending(ctx context.Context, tx *spanner.ReadOnlyTransaction, keys span
 // readSketches merges, per key, the unique-viewers sketches of the counted
 // rows (Counters or CounterShards) in keys.
 func readSketches(ctx context.Context, tx *spanner.ReadOnlyTransaction, table string, keys spanner.KeySet, viewers sketches) error {
-	err := tx.Read(ctx, table, keys, []string{"CounterKey", colViewers}).Do(func(r *spanner.Row) error {
+	err := tx.Read(ctx, table, keys, []string{"CounterKey", counterdb.Viewers}).Do(func(r *spanner.Row) error {
 		var key string
 		var vb []byte
-		if err := columns(r, &key, &vb); err != nil {
+		if err := counterdb.Columns(r, &key, &vb); err != nil {
 			return err
 		}
 		return viewers.add(key, vb)

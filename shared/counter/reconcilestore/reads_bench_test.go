@@ -1,4 +1,4 @@
-package counterstore
+package reconcilestore
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
+	"github.com/videngage/engagement/shared/counter/internal/counterdb"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
 
@@ -16,7 +17,7 @@ import (
 // (before) and as the key reads it is (after), side by side: on the
 // emulator every query scans the table, the key reads seek. Rerun with
 //
-//	go run ./cmd/withemulators -- go test -run '^$' -bench BatchReads -benchtime 1x ./shared/counter/counterstore/
+//	go run ./cmd/withemulators -- go test -run '^$' -bench BatchReads -benchtime 1x ./shared/counter/reconcilestore/
 func BenchmarkBatchReads(b *testing.B) {
 	ctx := context.Background()
 	db := emulatortest.Spanner(b, emulatortest.New(b))
@@ -48,7 +49,7 @@ UNION ALL SELECT CounterKey, Likes, Dislikes, Comments, Replies, Views FROM Coun
 				map[string]any{"ids": keys})(tx)
 		}},
 		{"counted/read", func(tx *spanner.ReadOnlyTransaction) error {
-			_, _, err := countedValues(ctx, tx, keys)
+			_, _, err := counterdb.Counted(ctx, tx, keys)
 			return err
 		}},
 		{"pending/sql", func(tx *spanner.ReadOnlyTransaction) error {
@@ -56,7 +57,7 @@ UNION ALL SELECT CounterKey, Likes, Dislikes, Comments, Replies, Views FROM Coun
 FROM PendingDeltas@{FORCE_INDEX=PendingDeltasByCounter} WHERE CounterKey IN UNNEST(@ids)`, map[string]any{"ids": keys})(tx)
 		}},
 		{"pending/read", func(tx *spanner.ReadOnlyTransaction) error {
-			_, err := pendingValues(ctx, tx, keys)
+			_, err := counterdb.PendingSums(ctx, tx, keys)
 			return err
 		}},
 	}
@@ -95,7 +96,7 @@ func generateCounters(ctx context.Context, db *spannerdb.DB, lo, hi int) error {
 		for j := i; j < min(i+25, hi); j++ {
 			h := uint64(j) * 0x9E3779B97F4A7C15
 			k := fmt.Sprintf("%c%c%08d", keyAlphabet[h>>58], keyAlphabet[(h>>52)&63], j)
-			ms = append(ms, spanner.Insert(tableCounters, []string{"CounterKey"}, []any{k}))
+			ms = append(ms, spanner.Insert(counterdb.Counters, []string{"CounterKey"}, []any{k}))
 		}
 		if _, err := db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error { return tx.BufferWrite(ms) }); err != nil {
 			return err

@@ -1,4 +1,4 @@
-package counterstore_test
+package countstore_test
 
 import (
 	"context"
@@ -9,7 +9,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/countstore"
+	"github.com/videngage/engagement/shared/counter/outboxstore"
 	"github.com/videngage/engagement/shared/events"
 )
 
@@ -21,13 +22,13 @@ import (
 // values read later, which raise the timestamp to theirs.
 func TestOwnAtTimestamp(t *testing.T) {
 	ctx := context.Background()
-	db, cs := seeded(t)
+	db, w := seeded(t)
 	ids := []string{"v", "quiet"}
 	like := func(id string) (events.Event, time.Time) {
 		t.Helper()
 		ev := events.Event{ID: "alice-like-" + id, Kind: events.KindCounterDelta, Outbox: true, Deltas: counter.Deltas(id, counter.Values{Likes: 1})}
 		ts, err := db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
-			return tx.BufferWrite(append(counterstore.Pending(ev, "alice"), spanner.InsertMap("Reactions", map[string]any{
+			return tx.BufferWrite(append(outboxstore.Pending(ev, "alice"), spanner.InsertMap("Reactions", map[string]any{
 				"UserId": "alice", "ContentId": id, "Reaction": "like", "Version": 1, "Generation": 1, "UpdateTime": spanner.CommitTimestamp,
 			})))
 		})
@@ -41,19 +42,19 @@ func TestOwnAtTimestamp(t *testing.T) {
 
 	type view struct {
 		Counts    map[string]counter.Values
-		Reactions map[string]counterstore.ViewerReaction
+		Reactions map[string]countstore.ViewerReaction
 	}
 	both := view{
 		Counts:    map[string]counter.Values{"v": {Likes: 6}, "quiet": {Likes: 3}},
-		Reactions: map[string]counterstore.ViewerReaction{"v": {Reaction: "like", Version: 1}, "quiet": {Reaction: "like", Version: 1}},
+		Reactions: map[string]countstore.ViewerReaction{"v": {Reaction: "like", Version: 1}, "quiet": {Reaction: "like", Version: 1}},
 	}
 	onlyV := view{
 		Counts:    map[string]counter.Values{"v": {Likes: 6}, "quiet": {Likes: 2}},
-		Reactions: map[string]counterstore.ViewerReaction{"v": {Reaction: "like", Version: 1}},
+		Reactions: map[string]countstore.ViewerReaction{"v": {Reaction: "like", Version: 1}},
 	}
-	read := func(step string, q counterstore.OwnQuery, held map[string]counter.Values, want view, wantAt time.Time) {
+	read := func(step string, q countstore.OwnQuery, held map[string]counter.Values, want view, wantAt time.Time) {
 		t.Helper()
-		own, err := cs.Own(ctx, q)
+		own, err := w.Counts.Own(ctx, q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,28 +66,28 @@ func TestOwnAtTimestamp(t *testing.T) {
 		}
 	}
 
-	read("at the latest write", counterstore.OwnQuery{Viewer: "alice", IDs: ids, At: t2}, nil, both, t2)
-	read("at the earlier write", counterstore.OwnQuery{Viewer: "alice", IDs: ids, At: t1}, nil, onlyV, t1)
+	read("at the latest write", countstore.OwnQuery{Viewer: "alice", IDs: ids, At: t2}, nil, both, t2)
+	read("at the earlier write", countstore.OwnQuery{Viewer: "alice", IDs: ids, At: t1}, nil, onlyV, t1)
 
-	held, err := cs.Public(ctx, ids, 0)
+	held, err := w.Counts.Public(ctx, ids, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	read("at the earlier write, public values held from after the latest", counterstore.OwnQuery{Viewer: "alice", IDs: ids, Cached: ids, Since: held.ReadTime, At: t1}, held.Values, both, held.ReadTime)
+	read("at the earlier write, public values held from after the latest", countstore.OwnQuery{Viewer: "alice", IDs: ids, Cached: ids, Since: held.ReadTime, At: t1}, held.Values, both, held.ReadTime)
 
 	// Counted and folded since: at t2 her likes were pending, and read at
 	// t2 they still are, each once.
-	if _, err := cs.Apply(ctx, []events.Event{likeV, likeQuiet}); err != nil {
+	if _, err := w.Outbox.Apply(ctx, []events.Event{likeV, likeQuiet}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cs.Fold(ctx); err != nil {
+	if _, err := w.Folds.Fold(ctx); err != nil {
 		t.Fatal(err)
 	}
-	read("at the latest write, after the count and the fold", counterstore.OwnQuery{Viewer: "alice", IDs: ids, At: t2}, nil, both, t2)
+	read("at the latest write, after the count and the fold", countstore.OwnQuery{Viewer: "alice", IDs: ids, At: t2}, nil, both, t2)
 
 	// A batch with a query that names no timestamp reads strongly, after
 	// every timestamp named.
-	out, err := cs.OwnMany(ctx, []counterstore.OwnQuery{{Viewer: "alice", IDs: ids, At: t1}, {Viewer: "bob", IDs: ids}})
+	out, err := w.Counts.OwnMany(ctx, []countstore.OwnQuery{{Viewer: "alice", IDs: ids, At: t1}, {Viewer: "bob", IDs: ids}})
 	if err != nil {
 		t.Fatal(err)
 	}

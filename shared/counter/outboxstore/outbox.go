@@ -1,4 +1,4 @@
-package counterstore
+package outboxstore
 
 import (
 	"context"
@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"cloud.google.com/go/spanner"
 
 	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/counter/internal/counterdb"
 	"github.com/videngage/engagement/shared/events"
 )
 
@@ -27,9 +29,9 @@ const (
 	batchSep   = '~' // after the batch id; outside the hex and id alphabets
 )
 
-// NewOutboxBatch returns a random batch id for the outbox events of one
+// NewBatch returns a random batch id for the outbox events of one
 // transaction.
-func NewOutboxBatch() string {
+func NewBatch() string {
 	var b [batchIDLen / 2]byte
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
@@ -85,10 +87,10 @@ func takeOutbox(ctx context.Context, tx *spanner.ReadWriteTransaction, evs []eve
 	// whole: the batches of which rows were found, each true while every
 	// row read of it belongs to an event in the message.
 	whole := make(map[string]bool, len(batches))
-	cols := append([]string{"EventId", "CounterKey"}, valueColumns...)
-	err = tx.Read(ctx, tablePending, spanner.KeySets(sets...), cols).Do(func(r *spanner.Row) error {
+	cols := append([]string{"EventId", "CounterKey"}, counterdb.ValueColumns...)
+	err = tx.Read(ctx, counterdb.Pending, spanner.KeySets(sets...), cols).Do(func(r *spanner.Row) error {
 		var id, key string
-		if err := columns(r, &id, &key); err != nil {
+		if err := counterdb.Columns(r, &id, &key); err != nil {
 			return err
 		}
 		b, batched := outboxBatch(id)
@@ -104,7 +106,7 @@ func takeOutbox(ctx context.Context, tx *spanner.ReadWriteTransaction, evs []eve
 			}
 			return nil
 		}
-		v, err := readValues(r, 2)
+		v, err := counterdb.ReadValues(r, 2)
 		if err != nil {
 			return err
 		}
@@ -118,14 +120,14 @@ func takeOutbox(ctx context.Context, tx *spanner.ReadWriteTransaction, evs []eve
 	}
 	for b, all := range whole {
 		if all {
-			ms = append(ms, spanner.Delete(tablePending, batchRange(b)))
+			ms = append(ms, spanner.Delete(counterdb.Pending, batchRange(b)))
 		}
 	}
 	for _, r := range rows {
 		if b, ok := outboxBatch(r.id); ok && whole[b] {
 			continue
 		}
-		ms = append(ms, spanner.Delete(tablePending, spanner.Key{r.id, r.key}))
+		ms = append(ms, spanner.Delete(counterdb.Pending, spanner.Key{r.id, r.key}))
 	}
 	return ms, len(found), len(evs) - len(found), nil
 }
@@ -153,9 +155,10 @@ type Share struct {
 // sharedFieldsV1 is how many values the first entries held (likes to views).
 const sharedFieldsV1 = 5
 
-// shareSep separates the fields of a share's stored entry; it is in
-// neither the event id alphabet nor a decimal number.
-const shareSep = "/"
+// ShareSep separates the fields of a share's stored entry (the counts reads
+// split entries in SQL); it is in neither the event id alphabet nor a
+// decimal number.
+const ShareSep = "/"
 
 // SummedID is the event id of the summed row of the i-th counter of outbox
 // batch batch.
@@ -173,7 +176,7 @@ func (s Share) Entry() string {
 		vals = vals[:len(vals)-1]
 	}
 	for _, n := range vals {
-		b.WriteString(shareSep)
+		b.WriteString(ShareSep)
 		b.WriteString(strconv.FormatInt(n, 10))
 	}
 	return b.String()
@@ -182,15 +185,15 @@ func (s Share) Entry() string {
 // ParseShare reads a stored entry of the row of counter key. An entry
 // written before the last fields existed lacks them: they are zero.
 func ParseShare(key, entry string) (Share, error) {
-	parts := strings.Split(entry, shareSep)
-	if len(parts) < 1+sharedFieldsV1 || len(parts) > 1+len(valueColumns) || parts[0] == "" {
-		return Share{}, fmt.Errorf("counterstore: bad outbox share %q", entry)
+	parts := strings.Split(entry, ShareSep)
+	if len(parts) < 1+sharedFieldsV1 || len(parts) > 1+len(counterdb.ValueColumns) || parts[0] == "" {
+		return Share{}, fmt.Errorf("outboxstore: bad outbox share %q", entry)
 	}
-	ns := make([]int64, len(valueColumns))
+	ns := make([]int64, len(counterdb.ValueColumns))
 	for i, p := range parts[1:] {
 		n, err := strconv.ParseInt(p, 10, 64)
 		if err != nil {
-			return Share{}, fmt.Errorf("counterstore: bad outbox share %q", entry)
+			return Share{}, fmt.Errorf("outboxstore: bad outbox share %q", entry)
 		}
 		ns[i] = n
 	}
@@ -237,8 +240,8 @@ func Summed(id, key string, v counter.Values) *spanner.Mutation {
 // UpdateSummed returns the mutation setting the values of the existing
 // summed row k to v: an author's share taken out before it is counted.
 func UpdateSummed(k RowKey, v counter.Values) *spanner.Mutation {
-	cols, vals := withValues([]string{"EventId", "CounterKey"}, []any{k.EventID, k.Key}, v)
-	return spanner.Update(tablePending, cols, vals)
+	cols, vals := counterdb.WithValues([]string{"EventId", "CounterKey"}, []any{k.EventID, k.Key}, v)
+	return spanner.Update(counterdb.Pending, cols, vals)
 }
 
 // ReadRows returns the values of the PendingDeltas rows keys that exist at
@@ -254,13 +257,13 @@ func ReadRows(ctx context.Context, tx interface {
 	for i, k := range keys {
 		ks[i] = spanner.Key{k.EventID, k.Key}
 	}
-	cols := append([]string{"EventId", "CounterKey"}, valueColumns...)
-	err := tx.Read(ctx, tablePending, spanner.KeySetFromKeys(ks...), cols).Do(func(r *spanner.Row) error {
+	cols := append([]string{"EventId", "CounterKey"}, counterdb.ValueColumns...)
+	err := tx.Read(ctx, counterdb.Pending, spanner.KeySetFromKeys(ks...), cols).Do(func(r *spanner.Row) error {
 		var k RowKey
-		if err := columns(r, &k.EventID, &k.Key); err != nil {
+		if err := counterdb.Columns(r, &k.EventID, &k.Key); err != nil {
 			return err
 		}
-		v, err := readValues(r, 2)
+		v, err := counterdb.ReadValues(r, 2)
 		if err != nil {
 			return err
 		}
@@ -268,7 +271,7 @@ func ReadRows(ctx context.Context, tx interface {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("counterstore.ReadRows: %w", err)
+		return nil, fmt.Errorf("outboxstore.ReadRows: %w", err)
 	}
 	return out, nil
 }
@@ -277,4 +280,110 @@ func ReadRows(ctx context.Context, tx interface {
 // retry's republish send.
 func RowEvent(k RowKey, v counter.Values) events.Event {
 	return events.Event{ID: k.EventID, Kind: events.KindCounterDelta, Outbox: true, Deltas: counter.Deltas(k.Key, v)}
+}
+
+// maxRelay bounds the events one relay pass republishes.
+const maxRelay = 5000
+
+// Stale returns the outbox events older than age (their message was lost, or
+// is stuck): the rollup republishes them. A republished event that was in
+// flight after all is a duplicate the consumer ignores.
+func (s *Store) Stale(ctx context.Context, age time.Duration) ([]events.Event, error) {
+	stmt := spanner.Statement{
+		SQL: `SELECT EventId, CounterKey, UserId, CreateTime, ` + counterdb.ValueList + `
+FROM PendingDeltas WHERE CreateTime < @before ORDER BY EventId LIMIT @limit`,
+		Params: map[string]any{"before": s.now().Add(-age), "limit": int64(maxRelay * events.MaxDeltas)},
+	}
+	var out []events.Event
+	idx := map[string]int{}
+	err := s.db.Single().Query(ctx, stmt).Do(func(r *spanner.Row) error {
+		var id, key string
+		var user spanner.NullString
+		var at time.Time
+		if err := counterdb.Columns(r, &id, &key, &user, &at); err != nil {
+			return err
+		}
+		v, err := counterdb.ReadValues(r, 4)
+		if err != nil {
+			return err
+		}
+		i, ok := idx[id]
+		if !ok {
+			if len(out) == maxRelay {
+				return nil
+			}
+			i = len(out)
+			idx[id] = i
+			out = append(out, events.Event{ID: id, Kind: events.KindCounterDelta, Outbox: true, Time: at})
+		}
+		out[i].Deltas = append(out[i].Deltas, counter.Deltas(key, v)...)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("outboxstore.Stale: %w", err)
+	}
+	return out, nil
+}
+
+// PendingEvents returns the outbox events of one user on one counter: a
+// client retrying a change whose publish failed re-publishes them.
+func PendingEvents(ctx context.Context, tx interface {
+	Query(context.Context, spanner.Statement) *spanner.RowIterator
+}, userID, key string) ([]events.Event, error) {
+	stmt := spanner.Statement{
+		SQL: `SELECT EventId, CounterKey, ` + counterdb.ValueList + `
+FROM PendingDeltas@{FORCE_INDEX=PendingDeltasByUser} WHERE UserId = @user AND CounterKey = @key`,
+		Params: map[string]any{"user": userID, "key": key},
+	}
+	var out []events.Event
+	idx := map[string]int{}
+	err := tx.Query(ctx, stmt).Do(func(r *spanner.Row) error {
+		var id, k string
+		if err := counterdb.Columns(r, &id, &k); err != nil {
+			return err
+		}
+		v, err := counterdb.ReadValues(r, 2)
+		if err != nil {
+			return err
+		}
+		i, ok := idx[id]
+		if !ok {
+			i = len(out)
+			idx[id] = i
+			out = append(out, events.Event{ID: id, Kind: events.KindCounterDelta, Outbox: true})
+		}
+		out[i].Deltas = append(out[i].Deltas, counter.Deltas(k, v)...)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("outboxstore.PendingEvents: %w", err)
+	}
+	return out, nil
+}
+
+// Pending returns the outbox mutations that record the deltas of event ev,
+// authored by userID ("" for none), in the transaction that makes the change.
+func Pending(ev events.Event, userID string) []*spanner.Mutation {
+	var ms []*spanner.Mutation
+	var user spanner.NullString
+	if userID != "" {
+		user = spanner.NullString{StringVal: userID, Valid: true}
+	}
+	for key, v := range counter.Coalesce(ev.Deltas) {
+		ms = append(ms, pendingRow(ev.ID, key, user, v))
+	}
+	return ms
+}
+
+// pendingRow inserts one outbox row. Only the fields it moves are written:
+// an outbox row is inserted once, and the others default to 0 (fewer values
+// for the client to encode on the hot path).
+func pendingRow(id, key string, user spanner.NullString, v counter.Values) *spanner.Mutation {
+	cols, vals := []string{"EventId", "CounterKey", "UserId", "CreateTime"}, []any{id, key, user, spanner.CommitTimestamp}
+	for i, n := range v.Slice() {
+		if n != 0 {
+			cols, vals = append(cols, counterdb.ValueColumns[i]), append(vals, n)
+		}
+	}
+	return spanner.Insert(counterdb.Pending, cols, vals)
 }

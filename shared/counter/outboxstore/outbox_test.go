@@ -1,4 +1,4 @@
-package counterstore_test
+package outboxstore_test
 
 import (
 	"context"
@@ -10,7 +10,9 @@ import (
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/internal/otelcount"
 	"github.com/videngage/engagement/shared/counter"
-	"github.com/videngage/engagement/shared/counter/counterstore"
+	"github.com/videngage/engagement/shared/counter/internal/countertest"
+	"github.com/videngage/engagement/shared/counter/outboxstore"
+	"github.com/videngage/engagement/shared/counter/reconcilestore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
@@ -18,32 +20,32 @@ import (
 // outboxWorld records outbox events the way a group-committing writer does.
 type outboxWorld struct {
 	db *spannerdb.DB
-	cs *counterstore.Store
+	*countertest.Stores
 }
 
 func newOutboxWorld(t *testing.T) outboxWorld {
 	t.Helper()
 	cfg := emulatortest.New(t)
 	db := emulatortest.Spanner(t, cfg)
-	return outboxWorld{db: db, cs: counterstore.New(db, counterstore.Options{})}
+	return outboxWorld{db, countertest.New(db, reconcilestore.Options{})}
 }
 
 // record writes n like events on key in one transaction, as one batch when
 // batch is set, and returns them.
 func (w outboxWorld) record(t *testing.T, key string, n int, batched bool) []events.Event {
 	t.Helper()
-	b := counterstore.NewOutboxBatch()
+	b := outboxstore.NewBatch()
 	var evs []events.Event
 	var ms []*spanner.Mutation
 	for i := range n {
 		id := events.ID("t", key, fmt.Sprint(i), b)
 		if batched {
-			id = counterstore.BatchedID(b, id)
+			id = outboxstore.BatchedID(b, id)
 		}
 		ev := events.Event{ID: id, Kind: events.KindCounterDelta, Outbox: true,
 			Deltas: []counter.Delta{{Key: key, Field: counter.Likes, N: 1}}}
 		evs = append(evs, ev)
-		ms = append(ms, counterstore.Pending(ev, fmt.Sprintf("user-%d", i))...)
+		ms = append(ms, outboxstore.Pending(ev, fmt.Sprintf("user-%d", i))...)
 	}
 	if _, err := w.db.InTx(context.Background(), func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		return tx.BufferWrite(ms)
@@ -57,7 +59,7 @@ func (w outboxWorld) record(t *testing.T, key string, n int, batched bool) []eve
 func (w outboxWorld) apply(t *testing.T, evs []events.Event) (counter.ApplyStats, int64) {
 	t.Helper()
 	before := otelcount.Global().Spanner().WritesByTable["PendingDeltas"]
-	st, err := w.cs.Apply(context.Background(), evs)
+	st, err := w.Outbox.Apply(context.Background(), evs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +68,7 @@ func (w outboxWorld) apply(t *testing.T, evs []events.Event) (counter.ApplyStats
 
 func (w outboxWorld) totals(t *testing.T, key string) (counted, pending int64) {
 	t.Helper()
-	c, p, err := w.cs.Totals(context.Background(), []string{key})
+	c, p, err := w.Counts.Totals(context.Background(), []string{key})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,11 +122,11 @@ func TestOutboxBatchSplitOverMessages(t *testing.T) {
 }
 
 func TestOutboxBatchIDs(t *testing.T) {
-	a, b := counterstore.NewOutboxBatch(), counterstore.NewOutboxBatch()
+	a, b := outboxstore.NewBatch(), outboxstore.NewBatch()
 	if a == b || len(a) != 16 {
 		t.Fatalf("batch ids %q, %q", a, b)
 	}
-	id := counterstore.BatchedID(a, events.ID("r", "u", "c"))
+	id := outboxstore.BatchedID(a, events.ID("r", "u", "c"))
 	if len(id) > events.MaxEventIDLen {
 		t.Fatalf("batched id %q longer than %d", id, events.MaxEventIDLen)
 	}
@@ -134,27 +136,27 @@ func TestOutboxBatchIDs(t *testing.T) {
 // last fields (written before they existed) reads them as zero; anything
 // else stored is refused, never read as some other share.
 func TestShareEntry(t *testing.T) {
-	id := counterstore.SummedID(counterstore.NewOutboxBatch(), 3)
+	id := outboxstore.SummedID(outboxstore.NewBatch(), 3)
 	for _, v := range []counter.Values{{Likes: -1, Dislikes: 2, Views: 1 << 40}, {Likes: 1, Threads: -3}} {
-		sh := counterstore.Share{EventID: id, Key: "v", Values: v}
-		got, err := counterstore.ParseShare("v", sh.Entry())
+		sh := outboxstore.Share{EventID: id, Key: "v", Values: v}
+		got, err := outboxstore.ParseShare("v", sh.Entry())
 		if err != nil || got != sh {
 			t.Fatalf("round trip of %q: %+v %v, want %+v", sh.Entry(), got, err, sh)
 		}
 	}
 	// A reaction's share keeps the form of the first entries.
-	if got, want := (counterstore.Share{EventID: id, Values: counter.Values{Likes: 1}}).Entry(), id+"/1/0/0/0/0"; got != want {
+	if got, want := (outboxstore.Share{EventID: id, Values: counter.Values{Likes: 1}}).Entry(), id+"/1/0/0/0/0"; got != want {
 		t.Errorf("entry %q, want %q", got, want)
 	}
-	if got, err := counterstore.ParseShare("v", id+"/0/1/0/0/0"); err != nil || got.Values != (counter.Values{Dislikes: 1}) {
+	if got, err := outboxstore.ParseShare("v", id+"/0/1/0/0/0"); err != nil || got.Values != (counter.Values{Dislikes: 1}) {
 		t.Errorf("an entry of five values read as %+v, %v", got, err)
 	}
 	for _, bad := range []string{"", id, id + "/1/0/0/0", id + "/1/0/0/0/0/0/0", "/1/0/0/0/0", id + "/1/x/0/0/0", id + "/1/0/0/0/0/"} {
-		if got, err := counterstore.ParseShare("v", bad); err == nil {
+		if got, err := outboxstore.ParseShare("v", bad); err == nil {
 			t.Errorf("%q read as %+v", bad, got)
 		}
 	}
-	if e := counterstore.Entries(nil); e != nil {
+	if e := outboxstore.Entries(nil); e != nil {
 		t.Errorf("no shares stored as %q, want NULL", e)
 	}
 }

@@ -1,0 +1,9 @@
+package foldstore_test
+
+import (
+	"testing"
+
+	"github.com/videngage/engagement/internal/emulators/emulatortest"
+)
+
+func TestMain(m *testing.M) { emulatortest.Main(m) }
