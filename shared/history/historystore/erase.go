@@ -17,11 +17,11 @@ import (
 // user's entries (whole batches of the clear's) with their marks. It returns how many it deleted; none
 // means none are left.
 func (h *Store) EraseEntries(ctx context.Context, userID string, limit int) (int, error) {
-	if err := h.markDeleted(ctx, userID, []string{""}, time.Time{}); err != nil { // "": historyKey
+	if err := h.markDeleted(ctx, userID, []string{""}, time.Time{}, LatestFamily); err != nil { // "": historyKey
 		return 0, err
 	}
 	return h.deleteOlder(ctx, userID, time.Time{}, limit, func(byVideo map[string][]time.Time) error {
-		return h.markDeleted(ctx, userID, slices.Collect(maps.Keys(byVideo)), time.Time{})
+		return h.markDeleted(ctx, userID, slices.Collect(maps.Keys(byVideo)), time.Time{}, LatestFamily)
 	})
 }
 

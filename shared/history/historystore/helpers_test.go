@@ -89,7 +89,8 @@ func rawRows(t testing.TB, tbl *bigtable.Table, userID string) map[string][]time
 		var ts []time.Time
 		for _, items := range r {
 			for _, it := range items {
-				if !strings.HasPrefix(it.Column, LatestFamily+":") || it.Column == LatestFamily+":"+colLatestTimes {
+				pending := strings.HasPrefix(it.Column, PendingFamily+":") // deletion marks, as l:d
+				if !pending && (!strings.HasPrefix(it.Column, LatestFamily+":") || it.Column == LatestFamily+":"+colLatestTimes) {
 					ts = append(ts, it.Timestamp.Time().UTC())
 				}
 			}

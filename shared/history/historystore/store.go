@@ -36,6 +36,13 @@ const (
 	// deleted. A watch accepted before the deletion and within the bound is
 	// removed when it arrives late, so a deleted video does not come back.
 	colDeletedBefore = "d"
+	// PendingFamily holds the deletion marks of videos the user had no row
+	// of when deleting: a watch of it accepted before the deletion may still
+	// be on its way. Such a mark is only needed while an accepted watch can
+	// still arrive, so the family's GC (topology.json) drops it after the
+	// longest a message can wait in a subscription and then in its
+	// dead-letter subscription, not after the history's years.
+	PendingFamily = "x"
 )
 
 // Store is the watch-history store.
@@ -184,13 +191,13 @@ type watchMark struct{ at, accepted time.Time }
 func (h *Store) watchTimes(ctx context.Context, userID, videoID string) (marks []watchMark, deletions []deletion, err error) {
 	rows := bigtable.RowList{history.LatestKey(userID, videoID), historyKey(userID)}
 	err = h.latest.ReadRows(ctx, rows, func(row bigtable.Row) bool {
-		for _, item := range row[LatestFamily] {
+		for _, item := range append(row[LatestFamily], row[PendingFamily]...) {
 			t := item.Timestamp.Time().UTC()
 			switch item.Column {
 			case LatestFamily + ":" + colLatestTimes:
 				accepted, _ := valueMs(item.Value)
 				marks = append(marks, watchMark{at: t, accepted: accepted})
-			case LatestFamily + ":" + colDeletedBefore:
+			case LatestFamily + ":" + colDeletedBefore, PendingFamily + ":" + colDeletedBefore:
 				before, _ := valueMs(item.Value)
 				deletions = append(deletions, deletion{at: t, before: before})
 			}
@@ -204,8 +211,9 @@ func (h *Store) watchTimes(ctx context.Context, userID, videoID string) (marks [
 }
 
 // markDeleted records, before the watches go, that the user deleted the
-// videos' watches (before the bound; zero: all of them) now.
-func (h *Store) markDeleted(ctx context.Context, userID string, videos []string, before time.Time) error {
+// videos' watches (before the bound; zero: all of them) now, in the family
+// (LatestFamily, or PendingFamily for videos with no row).
+func (h *Store) markDeleted(ctx context.Context, userID string, videos []string, before time.Time, family string) error {
 	var value []byte
 	if !before.IsZero() {
 		// Rounded up: every watch the scan deleted (before "before") is
@@ -223,7 +231,7 @@ func (h *Store) markDeleted(ctx context.Context, userID string, videos []string,
 	muts := make([]*bigtable.Mutation, 0, len(videos))
 	for _, v := range videos {
 		m := bigtable.NewMutation()
-		m.Set(LatestFamily, colDeletedBefore, at, value)
+		m.Set(family, colDeletedBefore, at, value)
 		keys = append(keys, history.LatestKey(userID, v))
 		muts = append(muts, m)
 	}
@@ -335,19 +343,26 @@ func position(r bigtable.Row) float64 {
 	return 0
 }
 
-// DeleteVideo removes a video from the user's history. A video the user
+// DeleteVideo removes a video from the user's history, and every watch of
+// it accepted up to now, including one still in flight. A video the user
 // has no row of (never watched, or no watch of it applied or claimed yet)
-// writes nothing: a deletion mark is kept as long as the history, so one
-// per id asked would let any caller fill the table with marks.
+// gets its mark in PendingFamily, which outlives the in-flight watches and
+// not the history: a mark kept as long as the history for any id asked
+// would let a caller fill the table with marks.
 func (h *Store) DeleteVideo(ctx context.Context, userID, videoID string) error {
 	known, err := h.hasVideo(ctx, userID, videoID)
-	if err != nil || !known {
+	if err != nil {
 		return err
 	}
-	// Every watch accepted up to now goes, including one still in flight.
-	if err := h.markDeleted(ctx, userID, []string{videoID}, time.Time{}); err != nil {
+	family := LatestFamily
+	if !known {
+		family = PendingFamily
+	}
+	if err := h.markDeleted(ctx, userID, []string{videoID}, time.Time{}, family); err != nil {
 		return err
 	}
+	// A watch applied since hasVideo read nothing has no deletion to see:
+	// it is found here.
 	marks, _, err := h.watchTimes(ctx, userID, videoID)
 	if err != nil {
 		return err
@@ -360,10 +375,11 @@ func (h *Store) DeleteVideo(ctx context.Context, userID, videoID string) error {
 }
 
 // hasVideo reports whether the user's latest-watch row of the video holds
-// anything: a watch's mark or claim, or an earlier deletion.
+// anything of LatestFamily: a watch's mark or claim, or an earlier deletion.
 func (h *Store) hasVideo(ctx context.Context, userID, videoID string) (bool, error) {
 	row, err := h.latest.ReadRow(ctx, history.LatestKey(userID, videoID),
-		bigtable.RowFilter(bigtable.ChainFilters(bigtable.CellsPerRowLimitFilter(1), bigtable.StripValueFilter())))
+		bigtable.RowFilter(bigtable.ChainFilters(bigtable.FamilyFilter("^"+LatestFamily+"$"),
+			bigtable.CellsPerRowLimitFilter(1), bigtable.StripValueFilter())))
 	if err != nil {
 		return false, unavailable("read latest watch", err)
 	}
@@ -375,11 +391,11 @@ func (h *Store) DeleteBefore(ctx context.Context, userID string, before time.Tim
 	// The clear is recorded for the whole history first, so that a watch
 	// in flight is removed when it arrives even if its video has no entry
 	// now (none applied yet, or all deleted before).
-	if err := h.markDeleted(ctx, userID, []string{""}, before); err != nil { // "": historyKey
+	if err := h.markDeleted(ctx, userID, []string{""}, before, LatestFamily); err != nil { // "": historyKey
 		return err
 	}
 	_, err := h.deleteOlder(ctx, userID, before, 0, func(byVideo map[string][]time.Time) error {
-		return h.markDeleted(ctx, userID, slices.Collect(maps.Keys(byVideo)), before)
+		return h.markDeleted(ctx, userID, slices.Collect(maps.Keys(byVideo)), before, LatestFamily)
 	})
 	return err
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/history"
+	"github.com/videngage/engagement/shared/topology"
 )
 
 func TestApplyListNewestFirst(t *testing.T) {
@@ -643,6 +644,10 @@ func TestTableRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ac.Close() })
+	wantFamilies := map[string][]string{
+		EntriesTable: {entriesFamily + ": age() > 1d"},
+		LatestTable:  {LatestFamily + ": age() > 1d", PendingFamily + ": age() > 15d"}, // x: fixed, not the history's
+	}
 	for table, family := range map[string]string{EntriesTable: entriesFamily, LatestTable: LatestFamily} {
 		info, err := ac.TableInfo(t.Context(), table)
 		if err != nil {
@@ -652,8 +657,9 @@ func TestTableRetention(t *testing.T) {
 		for _, f := range info.FamilyInfos {
 			policies = append(policies, f.Name+": "+f.GCPolicy)
 		}
-		if want := []string{family + ": age() > 1d"}; !slices.Equal(policies, want) {
-			t.Errorf("table %s: families %q, want %q", table, policies, want)
+		slices.Sort(policies)
+		if !slices.Equal(policies, wantFamilies[table]) {
+			t.Errorf("table %s: families %q, want %q", table, policies, wantFamilies[table])
 		}
 		// The emulator starts collecting only after a family's GC rule is
 		// modified (bttest's needGC), never for rules given at table
@@ -683,34 +689,95 @@ func TestTableRetention(t *testing.T) {
 	checkOneRowPerVideo(t, h, "lou", want)
 }
 
-// Deleting a video the user never watched writes no deletion mark: the
-// marks are kept as long as the history.
-func TestDeleteVideoNeverWatchedWritesNothing(t *testing.T) {
+// Deleting a video the user has no row of writes its mark in PendingFamily
+// only, whose cells live as long as an accepted watch can still arrive, not
+// as long as the history.
+func TestDeleteVideoNeverWatchedMarksOnlyWhilePending(t *testing.T) {
 	t.Parallel()
 	h, _ := newStore(t)
 	apply(t, h, history.NewWatch("gil", "seen", base(), 1))
 	for _, v := range []string{"never", "other-never"} {
-		if err := h.DeleteVideo(t.Context(), "gil", v); err != nil {
-			t.Fatalf("DeleteVideo(%q): %v", v, err)
+		for range 2 { // a second deletion finds only the pending mark
+			if err := h.DeleteVideo(t.Context(), "gil", v); err != nil {
+				t.Fatalf("DeleteVideo(%q): %v", v, err)
+			}
 		}
 		row, err := h.latest.ReadRow(t.Context(), history.LatestKey("gil", v))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(row) != 0 {
-			t.Errorf("DeleteVideo(%q) of a video never watched wrote %v", v, row)
+		if len(row[LatestFamily]) != 0 || len(row[PendingFamily]) != 2 {
+			t.Errorf("DeleteVideo(%q) of a video never watched wrote %v; want two marks in %q only", v, row, PendingFamily)
 		}
 	}
-	// A watched one is still deleted, with its mark.
+	// A watched one is deleted with its mark among the history's.
 	if err := h.DeleteVideo(t.Context(), "gil", "seen"); err != nil {
 		t.Fatal(err)
 	}
 	if got := listAll(t, h, "gil", time.Time{}, 10); len(got) != 0 {
 		t.Errorf("after deleting the one video: %+v", got)
 	}
-	_, deletions, err := h.watchTimes(t.Context(), "gil", "seen")
-	if err != nil || len(deletions) != 1 {
-		t.Errorf("deletion marks of the watched video: %v, %v; want one", deletions, err)
+	row, err := h.latest.ReadRow(t.Context(), history.LatestKey("gil", "seen"))
+	if err != nil || len(row[LatestFamily]) != 1 || len(row[PendingFamily]) != 0 {
+		t.Errorf("marks of the watched video: %v, %v; want one in %q", row, err, LatestFamily)
+	}
+}
+
+// PendingFamily's GC keeps a mark while a watch accepted before it can
+// still be delivered: its subscription's retention, then its dead-letter
+// subscription's, and no longer than the history.
+func TestPendingMarksOutliveDelivery(t *testing.T) {
+	top, err := topology.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pending, kept time.Duration
+	for _, tb := range top.Bigtable.Tables {
+		if tb.Name != LatestTable {
+			continue
+		}
+		for _, f := range tb.Families {
+			age, fixed, err := f.FixedMaxAge()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !fixed {
+				age = time.Duration(top.Bigtable.Defaults[f.MaxAgeDaysVar]) * 24 * time.Hour
+			}
+			switch f.Name {
+			case PendingFamily:
+				pending = age
+			case LatestFamily:
+				kept = age
+			}
+		}
+	}
+	delivery := 2 * time.Duration(top.PubSub.Delivery.MessageRetentionSeconds) * time.Second
+	if pending < delivery || pending >= kept {
+		t.Errorf("%s/%s max age %v: want at least %v (retention and dead-letter retention) and under the history's %v",
+			LatestTable, PendingFamily, pending, delivery, kept)
+	}
+}
+
+// A watch accepted before the user deleted its video, and first delivered
+// after, does not bring the video back, though the deletion found no row.
+func TestFirstDeliveryAfterDeleteStaysDeleted(t *testing.T) {
+	t.Parallel()
+	h, _ := newStore(t)
+	b := base()
+	inFlight := history.NewWatch("dora", "v1", b, 1)
+	if err := h.DeleteVideo(t.Context(), "dora", "v1"); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, h, inFlight)
+	apply(t, h, inFlight) // and its redelivery
+	if got := listAll(t, h, "dora", time.Time{}, 10); len(got) != 0 {
+		t.Errorf("a watch accepted before the deletion is listed after it: %+v", got)
+	}
+	again := history.NewWatch("dora", "v1", b, 2) // recorded after the deletion
+	apply(t, h, again)
+	if diff := cmp.Diff([]history.Entry{entry(again)}, listAll(t, h, "dora", time.Time{}, 10)); diff != "" {
+		t.Errorf("a watch recorded after the deletion (-want +got):\n%s", diff)
 	}
 }
 
