@@ -89,7 +89,7 @@ const (
 	// row (one MutateRows per group), the rows read back (one ReadRows).
 	reactionBigtableWrites = 1
 	reactionBigtableReads  = 1
-	// Per watch: the history limit's ReadModifyWrite (a read and a write),
+	// Per watch: the history limit's check-and-mutate (a read and a write),
 	// historystore.Apply's entry, mark and the removal of an older entry of
 	// the video (three writes) and its read of the video's watch_latest row,
 	// the views' claim (a check-and-mutate: a read and a write). The

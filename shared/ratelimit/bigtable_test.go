@@ -2,8 +2,8 @@ package ratelimit
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -51,8 +51,8 @@ func allow(t *testing.T, l *Bigtable, user string) time.Duration {
 func TestRateLimiterAcrossInstances(t *testing.T) {
 	t.Parallel()
 	c := newClient(t)
-	minute := time.Now().UTC().Truncate(time.Minute)
-	clk := &clock{t: minute.Add(20 * time.Second)}
+	t0 := time.Now().UTC().Truncate(time.Minute).Add(20 * time.Second)
+	clk := &clock{t: t0}
 	const limit = 5
 	// Two function instances: two limiters, one table.
 	a, b := limiterAt(c, "history", limit, clk), limiterAt(c, "history", limit, clk)
@@ -64,8 +64,8 @@ func TestRateLimiterAcrossInstances(t *testing.T) {
 		}
 	}
 	for _, l := range []*Bigtable{a, b, a} {
-		if wait := allow(t, l, "alice"); wait != 40*time.Second {
-			t.Errorf("action over the limit: wait %v, want 40s (the rest of the minute)", wait)
+		if wait := allow(t, l, "alice"); wait != time.Minute {
+			t.Errorf("action over the limit: wait %v, want 1m (until the first actions are 60 s old)", wait)
 		}
 	}
 
@@ -80,34 +80,87 @@ func TestRateLimiterAcrossInstances(t *testing.T) {
 		t.Errorf("another kind refused: wait %v", wait)
 	}
 
-	// The wait shrinks through the minute and never exceeds it.
-	for _, at := range []time.Duration{0, time.Nanosecond, 30 * time.Second, 59*time.Second + 999*time.Millisecond} {
-		clk.set(minute.Add(at))
-		wait := allow(t, b, "alice")
-		if want := time.Minute - at; wait != want || wait <= 0 || wait > time.Minute {
-			t.Errorf("%v into the minute: wait %v, want %v", at, wait, want)
+	// The wait shrinks as the actions age, across the minute's end too:
+	// the window is the last 60 seconds, not the minute.
+	for _, at := range []time.Duration{time.Millisecond, 30 * time.Second, 40 * time.Second, 59*time.Second + 999*time.Millisecond} {
+		clk.set(t0.Add(at))
+		if wait, want := allow(t, b, "alice"), time.Minute-at; wait != want {
+			t.Errorf("%v after the first actions: wait %v, want %v", at, wait, want)
 		}
 	}
 
-	// The next minute admits again, up to the limit.
-	clk.set(minute.Add(time.Minute))
-	for i := range limit {
+	// 60 seconds after them the limit is free again; the newest of the
+	// window sets the next wait.
+	clk.set(t0.Add(time.Minute))
+	for i := range limit - 2 {
 		if wait := allow(t, []*Bigtable{b, a}[i%2], "alice"); wait != 0 {
-			t.Fatalf("next minute: action %d refused (wait %v)", i+1, wait)
+			t.Fatalf("60 s later: action %d refused (wait %v)", i+1, wait)
 		}
 	}
-	if wait := allow(t, a, "alice"); wait != time.Minute {
-		t.Errorf("next minute over the limit: wait %v, want 1m", wait)
+	clk.set(t0.Add(time.Minute + 10*time.Second))
+	for i := range 2 {
+		if wait := allow(t, []*Bigtable{b, a}[i%2], "alice"); wait != 0 {
+			t.Fatalf("70 s later: action %d refused (wait %v)", i+1, wait)
+		}
+	}
+	clk.set(t0.Add(time.Minute + 30*time.Second))
+	if wait := allow(t, a, "alice"); wait != 30*time.Second {
+		t.Errorf("90 s later, over the limit: wait %v, want 30s (until the actions of 60 s are 60 s old)", wait)
 	}
 
-	// One row per kind, user and minute, whose newest cell is the count of
-	// actions (refused ones too) in that minute.
-	row, err := c.Open(Table).ReadRow(t.Context(), rateLimitKey("history", "alice", minute.Add(time.Minute)), bigtable.RowFilter(bigtable.LatestNFilter(1)))
+	// Only admitted actions are held: 2 × limit cells, none of the refusals.
+	row, err := c.Open(Table).ReadRow(t.Context(), rateLimitKey("history", "alice"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cells := row[rateLimitFamily]; len(cells) != 1 || len(cells[0].Value) != 8 || binary.BigEndian.Uint64(cells[0].Value) != limit+1 {
-		t.Errorf("window row %v, want one count cell of %d", row, limit+1)
+	if n := len(row[rateLimitFamily]); n != 2*limit {
+		t.Errorf("alice's row holds %d cells, want %d (the admitted actions)", n, 2*limit)
+	}
+}
+
+// TestBigtableHoldsOverAnyMinute sends generated request streams of one
+// user through two limiters sharing a table, one action a call (Allow) or
+// a few in a batch (AllowMany), and counts the admissions in every 60
+// seconds: never more than the limit. A count per fixed minute admits
+// nearly twice the limit across a minute's end.
+func TestBigtableHoldsOverAnyMinute(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	start := time.Now().UTC().Truncate(time.Minute).Add(-10 * time.Minute)
+	const limit = 10
+	for name, stream := range requestStreams(7, start) {
+		for _, batched := range []bool{false, true} {
+			clk := &clock{}
+			kind := fmt.Sprintf("%s/%v", name, batched)
+			ls := []*Bigtable{limiterAt(c, kind, limit, clk), limiterAt(c, kind, limit, clk)}
+			var admitted []time.Time
+			for i, at := range stream {
+				if at.After(start.Add(3 * time.Minute)) {
+					break // three minutes hold every case, and are quicker
+				}
+				clk.set(at)
+				l := ls[i%2]
+				if !batched {
+					if allow(t, l, "alice") == 0 {
+						admitted = append(admitted, at)
+					}
+					continue
+				}
+				users := []string{"alice", "bob", "alice"}[:1+i%3]
+				for j, w := range allowMany(t, l, users...) {
+					if w == 0 && users[j] == "alice" {
+						admitted = append(admitted, at)
+					}
+				}
+			}
+			if most := mostInAnyMinute(admitted); most > limit {
+				t.Errorf("%d a minute, a client sending %s (batched %v): %d admitted in one 60 s span", limit, name, batched, most)
+			}
+			if len(admitted) < 2*limit {
+				t.Errorf("%d a minute, a client sending %s (batched %v): %d admitted in three minutes, want at least %d",
+					limit, name, batched, len(admitted), 2*limit)
+			}
+		}
 	}
 }
 
@@ -188,8 +241,8 @@ func allowMany(t *testing.T, l *Bigtable, users ...string) []time.Duration {
 }
 
 // TestAllowManyAcrossInstances: batches through two limiters share each
-// user's window; a user's actions in one batch count one each; the count
-// cell Allow increments counts too.
+// user's window; a user's actions in one batch count one each; Allow's
+// actions count too.
 func TestAllowManyAcrossInstances(t *testing.T) {
 	t.Parallel()
 	c := newClient(t)
@@ -208,24 +261,34 @@ func TestAllowManyAcrossInstances(t *testing.T) {
 	if w := allow(t, a, "alice"); w != 0 {
 		t.Fatalf("fifth action (Allow) refused: wait %v", w)
 	}
-	// The sixth is over the limit, in a batch beside users under it.
-	if w := allowMany(t, b, "bob", "alice", "dave"); w[0] != 0 || w[1] != 45*time.Second || w[2] != 0 {
-		t.Errorf("batch with alice over the limit: waits %v, want [0 45s 0]", w)
+	// The sixth is over the limit, in a batch beside users under it: it
+	// waits until the first five are 60 s old.
+	if w := allowMany(t, b, "bob", "alice", "dave"); w[0] != 0 || w[1] != time.Minute || w[2] != 0 {
+		t.Errorf("batch with alice over the limit: waits %v, want [0 1m 0]", w)
 	}
-	// Other kinds and the next minute have their own windows.
+	// Other kinds have their own windows.
 	if w := allowMany(t, limiterAt(c, "history", limit, clk), "alice"); w[0] != 0 {
 		t.Errorf("another kind refused: wait %v", w[0])
 	}
-	clk.set(minute.Add(time.Minute))
+	// Across the minute's end the window still holds the five.
+	clk.set(minute.Add(time.Minute + 14*time.Second))
+	if w := allowMany(t, a, "alice"); w[0] != time.Second {
+		t.Errorf("59 s later: wait %v, want 1s", w[0])
+	}
+	clk.set(minute.Add(time.Minute + 15*time.Second))
 	if w := allowMany(t, a, "alice", "alice", "alice", "alice", "alice"); w[0] != 0 || w[4] != 0 {
-		t.Errorf("next minute, %d actions in one batch: waits %v, want all admitted", limit, w)
+		t.Errorf("60 s later, %d actions in one batch: waits %v, want all admitted", limit, w)
 	}
 	if w := allowMany(t, b, "alice"); w[0] != time.Minute {
-		t.Errorf("next minute over the limit: wait %v, want 1m", w[0])
+		t.Errorf("60 s later over the limit: wait %v, want 1m", w[0])
 	}
-	// A batch over the limit on its own is refused whole.
-	if w := allowMany(t, a, "erin", "erin", "erin", "erin", "erin", "erin"); w[0] != time.Minute || w[5] != time.Minute {
-		t.Errorf("one batch of %d actions of one user: waits %v, want all refused", limit+1, w)
+	// A batch over the limit on its own is refused whole, and leaves
+	// nothing behind: the user's next action is admitted.
+	if w := allowMany(t, a, "erin", "erin", "erin", "erin", "erin", "erin"); w[0] == 0 || w[5] == 0 || w[0] > time.Second {
+		t.Errorf("one batch of %d actions of one user: waits %v, want all refused, the next at once", limit+1, w)
+	}
+	if w := allowMany(t, b, "erin"); w[0] != 0 {
+		t.Errorf("after a refused batch: wait %v, want admitted", w[0])
 	}
 	if w := allowMany(t, a); len(w) != 0 {
 		t.Errorf("empty batch: %v", w)

@@ -138,7 +138,9 @@ func TestDegradingFallsBackAndRecovers(t *testing.T) {
 	}
 
 	// Frozen: the first action waits the budget, the next ones do not wait
-	// at all; each instance admits the limit per user, alone.
+	// at all; each instance admits the per-instance limit's burst per user,
+	// alone.
+	burst, _ := GCRA{PerMinute: limit}.shape()
 	store.frozen.Store(true)
 	start := time.Now()
 	if !allowed(a, "alice") {
@@ -148,7 +150,7 @@ func TestDegradingFallsBackAndRecovers(t *testing.T) {
 		t.Errorf("frozen: the first action took %v, want about the budget %v", took, budget)
 	}
 	start = time.Now()
-	for range limit - 1 {
+	for range burst - 1 {
 		if !allowed(a, "alice") {
 			t.Fatal("frozen: an action under the per-instance limit was refused")
 		}
@@ -170,7 +172,7 @@ func TestDegradingFallsBackAndRecovers(t *testing.T) {
 	if err != nil || len(waits) != 3 || waits[0] != 0 || waits[1] == 0 || waits[2] != 0 {
 		t.Errorf("frozen: AllowMany = %v, %v; want bob twice admitted, alice refused", waits, err)
 	}
-	if got, want := counts.of("history"), (limit+1)+1+3; got != want {
+	if got, want := counts.of("history"), (burst+1)+1+3; got != want {
 		t.Errorf("frozen: %d actions counted as degraded, want %d", got, want)
 	}
 
@@ -292,10 +294,10 @@ func TestBigtableUnansweredDegrades(t *testing.T) {
 // TestLocalForgetsPastUsers: the per-instance limit holds per user and
 // keeps only users whose allowance is not back in full.
 func TestLocalForgetsPastUsers(t *testing.T) {
-	l := NewLocal(2)
+	l := NewLocal(4) // a burst of 2
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	if l.Allow("a", at) != 0 || l.Allow("a", at) != 0 || l.Allow("a", at) == 0 {
-		t.Error("the limit of 2 did not hold")
+		t.Error("the limit of 4 a minute, a burst of 2, did not hold")
 	}
 	if l.Allow("b", at) != 0 {
 		t.Error("another user was refused")

@@ -14,8 +14,7 @@ import (
 var Kinds = []string{"history", "history-delete", "history-settings", "reactions", "comment-delete"}
 
 // EraseUser deletes the user's rows of every kind in rate_limits: one
-// prefix scan per kind (a user has at most one row a minute of the last
-// hour per kind) and one bulk delete.
+// prefix scan per kind (a user has one row per kind) and one bulk delete.
 func EraseUser(ctx context.Context, c *bigtable.Client, userID string) error {
 	t := c.Open(Table)
 	var keys []string

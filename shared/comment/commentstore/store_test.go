@@ -334,7 +334,7 @@ func TestIdempotencyKey(t *testing.T) {
 }
 
 func TestRateLimit(t *testing.T) {
-	w := newWorld(t, 3)
+	w := newWorld(t, 6) // 6 a minute: 3 at once, then one every 15 s
 	ctx := context.Background()
 	for i := 0; i < 3; i++ {
 		w.post(t, "alice", "vid", "", fmt.Sprint(i))
@@ -342,7 +342,7 @@ func TestRateLimit(t *testing.T) {
 	res, err := w.writer.Post(ctx, commentstore.CreateRequest{UserID: "alice", VideoID: "vid", Text: "one too many"})
 	var limited *errs.RateLimitedError
 	if err != nil || !errors.As(res.Err, &limited) || limited.RetryAfter <= 0 || limited.RetryAfter > time.Minute {
-		t.Fatalf("4th post in a minute: %+v, %v", res, err)
+		t.Fatalf("4th post at once: %+v, %v", res, err)
 	}
 	// Other users have their own allowance.
 	w.post(t, "bob", "vid", "", "fine")
@@ -353,7 +353,7 @@ func TestRateLimit(t *testing.T) {
 }
 
 func TestRateLimitDoesNotChargeRetries(t *testing.T) {
-	w := newWorld(t, 2)
+	w := newWorld(t, 4) // 2 at once, then one every 20 s
 	ctx := context.Background()
 	req := commentstore.CreateRequest{UserID: "alice", VideoID: "vid", Text: "once", IdempotencyKey: "k"}
 	for i := 0; i < 5; i++ {
