@@ -104,7 +104,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	db := emulatortest.Spanner(t, cfg)
 	jwks := httptest.NewServer(is.JWKSHandler())
 	t.Cleanup(jwks.Close)
-	verifier, err := auth.NewVerifier(context.Background(), config.Auth{Audience: audience, JWKSURL: jwks.URL})
+	verifier, err := auth.NewVerifier(context.Background(), config.Auth{Audience: audience, JWKSURL: jwks.URL, TokenCache: config.Defaults().Auth.TokenCache})
 	if err != nil {
 		t.Fatal(err)
 	}

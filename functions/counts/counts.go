@@ -30,6 +30,7 @@ import (
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/batch"
+	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/countstore"
 	"github.com/videngage/engagement/shared/httpx"
@@ -78,7 +79,7 @@ type Deps struct {
 	Verifier Verifier
 	Store    Store
 	// MaxAge is the max-age a public answer grants shared caches (Cloud
-	// CDN): COUNTS_MAX_AGE, 2 s by default, as the spec sets it. An answer
+	// CDN): COUNTS_MAX_AGE, as the spec sets it. An answer
 	// is at most CacheTTL + MaxAge (+ MaxStaleness) old when a cache
 	// serves it.
 	MaxAge time.Duration
@@ -86,7 +87,8 @@ type Deps struct {
 	MaxStaleness time.Duration
 	// CacheTTL is how long an instance holds public counts (0: not at all).
 	CacheTTL time.Duration
-	// CacheEntries bounds the ids an instance holds (default 100,000).
+	// CacheEntries bounds the ids an instance holds (not positive:
+	// COUNTS_CACHE_ENTRIES's default).
 	CacheEntries int
 	// OwnInFlight is how many reads of signed-in callers' own rows run at
 	// once; the requests that arrive meanwhile are read together in the
@@ -110,7 +112,7 @@ type handler struct {
 // New builds the Counts handler.
 func New(d Deps) http.Handler {
 	if d.CacheEntries <= 0 {
-		d.CacheEntries = 100_000
+		d.CacheEntries = config.Defaults().HTTP.CountsCacheEntries
 	}
 	h := &handler{Deps: d, cache: &publicCache{
 		load: d.Store.Public, maxStaleness: d.MaxStaleness, ttl: d.CacheTTL, max: d.CacheEntries, now: time.Now,

@@ -118,7 +118,7 @@ func serve(t *testing.T, store countsfn.Store, d countsfn.Deps) *env {
 	}
 	jwks := httptest.NewServer(is.JWKSHandler())
 	t.Cleanup(jwks.Close)
-	verifier, err := auth.NewVerifier(context.Background(), config.Auth{Audience: audience, JWKSURL: jwks.URL})
+	verifier, err := auth.NewVerifier(context.Background(), config.Auth{Audience: audience, JWKSURL: jwks.URL, TokenCache: config.Defaults().Auth.TokenCache})
 	if err != nil {
 		t.Fatal(err)
 	}

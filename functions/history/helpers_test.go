@@ -142,7 +142,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 
 	jwks := httptest.NewServer(is[0].JWKSHandler())
 	t.Cleanup(jwks.Close)
-	verifier, err := auth.NewVerifier(context.Background(), config.Auth{Audience: audience, JWKSURL: jwks.URL})
+	verifier, err := auth.NewVerifier(context.Background(), config.Auth{Audience: audience, JWKSURL: jwks.URL, TokenCache: config.Defaults().Auth.TokenCache})
 	if err != nil {
 		t.Fatal(err)
 	}

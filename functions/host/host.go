@@ -110,7 +110,7 @@ func New(ctx context.Context, cfg *config.Config, needs Needs) (_ *Clients, err 
 		}
 	}
 	if needs&NeedVerifier != 0 {
-		c.Verifier, err = auth.NewVerifier(ctx, cfg.Auth, auth.WithTokenCache(cfg.Auth.TokenCache))
+		c.Verifier, err = auth.NewVerifier(ctx, cfg.Auth)
 		if err != nil {
 			return nil, fmt.Errorf("host.New: verifier: %w", err)
 		}

@@ -108,7 +108,7 @@ func newEnv(t *testing.T, perMinute int) *env {
 	t.Cleanup(func() { clients.Close() })
 	jwks := httptest.NewServer(is.JWKSHandler())
 	t.Cleanup(jwks.Close)
-	verifier, err := auth.NewVerifier(ctx, config.Auth{Audience: audience, JWKSURL: jwks.URL})
+	verifier, err := auth.NewVerifier(ctx, config.Auth{Audience: audience, JWKSURL: jwks.URL, TokenCache: config.Defaults().Auth.TokenCache})
 	if err != nil {
 		t.Fatal(err)
 	}

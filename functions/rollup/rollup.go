@@ -35,6 +35,7 @@ import (
 
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/bus"
+	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/foldstore"
 	"github.com/videngage/engagement/shared/counter/leasestore"
@@ -118,7 +119,9 @@ func FoldViews(staging views.Staging, counters views.Counters) ViewsFolder {
 	}
 }
 
-// Deps are the handler's collaborators.
+// Deps are the handler's collaborators. A duration left zero is the
+// configuration's default (config.Defaults): ROLLUP_INTERVAL,
+// COUNTER_RELAY_AFTER, VIEWS_FOLD_INTERVAL, COUNTER_STALL_AFTER.
 type Deps struct {
 	Store      Store
 	Publisher  events.Publisher
@@ -129,13 +132,12 @@ type Deps struct {
 	// Workers is how many fold transactions a tick runs at once (default
 	// foldstore.DefaultWorkers).
 	Workers int
-	// Views folds the staged views every ViewsInterval (default 1 s; nil:
-	// none).
+	// Views folds the staged views every ViewsInterval (nil: none).
 	Views         ViewsFolder
 	ViewsInterval time.Duration
 	// Staged lists the staged views batches for the stalled check (nil:
 	// outbox rows only); StallAfter is the age of an uncounted change that
-	// makes its counter stalled (default 10 min).
+	// makes its counter stalled.
 	Staged     Staged
 	StallAfter time.Duration
 	Metrics    *telemetry.Metrics // may be nil
@@ -153,20 +155,21 @@ func RunTimeout(period time.Duration) time.Duration { return period + 10*time.Se
 
 // New builds the Rollup handler.
 func New(d Deps) http.Handler {
+	def := config.Defaults().Counters
 	if d.Interval <= 0 {
-		d.Interval = 5 * time.Second
+		d.Interval = def.RollupInterval
 	}
 	if d.Period <= 0 {
 		d.Period = DefaultPeriod
 	}
 	if d.RelayAfter <= 0 {
-		d.RelayAfter = 2 * time.Minute
+		d.RelayAfter = def.RelayAfter
 	}
 	if d.ViewsInterval <= 0 {
-		d.ViewsInterval = time.Second
+		d.ViewsInterval = def.ViewsFoldInterval
 	}
 	if d.StallAfter <= 0 {
-		d.StallAfter = 10 * time.Minute
+		d.StallAfter = def.StallAfter
 	}
 	h := &handler{d}
 	// The minute outlives the request deadline of the public functions; it

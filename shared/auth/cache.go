@@ -8,10 +8,6 @@ import (
 	"github.com/videngage/engagement/shared/cache"
 )
 
-// DefaultTokenCacheSize is how many verified tokens an instance remembers by
-// default (AUTH_TOKEN_CACHE).
-const DefaultTokenCacheSize = 10000
-
 // tokenCache remembers tokens verified on this instance, keyed by a hash of
 // the token, until they expire: a client sends the same token with every
 // request for up to an hour, and RSA verification is the largest CPU cost of

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/videngage/engagement/internal/localauth"
-
+	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/errs"
 )
 
@@ -109,7 +109,7 @@ func BenchmarkVerify(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		size int
-	}{{"rsa-every-time", 0}, {"cached", DefaultTokenCacheSize}} {
+	}{{"rsa-every-time", 0}, {"cached", config.Defaults().Auth.TokenCache}} {
 		b.Run(bc.name, func(b *testing.B) {
 			v := newTestVerifier(b, srv.URL, clock, WithTokenCache(bc.size))
 			tok := mint(b, a, "alice", localauth.IssuedAt(clock.now()))

@@ -142,7 +142,9 @@ func (s *jwksServer) setDelay(d time.Duration) {
 }
 
 func testConfig(jwksURL string) config.Auth {
-	return config.Auth{Audience: testAudience, JWKSURL: jwksURL}
+	c := config.Defaults().Auth
+	c.Audience, c.JWKSURL = testAudience, jwksURL
+	return c
 }
 
 func newTestVerifier(t testing.TB, url string, clock *fakeClock, opts ...Option) *Verifier {

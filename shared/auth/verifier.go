@@ -71,7 +71,7 @@ func WithRefreshIntervals(unknownKID, afterFailure time.Duration) Option {
 }
 
 // WithTokenCache remembers up to n verified tokens until they expire (0
-// turns the cache off); the default is DefaultTokenCacheSize.
+// turns the cache off) in place of the configuration's AUTH_TOKEN_CACHE.
 func WithTokenCache(n int) Option {
 	return func(v *Verifier) { v.cache = newTokenCache(n, v) }
 }
@@ -106,7 +106,7 @@ func NewVerifier(ctx context.Context, cfg config.Auth, opts ...Option) (*Verifie
 			policy: defaultKeySetPolicy,
 		},
 	}
-	v.cache = newTokenCache(DefaultTokenCacheSize, v)
+	v.cache = newTokenCache(cfg.TokenCache, v)
 	for _, o := range opts {
 		o(v)
 	}

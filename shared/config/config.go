@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sethvargo/go-envconfig"
@@ -291,6 +292,19 @@ func FromEnv(ctx context.Context) (*Config, error) {
 	}
 	return &c, nil
 }
+
+// Defaults is the configuration with every variable unset: the defaults of
+// the tags above, the one place each is stated. Code that needs a default
+// (a constructor given a zero value by a test) reads it here.
+func Defaults() Config { return defaults() }
+
+var defaults = sync.OnceValue(func() Config {
+	c, err := FromLookuper(context.Background(), envconfig.MapLookuper(nil))
+	if err != nil {
+		panic(err) // a malformed default tag: every test of this package fails on it
+	}
+	return *c
+})
 
 // FromLookuper reads the configuration from l (tests, the local stack).
 func FromLookuper(ctx context.Context, l envconfig.Lookuper) (*Config, error) {

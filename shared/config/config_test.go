@@ -58,3 +58,18 @@ func TestBadValuesFailTheLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultsAreTheTags: Defaults is what an empty environment loads.
+func TestDefaultsAreTheTags(t *testing.T) {
+	c, err := FromLookuper(t.Context(), envconfig.MapLookuper(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := Defaults()
+	if d.Counters != c.Counters || d.History != c.History || d.Moderation != c.Moderation || d.Auth.TokenCache != c.Auth.TokenCache || d.HTTP.CountsCacheEntries != c.HTTP.CountsCacheEntries {
+		t.Errorf("Defaults() = %+v, want %+v", d, *c)
+	}
+	if d.Counters.RollupInterval != 5*time.Second || d.Auth.TokenCache != 10000 {
+		t.Errorf("Defaults(): rollup interval %v, token cache %d", d.Counters.RollupInterval, d.Auth.TokenCache)
+	}
+}

@@ -125,8 +125,10 @@ func TestShardPolicy(t *testing.T) {
 			t.Errorf("Next(%d, %d, %v) = %d, want %d", c.current, c.writes, c.elapsed, got, c.want)
 		}
 	}
-	if got := (ShardPolicy{}).Want(1e9); got != MaxShards {
-		t.Errorf("zero policy Want = %d", got)
+	for _, rate := range []float64{1, 1e9} {
+		if got := (ShardPolicy{}).Want(rate); got != MaxShards {
+			t.Errorf("zero policy Want(%v) = %d, want MaxShards", rate, got)
+		}
 	}
 }
 

@@ -1,7 +1,6 @@
 package counter
 
 import (
-	"math"
 	"time"
 )
 
@@ -21,10 +20,11 @@ type ShardPolicy struct {
 	MinWindow time.Duration
 }
 
-// DefaultShardPolicy keeps each shard row at or below 10 commits/s: 64 shards
-// take 640 commits/s on one counter, tens of thousands of events/s once the
-// consumer batches them.
-var DefaultShardPolicy = ShardPolicy{WritesPerShard: 10, MinWindow: time.Second}
+// NewShardPolicy keeps each shard row at or below writesPerShard commits/s
+// (COUNTER_SHARD_WRITES_PER_SECOND), measured over a second at least.
+func NewShardPolicy(writesPerShard float64) ShardPolicy {
+	return ShardPolicy{WritesPerShard: writesPerShard, MinWindow: time.Second}
+}
 
 // Rate is the write rate of writes commits over elapsed.
 func (p ShardPolicy) Rate(writes int64, elapsed time.Duration) float64 {
@@ -38,11 +38,12 @@ func (p ShardPolicy) Rate(writes int64, elapsed time.Duration) float64 {
 }
 
 // Want is the smallest power-of-two shard count in [MinShards, MaxShards]
-// that keeps each shard at or below WritesPerShard at rate.
+// that keeps each shard at or below WritesPerShard at rate; MaxShards when
+// WritesPerShard is not positive.
 func (p ShardPolicy) Want(rate float64) int {
 	per := p.WritesPerShard
-	if per <= 0 || math.IsNaN(per) {
-		per = DefaultShardPolicy.WritesPerShard
+	if !(per > 0) {
+		return MaxShards
 	}
 	n := MinShards
 	for n < MaxShards && float64(n)*per < rate {

@@ -153,10 +153,6 @@ func ParseEntryCursor(s string) (EntryCursor, error) {
 // operator revoked, whatever their token says.
 var ErrRevoked = errors.New("moderation: the moderator role was revoked")
 
-// DefaultUnflagProtection is how long a moderator's unflag keeps the
-// detection from flagging the account again.
-const DefaultUnflagProtection = 30 * 24 * time.Hour
-
 // Protected reports whether a flag row stops the detectors from flagging
 // its account: a flagged account is flagged already, and an unflag (a
 // moderator's decision) protects the account for protection after it was

@@ -45,18 +45,20 @@ type Options struct {
 // the rollup interval from the configuration.
 func FromConfig(db *spannerdb.DB, c config.Counters) *Store {
 	return New(db, Options{
-		Policy:         counter.ShardPolicy{WritesPerShard: c.ShardWritesPerSecond, MinWindow: counter.DefaultShardPolicy.MinWindow},
+		Policy:         counter.NewShardPolicy(c.ShardWritesPerSecond),
 		RollupInterval: c.RollupInterval,
 	})
 }
 
-// New returns the store over db.
+// New returns the store over db. A zero (or, for the policy, not positive)
+// Policy and RollupInterval are the configuration's defaults.
 func New(db *spannerdb.DB, o Options) *Store {
-	if o.Policy.WritesPerShard <= 0 {
-		o.Policy = counter.DefaultShardPolicy
+	d := config.Defaults().Counters
+	if !(o.Policy.WritesPerShard > 0) {
+		o.Policy = counter.NewShardPolicy(d.ShardWritesPerSecond)
 	}
 	if o.RollupInterval <= 0 {
-		o.RollupInterval = 5 * time.Second
+		o.RollupInterval = d.RollupInterval
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -14,11 +14,11 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/videngage/engagement/shared/account/accountstore"
+	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/outboxstore"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/events"
-	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/moderation/moderationstore"
 	"github.com/videngage/engagement/shared/reaction"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -48,7 +48,7 @@ type Store struct {
 
 // New returns the store. The per-user limit is the Writer's (Writer.LimitWith).
 func New(db *spannerdb.DB) *Store {
-	return &Store{db: db, now: time.Now, unflagProtection: moderation.DefaultUnflagProtection}
+	return &Store{db: db, now: time.Now, unflagProtection: config.Defaults().Moderation.UnflagProtection}
 }
 
 // GateModeration admits moderators' decisions through g (the zero Gate
@@ -59,8 +59,8 @@ func (s *Store) GateModeration(g moderationstore.Gate) *Store {
 }
 
 // ProtectUnflags sets how long a moderator's unflag keeps the detectors
-// from flagging the account again (default
-// moderation.DefaultUnflagProtection); it returns s.
+// from flagging the account again (default UNFLAG_PROTECTION's); it
+// returns s.
 func (s *Store) ProtectUnflags(d time.Duration) *Store {
 	s.unflagProtection = d
 	return s
