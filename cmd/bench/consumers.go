@@ -15,7 +15,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -24,6 +23,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/videngage/engagement/cmd/internal/benchreport"
 	"github.com/videngage/engagement/cmd/internal/benchstack"
 	applycountersfn "github.com/videngage/engagement/functions/applycounters"
 	applyhistoryfn "github.com/videngage/engagement/functions/applyhistory"
@@ -63,7 +63,8 @@ type consumerRun struct {
 func (r consumerRun) perSecond(n int) float64 { return float64(n) / r.elapsed.Seconds() }
 
 func runConsumersBench(ctx context.Context, es *emulators.Stack, o consumersOptions) error {
-	uptime := command("uptime")
+	stamp := benchreport.Start(fmt.Sprintf("go run ./cmd/withemulators -- go run ./cmd/bench -only consumers -consumer-messages %d -consumer-levels %s -consumer-events %d -consumer-watches %d -consumer-items %d -consumer-out docs/benchmarks/consumers.md",
+		o.messages, o.levels, o.events, o.watches, o.items))
 	var levels []int
 	for _, s := range strings.Split(o.levels, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -203,10 +204,11 @@ func runConsumersBench(ctx context.Context, es *emulators.Stack, o consumersOpti
 		}
 	}
 	recordConsumers(o, runs)
-	report := consumersReport(o, uptime, runs)
-	fmt.Print(report)
+	const title = "Consumers at 1 and more pushes in flight"
+	body := consumersReport(o, runs)
+	fmt.Print(stamp.Report(title, body))
 	if o.out != "" {
-		return os.WriteFile(o.out, []byte(report), 0o644)
+		return stamp.Write(o.out, title, body)
 	}
 	return nil
 }
@@ -315,16 +317,10 @@ func viewers(run string, n int) []string {
 	return users
 }
 
-// consumersReport is the markdown report: the machine, then a row per
+// consumersReport is the markdown report's body: what ran, then a row per
 // function and level.
-func consumersReport(o consumersOptions, uptime string, runs []consumerRun) string {
+func consumersReport(o consumersOptions, runs []consumerRun) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Consumers at 1 and more pushes in flight\n\n")
-	fmt.Fprintf(&b, "`go run ./cmd/withemulators -- go run ./cmd/bench -only consumers -consumer-messages %d -consumer-levels %s -consumer-events %d -consumer-watches %d -consumer-items %d -consumer-out docs/benchmarks/consumers.md`\n\n",
-		o.messages, o.levels, o.events, o.watches, o.items)
-	fmt.Fprintf(&b, "- commit: %s\n- date: %s\n- machine: %s, %d CPUs, %s\n- uptime before the runs: %s\n\n",
-		command("git", "rev-parse", "--short", "HEAD"), time.Now().UTC().Format(time.RFC3339),
-		runtime.GOOS+"/"+runtime.GOARCH, runtime.NumCPU(), runtime.Version(), uptime)
 	b.WriteString("The production push handlers (`host.Push`) of ApplyCounters, ApplyViews (folded views) and ApplyHistory over the emulators, " +
 		"one process, fed over loopback HTTP by a separate load process; `floor` is a handler that reads the push and answers 204. " +
 		"The Pub/Sub emulator keeps at most 2 pushes in flight per subscription, so it does not deliver these pushes. " +
@@ -337,13 +333,4 @@ func consumersReport(o consumersOptions, uptime string, runs []consumerRun) stri
 			(r.cpu / time.Duration(msgs)).Microseconds(), r.cpu.Seconds()/r.elapsed.Seconds())
 	}
 	return b.String()
-}
-
-// command is cmd's output, trimmed, or "?" when it fails.
-func command(name string, args ...string) string {
-	out, err := exec.Command(name, args...).Output()
-	if err != nil {
-		return "?"
-	}
-	return strings.TrimSpace(string(out))
 }

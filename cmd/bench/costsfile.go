@@ -6,13 +6,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
-	"runtime"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/videngage/engagement/cmd/internal/benchreport"
 	"github.com/videngage/engagement/internal/capacity"
 )
 
@@ -33,9 +30,9 @@ func record(name string, value float64, unit, what string) {
 }
 
 // writeCosts merges this run's figures into path, under a run named by
-// the time it started at commit, and drops runs no figure names any
+// the time it started, stamped by stamp, and drops runs no figure names any
 // longer.
-func writeCosts(path string, started time.Time, commit string) error {
+func writeCosts(path string, stamp *benchreport.Stamp) error {
 	measured.Lock()
 	defer measured.Unlock()
 	if len(measured.figures) == 0 {
@@ -53,14 +50,16 @@ func writeCosts(path string, started time.Time, commit string) error {
 		}
 	}
 	f.Comment = "Per-operation costs measured by go run ./cmd/bench (-costs): the inputs of the capacity model (internal/capacity, make capacity). Each figure names the run that measured it; rerun the command of a run to refresh its figures."
-	id := "bench-" + started.UTC().Format("20060102T150405Z")
+	stamp.Finish()
+	id := "bench-" + stamp.Started.Format("20060102T150405Z")
 	f.Runs[id] = capacity.Run{
-		Command: "go run ./cmd/withemulators -- go run ./cmd/bench " + strings.Join(os.Args[1:], " "),
-		Commit:  commit,
-		Date:    started.UTC().Format(time.RFC3339),
-		Machine: machine(),
-		Uptime:  uptime(),
-		Note:    "local stack on the emulators; the machine may be shared with other work (see uptime)",
+		Command:     stamp.Command,
+		Commit:      stamp.Commit,
+		Date:        stamp.Started.Format(time.RFC3339),
+		Machine:     stamp.Machine,
+		Uptime:      stamp.UptimeBefore,
+		UptimeAfter: stamp.UptimeAfter,
+		Note:        "local stack on the emulators; the machine may be shared with other work (see uptime)",
 	}
 	for name, fig := range measured.figures {
 		fig.Run = id
@@ -80,39 +79,4 @@ func writeCosts(path string, started time.Time, commit string) error {
 		return err
 	}
 	return os.WriteFile(path, append(out, '\n'), 0o644)
-}
-
-func gitCommit() string {
-	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
-	if err != nil {
-		return "unknown"
-	}
-	c := strings.TrimSpace(string(out))
-	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
-		c += "+changes"
-	}
-	return c
-}
-
-func machine() string {
-	model := ""
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
-				model = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	host, _ := os.Hostname()
-	parts := slices.DeleteFunc([]string{model, fmt.Sprintf("%d cores", runtime.NumCPU()), runtime.GOOS + "/" + runtime.GOARCH, host}, func(s string) bool { return s == "" })
-	return strings.Join(parts, ", ")
-}
-
-func uptime() string {
-	out, err := exec.Command("uptime").Output()
-	if err != nil {
-		return "unknown"
-	}
-	return strings.TrimSpace(string(out))
 }

@@ -35,6 +35,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/videngage/engagement/cmd/internal/benchreport"
 	"github.com/videngage/engagement/cmd/internal/benchstack"
 	"github.com/videngage/engagement/cmd/internal/localstack"
 	"github.com/videngage/engagement/internal/emulators"
@@ -62,7 +63,7 @@ func main() {
 }
 
 func realMain(ctx context.Context) error {
-	started, commit := time.Now(), gitCommit()
+	stamp := benchreport.Start("")
 	var o options
 	flag.IntVar(&o.reactions, "reactions", 1000, "hot-item reactions per configuration (one per user)")
 	flag.IntVar(&o.concurrency, "concurrency", 64, "concurrent clients")
@@ -102,7 +103,7 @@ func realMain(ctx context.Context) error {
 	section := func(name string) bool { return o.only == "" || slices.Contains(strings.Split(o.only, ","), name) }
 	if o.costs != "" {
 		defer func() {
-			if err := writeCosts(o.costs, started, commit); err != nil {
+			if err := writeCosts(o.costs, stamp); err != nil {
 				fmt.Fprintf(os.Stderr, "bench: writing %s: %v\n", o.costs, err)
 			}
 		}()

@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"runtime"
 	"strings"
 	"time"
 
 	"cloud.google.com/go/spanner"
 
+	"github.com/videngage/engagement/cmd/internal/benchreport"
 	reconcilefn "github.com/videngage/engagement/functions/reconcile"
 	"github.com/videngage/engagement/internal/otelcount"
 	"github.com/videngage/engagement/shared/counter"
@@ -164,7 +163,8 @@ func runRecon(ctx context.Context, cs *reconcilestore.Store, o options, name str
 }
 
 func benchReconcile(ctx context.Context, db *spannerdb.DB, cs *reconcilestore.Store, o options) error {
-	uptime := command("uptime")
+	stamp := benchreport.Start(fmt.Sprintf("go run ./cmd/benchjobs -moved 0 -counters %d -reactions %d -recent-every %d -drift %d -slices %d -budget %v -reconcile-out %s",
+		o.counters, o.reactions, o.recentEvery, o.drift, o.slices, o.budget, o.out))
 	fmt.Printf("2. Reconciliation: %d counters, %d reaction rows, every %d-th counter's truth moved this hour; %d slices; invocations of ≤ %v, 4 workers each\n\n",
 		o.counters, o.reactions, o.recentEvery, o.slices, o.budget)
 	genStart := time.Now()
@@ -240,18 +240,12 @@ func benchReconcile(ctx context.Context, db *spannerdb.DB, cs *reconcilestore.St
 	if o.out == "" {
 		return nil
 	}
-	return os.WriteFile(o.out, []byte(reconcileReport(o, c, gen, uptime, runs)), 0o644)
+	return stamp.Write(o.out, "Reconciliation, hourly and daily", reconcileReport(o, c, gen, runs))
 }
 
-// reconcileReport is docs/benchmarks/reconcile.md.
-func reconcileReport(o options, c corpus, gen time.Duration, uptime string, runs []reconcileRun) string {
+// reconcileReport is the body of docs/benchmarks/reconcile.md.
+func reconcileReport(o options, c corpus, gen time.Duration, runs []reconcileRun) string {
 	var b strings.Builder
-	b.WriteString("# Reconciliation, hourly and daily\n\n")
-	fmt.Fprintf(&b, "`go run ./cmd/benchjobs -moved 0 -counters %d -reactions %d -recent-every %d -drift %d -slices %d -budget %v -reconcile-out %s`\n\n",
-		o.counters, o.reactions, o.recentEvery, o.drift, o.slices, o.budget, o.out)
-	fmt.Fprintf(&b, "- commit: %s\n- date: %s\n- machine: %s, %d CPUs, %s\n- uptime before the runs: %s\n\n",
-		command("git", "rev-parse", "--short", "HEAD"), time.Now().UTC().Format(time.RFC3339),
-		runtime.GOOS+"/"+runtime.GOARCH, runtime.NumCPU(), runtime.Version(), uptime)
 	fmt.Fprintf(&b, "Generated in %.0f s (batched mutations, not through the pipeline): %d counters; %d items with reactions, %d reaction rows "+
 		"(likes of distinct accounts, each in its item's tally), the hot item %d of them; every %d-th counter's truth moved this hour "+
 		"(%d counters, %d of the items' reaction rows); %d counters drifted by one like. "+
@@ -285,12 +279,4 @@ func reconcileReport(o options, c corpus, gen time.Duration, uptime string, runs
 		askedCounters/o.recentEvery, o.recentEvery, perHourly*float64(askedCounters/o.recentEvery),
 		askedCounters, perDaily*askedCounters, o.slices)
 	return b.String()
-}
-
-func command(name string, args ...string) string {
-	out, err := exec.Command(name, args...).Output()
-	if err != nil {
-		return "?"
-	}
-	return strings.TrimSpace(string(out))
 }

@@ -28,7 +28,10 @@ type Run struct {
 	Date    string `json:"date"`
 	Machine string `json:"machine"`
 	Uptime  string `json:"uptime"`
-	Note    string `json:"note,omitempty"`
+	// UptimeAfter is uptime at the end of the run (runs stamped before it
+	// was recorded have none).
+	UptimeAfter string `json:"uptimeAfter,omitempty"`
+	Note        string `json:"note,omitempty"`
 }
 
 // Figure is one measured figure.
