@@ -3,8 +3,13 @@ package expirehistoryfn_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,8 +25,10 @@ import (
 
 	expirehistoryfn "github.com/videngage/engagement/functions/expirehistory"
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
+	"github.com/videngage/engagement/shared/counter/leasestore"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
+	"github.com/videngage/engagement/shared/topology"
 )
 
 // ops counts what the clients ask of Bigtable and Firestore, from the
@@ -116,14 +123,17 @@ func (emulatorOwner) RequireTransportSecurity() bool { return false }
 
 // BenchmarkExpireHistoryCost runs the auto-delete job over 1,000 users
 // whose auto-delete is on (3 months; each with 8 entries, 3 of them past
-// the horizon) beside 1,000 users who keep everything, and prints what a
-// pass costs per 1,000 auto-deleting users: the first pass (removing 3
-// entries a user) and the next (nothing left to remove), from the requests
-// the clients send:
+// the horizon) beside 1,000 users who keep everything, in 4 partitions,
+// and prints what a pass costs per 1,000 auto-deleting users: the first
+// pass (removing 3 entries a user) and the next (nothing left to remove),
+// from the requests the clients send, each with one partition worked at a
+// time (a partition's rate), then a pass with the 4 at once. It writes the
+// figures and the production arithmetic to docs/benchmarks/expire-history.md:
 //
 //	go run ./cmd/withemulators -- go test -run '^$' -bench BenchmarkExpireHistoryCost -benchtime 1x ./functions/expirehistory/
 func BenchmarkExpireHistoryCost(b *testing.B) {
-	const users, kept, expired = 1000, 5, 3
+	const users, kept, expired, partitions = 1000, 5, 3, 4
+	uptime := command("uptime")
 	cfg := emulatortest.New(b)
 	ctx := context.Background()
 	o := &ops{}
@@ -156,6 +166,7 @@ func BenchmarkExpireHistoryCost(b *testing.B) {
 	}
 	b.Cleanup(func() { bt.Close(); conn.Close(); fs.Close(); fsConn.Close() })
 	store, settings := historystore.New(bt), historystore.NewSettings(fs)
+	leases := leasestore.New(emulatortest.Spanner(b, cfg), nil)
 
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	start := time.Now()
@@ -192,11 +203,18 @@ func BenchmarkExpireHistoryCost(b *testing.B) {
 	if err, _ := loadErr.Load().(error); err != nil {
 		b.Fatal(err)
 	}
+	// Every document was written with its part: the walk of older ones
+	// has nothing to do.
+	if err := settings.SetCursor(ctx, "expire-history", historystore.JobCursor{PassStarted: now, PassEnded: now}); err != nil {
+		b.Fatal(err)
+	}
 	fmt.Printf("BenchmarkExpireHistoryCost: loaded %d users × %d entries in %v\n", 2*users, kept+expired, time.Since(start).Round(time.Millisecond))
 
-	h := expirehistoryfn.New(expirehistoryfn.Deps{Users: settings, Store: store, Now: func() time.Time { return now }})
+	clock := now
+	h := expirehistoryfn.New(expirehistoryfn.Deps{Users: settings, Store: store, Leases: leases, Now: func() time.Time { return clock }})
 	type pass struct {
 		name                                                string
+		parallel                                            int
 		rep                                                 expirehistoryfn.Report
 		took                                                time.Duration
 		btReads, btRows, btMut, fsDocs, fsQueries, fsWrites int64
@@ -205,14 +223,22 @@ func BenchmarkExpireHistoryCost(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		passes = passes[:0]
-		for _, name := range []string{"first pass (3 entries a user to remove)", "next pass (nothing to remove)"} {
+		for i, p := range []struct {
+			name     string
+			parallel int
+		}{
+			{"first pass (3 entries a user to remove)", 1},
+			{"next pass (nothing to remove)", 1},
+			{"next pass, 4 partitions at once", partitions},
+		} {
+			clock = now.Add(time.Duration(i) * expirehistoryfn.DefaultEvery)
 			o.reset()
 			t0 := time.Now()
-			code, rep := post(b, h, fmt.Sprintf(`{"users":%d}`, 2*users))
-			if code != http.StatusOK || !rep.PassDone || rep.Users != users {
-				b.Fatalf("%s: %d %+v", name, code, rep)
+			code, rep := post(b, h, fmt.Sprintf(`{"partitions":%d,"parallel":%d}`, partitions, p.parallel))
+			if code != http.StatusOK || rep.Passes != partitions || rep.Users != users {
+				b.Fatalf("%s: %d %+v", p.name, code, rep)
 			}
-			passes = append(passes, pass{name, rep, time.Since(t0), o.btReads.Load(), o.btRowsRead.Load(), o.btMutations.Load(), o.fsDocsRead.Load(), o.fsQueries.Load(), o.fsWrites.Load()})
+			passes = append(passes, pass{p.name, p.parallel, rep, time.Since(t0), o.btReads.Load(), o.btRowsRead.Load(), o.btMutations.Load(), o.fsDocsRead.Load(), o.fsQueries.Load(), o.fsWrites.Load()})
 		}
 	}
 	b.StopTimer()
@@ -220,10 +246,90 @@ func BenchmarkExpireHistoryCost(b *testing.B) {
 		b.Fatalf("removed %d then %d entries, want %d then 0", passes[0].rep.Entries, passes[1].rep.Entries, users*expired)
 	}
 	per := func(n int64, p pass) float64 { return float64(n) * 1000 / float64(p.rep.Users) }
-	fmt.Printf("BenchmarkExpireHistoryCost: per 1,000 auto-deleting users (%d more users keep everything)\n", users)
-	fmt.Printf("%-42s %8s %8s %10s %8s %8s %8s %9s %8s\n", "", "removed", "BT reads", "BT rows", "BT muts", "FS docs", "FS qry", "FS writes", "time")
+	var t strings.Builder
+	fmt.Fprintf(&t, "| pass | partitions at once | removed | BT reads | BT rows | BT muts | FS docs | FS queries | FS writes | time | users/min per partition |\n")
+	fmt.Fprintf(&t, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, p := range passes {
-		fmt.Printf("%-42s %8.0f %8.0f %10.0f %8.0f %8.0f %8.0f %9.0f %8v\n", p.name,
-			per(int64(p.rep.Entries), p), per(p.btReads, p), per(p.btRows, p), per(p.btMut, p), per(p.fsDocs, p), per(p.fsQueries, p), per(p.fsWrites, p), p.took.Round(time.Millisecond))
+		fmt.Fprintf(&t, "| %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %v | %.0f |\n", p.name, p.parallel,
+			per(int64(p.rep.Entries), p), per(p.btReads, p), per(p.btRows, p), per(p.btMut, p), per(p.fsDocs, p), per(p.fsQueries, p), per(p.fsWrites, p),
+			p.took.Round(time.Millisecond), usersPerMinute(p.rep.Users, p.took, p.parallel))
 	}
+	fmt.Printf("BenchmarkExpireHistoryCost: per 1,000 auto-deleting users (%d more users keep everything)\n%s", users, t.String())
+
+	// The sizing rate is the slower of the two one-at-a-time passes.
+	rate := min(usersPerMinute(passes[0].rep.Users, passes[0].took, 1), usersPerMinute(passes[1].rep.Users, passes[1].took, 1))
+	if err := os.WriteFile(filepath.Join("..", "..", "docs", "benchmarks", "expire-history.md"),
+		[]byte(expireReport(t.String(), rate, users, uptime)), 0o644); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// usersPerMinute is the rate of one partition in a pass of users that took
+// took with parallel partitions worked at once.
+func usersPerMinute(users int, took time.Duration, parallel int) float64 {
+	return float64(users) / took.Minutes() / float64(parallel)
+}
+
+// The production load the arithmetic sizes: users with auto-delete on.
+const prodAutoDeleting = 100_000_000
+
+// expireReport is docs/benchmarks/expire-history.md: the run's table and the
+// partitions production needs at the measured rate.
+func expireReport(table string, rate float64, users int, uptime string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Auto-delete sweeps (BenchmarkExpireHistoryCost)\n\n")
+	fmt.Fprintf(&b, "Written by `go run ./cmd/withemulators -- go test -run '^$' -bench BenchmarkExpireHistoryCost -benchtime 1x ./functions/expirehistory/` (`make bench`); overwritten by each run.\n\n")
+	fmt.Fprintf(&b, "- commit: %s\n- date: %s\n- machine: %s, %d CPUs, %s\n- uptime before the run: %s\n\n",
+		command("git", "rev-parse", "--short", "HEAD"), time.Now().UTC().Format(time.RFC3339), runtime.GOOS+"/"+runtime.GOARCH, runtime.NumCPU(), runtime.Version(), uptime)
+	fmt.Fprintf(&b, "%d users with auto-delete on (3 months, 8 entries each, 3 of them past the horizon) beside %d who keep everything, in 4 partitions; counts per 1,000 auto-deleting users, from the requests the clients send. A partition's rate is its users over its time when the partitions are worked one at a time; with 4 at once, the pass's users over its time and the 4. The emulators share this machine's cores with each other and the benchmark, so the rate is a floor: in the cloud a partition waits on the network instead, and partitions run on separate instances.\n\n", users, users)
+	b.WriteString(table)
+	partitions, parallel := deployed()
+	needed := math.Ceil(prodAutoDeleting / (rate * sweepMinutes))
+	inFlight := int(expirehistoryfn.DefaultBudget/time.Minute) * parallel
+	fmt.Fprintf(&b, "\n## Production\n\n")
+	fmt.Fprintf(&b, "Sizing rate: %s users a minute per partition (the slower pass, one at a time). A partition starts a pass at most every %v, so an entry goes at most one pass plus %v after its horizon: within a day while a pass takes at most %v. With 2× headroom a pass takes at most %v, %.0f minutes.\n\n",
+		commas(int(rate)), expirehistoryfn.DefaultEvery, expirehistoryfn.DefaultEvery, expirehistoryfn.DefaultEvery, expirehistoryfn.DefaultEvery/2, sweepMinutes)
+	fmt.Fprintf(&b, "- %s users with auto-delete on ÷ (%s users a minute × %.0f minutes) = **%.0f partitions needed**; deployed: %d (the `expire-history` job's body in topology.json), %s users a partition, a pass of %.0f minutes at the measured rate.\n",
+		commas(prodAutoDeleting), commas(int(rate)), sweepMinutes, needed, partitions,
+		commas(prodAutoDeleting/partitions), float64(prodAutoDeleting)/float64(partitions)/rate)
+	fmt.Fprintf(&b, "- Partitions worked at once: an invocation each minute, each working %d partitions for its %v budget: %d at once, so %s.\n",
+		parallel, expirehistoryfn.DefaultBudget, inFlight, map[bool]string{true: "every partition is worked without waiting", false: "partitions wait their turn"}[inFlight >= partitions])
+	fmt.Fprintf(&b, "- Per pass of every user: %s settings documents read and %s Bigtable scans (one each a user; most return no row), %s queries and cursor writes (one each per 100 users), plus two row mutations per entry removed.\n",
+		commas(prodAutoDeleting), commas(prodAutoDeleting), commas(prodAutoDeleting/100))
+	if int(needed) > partitions || int(needed) > inFlight {
+		fmt.Fprintf(&b, "\n**The deployed partitions do not carry the load at the measured rate.**\n")
+	}
+	return b.String()
+}
+
+// deployed are the partitions and parallel of the expire-history job in
+// topology.json.
+func deployed() (partitions, parallel int) {
+	for _, j := range topology.MustLoad().Scheduler {
+		if j.Name == "expire-history" {
+			p, _ := j.Body["partitions"].(float64)
+			q, _ := j.Body["parallel"].(float64)
+			return int(p), int(q)
+		}
+	}
+	return 0, 0
+}
+
+// sweepMinutes is the longest a partition's pass may take with 2× headroom.
+var sweepMinutes = (expirehistoryfn.DefaultEvery / 2).Minutes()
+
+func commas(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+func command(name string, args ...string) string {
+	out, err := exec.Command(name, args...).Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
 }

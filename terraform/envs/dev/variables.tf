@@ -96,6 +96,9 @@ variable "function_overrides" {
     # An export streams for up to its own 10-minute deadline.
     Account            = { timeout_seconds = 660 }
     DetectManipulation = { timeout_seconds = 600, memory = "1Gi" }
+    # Its per-minute runs hold a request up to 9m20s each, so about ten
+    # overlap, each working its partitions (docs/design/history.md).
+    ExpireHistory = { timeout_seconds = 600, max_instances = 24 }
   }
 }
 

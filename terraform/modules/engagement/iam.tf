@@ -23,7 +23,7 @@ locals {
     Rollup             = { spanner = "user", bigtable = "user", firestore = "", publish = [local.counter_topic], tables = [local.bt["view_batches"]] }
     Reconcile          = { spanner = "user", bigtable = "", firestore = "", publish = [], tables = [] }
     DetectManipulation = { spanner = "user", bigtable = "", firestore = "", publish = [], tables = [] }
-    ExpireHistory      = { spanner = "", bigtable = "user", firestore = "user", publish = [], tables = [local.bt["watch_history"], local.bt["watch_latest"]] }
+    ExpireHistory      = { spanner = "user", bigtable = "user", firestore = "user", publish = [], tables = [local.bt["watch_history"], local.bt["watch_latest"]] }
     ApplyHistory       = { spanner = "", bigtable = "user", firestore = "", publish = [], tables = [local.bt["watch_history"], local.bt["watch_latest"]] }
     ApplyCounters      = { spanner = "user", bigtable = "", firestore = "", publish = [], tables = [] }
     ApplyViews         = { spanner = "user", bigtable = "user", firestore = "", publish = [], tables = [local.bt["rate_limits"], local.bt["view_batches"], local.bt["watch_history"], local.bt["watch_latest"]] }
