@@ -50,10 +50,12 @@ type Store interface {
 	CloseRun(ctx context.Context, run string) (reconcilestore.RunStatus, bool, error)
 }
 
-// Flags brings the reaction tallies up to date with flag changes
+// Flags brings the reaction tallies up to date with flag changes, and
+// completes the tallies of items whose rows predate them
 // (*reactionstore.Store).
 type Flags interface {
 	ApplyFlags(ctx context.Context, until time.Time) (reactionstore.FlagReport, error)
+	BackfillTallies(ctx context.Context, until time.Time) (reactionstore.BackfillReport, error)
 }
 
 // scopeSlices works the open slices of every run.
@@ -132,6 +134,17 @@ func (h *handler) run(ctx context.Context, b body) (any, error) {
 			slog.WarnContext(ctx, "reconcile: flag changes not all in the tallies yet; the hourly run waits for the next invocation",
 				"accounts", fl.Users, "moved", fl.Moved, "duration", time.Since(started).String())
 			return reconcilestore.Report{Scope: scope, Corrections: []reconcilestore.Correction{}}, nil
+		}
+		// Items whose rows predate the tallies are recounted from their
+		// rows by every pass until their tally is complete: a third of
+		// the invocation completes tallies (one row read once all are).
+		bf, err := h.Flags.BackfillTallies(ctx, started.Add(until.Sub(started)/3))
+		if err != nil {
+			return nil, err
+		}
+		if bf.Items > 0 || !bf.Done {
+			slog.InfoContext(ctx, "reconcile: tallies completed", "items", bf.Items, "moved", bf.Moved, "done", bf.Done,
+				"duration", time.Since(started).String())
 		}
 	}
 	rep, err := h.Store.ReconcileUntil(ctx, scope, h.Sources, until)

@@ -68,7 +68,8 @@ func TestScopes(t *testing.T) {
 type fakeFlags struct {
 	store *fakeStore
 	done  bool
-	calls int
+	// calls counts ApplyFlags, backfills BackfillTallies.
+	calls, backfills int
 }
 
 func (f *fakeFlags) ApplyFlags(_ context.Context, until time.Time) (reactionstore.FlagReport, error) {
@@ -82,21 +83,34 @@ func (f *fakeFlags) ApplyFlags(_ context.Context, until time.Time) (reactionstor
 	return reactionstore.FlagReport{Done: f.done}, nil
 }
 
+func (f *fakeFlags) BackfillTallies(_ context.Context, until time.Time) (reactionstore.BackfillReport, error) {
+	if until.IsZero() {
+		panic("tallies completed without the invocation's bound")
+	}
+	if len(f.store.scopes) != 0 || f.calls == 0 {
+		panic("tallies completed after the reconciliation started or before the flags")
+	}
+	f.backfills++
+	return reactionstore.BackfillReport{Done: true}, nil
+}
+
 // TestHourlyAppliesFlagsFirst: the hourly run starts once the tallies hold
 // every flag change, and waits for the next invocation when they do not;
-// the daily run applies them first too but starts in any case; the
-// per-minute slices leave them alone.
+// the daily run applies them first too but starts in any case; either
+// completes the tallies older than them next, once the hourly run is to
+// start; the per-minute slices leave both alone.
 func TestHourlyAppliesFlagsFirst(t *testing.T) {
 	for _, tt := range []struct {
 		body, name string
 		done       bool
 		calls      int
+		backfills  int
 		scopes     []reconcilestore.Scope
 	}{
-		{`{"scope":"recent"}`, "hourly, flags applied", true, 1, []reconcilestore.Scope{reconcilestore.Recent}},
-		{`{"scope":"recent"}`, "hourly, flags not all applied", false, 1, nil},
-		{`{"scope":"all"}`, "daily", false, 1, []reconcilestore.Scope{reconcilestore.All}},
-		{`{"scope":"slices"}`, "slices", false, 0, []reconcilestore.Scope{"slices"}},
+		{`{"scope":"recent"}`, "hourly, flags applied", true, 1, 1, []reconcilestore.Scope{reconcilestore.Recent}},
+		{`{"scope":"recent"}`, "hourly, flags not all applied", false, 1, 0, nil},
+		{`{"scope":"all"}`, "daily", false, 1, 1, []reconcilestore.Scope{reconcilestore.All}},
+		{`{"scope":"slices"}`, "slices", false, 0, 0, []reconcilestore.Scope{"slices"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := &fakeStore{}
@@ -106,8 +120,8 @@ func TestHourlyAppliesFlagsFirst(t *testing.T) {
 			if rec.Code != 200 {
 				t.Fatalf("status %d: %s", rec.Code, rec.Body)
 			}
-			if f.calls != tt.calls || !slices.Equal(s.scopes, tt.scopes) {
-				t.Errorf("flags applied %d times, reconciled %v; want %d, %v", f.calls, s.scopes, tt.calls, tt.scopes)
+			if f.calls != tt.calls || f.backfills != tt.backfills || !slices.Equal(s.scopes, tt.scopes) {
+				t.Errorf("flags applied %d times, tallies completed %d, reconciled %v; want %d, %d, %v", f.calls, f.backfills, s.scopes, tt.calls, tt.backfills, tt.scopes)
 			}
 		})
 	}
