@@ -17,13 +17,17 @@ import (
 
 // Drill 7. The watch consumers refuse history batches (a bad release) until
 // Pub/Sub dead-letters them after the configured delivery attempts: some
-// only by ApplyHistory, some only by ApplyViews, some by both. History and
-// views are short. After the fix, a dry run of cmd/replay lists them and
-// leaves them; the replay republishes every dead letter to the history
-// topic, so that each consumer also receives copies of batches it had
-// applied, and batches dead-lettered twice arrive twice. Views, unique
-// viewers and history end exact (settle), with no reconciliation: nothing
-// but the replay repairs them, and nothing needs to.
+// only by ApplyHistory, some only by ApplyViews, some by both; and
+// ApplyCounters refuses every other reaction message of the load the same
+// way. History and views are short. After the fix, a dry run of cmd/replay
+// lists them and leaves them; the replay republishes every dead letter to
+// its topic, so that each consumer also receives copies of messages it had
+// applied, and batches dead-lettered twice arrive twice; the reactions'
+// events also reach ApplyCounters again through the rollup's relay (their
+// outbox rows wait meanwhile), so their replayed copies arrive beside
+// copies already counted. Counters (reactions, views, unique viewers) and
+// history end exact (settle), with no reconciliation: nothing but the
+// replay repairs views and history, and nothing needs to.
 func TestDrillDeadLetteredWatchesReplayed(t *testing.T) {
 	st := startStack(t, stackOptions{})
 	top := topology.MustLoad()
@@ -44,10 +48,28 @@ func TestDrillDeadLetteredWatchesReplayed(t *testing.T) {
 	}
 	var mu sync.Mutex
 	broken := true
-	refused := map[string]int{} // subscription|message id → refusals
-	applied := map[string]int{} // subscription|batch → deliveries applied
+	loading := true                  // the reaction messages of the load, not the relay's later copies
+	counterMsgs := map[string]bool{} // counter message id → refused
+	refused := map[string]int{}      // subscription|message id → refusals
+	applied := map[string]int{}      // subscription|batch → deliveries applied
 	st.proxy.setFault(func(d delivery) (int, bool) {
-		if d.sub != "history-apply" && d.sub != "history-views" {
+		switch d.sub {
+		case "counter-apply":
+			mu.Lock()
+			refuse, seen := counterMsgs[d.id]
+			if !seen && loading {
+				refuse = len(counterMsgs)%2 == 0
+				counterMsgs[d.id] = refuse
+			}
+			if broken && refuse {
+				refused[d.key()]++
+				mu.Unlock()
+				return http.StatusServiceUnavailable, true
+			}
+			mu.Unlock()
+			return 0, false
+		case "history-apply", "history-views":
+		default:
 			return 0, false
 		}
 		mu.Lock()
@@ -89,6 +111,9 @@ func TestDrillDeadLetteredWatchesReplayed(t *testing.T) {
 		wg.Wait()
 	}
 	finish(t, l)
+	mu.Lock()
+	loading = false
+	mu.Unlock()
 
 	// Every refused delivery is retried until it is dead-lettered.
 	deadline := time.Now().Add(2 * time.Minute)
@@ -112,9 +137,14 @@ func TestDrillDeadLetteredWatchesReplayed(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	mu.Lock()
-	dead := len(refused)
+	dead, counterDead := 0, 0
 	byKind := map[string]int{}
 	for k := range refused {
+		if strings.HasPrefix(k, "counter-apply|") {
+			counterDead++
+			continue
+		}
+		dead++
 		switch apply, views := refuses(k[strings.Index(k, "|")+1:]); {
 		case apply && views:
 			byKind["both"]++
@@ -125,9 +155,9 @@ func TestDrillDeadLetteredWatchesReplayed(t *testing.T) {
 		}
 	}
 	mu.Unlock()
-	t.Logf("dead-lettering: %d deliveries refused %d times each (%v)", dead, attempts, byKind)
-	if byKind["both"] == 0 || byKind["history only"] == 0 || byKind["views only"] == 0 {
-		t.Fatalf("the drill dead-lettered too little of each kind: %v", byKind)
+	t.Logf("dead-lettering: %d history deliveries refused %d times each (%v), %d reaction messages", dead, attempts, byKind, counterDead)
+	if byKind["both"] == 0 || byKind["history only"] == 0 || byKind["views only"] == 0 || counterDead == 0 {
+		t.Fatalf("the drill dead-lettered too little of each kind: %v, %d reaction messages", byKind, counterDead)
 	}
 
 	// The loss is visible before the replay: views short of the model.
@@ -146,41 +176,46 @@ func TestDrillDeadLetteredWatchesReplayed(t *testing.T) {
 	// A dry run finds them all (Pub/Sub may still be moving the last ones
 	// to the dead-letter topic) and leaves them: a second dry run finds
 	// them again.
-	dry := func() replay.Report {
+	dry := func(topic string) replay.Report {
 		t.Helper()
 		var out bytes.Buffer
-		rep, err := replay.Run(ctx, st.clients.PubSub, top.PubSub, replay.Options{Topic: "history-events", DryRun: true, Out: &out})
+		rep, err := replay.Run(ctx, st.clients.PubSub, top.PubSub, replay.Options{Topic: topic, DryRun: true, Out: &out})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return rep
 	}
-	for start := time.Now(); ; time.Sleep(500 * time.Millisecond) {
-		if rep := dry(); rep.WouldRepublish == dead {
-			break
-		} else if time.Since(start) > time.Minute {
-			t.Fatalf("dry run: %v; want %d to republish", rep, dead)
+	deadOf := map[string]int{"history-events": dead, "counter-events": counterDead}
+	for topic, n := range deadOf {
+		for start := time.Now(); ; time.Sleep(500 * time.Millisecond) {
+			if rep := dry(topic); rep.WouldRepublish == n {
+				break
+			} else if time.Since(start) > time.Minute {
+				t.Fatalf("dry run of %s: %v; want %d to republish", topic, rep, n)
+			}
 		}
-	}
-	if rep := dry(); rep.WouldRepublish != dead || rep.Republished != 0 {
-		t.Errorf("a second dry run: %v; want the same %d left", rep, dead)
+		if rep := dry(topic); rep.WouldRepublish != n || rep.Republished != 0 {
+			t.Errorf("a second dry run of %s: %v; want the same %d left", topic, rep, n)
+		}
 	}
 
 	// The fix, then the replay, in small batches.
 	mu.Lock()
 	broken = false
 	mu.Unlock()
-	var out bytes.Buffer
-	rep, err := replay.Run(ctx, st.clients.PubSub, top.PubSub, replay.Options{Topic: "history-events", Batch: 7, Out: &out})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("replay:\n%s", out.String())
-	if rep.Republished != dead || rep.Failed != 0 || rep.Poison != 0 || rep.TooOld != 0 {
-		t.Errorf("replay: %v; want %d republished and nothing else", rep, dead)
-	}
-	if rep, err := replay.Run(ctx, st.clients.PubSub, top.PubSub, replay.Options{Topic: "history-events"}); err != nil || rep.Pulled != 0 {
-		t.Errorf("a second replay: %v, %v; want nothing left", rep, err)
+	for _, topic := range []string{"history-events", "counter-events"} {
+		var out bytes.Buffer
+		rep, err := replay.Run(ctx, st.clients.PubSub, top.PubSub, replay.Options{Topic: topic, Batch: 7, Out: &out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("replay of %s:\n%s", topic, out.String())
+		if n := deadOf[topic]; rep.Republished != n || rep.Failed != 0 || rep.Poison != 0 || rep.TooOld != 0 {
+			t.Errorf("replay of %s: %v; want %d republished and nothing else", topic, rep, n)
+		}
+		if rep, err := replay.Run(ctx, st.clients.PubSub, top.PubSub, replay.Options{Topic: topic}); err != nil || rep.Pulled != 0 {
+			t.Errorf("a second replay of %s: %v, %v; want nothing left", topic, rep, err)
+		}
 	}
 
 	// Exact, and no reconciliation corrects anything (settle), though each
