@@ -31,6 +31,7 @@ import (
 	_ "github.com/videngage/engagement/functions/expirehistory"
 	_ "github.com/videngage/engagement/functions/history"
 	"github.com/videngage/engagement/functions/host"
+	_ "github.com/videngage/engagement/functions/moderation"
 	_ "github.com/videngage/engagement/functions/reactions"
 	_ "github.com/videngage/engagement/functions/reconcile"
 	_ "github.com/videngage/engagement/functions/resumeerasures"

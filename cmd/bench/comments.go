@@ -30,6 +30,7 @@ import (
 
 	"github.com/videngage/engagement/cmd/internal/benchstack"
 	commentsfn "github.com/videngage/engagement/functions/comments"
+	moderationfn "github.com/videngage/engagement/functions/moderation"
 	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/internal/otelcount"
 	"github.com/videngage/engagement/shared/comment/commentstore"
@@ -94,7 +95,11 @@ func newCommentsStack(ctx context.Context, cfg *config.Config, srv *benchstack.S
 		comments := commentsfn.New(deps)
 		mux.Handle("/v1/videos/", comments)
 		mux.Handle("/v1/comments/", comments)
-		mux.Handle("/v1/moderation/spam", comments)
+		mdeps, err := moderationfn.Build(st.Clients)
+		if err != nil {
+			return err
+		}
+		mux.Handle("/v1/moderation/spam", moderationfn.New(mdeps))
 		return nil
 	})
 	if err != nil {

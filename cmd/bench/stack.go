@@ -7,6 +7,7 @@ import (
 	"github.com/videngage/engagement/internal/localauth"
 
 	"github.com/videngage/engagement/cmd/internal/benchstack"
+	moderationfn "github.com/videngage/engagement/functions/moderation"
 	reactionsfn "github.com/videngage/engagement/functions/reactions"
 	rollupfn "github.com/videngage/engagement/functions/rollup"
 	"github.com/videngage/engagement/shared/bus"
@@ -17,7 +18,8 @@ import (
 
 // stack is the engagement functions of one world, served by one server the
 // way the local stack serves them: the counter functions every benchmark
-// serves (benchstack.Stack), the Reactions API, and the Rollup function at
+// serves (benchstack.Stack), the Reactions API with the moderators' flags
+// (Moderation), and the Rollup function at
 // /internal/rollup.
 type stack struct {
 	*benchstack.Stack
@@ -35,7 +37,11 @@ func newStack(ctx context.Context, cfg *config.Config, srv *benchstack.Server, m
 		reactions := reactionsfn.New(rdeps)
 		mux.Handle("/v1/reactions", reactions)
 		mux.Handle("/v1/reactions/", reactions)
-		mux.Handle("/v1/moderation/flagged-users", reactions)
+		mdeps, err := moderationfn.Build(st.Clients)
+		if err != nil {
+			return err
+		}
+		mux.Handle("/v1/moderation/flagged-users", moderationfn.New(mdeps))
 		mux.Handle("/internal/rollup", rollupfn.New(rollupfn.Deps{
 			Store: rollupfn.Stores(st.Folds, st.Outbox, leasestore.New(st.DB, nil)), Publisher: bus.NewPublisher(st.Clients.PubSub, cfg.PubSub.CounterTopic),
 			Interval: cfg.Counters.RollupInterval, RelayAfter: cfg.Counters.RelayAfter,

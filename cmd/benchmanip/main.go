@@ -32,6 +32,7 @@ import (
 	"github.com/videngage/engagement/internal/moderationtest"
 	"github.com/videngage/engagement/internal/otelcount"
 	"github.com/videngage/engagement/shared/moderation"
+	"github.com/videngage/engagement/shared/moderation/moderationstore"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
@@ -98,7 +99,7 @@ func measureCost(ctx context.Context, b *strings.Builder, ordinary int) error {
 			return err
 		}
 	}
-	h := detectmanipulationfn.New(detectmanipulationfn.Deps{Store: reactionstore.New(db), FirstLookback: 2 * time.Hour})
+	h := detectmanipulationfn.New(detectmanipulationfn.Deps{Store: detectmanipulationfn.Stores(reactionstore.New(db), moderationstore.New(db, moderationstore.Gate{})), FirstLookback: 2 * time.Hour})
 	fmt.Fprintf(b, "\n## The job's cost per run on the Spanner emulator\n\n"+
 		"%d reactions over the last 2 hours, %d ring accounts; Spanner work counted on the wire. The emulator runs one read-write transaction at a time, on a machine that may be shared (see uptime).\n\n", len(world.Reactions), len(world.Ring))
 	b.WriteString("| run | steps | rows read (reactions) | Spanner reads | commits | rows written | flagged | time |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")

@@ -40,7 +40,7 @@ import (
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
 	"github.com/videngage/engagement/shared/moderation"
-	"github.com/videngage/engagement/shared/reaction/reactionstore"
+	"github.com/videngage/engagement/shared/moderation/moderationstore"
 	"github.com/videngage/engagement/shared/spannerdb"
 	"github.com/videngage/engagement/shared/telemetry"
 	"github.com/videngage/engagement/shared/views/claimstore"
@@ -56,7 +56,7 @@ func init() {
 			if n := c.Config.History.MaxViewsPerHour; n > 0 {
 				velocity = &VelocityCheck{
 					Counter: historystore.NewVelocity(c.BigtableTx),
-					Flagger: reactionstore.New(spannerdb.Wrap(c.Spanner, c.Config)).ProtectUnflags(c.Config.Moderation.UnflagProtection),
+					Flagger: moderationstore.New(spannerdb.Wrap(c.Spanner, c.Config), moderationstore.Gate{}).ProtectUnflags(c.Config.Moderation.UnflagProtection),
 					Params:  moderation.ViewVelocity{MaxPerHour: int64(n)},
 				}
 			}

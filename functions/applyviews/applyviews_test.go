@@ -22,7 +22,7 @@ import (
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
 	"github.com/videngage/engagement/shared/moderation"
-	"github.com/videngage/engagement/shared/reaction/reactionstore"
+	"github.com/videngage/engagement/shared/moderation/moderationstore"
 	"github.com/videngage/engagement/shared/spannerdb"
 	"github.com/videngage/engagement/shared/views"
 	"github.com/videngage/engagement/shared/views/claimstore"
@@ -79,7 +79,7 @@ type viewsWorld struct {
 	sink   *crashing
 	check  func(t *testing.T, when string, want map[string][2]int64)
 	window time.Duration
-	flags  *reactionstore.Store
+	flags  *moderationstore.Store
 }
 
 func newViewsWorld(t *testing.T, maxPerHour int64) *viewsWorld {
@@ -92,7 +92,7 @@ func newViewsWorld(t *testing.T, maxPerHour int64) *viewsWorld {
 	db := spannerdb.Wrap(c.Spanner, c.Config)
 	store, counts := outboxstore.New(db), countstore.New(db)
 	staging := viewstore.NewStaging(c.BigtableTx)
-	w := &viewsWorld{sink: &crashing{inner: staging}, window: c.Config.History.ViewWindow, flags: reactionstore.New(db)}
+	w := &viewsWorld{sink: &crashing{inner: staging}, window: c.Config.History.ViewWindow, flags: moderationstore.New(db, moderationstore.Gate{})}
 	var velocity *applyviewsfn.VelocityCheck
 	if maxPerHour > 0 {
 		velocity = &applyviewsfn.VelocityCheck{Counter: historystore.NewVelocity(c.BigtableTx), Flagger: w.flags,

@@ -4,7 +4,8 @@
 //	GET    /v1/videos/{videoId}/comments        visible top-level comments, newest first
 //	GET    /v1/comments/{commentId}/replies     visible replies, oldest first
 //	DELETE /v1/comments/{commentId}             delete (author or moderator)
-//	POST   /v1/moderation/spam                  mark up to 1,000 comments as spam (moderators)
+//
+// Spam sweeps (POST /v1/moderation/spam) are the Moderation function's.
 //
 // Every change is recorded in Spanner with its counter deltas in the outbox,
 // then published to the counter topic; the counts follow through
@@ -28,7 +29,6 @@ import (
 	"github.com/videngage/engagement/shared/counter/outboxstore"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/httpx"
-	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/moderation/moderationstore"
 	"github.com/videngage/engagement/shared/ratelimit"
 	"github.com/videngage/engagement/shared/session"
@@ -87,7 +87,6 @@ type (
 	Writer interface {
 		Post(ctx context.Context, r commentstore.CreateRequest) (commentstore.CreateResult, error)
 		Delete(ctx context.Context, actor commentstore.Actor, id string) (commentstore.RemoveResult, error)
-		MarkSpam(ctx context.Context, actor commentstore.Actor, ids []string, reason string) (commentstore.RemoveResult, error)
 	}
 	Store interface {
 		ListVideo(ctx context.Context, videoID string, after *comment.Cursor, size int) (commentstore.Page, error)
@@ -132,7 +131,6 @@ func New(d Deps) http.Handler {
 	rt.Handle("GET /v1/videos/{videoId}/comments", h.list)
 	rt.Handle("GET /v1/comments/{commentId}/replies", h.replies)
 	rt.Handle("DELETE /v1/comments/{commentId}", h.delete)
-	rt.Handle("POST /v1/moderation/spam", h.spam)
 	return rt
 }
 
@@ -364,50 +362,5 @@ func (h *handler) delete(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.Header().Set(session.Header, session.Encode(res.CommitTime))
 	w.WriteHeader(http.StatusNoContent)
-	return nil
-}
-
-type spamBody struct {
-	CommentIDs []string `json:"commentIds"`
-	Reason     string   `json:"reason"`
-}
-
-func (h *handler) spam(w http.ResponseWriter, r *http.Request) error {
-	user, err := h.Verifier.FromRequest(r)
-	if err != nil {
-		return err
-	}
-	if !user.Moderator {
-		return httpx.PermissionDenied("only moderators may mark comments as spam")
-	}
-	var body spamBody
-	if err := httpx.DecodeJSON(w, r, &body); err != nil {
-		return err
-	}
-	if len(body.CommentIDs) < 1 || len(body.CommentIDs) > comment.MaxRemoveBatch {
-		return httpx.InvalidArgument("commentIds must hold 1 to %d comment ids; sweep more in several calls", comment.MaxRemoveBatch)
-	}
-	for _, id := range body.CommentIDs {
-		if err := httpx.ValidateID("every id in commentIds", id); err != nil {
-			return err
-		}
-	}
-	if err := moderation.ValidReason(body.Reason); err != nil {
-		return httpx.InvalidArgument("%s", err.Error())
-	}
-	res, err := h.Writer.MarkSpam(r.Context(), commentstore.Actor{UserID: user.ID, Moderator: true}, body.CommentIDs, body.Reason)
-	var limited *errs.RateLimitedError
-	switch {
-	case errors.Is(err, moderation.ErrRevoked):
-		return httpx.PermissionDenied("your moderator role was revoked")
-	case errors.As(err, &limited):
-		h.Metrics.RateLimited(r.Context(), "moderation")
-		return err
-	case err != nil:
-		return err
-	}
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set(session.Header, session.Encode(res.CommitTime))
-	httpx.WriteJSON(w, http.StatusOK, map[string]int{"updated": res.Updated})
 	return nil
 }

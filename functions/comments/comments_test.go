@@ -17,6 +17,7 @@ import (
 
 	commentsfn "github.com/videngage/engagement/functions/comments"
 	"github.com/videngage/engagement/functions/host"
+	moderationfn "github.com/videngage/engagement/functions/moderation"
 	"github.com/videngage/engagement/internal/apitest"
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/comment"
@@ -491,8 +492,16 @@ func TestBuildThroughPubSub(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The sweep below is the Moderation function's, built as deployed too.
+		mdeps, err := moderationfn.Build(clients)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/", commentsfn.New(deps))
+		mux.Handle("/v1/moderation/", moderationfn.New(mdeps))
 		e := &env{t: t, cfg: cfg, issuer: is}
-		srv := newServer(t, commentsfn.New(deps))
+		srv := newServer(t, mux)
 		e.url = srv
 		var ids []string
 		for i := 0; i < 5; i++ {

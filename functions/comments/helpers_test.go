@@ -19,6 +19,7 @@ import (
 	commentsfn "github.com/videngage/engagement/functions/comments"
 	countsfn "github.com/videngage/engagement/functions/counts"
 	"github.com/videngage/engagement/functions/host"
+	moderationfn "github.com/videngage/engagement/functions/moderation"
 	"github.com/videngage/engagement/internal/apitest"
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/internal/pushtest"
@@ -33,6 +34,7 @@ import (
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/moderation/moderationstore"
+	"github.com/videngage/engagement/shared/pagetoken"
 	"github.com/videngage/engagement/shared/ratelimit"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
@@ -113,9 +115,10 @@ func newEnv(t *testing.T, o envOpts) *env {
 	e.outbox, e.reads = outboxstore.New(db), countstore.New(db)
 	e.folds = foldstore.New(db, foldstore.Options{Policy: o.policy, RollupInterval: time.Second})
 	e.bus = newLoopback(t, applycountersfn.New(e.outbox, nil))
+	writer := commentstore.NewWriter(e.store, e.bus, commentstore.WriterOptions{Batched: true, MaxInFlight: 1})
 	d := commentsfn.Deps{
 		Verifier: verifier,
-		Writer:   commentstore.NewWriter(e.store, e.bus, commentstore.WriterOptions{Batched: true, MaxInFlight: 1}),
+		Writer:   writer,
 		Store:    e.store,
 		Counts:   e.reads,
 		Tokens:   comment.NewPageTokens(cfg.HTTP.PageTokenSecret),
@@ -137,6 +140,9 @@ func newEnv(t *testing.T, o envOpts) *env {
 	mux.Handle("/v1/counts", counts)
 	mux.Handle("/v1/me/counts", counts)
 	mux.Handle("/", std("Comments")(commentsfn.New(d)))
+	// Spam sweeps are the Moderation function's, on the same comment writer.
+	mux.Handle("/v1/moderation/", std("Moderation")(moderationfn.New(moderationfn.Deps{Verifier: verifier,
+		Store: moderationstore.New(db, moderationstore.NewGate(o.moderation)), Spam: writer, Tokens: pagetoken.NewSigner(cfg.HTTP.PageTokenSecret)})))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	e.url = srv.URL

@@ -21,6 +21,7 @@ import (
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/moderation"
+	"github.com/videngage/engagement/shared/moderation/moderationstore"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
@@ -28,8 +29,9 @@ import (
 func init() {
 	host.RegisterHTTP("DetectManipulation", host.NeedSpanner,
 		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
-			store := reactionstore.New(spannerdb.Wrap(c.Spanner, c.Config)).ProtectUnflags(c.Config.Moderation.UnflagProtection)
-			return New(Deps{Store: store}), nil
+			db := spannerdb.Wrap(c.Spanner, c.Config)
+			flags := moderationstore.New(db, moderationstore.Gate{}).ProtectUnflags(c.Config.Moderation.UnflagProtection)
+			return New(Deps{Store: Stores(reactionstore.New(db), flags)}), nil
 		})
 }
 
@@ -43,6 +45,25 @@ type Store interface {
 	Changed(ctx context.Context, from, to time.Time, maxRows int) ([]moderation.Reaction, error)
 	FirstSeen(ctx context.Context, users []string) (map[string]time.Time, error)
 	FlagGroups(ctx context.Context, groups []moderation.Group, job string, from, to time.Time) (int, error)
+}
+
+// Stores is the Store over the reactions' store (the changes read) and
+// moderation's (the flags and the watermark written).
+func Stores(reactions *reactionstore.Store, flags *moderationstore.Store) Store {
+	return stores{reactions, flags}
+}
+
+type stores struct {
+	*reactionstore.Store
+	flags *moderationstore.Store
+}
+
+func (s stores) Watermark(ctx context.Context, job string) (time.Time, error) {
+	return s.flags.Watermark(ctx, job)
+}
+
+func (s stores) FlagGroups(ctx context.Context, groups []moderation.Group, job string, from, to time.Time) (int, error) {
+	return s.flags.FlagGroups(ctx, groups, job, from, to)
 }
 
 // Deps are the handler's collaborators and settings; zero values take the
@@ -168,7 +189,7 @@ func (h *handler) run(ctx context.Context, _ struct{}) (Report, error) {
 		groups, deferred := settled(groups, mark.Add(-h.Params.Window), to.Add(-h.Params.Window))
 		rep.Deferred += deferred
 		n, err := h.Store.FlagGroups(ctx, groups, Job, stored, to)
-		if errors.Is(err, reactionstore.ErrWatermarkMoved) {
+		if errors.Is(err, moderationstore.ErrWatermarkMoved) {
 			slog.WarnContext(ctx, "detect-manipulation: another run moved the watermark; leaving", "watermark", stored)
 			rep.Superseded = true
 			break

@@ -18,6 +18,7 @@ import (
 	"github.com/videngage/engagement/internal/moderationtest"
 	"github.com/videngage/engagement/internal/otelcount"
 	"github.com/videngage/engagement/shared/moderation"
+	"github.com/videngage/engagement/shared/moderation/moderationstore"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
@@ -51,7 +52,7 @@ func run(t *testing.T, h http.Handler) detectmanipulationfn.Report {
 	return rep
 }
 
-func flagged(t *testing.T, rs *reactionstore.Store) map[string]moderation.Flag {
+func flagged(t *testing.T, rs *moderationstore.Store) map[string]moderation.Flag {
 	t.Helper()
 	out := map[string]moderation.Flag{}
 	var cur *moderation.Cursor
@@ -90,10 +91,10 @@ func TestFlagsTheRingAndOnlyTheRing(t *testing.T) {
 	started := time.Now()
 	seed(t, db, world)
 	t.Logf("seeded %d reactions in %v", len(world.Reactions), time.Since(started))
-	rs := reactionstore.New(db)
+	rs := moderationstore.New(db, moderationstore.Gate{})
 	// Steps of an hour, and a row budget that makes the first split: the
 	// run walks the two hours in several steps.
-	h := detectmanipulationfn.New(detectmanipulationfn.Deps{Store: rs, MaxRows: 5000,
+	h := detectmanipulationfn.New(detectmanipulationfn.Deps{Store: detectmanipulationfn.Stores(reactionstore.New(db), rs), MaxRows: 5000,
 		FirstLookback: 2 * time.Hour, Now: func() time.Time { return now }})
 
 	before, started := otelcount.Global().Spanner(), time.Now()

@@ -29,7 +29,6 @@ import (
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/httpx"
-	"github.com/videngage/engagement/shared/pagetoken"
 	"github.com/videngage/engagement/shared/ratelimit"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -125,7 +124,7 @@ func newEnv(t *testing.T, perMinute int) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := reactionsfn.New(reactionsfn.Deps{Verifier: verifier, Writer: writer, Store: store, Tokens: pagetoken.NewSigner("secret"), Metrics: metrics})
+	h := reactionsfn.New(reactionsfn.Deps{Verifier: verifier, Writer: writer, Store: store, Metrics: metrics})
 	// A deadline far above the default: a loaded machine must not turn slow
 	// emulators into 503s.
 	srv := httptest.NewServer(httpx.Standard("Reactions", cfg.Project, []string{"*"}, time.Minute)(h))

@@ -2,9 +2,8 @@
 //
 //	PUT  /v1/reactions/{contentId}        set the caller's reaction (If-Match optional)
 //	GET  /v1/reactions?ids=a,b            the caller's reactions on up to 50 items
-//	POST /v1/moderation/flagged-users     flag or unflag accounts (moderators)
-//	GET  /v1/moderation/flagged-users     the flagged accounts, newest first (moderators)
-//	GET  /v1/moderation/actions           the moderation audit trail, newest first (moderators)
+//
+// The moderation routes are the Moderation function's (functions/moderation).
 package reactionsfn
 
 import (
@@ -14,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/auth"
@@ -22,9 +20,6 @@ import (
 	"github.com/videngage/engagement/shared/counter/outboxstore"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/httpx"
-	"github.com/videngage/engagement/shared/moderation"
-	"github.com/videngage/engagement/shared/moderation/moderationstore"
-	"github.com/videngage/engagement/shared/pagetoken"
 	"github.com/videngage/engagement/shared/ratelimit"
 	"github.com/videngage/engagement/shared/reaction"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
@@ -60,12 +55,10 @@ func Build(c *host.Clients) (Deps, error) {
 		shared := ratelimit.NewBigtable(c.BigtableTx, "reactions", limit)
 		limiter = ratelimit.NewDegrading(shared, "reactions", limit, cfg.HTTP.RateLimitBudget, c.Metrics)
 	}
-	gate := moderationstore.NewGate(cfg.UserLimits().Moderation)
-	store := reactionstore.New(db).GateModeration(gate)
+	store := reactionstore.New(db)
 	w := reactionstore.NewWriter(store, bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic), wo).LimitWith(limiter)
 	return Deps{
-		Verifier: c.Verifier, Writer: w, Store: store, Moderation: moderationstore.New(db, gate),
-		Tokens: pagetoken.NewSigner(cfg.HTTP.PageTokenSecret, cfg.HTTP.PageTokenSecretAccepted), Metrics: c.Metrics,
+		Verifier: c.Verifier, Writer: w, Store: store, Metrics: c.Metrics,
 	}, nil
 }
 
@@ -79,39 +72,21 @@ type (
 	}
 	Store interface {
 		Get(ctx context.Context, userID string, ids []string) (map[string]reaction.State, error)
-		SetFlagged(ctx context.Context, d moderation.Decision) (int, error)
-		ListFlagged(ctx context.Context, after *moderation.Cursor, limit int) ([]moderation.Flag, *moderation.Cursor, error)
-	}
-	// Moderation admits moderators' listings and reads the audit trail.
-	Moderation interface {
-		Admit(ctx context.Context, moderatorID string) error
-		List(ctx context.Context, f moderation.Filter, after *moderation.EntryCursor, limit int) ([]moderation.Entry, *moderation.EntryCursor, error)
 	}
 )
 
 // Deps are the handler's collaborators.
 type Deps struct {
-	Verifier   Verifier
-	Writer     Writer
-	Store      Store
-	Moderation Moderation
-	// Tokens sign the moderation listings' page tokens.
-	Tokens  pagetoken.Signer
-	Metrics *telemetry.Metrics // may be nil
+	Verifier Verifier
+	Writer   Writer
+	Store    Store
+	Metrics  *telemetry.Metrics // may be nil
 }
 
 type handler struct{ Deps }
 
-// MaxIDs is the most ids one GET names; MaxFlagged the most accounts one
-// moderation call names.
-const (
-	MaxIDs     = 50
-	MaxFlagged = 1000
-	maxUIDLen  = 128
-
-	defaultFlagPage = 20
-	maxFlagPage     = 100
-)
+// MaxIDs is the most ids one GET names.
+const MaxIDs = 50
 
 // New builds the Reactions handler.
 func New(d Deps) http.Handler {
@@ -119,9 +94,6 @@ func New(d Deps) http.Handler {
 	rt := httpx.NewRouter()
 	rt.Handle("PUT /v1/reactions/{contentId}", h.put)
 	rt.Handle("GET /v1/reactions", h.get)
-	rt.Handle("POST /v1/moderation/flagged-users", h.flag)
-	rt.Handle("GET /v1/moderation/flagged-users", h.listFlagged)
-	rt.Handle("GET /v1/moderation/actions", h.listActions)
 	return rt
 }
 
@@ -240,190 +212,5 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.Header().Set("Cache-Control", "private, no-store")
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{"reactions": out})
-	return nil
-}
-
-type flagBody struct {
-	UserIDs []string `json:"userIds"`
-	Flagged *bool    `json:"flagged"`
-	Reason  string   `json:"reason"`
-}
-
-// moderationRefusal is the answer to a moderation call the gate refused,
-// or nil for any other error.
-func (h *handler) moderationRefusal(r *http.Request, err error) *httpx.Error {
-	var limited *errs.RateLimitedError
-	switch {
-	case errors.Is(err, moderation.ErrRevoked):
-		return httpx.PermissionDenied("your moderator role was revoked")
-	case errors.As(err, &limited):
-		h.Metrics.RateLimited(r.Context(), "moderation")
-		return httpx.AsError(err)
-	}
-	return nil
-}
-
-// admit passes a moderator's listing through the gate.
-func (h *handler) admit(r *http.Request, user auth.User) error {
-	if err := h.Moderation.Admit(r.Context(), user.ID); err != nil {
-		if e := h.moderationRefusal(r, err); e != nil {
-			return e
-		}
-		return err
-	}
-	return nil
-}
-
-func (h *handler) flag(w http.ResponseWriter, r *http.Request) error {
-	user, err := h.Verifier.FromRequest(r)
-	if err != nil {
-		return err
-	}
-	if !user.Moderator {
-		return httpx.PermissionDenied("only moderators may flag accounts")
-	}
-	var body flagBody
-	if err := httpx.DecodeJSON(w, r, &body); err != nil {
-		return err
-	}
-	if body.Flagged == nil {
-		return httpx.InvalidArgument("flagged is required: true or false")
-	}
-	if len(body.UserIDs) < 1 || len(body.UserIDs) > MaxFlagged {
-		return httpx.InvalidArgument("userIds must hold 1 to %d user ids", MaxFlagged)
-	}
-	for _, u := range body.UserIDs {
-		if u == "" || !utf8.ValidString(u) || utf8.RuneCountInString(u) > maxUIDLen {
-			return httpx.InvalidArgument("every user id must be 1 to %d characters of valid UTF-8", maxUIDLen)
-		}
-	}
-	if err := moderation.ValidReason(body.Reason); err != nil {
-		return httpx.InvalidArgument("%s", err.Error())
-	}
-	n, err := h.Store.SetFlagged(r.Context(), moderation.Decision{Moderator: user.ID, UserIDs: body.UserIDs, Flagged: *body.Flagged, Reason: body.Reason})
-	if e := h.moderationRefusal(r, err); e != nil {
-		return e
-	}
-	if err != nil {
-		return err
-	}
-	w.Header().Set("Cache-Control", "no-store")
-	httpx.WriteJSON(w, http.StatusOK, map[string]int{"updated": n})
-	return nil
-}
-
-// flagScope binds the flag listing's page tokens to it.
-const flagScope = "moderation\x00flagged-users"
-
-// FlagBody is one flagged account in the listing.
-type FlagBody struct {
-	UserID    string               `json:"userId"`
-	Reason    string               `json:"reason"`
-	FlaggedAt time.Time            `json:"flaggedAt"`
-	Evidence  *moderation.Evidence `json:"evidence,omitempty"`
-}
-
-// FlagPageBody is the answer of GET /v1/moderation/flagged-users.
-type FlagPageBody struct {
-	Users         []FlagBody `json:"users"`
-	NextPageToken string     `json:"nextPageToken,omitempty"`
-}
-
-func (h *handler) listFlagged(w http.ResponseWriter, r *http.Request) error {
-	user, err := h.Verifier.FromRequest(r)
-	if err != nil {
-		return err
-	}
-	if !user.Moderator {
-		return httpx.PermissionDenied("only moderators may list flagged accounts")
-	}
-	q := r.URL.Query()
-	size, err := httpx.ParsePageSize(q.Get("pageSize"), defaultFlagPage, maxFlagPage)
-	if err != nil {
-		return err
-	}
-	if err := h.admit(r, user); err != nil {
-		return err
-	}
-	var after *moderation.Cursor
-	if tok := q.Get("pageToken"); tok != "" {
-		payload, err := h.Tokens.Decode(flagScope, tok)
-		c, cerr := moderation.ParseCursor(payload)
-		if err != nil || cerr != nil {
-			return httpx.InvalidArgument("pageToken is not valid for this listing; use the nextPageToken of its previous page")
-		}
-		after = &c
-	}
-	flags, next, err := h.Store.ListFlagged(r.Context(), after, size)
-	if err != nil {
-		return err
-	}
-	out := FlagPageBody{Users: make([]FlagBody, 0, len(flags))}
-	for _, f := range flags {
-		out.Users = append(out.Users, FlagBody{UserID: f.UserID, Reason: string(f.Reason), FlaggedAt: f.FlaggedAt.UTC(), Evidence: f.Evidence})
-	}
-	if next != nil {
-		out.NextPageToken = h.Tokens.Encode(flagScope, next.String())
-	}
-	w.Header().Set("Cache-Control", "private, no-store")
-	httpx.WriteJSON(w, http.StatusOK, out)
-	return nil
-}
-
-// ActionPageBody is the answer of GET /v1/moderation/actions.
-type ActionPageBody struct {
-	Actions       []moderation.Entry `json:"actions"`
-	NextPageToken string             `json:"nextPageToken,omitempty"`
-}
-
-// listActions lists the audit trail, newest first, optionally of one
-// account (userId) or one video (videoId).
-func (h *handler) listActions(w http.ResponseWriter, r *http.Request) error {
-	user, err := h.Verifier.FromRequest(r)
-	if err != nil {
-		return err
-	}
-	if !user.Moderator {
-		return httpx.PermissionDenied("only moderators may list moderation actions")
-	}
-	q := r.URL.Query()
-	size, err := httpx.ParsePageSize(q.Get("pageSize"), defaultFlagPage, maxFlagPage)
-	if err != nil {
-		return err
-	}
-	f := moderation.Filter{UserID: q.Get("userId"), VideoID: q.Get("videoId")}
-	if q.Has("userId") && (f.UserID == "" || !utf8.ValidString(f.UserID) || utf8.RuneCountInString(f.UserID) > maxUIDLen) {
-		return httpx.InvalidArgument("userId must be 1 to %d characters of valid UTF-8", maxUIDLen)
-	}
-	if q.Has("videoId") {
-		if err := httpx.ValidateID("videoId", f.VideoID); err != nil {
-			return err
-		}
-	}
-	var after *moderation.EntryCursor
-	if tok := q.Get("pageToken"); tok != "" {
-		payload, err := h.Tokens.Decode(f.ScopeOf(), tok)
-		c, cerr := moderation.ParseEntryCursor(payload)
-		if err != nil || cerr != nil {
-			return httpx.InvalidArgument("pageToken is not valid for this listing; use the nextPageToken of its previous page, with the same userId and videoId")
-		}
-		after = &c
-	}
-	if err := h.admit(r, user); err != nil {
-		return err
-	}
-	entries, next, err := h.Moderation.List(r.Context(), f, after, size)
-	if err != nil {
-		return err
-	}
-	out := ActionPageBody{Actions: entries}
-	if out.Actions == nil {
-		out.Actions = []moderation.Entry{}
-	}
-	if next != nil {
-		out.NextPageToken = h.Tokens.Encode(f.ScopeOf(), next.String())
-	}
-	w.Header().Set("Cache-Control", "private, no-store")
-	httpx.WriteJSON(w, http.StatusOK, out)
 	return nil
 }

@@ -1,8 +1,17 @@
-// Package moderationstore keeps the moderation audit trail in Spanner and
-// guards moderation calls: the revocation check and the per-moderator rate
-// limit that every moderation call passes in its own transaction (Gate),
-// the trail's entries written in the transaction of the action (Record),
-// its listings, and the operators' revocations.
+// Package moderationstore keeps moderation in Spanner: the flagged
+// accounts (a moderator's flags and unflags, the detectors' automatic flags
+// with the detection job's watermark, their listing), the audit trail, and
+// the guard of moderation calls: the revocation check and the
+// per-moderator rate limit that every moderation call passes in its own
+// transaction (Gate), the trail's entries written in the transaction of the
+// action (Record), and the operators' revocations.
+//
+// A spam mark stays in the comment store: it removes comments, and their
+// tallies and counter deltas commit in its transaction (commentstore
+// passes the Gate and Records the mark there). The reaction store reads
+// FlaggedUsers in its own transactions: a flagged account's reaction is
+// written uncounted, and flag changes move the reaction tallies
+// (reactionstore.ApplyFlags).
 package moderationstore
 
 import (
@@ -15,6 +24,7 @@ import (
 	"cloud.google.com/go/spanner"
 	"google.golang.org/grpc/codes"
 
+	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/ratelimit"
@@ -85,16 +95,29 @@ func newEntryID() string {
 
 func nullString(s string) spanner.NullString { return spanner.NullString{StringVal: s, Valid: s != ""} }
 
-// Store reads the trail, admits the calls that only read, and keeps the
-// revocations.
+// Store keeps the flags, reads the trail, admits the calls that only
+// read, and keeps the revocations.
 type Store struct {
 	db   *spannerdb.DB
 	gate Gate
 	now  func() time.Time
+	// unflagProtection is how long a moderator's unflag keeps the
+	// detectors from flagging the account.
+	unflagProtection time.Duration
 }
 
-// New returns the store; gate admits the listings.
-func New(db *spannerdb.DB, gate Gate) *Store { return &Store{db: db, gate: gate, now: time.Now} }
+// New returns the store; gate admits moderators' calls.
+func New(db *spannerdb.DB, gate Gate) *Store {
+	return &Store{db: db, gate: gate, now: time.Now, unflagProtection: config.Defaults().Moderation.UnflagProtection}
+}
+
+// ProtectUnflags sets how long a moderator's unflag keeps the detectors
+// from flagging the account again (default
+// UNFLAG_PROTECTION's); it returns s.
+func (s *Store) ProtectUnflags(d time.Duration) *Store {
+	s.unflagProtection = d
+	return s
+}
 
 // Admit passes a moderator's call that writes nothing else through the
 // gate, in a transaction of its own.

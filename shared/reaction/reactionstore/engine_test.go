@@ -25,6 +25,7 @@ import (
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/moderation"
+	"github.com/videngage/engagement/shared/moderation/moderationstore"
 	"github.com/videngage/engagement/shared/reaction"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -39,6 +40,7 @@ type world struct {
 	cfg    *config.Config
 	db     *spannerdb.DB
 	rs     *reactionstore.Store
+	mod    *moderationstore.Store
 	outbox *outboxstore.Store
 	counts *countstore.Store
 	folds  *foldstore.Store
@@ -58,6 +60,7 @@ func newWorld(t *testing.T, o worldOpts) *world {
 	db := emulatortest.Spanner(t, cfg)
 	w := &world{cfg: cfg, db: db, pub: &pushtest.Events{}}
 	w.rs = reactionstore.New(db)
+	w.mod = moderationstore.New(db, moderationstore.Gate{})
 	w.outbox, w.counts, w.recon = outboxstore.New(db), countstore.New(db), reconcilestore.New(db, reconcilestore.Options{})
 	w.folds = foldstore.New(db, foldstore.Options{Policy: o.policy, RollupInterval: time.Second})
 	w.writer = reactionstore.NewWriter(w.rs, w.pub, reactionstore.WriterOptions{Batched: o.batched, MaxInFlight: 1})
@@ -510,11 +513,11 @@ func TestFlaggedUsersExcludedAndCountedAgain(t *testing.T) {
 	}
 	w.set(t, "bot1", "w", reaction.Dislike)
 	w.deliver(t, w.pub.Take())
-	n, err := w.rs.SetFlagged(ctx, moderation.Decision{Moderator: "mod", UserIDs: []string{"bot1", "bot2", "bot2"}, Flagged: true})
+	n, err := w.mod.SetFlagged(ctx, moderation.Decision{Moderator: "mod", UserIDs: []string{"bot1", "bot2", "bot2"}, Flagged: true})
 	if err != nil || n != 2 {
 		t.Fatalf("flag: %d %v", n, err)
 	}
-	if n, _ := w.rs.SetFlagged(ctx, moderation.Decision{Moderator: "mod", UserIDs: []string{"bot1"}, Flagged: true}); n != 0 {
+	if n, _ := w.mod.SetFlagged(ctx, moderation.Decision{Moderator: "mod", UserIDs: []string{"bot1"}, Flagged: true}); n != 0 {
 		t.Fatalf("flagging again updated %d", n)
 	}
 	// Counts are unchanged until the next reconciliation.
@@ -544,7 +547,7 @@ func TestFlaggedUsersExcludedAndCountedAgain(t *testing.T) {
 		t.Fatalf("flagged change corrected: %+v", rep)
 	}
 	// Unflagged: counted again by the next reconciliation.
-	if n, _ := w.rs.SetFlagged(ctx, moderation.Decision{Moderator: "mod", UserIDs: []string{"bot1", "bot2"}, Flagged: false}); n != 2 {
+	if n, _ := w.mod.SetFlagged(ctx, moderation.Decision{Moderator: "mod", UserIDs: []string{"bot1", "bot2"}, Flagged: false}); n != 2 {
 		t.Fatalf("unflag updated %d", n)
 	}
 	w.reconcile(t, reconcilestore.Recent)

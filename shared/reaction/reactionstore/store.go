@@ -1,8 +1,10 @@
 // Package reactionstore keeps reactions in Spanner: the transaction that
 // records a change together with its counter deltas
 // (outbox), the group commit of concurrent changes, the one-read lookup of a
-// user's reactions, flagged accounts, and the reactions' side of
-// reconciliation.
+// user's reactions, and the reactions' side of reconciliation. The flags
+// are moderation's (moderationstore); the store reads them in its own
+// transactions: a flagged account's reaction is written uncounted, and
+// flag changes move the tallies (ApplyFlags).
 package reactionstore
 
 import (
@@ -14,12 +16,10 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/videngage/engagement/shared/account/accountstore"
-	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/outboxstore"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/events"
-	"github.com/videngage/engagement/shared/moderation/moderationstore"
 	"github.com/videngage/engagement/shared/reaction"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
@@ -40,30 +40,11 @@ const MaxUserIDBytes = 512
 type Store struct {
 	db  *spannerdb.DB
 	now func() time.Time
-	// gate admits moderators' decisions; unflagProtection is how long a
-	// moderator's unflag keeps the detectors from flagging the account.
-	gate             moderationstore.Gate
-	unflagProtection time.Duration
 }
 
 // New returns the store. The per-user limit is the Writer's (Writer.LimitWith).
 func New(db *spannerdb.DB) *Store {
-	return &Store{db: db, now: time.Now, unflagProtection: config.Defaults().Moderation.UnflagProtection}
-}
-
-// GateModeration admits moderators' decisions through g (the zero Gate
-// checks revocations only); it returns s.
-func (s *Store) GateModeration(g moderationstore.Gate) *Store {
-	s.gate = g
-	return s
-}
-
-// ProtectUnflags sets how long a moderator's unflag keeps the detectors
-// from flagging the account again (default UNFLAG_PROTECTION's); it
-// returns s.
-func (s *Store) ProtectUnflags(d time.Duration) *Store {
-	s.unflagProtection = d
-	return s
+	return &Store{db: db, now: time.Now}
 }
 
 // SetRequest is one PUT of a reaction.

@@ -64,7 +64,7 @@ func TestTallyExactThroughFlags(t *testing.T) {
 	for step := range 100 {
 		switch r := rng.IntN(20); {
 		case r == 0:
-			if _, err := w.rs.SetFlagged(ctx, moderation.Decision{Moderator: "mod", UserIDs: []string{users[rng.IntN(len(users))], users[rng.IntN(len(users))]}, Flagged: rng.IntN(2) == 0}); err != nil {
+			if _, err := w.mod.SetFlagged(ctx, moderation.Decision{Moderator: "mod", UserIDs: []string{users[rng.IntN(len(users))], users[rng.IntN(len(users))]}, Flagged: rng.IntN(2) == 0}); err != nil {
 				t.Fatal(err)
 			}
 		case r == 1:
@@ -82,7 +82,7 @@ func TestTallyExactThroughFlags(t *testing.T) {
 	check(100)
 	flagged := 0
 	for _, u := range users[:6] {
-		if n, err := w.rs.SetFlagged(ctx, moderation.Decision{Moderator: "mod", UserIDs: []string{u}, Flagged: u != "u0"}); err == nil {
+		if n, err := w.mod.SetFlagged(ctx, moderation.Decision{Moderator: "mod", UserIDs: []string{u}, Flagged: u != "u0"}); err == nil {
 			flagged += n
 		}
 	}

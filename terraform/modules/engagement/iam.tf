@@ -20,6 +20,7 @@ locals {
     Reactions          = { spanner = "user", bigtable = "user", firestore = "", publish = [local.counter_topic], tables = [local.bt["rate_limits"]] }
     Counts             = { spanner = "reader", bigtable = "", firestore = "", publish = [], tables = [] }
     Comments           = { spanner = "user", bigtable = "user", firestore = "", publish = [local.counter_topic], tables = [local.bt["rate_limits"]] }
+    Moderation         = { spanner = "user", bigtable = "", firestore = "", publish = [local.counter_topic], tables = [] }
     Rollup             = { spanner = "user", bigtable = "user", firestore = "", publish = [local.counter_topic], tables = [local.bt["view_batches"]] }
     Reconcile          = { spanner = "user", bigtable = "", firestore = "", publish = [], tables = [] }
     DetectManipulation = { spanner = "user", bigtable = "", firestore = "", publish = [], tables = [] }

@@ -1,4 +1,4 @@
-package reactionstore
+package moderationstore
 
 import (
 	"context"
@@ -10,7 +10,13 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/videngage/engagement/shared/moderation"
-	"github.com/videngage/engagement/shared/moderation/moderationstore"
+)
+
+// Tables of the flags (FlaggedUsers, read by the reaction store in its own
+// transactions too) and of the detection jobs' watermarks.
+const (
+	tableFlagged    = "FlaggedUsers"
+	tableWatermarks = "JobWatermarks"
 )
 
 // SetFlagged records a moderator's decision on accounts, flag or unflag, and
@@ -60,7 +66,7 @@ func (s *Store) SetFlagged(ctx context.Context, d moderation.Decision) (int, err
 				changed++
 			}
 			ms = append(ms, spanner.InsertOrUpdate(tableFlagged, cols, vals))
-			ms = append(ms, moderationstore.Record(moderation.Entry{
+			ms = append(ms, Record(moderation.Entry{
 				Action: action, Actor: d.Moderator, ActorKind: moderation.ActorModerator, UserID: u,
 				Reason: d.Reason, Changed: c.flagged != d.Flagged,
 			})...)
@@ -68,7 +74,7 @@ func (s *Store) SetFlagged(ctx context.Context, d moderation.Decision) (int, err
 		return tx.BufferWrite(ms)
 	})
 	if err != nil {
-		return 0, fmt.Errorf("reactionstore.SetFlagged: %w", err)
+		return 0, fmt.Errorf("moderationstore.SetFlagged: %w", err)
 	}
 	return changed, nil
 }
@@ -110,7 +116,7 @@ func readFlags(ctx context.Context, tx *spanner.ReadWriteTransaction, users []st
 
 // ErrWatermarkMoved: another run of the job moved the watermark since this
 // one read it; this run's findings are not recorded (that run's are).
-var ErrWatermarkMoved = errors.New("reactionstore: the watermark moved")
+var ErrWatermarkMoved = errors.New("moderationstore: the watermark moved")
 
 // FlagGroups flags the members of groups automatically, with their group's
 // evidence, and moves the job's watermark from `from` to `to`, in one
@@ -149,7 +155,7 @@ func (s *Store) FlagGroups(ctx context.Context, groups []moderation.Group, job s
 		return tx.BufferWrite(ms)
 	})
 	if err != nil {
-		return 0, fmt.Errorf("reactionstore.FlagGroups: %w", err)
+		return 0, fmt.Errorf("moderationstore.FlagGroups: %w", err)
 	}
 	return flagged, nil
 }
@@ -171,7 +177,7 @@ func (s *Store) FlagAccounts(ctx context.Context, groups []moderation.Group) (in
 		return tx.BufferWrite(ms)
 	})
 	if err != nil {
-		return 0, fmt.Errorf("reactionstore.FlagAccounts: %w", err)
+		return 0, fmt.Errorf("moderationstore.FlagAccounts: %w", err)
 	}
 	return flagged, nil
 }
@@ -204,7 +210,7 @@ func (s *Store) automaticFlags(ctx context.Context, tx *spanner.ReadWriteTransac
 			ms = append(ms, spanner.InsertOrUpdate(tableFlagged,
 				[]string{"UserId", "Flagged", "Reason", "FlaggedAt", "Evidence", "UpdateTime"},
 				[]any{u, true, string(moderation.Automatic), now, enc, spanner.CommitTimestamp}))
-			ms = append(ms, moderationstore.Record(moderation.Entry{
+			ms = append(ms, Record(moderation.Entry{
 				Action: moderation.ActionFlag, Actor: actor, ActorKind: moderation.ActorAutomatic, UserID: u,
 				Reason: why, Changed: true, Evidence: &ev,
 			})...)
@@ -220,11 +226,11 @@ func (s *Store) Watermark(ctx context.Context, job string) (time.Time, error) {
 		return time.Time{}, nil
 	}
 	if err != nil {
-		return time.Time{}, fmt.Errorf("reactionstore.Watermark: %w", err)
+		return time.Time{}, fmt.Errorf("moderationstore.Watermark: %w", err)
 	}
 	var w time.Time
 	if err := row.Columns(&w); err != nil {
-		return time.Time{}, fmt.Errorf("reactionstore.Watermark: %w", err)
+		return time.Time{}, fmt.Errorf("moderationstore.Watermark: %w", err)
 	}
 	return w, nil
 }
@@ -279,7 +285,7 @@ ORDER BY ListedAt DESC, UserId DESC LIMIT @limit`,
 		return nil
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("reactionstore.ListFlagged: %w", err)
+		return nil, nil, fmt.Errorf("moderationstore.ListFlagged: %w", err)
 	}
 	if len(out) <= limit {
 		return out, nil, nil

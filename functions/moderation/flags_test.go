@@ -1,4 +1,4 @@
-package reactionsfn
+package moderationfn
 
 import (
 	"context"
@@ -17,7 +17,6 @@ import (
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/pagetoken"
-	"github.com/videngage/engagement/shared/reaction"
 )
 
 // verifier takes the bearer token as the user id; "mod:" makes a moderator.
@@ -30,6 +29,12 @@ func (verifier) FromRequest(r *http.Request) (auth.User, error) {
 	}
 	id, mod := strings.CutPrefix(tok, "mod:")
 	return auth.User{ID: id, Moderator: mod}, nil
+}
+
+// fakeStore is the flags of a flagList and the gate and trail of a gate.
+type fakeStore struct {
+	*flagList
+	*gate
 }
 
 // flagList serves a fixed listing, newest first, as the store pages it.
@@ -76,16 +81,12 @@ func (g *gate) List(_ context.Context, f moderation.Filter, after *moderation.En
 	return page, &moderation.EntryCursor{Time: last.Time, ID: last.ID}, nil
 }
 
-func (f *flagList) Get(context.Context, string, []string) (map[string]reaction.State, error) {
-	return nil, nil
-}
-
 func (f *flagList) SetFlagged(_ context.Context, d moderation.Decision) (int, error) {
 	switch d.Moderator { // the store's gate
 	case "gone":
-		return 0, fmt.Errorf("reactionstore.SetFlagged: %w", moderation.ErrRevoked)
+		return 0, fmt.Errorf("moderationstore.SetFlagged: %w", moderation.ErrRevoked)
 	case "busy":
-		return 0, fmt.Errorf("reactionstore.SetFlagged: %w", &errs.RateLimitedError{What: "moderation calls", RetryAfter: 1500 * time.Millisecond})
+		return 0, fmt.Errorf("moderationstore.SetFlagged: %w", &errs.RateLimitedError{What: "moderation calls", RetryAfter: 1500 * time.Millisecond})
 	}
 	f.decisions = append(f.decisions, d)
 	return len(d.UserIDs), nil
@@ -120,7 +121,7 @@ func TestListFlaggedPagesAndMatchesTheDocument(t *testing.T) {
 		{UserID: "user with spaces/and slashes", Reason: moderation.ByModerator, FlaggedAt: at.Add(-2 * time.Hour)},
 		{UserID: "old", Reason: moderation.ByModerator, FlaggedAt: time.Unix(0, 0).UTC()},
 	}}
-	h := New(Deps{Verifier: verifier{}, Store: store, Moderation: &gate{}, Tokens: pagetoken.NewSigner("secret")})
+	h := New(Deps{Verifier: verifier{}, Store: fakeStore{store, &gate{}}, Tokens: pagetoken.NewSigner("secret")})
 	get := func(token, path string) (int, http.Header, []byte) {
 		req := httptest.NewRequest(http.MethodGet, path, nil)
 		if token != "" {
@@ -198,7 +199,7 @@ func TestModerationActionsPageAndMatchTheDocument(t *testing.T) {
 		{ID: "e1", Time: at.Add(-2 * time.Hour), Action: moderation.ActionRevoke, Actor: "ops", ActorKind: moderation.ActorOperator, UserID: "m2", Reason: "", Changed: true},
 	}}
 	store := &flagList{}
-	h := New(Deps{Verifier: verifier{}, Store: store, Moderation: g, Tokens: pagetoken.NewSigner("secret")})
+	h := New(Deps{Verifier: verifier{}, Store: fakeStore{store, g}, Tokens: pagetoken.NewSigner("secret")})
 	do := func(method, token, path, body string) (int, http.Header, []byte) {
 		req := httptest.NewRequest(method, path, strings.NewReader(body))
 		if token != "" {
