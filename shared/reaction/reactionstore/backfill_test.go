@@ -84,7 +84,7 @@ func TestBackfillTallies(t *testing.T) {
 	// account flagged (its old rows predate the flag).
 	w.set(t, "new-1", "mixed", reaction.Like)
 	w.set(t, "new-1", "new", reaction.Dislike)
-	if _, err := w.rs.SetFlagged(ctx, moderation.Decision{Moderator: "mod", UserIDs: []string{"u01"}, Flagged: true}); err != nil {
+	if _, err := w.mod.SetFlagged(ctx, moderation.Decision{Moderator: "mod", UserIDs: []string{"u01"}, Flagged: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := w.rs.ApplyFlags(ctx, time.Time{}); err != nil {
@@ -123,7 +123,7 @@ func TestBackfillTallies(t *testing.T) {
 		case 4: // an old row taken back
 			w.set(t, "u00", "old-c", reaction.None)
 		case 5: // an account flagged while its old rows wait
-			if _, err := w.rs.SetFlagged(ctx, moderation.Decision{Moderator: "mod", UserIDs: []string{"u07"}, Flagged: true}); err != nil {
+			if _, err := w.mod.SetFlagged(ctx, moderation.Decision{Moderator: "mod", UserIDs: []string{"u07"}, Flagged: true}); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := w.rs.ApplyFlags(ctx, time.Time{}); err != nil {
