@@ -74,6 +74,8 @@ func New(ctx context.Context, cfg *config.Config, needs Needs) (_ *Clients, err 
 		c.Spanner, err = spanner.NewClientWithConfig(ctx, cfg.DatabasePath(), spanner.ClientConfig{
 			// The emulator has no Cloud Monitoring to export to.
 			DisableNativeMetrics: cfg.Spanner.EmulatorHost != "",
+			// The function's own role: its identity may assume no other.
+			DatabaseRole: cfg.Spanner.DatabaseRole,
 		}, spannerdb.ClientOptions()...)
 		if err != nil {
 			return nil, fmt.Errorf("host.New: spanner: %w", err)

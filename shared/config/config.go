@@ -31,6 +31,10 @@ type Config struct {
 type Spanner struct {
 	Instance string `env:"SPANNER_INSTANCE, default=engagement"`
 	Database string `env:"SPANNER_DATABASE, default=engagement"`
+	// DatabaseRole is the fine-grained access control role the client acts
+	// as (CREATE ROLE in shared/topology/ddl); empty acts with the
+	// identity's database-level IAM roles (the local stack and the tools).
+	DatabaseRole string `env:"SPANNER_DATABASE_ROLE"`
 	// EmulatorHost is read by the client library too; set means "the
 	// emulator", which runs one read-write transaction at a time.
 	EmulatorHost string `env:"SPANNER_EMULATOR_HOST"`

@@ -43,6 +43,7 @@ var emulatorTx = make(chan struct{}, 1)
 func New(ctx context.Context, cfg *config.Config) (*DB, error) {
 	c, err := spanner.NewClientWithConfig(ctx, cfg.DatabasePath(), spanner.ClientConfig{
 		DisableNativeMetrics: cfg.Spanner.EmulatorHost != "",
+		DatabaseRole:         cfg.Spanner.DatabaseRole,
 	}, ClientOptions()...)
 	if err != nil {
 		return nil, fmt.Errorf("spannerdb.New: %w", err)

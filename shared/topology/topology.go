@@ -175,6 +175,18 @@ func DDL() ([]string, error) {
 	return out, nil
 }
 
+// AccessControl says whether a DDL statement is one of fine-grained access
+// control (CREATE ROLE, DROP ROLE, GRANT, REVOKE): Spanner applies them, the
+// emulator refuses them ("Unsupported ddl statement"), and it ignores the
+// database role a client names, so the local stack leaves them out.
+func AccessControl(stmt string) bool {
+	f := strings.Fields(strings.ToUpper(stmt))
+	if len(f) < 2 {
+		return false
+	}
+	return f[0] == "GRANT" || f[0] == "REVOKE" || (f[0] == "CREATE" || f[0] == "DROP") && f[1] == "ROLE"
+}
+
 // SplitDDL splits a file of DDL statements on ';', dropping '--' comment lines
 // and empty statements.
 func SplitDDL(src string) []string {

@@ -160,6 +160,8 @@ resource "google_cloudfunctions2_function" "fn" {
     environment_variables = merge(local.function_env, {
       BIGTABLE_APP_PROFILE               = contains(local.history_functions, each.value.name) ? google_bigtable_app_profile.history.app_profile_id : google_bigtable_app_profile.failover.app_profile_id
       BIGTABLE_TRANSACTIONAL_APP_PROFILE = google_bigtable_app_profile.transactional.app_profile_id
+      # The function's Spanner database role; "" for one without Spanner.
+      SPANNER_DATABASE_ROLE = lookup(local.spanner_roles, each.value.name, "")
       # The Go runtime's collector: a cycle per 5× the live heap instead of
       # 2× (fewer collections per reaction: docs/decisions/0008-reaction-cpu.md),
       # bounded by a soft limit at three quarters of the instance's memory,

@@ -8,7 +8,9 @@
 locals {
   # What each function's code touches, as its registration declares it
   # (host.Need* in functions/<name>; terraform/check compares the two).
-  # spanner/bigtable: "user" (read-write), "reader" or "" (none); firestore:
+  # spanner: "user" (writes) or "reader" (only reads) to connect as its
+  # database role (spanner.tf; the role's table privileges are GRANTs in
+  # shared/topology/ddl), "" for none; bigtable: "user", "reader" or ""; firestore:
   # "user", "viewer" or ""; publish: the topics it publishes to; tables: the
   # Bigtable tables its code can touch (the tables its packages' imports
   # name; terraform/check's privilege rule derives them from the code).
@@ -29,6 +31,10 @@ locals {
     ApplyCounters      = { spanner = "user", bigtable = "", firestore = "", publish = [], tables = [] }
     ApplyViews         = { spanner = "user", bigtable = "user", firestore = "", publish = [], tables = [local.bt["rate_limits"], local.bt["view_batches"], local.bt["watch_history"], local.bt["watch_latest"]] }
   }
+
+  # The Spanner database role of each function that uses Spanner
+  # (CREATE ROLE in shared/topology/ddl): fn_ and its id in snake case.
+  spanner_roles = { for k, a in local.function_access : k => "fn_${replace(local.functions[k].id, "-", "_")}" if a.spanner != "" }
 
   # Bigtable table names by name: a lookup fails on a table that
   # topology.json does not have.

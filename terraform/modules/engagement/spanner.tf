@@ -79,12 +79,36 @@ resource "google_spanner_backup_schedule" "daily" {
   full_backup_spec {}
 }
 
+# Fine-grained access control: a function's identity holds no database-level
+# data role (roles/spanner.databaseUser would include schema changes) but
+# roles/spanner.fineGrainedAccessUser, which lets it connect, and
+# roles/spanner.databaseRoleUser on its own database role alone, whose
+# GRANTs in shared/topology/ddl (100_roles.sql) say which tables it may read
+# or write. Only the deploy identity (terraform/bootstrap, roles/spanner.admin)
+# changes the schema. terraform/check's Spanner role rule holds both halves
+# against the code.
 resource "google_spanner_database_iam_member" "fn" {
-  for_each = { for k, a in local.function_access : k => a if a.spanner != "" }
+  for_each = local.spanner_roles
 
   project  = var.project_id
   instance = google_spanner_instance.main.name
   database = google_spanner_database.main.name
-  role     = each.value.spanner == "reader" ? "roles/spanner.databaseReader" : "roles/spanner.databaseUser"
+  role     = "roles/spanner.fineGrainedAccessUser"
   member   = google_service_account.fn[each.key].member
+}
+
+resource "google_spanner_database_iam_member" "fn_role" {
+  for_each = local.spanner_roles
+
+  project  = var.project_id
+  instance = google_spanner_instance.main.name
+  database = google_spanner_database.main.name
+  role     = "roles/spanner.databaseRoleUser"
+  member   = google_service_account.fn[each.key].member
+
+  condition {
+    title       = "own-database-role"
+    description = "Only the function's own database role."
+    expression  = "resource.type == \"spanner.googleapis.com/DatabaseRole\" && resource.name.endsWith(\"/databaseRoles/${each.value}\")"
+  }
 }
