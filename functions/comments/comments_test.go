@@ -134,6 +134,7 @@ func TestPostValidation(t *testing.T) {
 		{"text not a string", path, tok, `{"text":5}`, nil, 400, "INVALID_ARGUMENT"},
 		{"empty text", path, tok, `{"text":""}`, nil, 400, "INVALID_ARGUMENT"},
 		{"blank text", path, tok, `{"text":" \n\t "}`, nil, 400, "INVALID_ARGUMENT"},
+		{"three links", path, tok, `{"text":"cheap: https://a.example bit.ly/b www.c.example"}`, nil, 400, "INVALID_ARGUMENT"},
 		{"10,001 characters", path, tok, map[string]string{"text": strings.Repeat("é", comment.MaxTextChars+1)}, nil, 400, "INVALID_ARGUMENT"},
 		{"raw invalid UTF-8", path, tok, []byte("{\"text\":\"bad \xff byte\"}"), nil, 400, "INVALID_ARGUMENT"},
 		{"lone surrogate escape", path, tok, `{"text":"half \ud83d of an emoji"}`, nil, 400, "INVALID_ARGUMENT"},
@@ -154,11 +155,12 @@ func TestPostValidation(t *testing.T) {
 		apitest.CheckError(t, c.name, e.do("POST", c.path, c.token, c.body, c.hdr...), c.code, c.status)
 	}
 	// Accepted edges: exactly 10,000 characters (of 4 bytes each), an explicit
-	// null parentId, escaped non-ASCII, a surrogate pair.
+	// null parentId, escaped non-ASCII, a surrogate pair, two links.
 	for name, body := range map[string]any{
 		"10,000 characters": map[string]string{"text": strings.Repeat("😀", comment.MaxTextChars)},
 		"null parentId":     `{"text":"x","parentId":null}`,
 		"escapes":           `{"text":"caf\u00e9 \ud83d\ude00"}`,
+		"two links":         `{"text":"sources: https://a.example/x and bit.ly/y"}`,
 	} {
 		r := e.do("POST", path, tok, body)
 		if r.Code != http.StatusCreated {
@@ -170,10 +172,10 @@ func TestPostValidation(t *testing.T) {
 	if c.Text != "café 😀" {
 		t.Errorf("text %q", c.Text)
 	}
-	// Nothing refused was counted: top, reply, 4 accepted posts (gone is deleted).
+	// Nothing refused was counted: top, reply, 5 accepted posts (gone is deleted).
 	e.exact("vid", "vid2", top.ID)
-	if got := e.counts("", "vid")["vid"].Comments; got != 6 {
-		t.Errorf("vid counts %d comments, want 6", got)
+	if got := e.counts("", "vid")["vid"].Comments; got != 7 {
+		t.Errorf("vid counts %d comments, want 7", got)
 	}
 }
 

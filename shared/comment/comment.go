@@ -17,6 +17,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -77,9 +78,12 @@ func (c Comment) Listed() (videoID, parentID string) {
 
 // Limits of what a client sends.
 const (
-	MaxTextChars          = 10000
-	MaxIdempotencyKeyLen  = 255
-	MaxRemoveBatch        = 1000
+	MaxTextChars         = 10000
+	MaxIdempotencyKeyLen = 255
+	MaxRemoveBatch       = 1000
+	// MaxLinks is how many links a comment may hold: enough to cite a
+	// source or two, too few for a list of spam links.
+	MaxLinks              = 2
 	idBytes               = 16
 	maxIdempotencyKeyChar = '~'
 )
@@ -89,13 +93,15 @@ var (
 	ErrEmptyText       = errors.New("text must hold 1 to 10000 characters and not only white space")
 	ErrTextTooLong     = errors.New("text must hold at most 10000 characters")
 	ErrInvalidUTF8     = errors.New("text must be valid UTF-8")
+	ErrTooManyLinks    = fmt.Errorf("text may hold at most %d links", MaxLinks)
 	ErrIdempotencyKey  = errors.New("the Idempotency-Key header must be 1 to 255 printable ASCII characters")
 	ErrParentIsReply   = errors.New("parentId names a reply; threads are one level deep, so answer its top-level comment")
 	ErrParentElsewhere = errors.New("parentId names a comment of another video")
 )
 
 // ValidateText checks the text of a comment: valid UTF-8, 1 to 10,000
-// characters (Unicode code points), not only white space.
+// characters (Unicode code points), not only white space, at most MaxLinks
+// links.
 func ValidateText(s string) error {
 	if !utf8.ValidString(s) {
 		return ErrInvalidUTF8
@@ -106,8 +112,19 @@ func ValidateText(s string) error {
 	if strings.TrimFunc(s, unicode.IsSpace) == "" {
 		return ErrEmptyText
 	}
+	if CountLinks(s) > MaxLinks {
+		return ErrTooManyLinks
+	}
 	return nil
 }
+
+// linkPattern matches what a reader's client turns into a link or a reader
+// types into an address bar: a URL with a scheme, an address from "www.",
+// or a host name followed by a path ("bit.ly/x", "example.com/offer").
+var linkPattern = regexp.MustCompile(`(?i)\b(?:[a-z][a-z0-9+.-]*://|www\.)[^\s()<>]+|\b[a-z0-9-]+(?:\.[a-z0-9-]+)*\.[a-z]{2,}/[^\s()<>]*`)
+
+// CountLinks is the number of links in s (linkPattern).
+func CountLinks(s string) int { return len(linkPattern.FindAllStringIndex(s, -1)) }
 
 // ValidateIdempotencyKey checks an Idempotency-Key header value.
 func ValidateIdempotencyKey(k string) error {

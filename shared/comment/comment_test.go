@@ -19,7 +19,8 @@ import (
 )
 
 func TestValidateText(t *testing.T) {
-	ok := []string{"a", "héllo wörld", "  x  ", strings.Repeat("é", MaxTextChars), strings.Repeat("😀", MaxTextChars), "line\nbreak"}
+	ok := []string{"a", "héllo wörld", "  x  ", strings.Repeat("é", MaxTextChars), strings.Repeat("😀", MaxTextChars), "line\nbreak",
+		"see https://example.com/a and www.example.org", "node.js and e.g. 3.14 are no links", "bit.ly/x"}
 	for _, s := range ok {
 		if err := ValidateText(s); err != nil {
 			t.Errorf("ValidateText(%.20q): %v", s, err)
@@ -32,10 +33,28 @@ func TestValidateText(t *testing.T) {
 		strings.Repeat("😀", MaxTextChars+1): ErrTextTooLong,
 		"abc\xff":                           ErrInvalidUTF8,
 		"\xed\xa0\x80":                      ErrInvalidUTF8, // an encoded surrogate
+		"https://a.example http://b.example www.c.example": ErrTooManyLinks,
+		"buy: bit.ly/a bit.ly/b\nHTTPS://x.example/c":      ErrTooManyLinks,
 	}
 	for s, want := range bad {
 		if err := ValidateText(s); !errors.Is(err, want) {
 			t.Errorf("ValidateText(%.20q) = %v, want %v", s, err, want)
+		}
+	}
+}
+
+func TestCountLinks(t *testing.T) {
+	for s, want := range map[string]int{
+		"no links here. or here.":                       0,
+		"node.js, e.g. v1.2, 3.14, a.b":                 0,
+		"https://example.com":                           1,
+		"see www.example.com, then ftp://files.example": 2,
+		"short: bit.ly/abc and t.co/x?y=1":              2,
+		"(https://a.example/x)(https://b.example/y)":    2,
+		"mail me at someone@example.com":                0,
+	} {
+		if got := CountLinks(s); got != want {
+			t.Errorf("CountLinks(%q) = %d, want %d", s, got, want)
 		}
 	}
 }
