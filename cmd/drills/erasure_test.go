@@ -106,6 +106,7 @@ func TestDrillAccountErasureKilledMidway(t *testing.T) {
 		Records: records, Reactions: reactionstore.New(st.db), Comments: commentstore.New(st.db, 0),
 		History: historystore.New(bt), Settings: historystore.NewSettings(st.clients.Firestore),
 		RateLimits: func(ctx context.Context, u string) error { return ratelimit.EraseUser(ctx, bt, u) },
+		Exports:    accountstore.NewExports(st.clients.Firestore, 0).EraseUser,
 		Counters:   bus.NewPublisher(st.clients.PubSub, st.cfg.PubSub.CounterTopic),
 		Settle:     0, Budget: time.Hour,
 	}

@@ -43,6 +43,7 @@ func init() {
 				History:   historystore.New(c.Bigtable),
 				Settings:  historystore.NewSettings(c.Firestore),
 				Erasures:  accountstore.New(db),
+				Exports:   accountstore.NewExports(c.Firestore, c.Config.UserLimits().ExportsPerDay),
 				// The export only reads the trail: no gate.
 				Moderation: moderationstore.New(db, moderationstore.Gate{}),
 				Publisher:  bus.NewPublisher(c.PubSub, c.Config.PubSub.ErasureTopic),
@@ -75,6 +76,13 @@ type (
 	Erasures interface {
 		Request(ctx context.Context, userID string) (account.Erasure, error)
 	}
+	// Exports admits a user's exports (*accountstore.Exports): Begin
+	// refuses with *errs.RateLimitedError while another runs or past the
+	// day's limit.
+	Exports interface {
+		Begin(ctx context.Context, userID string, timeout time.Duration) (lease string, err error)
+		End(ctx context.Context, userID, lease string) error
+	}
 	Publisher interface {
 		Publish(ctx context.Context, data []byte, attrs map[string]string) (string, error)
 	}
@@ -89,6 +97,7 @@ type Deps struct {
 	Settings   Settings
 	Moderation Moderation
 	Erasures   Erasures
+	Exports    Exports
 	Publisher  Publisher // the erasure topic
 	// ExportTimeout bounds one export (default 10 minutes): it outlives the
 	// request deadline of the other routes, since a large account streams
@@ -184,8 +193,20 @@ func (h *handler) export(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// One at a time per user and a few a day: the export reads everything
+	// held about the user for up to ExportTimeout.
+	lease, err := h.Exports.Begin(r.Context(), user.ID, h.ExportTimeout)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.ExportTimeout)
 	defer cancel()
+	defer func() {
+		if err := h.Exports.End(ctx, user.ID, lease); err != nil {
+			// The lease lapses at the export's deadline anyway.
+			slog.WarnContext(ctx, "account: export not marked over", "error", err.Error())
+		}
+	}()
 	first, err := h.Reactions.ListByUser(ctx, user.ID, "", reactionPage)
 	if err != nil {
 		return err

@@ -45,6 +45,7 @@ type fakeAccount struct {
 	bytesBeforeLastPage int
 	failHistoryAt       int // fail the history page starting at this index (0: never)
 	trail               fakeTrail
+	exports             fakeExports
 }
 
 // fakeTrail is the moderation audit trail about the account: n entries,
@@ -85,6 +86,9 @@ func (f *fakeTrail) List(_ context.Context, fl moderation.Filter, after *moderat
 }
 
 func (a *fakeAccount) ListByUser(_ context.Context, _ string, after string, limit int) ([]reactionstore.UserReaction, error) {
+	if a.maxPage == 0 {
+		a.exports.runningAtRead = a.exports.running
+	}
 	a.maxPage = max(a.maxPage, limit)
 	start := 0
 	if after != "" {
@@ -157,7 +161,78 @@ func (w *countingWriter) Write(b []byte) (int, error) {
 }
 
 func newHandler(a *fakeAccount) http.Handler {
-	return New(Deps{Verifier: fakeVerifier{}, Reactions: a, Comments: a, History: a, Settings: a, Moderation: &a.trail})
+	return New(Deps{Verifier: fakeVerifier{}, Reactions: a, Comments: a, History: a, Settings: a, Moderation: &a.trail, Exports: &a.exports})
+}
+
+// fakeExports admits exports and records them; refuse, when set, is the
+// answer to Begin.
+type fakeExports struct {
+	refuse        error
+	begun, ended  []string // users
+	running       int      // begun and not ended
+	runningAtRead int      // running when the export read its first page
+}
+
+func (f *fakeExports) Begin(_ context.Context, user string, timeout time.Duration) (string, error) {
+	if f.refuse != nil {
+		return "", f.refuse
+	}
+	if timeout <= 0 {
+		return "", errors.New("no deadline for the export")
+	}
+	f.begun = append(f.begun, user)
+	f.running++
+	return "lease-" + user, nil
+}
+
+func (f *fakeExports) End(_ context.Context, user, lease string) error {
+	if lease != "lease-"+user {
+		return fmt.Errorf("End(%q, %q): not the lease Begin gave", user, lease)
+	}
+	f.ended = append(f.ended, user)
+	f.running--
+	return nil
+}
+
+// TestExportLimited: the export is admitted through the limit before it
+// reads anything, and marked over when done; refused, it is a 429 with
+// Retry-After in the error format, and nothing is read.
+func TestExportLimited(t *testing.T) {
+	a := &fakeAccount{reactions: 3, comments: 2, entries: 5, written: func() int { return 0 }}
+	req := func() *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("GET", "/v1/me/export", nil)
+		r.Header.Set("Authorization", "Bearer alice")
+		newHandler(a).ServeHTTP(w, r)
+		return w
+	}
+	if w := req(); w.Code != 200 {
+		t.Fatalf("admitted export: %d %s", w.Code, w.Body)
+	}
+	if a.exports.runningAtRead != 1 || a.exports.running != 0 || len(a.exports.ended) != 1 || a.exports.ended[0] != "alice" {
+		t.Errorf("export gate %+v: want alice's export begun before the first read and ended after", a.exports)
+	}
+	for _, refusal := range []*errs.RateLimitedError{
+		{What: "exports at once (one of your account's is running)", RetryAfter: 90 * time.Second},
+		{What: "exports a day", RetryAfter: 5 * time.Hour},
+	} {
+		a.exports.refuse = refusal
+		a.maxPage = 0
+		w := req()
+		if err := apitest.Check("GET", "/v1/me/export", w.Code, w.Header(), w.Body.Bytes()); err != nil {
+			t.Errorf("%s: %v", refusal.What, err)
+		}
+		apitest.CheckError(t, refusal.What, apitest.Answer{Code: w.Code, Header: w.Header(), Body: w.Body.Bytes()}, 429, "RESOURCE_EXHAUSTED")
+		if got, want := w.Header().Get("Retry-After"), fmt.Sprint(int(refusal.RetryAfter.Seconds())); got != want {
+			t.Errorf("%s: Retry-After %q, want %q", refusal.What, got, want)
+		}
+		if !strings.Contains(w.Body.String(), refusal.What) {
+			t.Errorf("%s: the answer does not say why: %s", refusal.What, w.Body)
+		}
+		if a.maxPage != 0 {
+			t.Errorf("%s: a refused export read the account", refusal.What)
+		}
+	}
 }
 
 // TestExportStreamsALargeAccount: 2,000 reactions, 3,000 comments and

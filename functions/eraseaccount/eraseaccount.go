@@ -43,6 +43,7 @@ func init() {
 				RateLimits: func(ctx context.Context, userID string) error {
 					return ratelimit.EraseUser(ctx, c.BigtableTx, userID)
 				},
+				Exports:  accountstore.NewExports(c.Firestore, 0).EraseUser,
 				Counters: bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic),
 				Settle:   cfg.Erasure.Settle,
 				Budget:   cfg.Erasure.Budget,

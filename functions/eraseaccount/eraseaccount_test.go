@@ -66,6 +66,7 @@ func TestEraseAccountFollowsItsMessages(t *testing.T) {
 	cfg := emulatortest.New(t)
 	db := emulatortest.Spanner(t, cfg)
 	bt := emulatortest.Bigtable(t, cfg)
+	fs := emulatortest.Firestore(t, cfg)
 	records := accountstore.New(db)
 	reactions := reactionstore.New(db)
 	for _, item := range []string{"v1", "v2"} {
@@ -86,8 +87,9 @@ func TestEraseAccountFollowsItsMessages(t *testing.T) {
 		Reactions:  reactions,
 		Comments:   commentstore.New(db, 0),
 		History:    historystore.New(bt),
-		Settings:   historystore.NewSettings(emulatortest.Firestore(t, cfg)),
+		Settings:   historystore.NewSettings(fs),
 		RateLimits: func(ctx context.Context, u string) error { return ratelimit.EraseUser(ctx, bt, u) },
+		Exports:    accountstore.NewExports(fs, 0).EraseUser,
 		Counters:   counters,
 		Budget:     0,
 	}, next, nil)

@@ -27,7 +27,7 @@ const (
 	// watch in flight removes itself when it arrives), then every entry.
 	History Phase = "history"
 	// Rows: the user's rate-limit rows (Spanner and Bigtable), idempotency
-	// keys, moderation flag row, and the settings' values.
+	// keys, moderation flag row, export record, and the settings' values.
 	Rows Phase = "rows"
 	// Settle waits until the history messages the user's last watches were
 	// in can no longer be delivered (Settle after the request), so that the

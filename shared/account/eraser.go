@@ -50,6 +50,9 @@ type Eraser struct {
 	Settings  SettingsEraser
 	// RateLimits deletes the user's rows in Bigtable's rate_limits.
 	RateLimits func(ctx context.Context, userID string) error
+	// Exports deletes the record of the user's recent exports
+	// (accountstore.Exports.EraseUser).
+	Exports func(ctx context.Context, userID string) error
 	// Counters publishes the counter events of removed reactions and
 	// comments (their outbox rows are pending until counted; a lost
 	// publish is relayed by the rollup).
@@ -135,7 +138,7 @@ func (e *Eraser) step(ctx context.Context, rec Erasure) error {
 		add.HistoryRows, advance = int64(n), n == 0
 	case Rows:
 		for _, erase := range []func(context.Context, string) error{
-			e.Reactions.EraseUserRows, e.Comments.EraseUserRows, e.RateLimits, e.Settings.EraseValues,
+			e.Reactions.EraseUserRows, e.Comments.EraseUserRows, e.RateLimits, e.Exports, e.Settings.EraseValues,
 		} {
 			if err := erase(ctx, user); err != nil {
 				return err

@@ -40,6 +40,7 @@ type world struct {
 	outbox    *outboxstore.Store
 	counts    *countstore.Store
 	bt        *bigtable.Client
+	exports   *accountstore.Exports
 	pub       *pushtest.Events
 }
 
@@ -48,12 +49,14 @@ func newWorld(t *testing.T) *world {
 	cfg := emulatortest.New(t)
 	db := emulatortest.Spanner(t, cfg)
 	bt := emulatortest.Bigtable(t, cfg)
+	fs := emulatortest.Firestore(t, cfg)
 	return &world{
 		records:   accountstore.New(db),
 		reactions: reactionstore.New(db),
 		comments:  commentstore.New(db, 0),
 		history:   historystore.New(bt),
-		settings:  historystore.NewSettings(emulatortest.Firestore(t, cfg)),
+		settings:  historystore.NewSettings(fs),
+		exports:   accountstore.NewExports(fs, 3),
 		outbox:    outboxstore.New(db),
 		counts:    countstore.New(db),
 		bt:        bt,
@@ -72,6 +75,7 @@ func (w *world) eraser(settle, budget time.Duration) *account.Eraser {
 		RateLimits: func(ctx context.Context, userID string) error {
 			return ratelimit.EraseUser(ctx, w.bt, userID)
 		},
+		Exports:  w.exports.EraseUser,
 		Counters: w.pub,
 		Settle:   settle,
 		Budget:   budget,

@@ -24,6 +24,7 @@ type Config struct {
 	Counters   Counters
 	History    History
 	Erasure    Erasure
+	Export     Export
 	Moderation Moderation
 	Telemetry  Telemetry
 }
@@ -227,6 +228,14 @@ type Moderation struct {
 	UnflagProtection time.Duration `env:"UNFLAG_PROTECTION, default=720h"`
 }
 
+type Export struct {
+	// PerDay limits each user's exports (GET /v1/me/export) in any 24
+	// hours, read through UserLimits; exports run one at a time per user.
+	// An export reads everything held about the user, for up to ten
+	// minutes: three a day cover a retry or two of a failed download.
+	PerDay int `env:"EXPORTS_PER_DAY, default=3"`
+}
+
 type Erasure struct {
 	// Settle is how long after an account erasure is asked for the views'
 	// claims of the user's watches are kept: at least as long as Pub/Sub may
@@ -267,9 +276,12 @@ func (s *Switch) EnvDecode(v string) error {
 	return nil
 }
 
-// UserLimits are the per-user limits a minute of each kind of write; 0 is
-// no limit.
-type UserLimits struct{ Reactions, Comments, History, OtherWrites, Moderation int }
+// UserLimits are the per-user limits a minute of each kind of write, and
+// of exports a day (one at a time); 0 is no limit.
+type UserLimits struct {
+	Reactions, Comments, History, OtherWrites, Moderation int
+	ExportsPerDay                                         int
+}
 
 // UserLimits are the limits in force: RATE_LIMIT_* unless RATE_LIMITS=off,
 // which switches them all off (load tests of one user). This is the one
@@ -284,7 +296,8 @@ func (c *Config) UserLimits() UserLimits {
 		History:     max(c.Counters.HistoryPerMin, 0),
 		OtherWrites: max(c.Counters.OtherWritesPerMin, 0),
 		// Every moderation call of one moderator, listings included.
-		Moderation: max(c.Moderation.PerMin, 0),
+		Moderation:    max(c.Moderation.PerMin, 0),
+		ExportsPerDay: max(c.Export.PerDay, 0),
 	}
 }
 
