@@ -66,6 +66,7 @@ locals {
     RATE_LIMIT_COMMENTS             = tostring(var.rate_limit_per_minute.comments)
     RATE_LIMIT_HISTORY              = tostring(var.rate_limit_per_minute.history)
     RATE_LIMIT_MODERATION           = "30"
+    EXPORTS_PER_DAY                 = "3"
     UNFLAG_PROTECTION               = "720h"
     RATE_LIMIT_OTHER_WRITES         = tostring(var.rate_limit_per_minute.other)
     RATE_LIMIT_STORE_BUDGET         = "250ms"
