@@ -42,6 +42,7 @@ test-terraform:
 bench:
 	$(GO) run ./cmd/bench -costs docs/benchmarks/costs.json
 	$(GO) run ./cmd/benchjobs
+	$(GO) run ./cmd/benchmanip
 	$(GO) test -run '^$$' -bench BenchmarkVerify ./shared/auth/
 	$(GO) run ./cmd/withemulators -- $(GO) test -run '^$$' -bench BenchmarkHistoryFirstPage -benchtime 200x ./shared/history/historystore/
 	$(GO) run ./cmd/withemulators -- $(GO) test -run '^$$' -bench BenchmarkExpireHistoryCost -benchtime 1x ./functions/expirehistory/

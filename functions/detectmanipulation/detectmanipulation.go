@@ -1,29 +1,39 @@
 // Package detectmanipulationfn is the DetectManipulation function (POST
-// /internal/detect-manipulation, called hourly by Cloud Scheduler with OIDC;
-// locally the same route runs it now). It reads the reactions that changed
-// since its watermark, step by step, finds accounts that react as a
-// coordinated group (moderation.Params.Detect) and flags them with reason
-// "automatic" and the group's evidence; their reactions stop counting by the
-// next reconciliation, as for a moderator's flag. Each step's flags and the
-// watermark's move commit together, so a run killed midway repeats its step
-// and flags nobody twice; a run that finds the watermark moved by another
-// leaves. An account a moderator decided on, either way, is never flagged by
-// the job.
+// /internal/detect-manipulation, called every minute by Cloud Scheduler with
+// OIDC; locally the same route runs it now). Detection runs in steps of the
+// reactions' change time, each partitioned by item: a partition reads the
+// changes of its item parts, keeps the reactions of the items a coordinated
+// group could act on, flags for review the items whose reaction rate spiked,
+// and stores its share with its watermark in one transaction; once every
+// partition has passed a step, the merge finds the coordinated groups in
+// what they kept (moderation.Params.Merge) and flags them with reason
+// "automatic" and the group's evidence, moving the merge's watermark in the
+// same transaction. Any invocation works any partition under its lease, as
+// the reconciliation's slices are worked, so invocations that overlap share
+// the partitions and a killed one leaves its partition to the next. An
+// account a moderator decided on, either way, is never flagged by the job.
 package detectmanipulationfn
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
+	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/videngage/engagement/functions/host"
+	"github.com/videngage/engagement/shared/counter/leasestore"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/moderation/moderationstore"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
 	"github.com/videngage/engagement/shared/spannerdb"
+	"github.com/videngage/engagement/shared/telemetry"
 )
 
 func init() {
@@ -31,64 +41,87 @@ func init() {
 		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
 			db := spannerdb.Wrap(c.Spanner, c.Config)
 			flags := moderationstore.New(db, moderationstore.Gate{}).ProtectUnflags(c.Config.Moderation.UnflagProtection)
-			return New(Deps{Store: Stores(reactionstore.New(db), flags)}), nil
+			return New(Deps{Store: Stores(reactionstore.New(db), flags), Leases: leasestore.New(db, nil), Metrics: c.Metrics}), nil
 		})
 }
 
-// Job names the watermark of this job (JobWatermarks).
+// Job names the merge's watermark (JobWatermarks); partition i of n is
+// PartitionName(n, i).
 const Job = "detect-manipulation"
 
-// Store reads changed reactions and first-seen times, and records flags
-// with the watermark.
+// PartitionName is the watermark and lease name of partition i of n.
+func PartitionName(n, i int) string { return fmt.Sprintf("%s/%d/%d", Job, n, i) }
+
+const mergeLease = Job + "/merge"
+
+// Store reads the partitions' reactions and keeps their shares, the
+// watermarks and the flags.
 type Store interface {
-	Watermark(ctx context.Context, job string) (time.Time, error)
-	Changed(ctx context.Context, from, to time.Time, maxRows int) ([]moderation.Reaction, error)
+	Watermarks(ctx context.Context, names []string) (map[string]time.Time, error)
+	StartWatermarks(ctx context.Context, names []string, at time.Time) error
+	ScanParts(ctx context.Context, lo, hi int, from, to time.Time, scan *moderation.Scan) error
+	SavePartial(ctx context.Context, name string, partitions, part int, from, to time.Time, p moderation.Partial, spikes []moderation.Spike, baseline time.Duration) error
+	Partials(ctx context.Context, stepEnd time.Time, partitions int) ([]moderation.Partial, error)
+	DropPartials(ctx context.Context, stepEnd time.Time, partitions int) error
 	FirstSeen(ctx context.Context, users []string) (map[string]time.Time, error)
 	FlagGroups(ctx context.Context, groups []moderation.Group, job string, from, to time.Time) (int, error)
 }
 
-// Stores is the Store over the reactions' store (the changes read) and
-// moderation's (the flags and the watermark written).
+// Stores is the Store over the reactions' store (the changes read, first
+// reactions) and moderation's (the partitions' shares, the watermarks, the
+// flags and the spikes' records).
 func Stores(reactions *reactionstore.Store, flags *moderationstore.Store) Store {
 	return stores{reactions, flags}
 }
 
 type stores struct {
-	*reactionstore.Store
-	flags *moderationstore.Store
+	reactions *reactionstore.Store
+	*moderationstore.Store
 }
 
-func (s stores) Watermark(ctx context.Context, job string) (time.Time, error) {
-	return s.flags.Watermark(ctx, job)
+func (s stores) ScanParts(ctx context.Context, lo, hi int, from, to time.Time, scan *moderation.Scan) error {
+	return s.reactions.ScanParts(ctx, lo, hi, from, to, scan)
 }
 
-func (s stores) FlagGroups(ctx context.Context, groups []moderation.Group, job string, from, to time.Time) (int, error) {
-	return s.flags.FlagGroups(ctx, groups, job, from, to)
+func (s stores) FirstSeen(ctx context.Context, users []string) (map[string]time.Time, error) {
+	return s.reactions.FirstSeen(ctx, users)
+}
+
+// Leases keep two invocations off one partition, or off the merge, at once
+// (*leasestore.Store); correctness rests on the watermarks.
+type Leases interface {
+	Lease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
+	Release(ctx context.Context, name, holder string) error
 }
 
 // Deps are the handler's collaborators and settings; zero values take the
 // defaults.
 type Deps struct {
 	Store  Store
+	Leases Leases            // nil: no leases (one invocation at a time)
 	Params moderation.Params // default moderation.DefaultParams
-	// Step is the most reaction time one detection reads beyond the
-	// watermark, plus 2·Params.Window before it: groups still acting
-	// within Window of a step's end are left to the next step, which then
-	// reads them whole (see settled). Default one hour.
+	// Partitions is how many partitions a step is cut into (default 16).
+	Partitions int
+	// Step is the reaction time one step adds; each step reads 2·Window
+	// (at least SpikeBaseline) before it as well. Default 5 minutes.
 	Step time.Duration
-	// MaxRows bounds the reactions one detection holds (memory); a step
-	// holding more is halved, down to MinStep. Default 1,000,000.
-	MaxRows int
-	// MinStep is the shortest step (default one minute): a minute holding
-	// more than MaxRows reactions is skipped, logged as an error.
-	MinStep time.Duration
+	// Ahead bounds how many steps the partitions run ahead of the merge
+	// (their stored shares). Default 6.
+	Ahead int
+	// MaxCandidates bounds the candidate reactions one merge holds
+	// (memory); a step over it is skipped and counted. Default 20,000,000.
+	MaxCandidates int
+	// Workers is how many partitions one invocation works at once
+	// (default 4).
+	Workers int
 	// Settle keeps the newest reactions for the next run (default 10 s).
 	Settle time.Duration
 	// FirstLookback is what the first run ever reads (default one hour).
 	FirstLookback time.Duration
-	// Timeout bounds a run; a run that catches up on a backlog stops
-	// taking up steps a margin before it (default 9 minutes).
+	// Timeout bounds a run; a run stops taking up steps a margin before
+	// it (default 9 minutes).
 	Timeout time.Duration
+	Metrics *telemetry.Metrics // may be nil
 	Now     func() time.Time
 }
 
@@ -97,19 +130,29 @@ type handler struct{ Deps }
 // DefaultTimeout bounds a run when Deps leaves Timeout unset, as deployed.
 const DefaultTimeout = 9 * time.Minute
 
+// partitionLease is how long an invocation holds a partition without
+// committing a step; each step renews it.
+const partitionLease = 2 * time.Minute
+
 // New builds the handler.
 func New(d Deps) http.Handler {
 	if d.Params == (moderation.Params{}) {
 		d.Params = moderation.DefaultParams
 	}
+	if d.Partitions <= 0 {
+		d.Partitions = 16
+	}
 	if d.Step <= 0 {
-		d.Step = time.Hour
+		d.Step = 5 * time.Minute
 	}
-	if d.MaxRows <= 0 {
-		d.MaxRows = 1_000_000
+	if d.Ahead <= 0 {
+		d.Ahead = 6
 	}
-	if d.MinStep <= 0 {
-		d.MinStep = time.Minute
+	if d.MaxCandidates <= 0 {
+		d.MaxCandidates = 20_000_000
+	}
+	if d.Workers <= 0 {
+		d.Workers = 4
 	}
 	if d.Settle <= 0 {
 		d.Settle = 10 * time.Second
@@ -127,81 +170,245 @@ func New(d Deps) http.Handler {
 	return httpx.Job("POST /internal/detect-manipulation", h.Timeout, nil, h.run)
 }
 
-// Report is the answer: what the run read and flagged.
+// Report is the answer: what the run read, merged and flagged.
 type Report struct {
-	From      time.Time `json:"from"` // the watermark the run started at
-	To        time.Time `json:"to"`   // the watermark it left
-	Steps     int       `json:"steps"`
-	Reactions int       `json:"reactions"`
-	Groups    int       `json:"groups"`
-	Flagged   int       `json:"flagged"` // accounts newly flagged
-	// SkippedSteps: minutes holding more than MaxRows reactions, not read.
-	SkippedSteps int `json:"skippedSteps,omitempty"`
+	From time.Time `json:"from"` // the merge's watermark the run started at
+	To   time.Time `json:"to"`   // the merge's watermark it left
+	// PartitionSteps counts the partitions' steps this run stored, Held
+	// the partitions another invocation was working.
+	PartitionSteps int `json:"partitionSteps"`
+	Held           int `json:"held,omitempty"`
+	Steps          int `json:"steps"` // steps merged
+	Reactions      int `json:"reactions"`
+	Candidates     int `json:"candidates"`
+	Groups         int `json:"groups"`
+	Flagged        int `json:"flagged"` // accounts newly flagged
+	Spikes         int `json:"spikes"`  // items flagged for review
+	// SkippedSteps: steps whose candidates exceeded MaxCandidates, not
+	// judged; SkippedClusters: clusters over Params.MaxCandidates.
+	SkippedSteps    int `json:"skippedSteps,omitempty"`
+	SkippedClusters int `json:"skippedClusters,omitempty"`
 	// Deferred: groups still acting within Params.Window of a step's end,
-	// left to the next step (or run), which reads them whole.
+	// left to the next step, which reads them whole.
 	Deferred int `json:"deferred,omitempty"`
-	// Superseded: another run moved the watermark; this one stopped.
+	// Superseded: another invocation merged the step first.
 	Superseded bool                  `json:"superseded,omitempty"`
-	Stats      moderation.Stats      `json:"stats"`
 	Evidence   []moderation.Evidence `json:"evidence,omitempty"`
+}
+
+func (h *handler) names() []string {
+	names := []string{Job}
+	for i := range h.Partitions {
+		names = append(names, PartitionName(h.Partitions, i))
+	}
+	return names
+}
+
+// lookback is what a step reads before its start: two windows for the
+// groups that straddle it, and the spikes' baseline.
+func (h *handler) lookback() time.Duration {
+	return max(2*h.Params.Window, h.Params.SpikeBaseline)
 }
 
 func (h *handler) run(ctx context.Context, _ struct{}) (Report, error) {
 	started := h.Now()
 	until := started.Add(h.Timeout - min(30*time.Second, h.Timeout/4))
 	end := started.Add(-h.Settle)
-	stored, err := h.Store.Watermark(ctx, Job)
+	names := h.names()
+	marks, err := h.Store.Watermarks(ctx, names)
 	if err != nil {
 		return Report{}, err
 	}
-	mark := stored
-	if mark.IsZero() {
-		mark = end.Add(-h.FirstLookback)
+	if len(marks) < len(names) {
+		// The first run, or new partitions: they start where the merge is.
+		at, ok := marks[Job]
+		if !ok {
+			at = end.Add(-h.FirstLookback).Truncate(time.Minute)
+		}
+		if err := h.Store.StartWatermarks(ctx, names, at); err != nil {
+			return Report{}, err
+		}
 	}
-	rep := Report{From: mark, To: mark}
-	step := h.Step
-	for mark.Before(end) && h.Now().Before(until) {
-		to := mark.Add(step)
-		if to.After(end) {
-			to = end
-		}
-		rows, err := h.Store.Changed(ctx, mark.Add(-2*h.Params.Window), to, h.MaxRows)
-		if errors.Is(err, reactionstore.ErrTooManyRows) {
-			if step > h.MinStep {
-				step = max(step/2, h.MinStep)
-				continue
-			}
-			// Not even a minute fits: leave it unread rather than stop
-			// the job for good.
-			slog.ErrorContext(ctx, "detect-manipulation: a step holds more reactions than MaxRows; skipped",
-				"from", mark, "to", to, "maxRows", h.MaxRows)
-			rep.SkippedSteps++
-			rows = nil
-		} else if err != nil {
-			return Report{}, err
-		}
-		groups, st, err := h.Params.Detect(rows, func(users []string) (map[string]time.Time, error) {
-			return h.Store.FirstSeen(ctx, users)
-		})
+	var rep Report
+	holder := leasestore.NewHolder()
+	first := true
+	for h.Now().Before(until) {
+		marks, err := h.Store.Watermarks(ctx, names)
 		if err != nil {
-			return Report{}, err
+			return rep, err
 		}
-		groups, deferred := settled(groups, mark.Add(-h.Params.Window), to.Add(-h.Params.Window))
-		rep.Deferred += deferred
-		n, err := h.Store.FlagGroups(ctx, groups, Job, stored, to)
-		if errors.Is(err, moderationstore.ErrWatermarkMoved) {
-			slog.WarnContext(ctx, "detect-manipulation: another run moved the watermark; leaving", "watermark", stored)
-			rep.Superseded = true
+		if first {
+			rep.From, rep.To, first = marks[Job], marks[Job], false
+		}
+		stored, err := h.partitions(ctx, marks, end, until, holder, &rep)
+		if err != nil {
+			return rep, err
+		}
+		marks, err = h.Store.Watermarks(ctx, names)
+		if err != nil {
+			return rep, err
+		}
+		merged, err := h.merge(ctx, marks, until, holder, &rep)
+		if err != nil {
+			return rep, err
+		}
+		if stored == 0 && merged == 0 {
 			break
 		}
-		if err != nil {
-			return Report{}, err
+	}
+	// One line per run: what it read and flagged, and how far behind it is.
+	slog.InfoContext(ctx, "detect-manipulation: done", "partitionSteps", rep.PartitionSteps, "steps", rep.Steps,
+		"reactions", rep.Reactions, "candidates", rep.Candidates, "groups", rep.Groups, "flagged", rep.Flagged,
+		"spikes", rep.Spikes, "skippedSteps", rep.SkippedSteps, "skippedClusters", rep.SkippedClusters,
+		"lagSeconds", end.Sub(rep.To).Seconds(), "duration", h.Now().Sub(started).String())
+	return rep, nil
+}
+
+// partitions works the partitions that have a whole step to read, under
+// their leases, Workers at a time, and returns how many steps they stored.
+func (h *handler) partitions(ctx context.Context, marks map[string]time.Time, end, until time.Time, holder string, rep *Report) (int, error) {
+	ahead := marks[Job].Add(time.Duration(h.Ahead) * h.Step)
+	var todo []int
+	for i := range h.Partitions {
+		if w := marks[PartitionName(h.Partitions, i)]; !w.Add(h.Step).After(end) && w.Before(ahead) {
+			todo = append(todo, i)
 		}
+	}
+	// Invocations started together spread over the partitions.
+	rand.Shuffle(len(todo), func(a, b int) { todo[a], todo[b] = todo[b], todo[a] })
+	var mu sync.Mutex
+	stored := 0
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(h.Workers)
+	for _, i := range todo {
+		g.Go(func() error {
+			name := PartitionName(h.Partitions, i)
+			if ok, err := h.lease(gctx, name, holder); err != nil || !ok {
+				if err == nil {
+					mu.Lock()
+					rep.Held++
+					mu.Unlock()
+				}
+				return err
+			}
+			defer h.release(gctx, name, holder)
+			w := marks[name]
+			for !w.Add(h.Step).After(end) && w.Before(ahead) && h.Now().Before(until) {
+				spikes, err := h.partitionStep(gctx, i, w)
+				if errors.Is(err, moderationstore.ErrWatermarkMoved) {
+					return nil // another invocation took the partition over
+				}
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				stored++
+				rep.PartitionSteps++
+				rep.Spikes += spikes
+				mu.Unlock()
+				w = w.Add(h.Step)
+				if _, err := h.lease(gctx, name, holder); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	err := g.Wait()
+	return stored, err
+}
+
+// partitionStep reads partition i's step from `from`, and stores its share
+// and spikes with the partition's watermark moved past it.
+func (h *handler) partitionStep(ctx context.Context, i int, from time.Time) (int, error) {
+	to := from.Add(h.Step)
+	lo, hi := moderation.PartRange(i, h.Partitions)
+	scan := h.Params.NewScan(from, to)
+	if err := h.Store.ScanParts(ctx, lo, hi, from.Add(-h.lookback()), to, scan); err != nil {
+		return 0, err
+	}
+	part, spikes := scan.Finish()
+	if err := h.Store.SavePartial(ctx, PartitionName(h.Partitions, i), h.Partitions, i, from, to, part, spikes, h.Params.SpikeBaseline); err != nil {
+		return 0, err
+	}
+	for _, sp := range spikes {
+		slog.InfoContext(ctx, "detect-manipulation: reaction rate spike", "contentId", sp.Item.ContentID, "reaction", sp.Item.Reaction,
+			"minute", sp.Minute, "reactions", sp.Reactions, "baselinePerMinute", sp.Baseline)
+	}
+	return len(spikes), nil
+}
+
+// merge merges the steps every partition has stored, under the merge's
+// lease, and returns how many it merged.
+func (h *handler) merge(ctx context.Context, marks map[string]time.Time, until time.Time, holder string, rep *Report) (int, error) {
+	mark := marks[Job]
+	done := mark
+	for i := range h.Partitions {
+		if w := marks[PartitionName(h.Partitions, i)]; w.Before(done) || i == 0 {
+			done = w
+		}
+	}
+	if done.Before(mark.Add(h.Step)) {
+		return 0, nil
+	}
+	if ok, err := h.lease(ctx, mergeLease, holder); err != nil || !ok {
+		return 0, err
+	}
+	defer h.release(ctx, mergeLease, holder)
+	merged := 0
+	for !mark.Add(h.Step).After(done) && h.Now().Before(until) {
+		to := mark.Add(h.Step)
+		parts, err := h.Store.Partials(ctx, to, h.Partitions)
+		if err != nil {
+			return merged, err
+		}
+		candidates, rows := 0, 0
+		for _, p := range parts {
+			candidates += len(p.Candidates)
+			rows += p.Rows
+		}
+		var groups []moderation.Group
+		var st moderation.Stats
+		if candidates > h.MaxCandidates {
+			slog.ErrorContext(ctx, "detect-manipulation: skipped", "kind", "step", "from", mark, "to", to,
+				"candidates", candidates, "maxCandidates", h.MaxCandidates)
+			h.Metrics.DetectionSkipped(ctx, "step", 1)
+			rep.SkippedSteps++
+		} else {
+			groups, st, err = h.Params.Merge(parts, func(users []string) (map[string]time.Time, error) {
+				return h.Store.FirstSeen(ctx, users)
+			})
+			if err != nil {
+				return merged, err
+			}
+			if st.Skipped > 0 {
+				slog.ErrorContext(ctx, "detect-manipulation: skipped", "kind", "cluster", "from", mark, "to", to,
+					"clusters", st.Skipped, "maxCandidates", h.Params.MaxCandidates)
+				h.Metrics.DetectionSkipped(ctx, "cluster", st.Skipped)
+				rep.SkippedClusters += st.Skipped
+			}
+		}
+		groups, deferred := settled(groups, mark.Add(-h.Params.Window), to.Add(-h.Params.Window))
+		n, err := h.Store.FlagGroups(ctx, groups, Job, mark, to)
+		if errors.Is(err, moderationstore.ErrWatermarkMoved) {
+			slog.WarnContext(ctx, "detect-manipulation: another run merged the step; leaving", "watermark", mark)
+			rep.Superseded = true
+			return merged, nil
+		}
+		if err != nil {
+			return merged, err
+		}
+		if err := h.Store.DropPartials(ctx, to, h.Partitions); err != nil {
+			// The deletion policy clears them; the step is merged.
+			slog.WarnContext(ctx, "detect-manipulation: partials not dropped", "stepEnd", to, "error", err.Error())
+		}
+		merged++
 		rep.Steps++
-		rep.Reactions += len(rows)
+		rep.Reactions += rows
+		rep.Candidates += candidates
 		rep.Groups += len(groups)
 		rep.Flagged += n
-		rep.Stats = addStats(rep.Stats, st)
+		rep.Deferred += deferred
 		for _, g := range groups {
 			if len(rep.Evidence) < maxReported {
 				rep.Evidence = append(rep.Evidence, g.Evidence)
@@ -210,14 +417,28 @@ func (h *handler) run(ctx context.Context, _ struct{}) (Report, error) {
 				"youngAccounts", g.Evidence.YoungAccounts, "items", len(g.Evidence.Items),
 				"windowStart", g.Evidence.WindowStart, "windowEnd", g.Evidence.WindowEnd)
 		}
-		stored, mark, rep.To = to, to, to
-		step = h.Step
+		mark, rep.To = to, to
+		if _, err := h.lease(ctx, mergeLease, holder); err != nil {
+			return merged, err
+		}
 	}
-	// One line per run: what it read and flagged, and how far behind it is.
-	slog.InfoContext(ctx, "detect-manipulation: done", "steps", rep.Steps, "reactions", rep.Reactions,
-		"groups", rep.Groups, "flagged", rep.Flagged, "skippedSteps", rep.SkippedSteps,
-		"lagSeconds", end.Sub(rep.To).Seconds(), "duration", h.Now().Sub(started).String())
-	return rep, nil
+	return merged, nil
+}
+
+func (h *handler) lease(ctx context.Context, name, holder string) (bool, error) {
+	if h.Leases == nil {
+		return true, nil
+	}
+	return h.Leases.Lease(ctx, name, holder, partitionLease)
+}
+
+func (h *handler) release(ctx context.Context, name, holder string) {
+	if h.Leases == nil {
+		return
+	}
+	if err := h.Leases.Release(context.WithoutCancel(ctx), name, holder); err != nil {
+		slog.WarnContext(ctx, "detect-manipulation: lease not released; it expires by itself", "lease", name, "error", err.Error())
+	}
 }
 
 // settled keeps the groups whose last reaction lies in [from, cut), cut
@@ -244,18 +465,3 @@ func settled(groups []moderation.Group, from, cut time.Time) ([]moderation.Group
 // maxReported bounds the evidence records an answer carries (the flags
 // carry them all).
 const maxReported = 100
-
-func addStats(a, b moderation.Stats) moderation.Stats {
-	a.Reactions += b.Reactions
-	a.Accounts += b.Accounts
-	a.Items += b.Items
-	a.Eligible += b.Eligible
-	a.StrongPairs += b.StrongPairs
-	a.Clusters += b.Clusters
-	a.Skipped += b.Skipped
-	a.Candidates += b.Candidates
-	a.Groups += b.Groups
-	a.Established += b.Established
-	a.Flagged += b.Flagged
-	return a
-}

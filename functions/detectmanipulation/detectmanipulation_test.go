@@ -3,24 +3,31 @@ package detectmanipulationfn_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/spanner"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	detectmanipulationfn "github.com/videngage/engagement/functions/detectmanipulation"
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/internal/moderationtest"
 	"github.com/videngage/engagement/internal/otelcount"
+	"github.com/videngage/engagement/shared/counter/leasestore"
 	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/moderation/moderationstore"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
 	"github.com/videngage/engagement/shared/spannerdb"
+	"github.com/videngage/engagement/shared/telemetry"
 )
 
 func TestMain(m *testing.M) {
@@ -71,13 +78,105 @@ func flagged(t *testing.T, rs *moderationstore.Store) map[string]moderation.Flag
 	}
 }
 
+// spikeAt adds to w an item whose likes rise a thousandfold within the
+// minute starting at m: 3 in the half hour before, 150 in the minute.
+func spikeAt(w *moderationtest.World, item string, m time.Time) {
+	for i := range 3 {
+		u := fmt.Sprintf("spike-base-%d", i)
+		w.Reactions = append(w.Reactions, moderation.Reaction{UserID: u, ContentID: item, Reaction: "like", At: m.Add(-time.Duration(5+10*i) * time.Minute)})
+	}
+	for i := range 150 {
+		u := fmt.Sprintf("spike-%d", i)
+		w.Reactions = append(w.Reactions, moderation.Reaction{UserID: u, ContentID: item, Reaction: "like", At: m.Add(time.Duration(i) * 200 * time.Millisecond)})
+	}
+}
+
+// breaking fails SavePartial of one partition once, after its read: an
+// invocation killed in the middle of a partition's step.
+type breaking struct {
+	detectmanipulationfn.Store
+	name string
+	once sync.Once
+}
+
+var errKilled = errors.New("killed")
+
+func (b *breaking) SavePartial(ctx context.Context, name string, partitions, part int, from, to time.Time, p moderation.Partial, spikes []moderation.Spike, baseline time.Duration) error {
+	killed := false
+	if name == b.name {
+		b.once.Do(func() { killed = true })
+	}
+	if killed {
+		return errKilled
+	}
+	return b.Store.SavePartial(ctx, name, partitions, part, from, to, p, spikes, baseline)
+}
+
+func newMetrics(t *testing.T) (*telemetry.Metrics, *sdkmetric.ManualReader) {
+	t.Helper()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	m, err := telemetry.NewMetrics(mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, reader
+}
+
+// skipped reads the detection's skips by kind from the metrics.
+func skipped(t *testing.T, reader *sdkmetric.ManualReader) map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != telemetry.MetricDetectionSkipped {
+				continue
+			}
+			sum, ok := m.Data.(metricdata.Sum[int64])
+			if !ok || !sum.IsMonotonic {
+				t.Fatalf("%s is %T, want a counter", m.Name, m.Data)
+			}
+			for _, p := range sum.DataPoints {
+				kind, _ := p.Attributes.Value(telemetry.AttrKind)
+				out[kind.AsString()] += p.Value
+			}
+		}
+	}
+	return out
+}
+
+func trail(t *testing.T, db *spannerdb.DB, f moderation.Filter) []moderation.Entry {
+	t.Helper()
+	var out []moderation.Entry
+	var cur *moderation.EntryCursor
+	for {
+		page, next, err := moderationstore.New(db, moderationstore.Gate{}).List(context.Background(), f, cur, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, page...)
+		if next == nil {
+			return out
+		}
+		cur = next
+	}
+}
+
 // A ring of 50 new accounts liking 4 new videos within 5 minutes, among
 // 2,000 ordinary accounts, 20 heavy users, a viral video liked by 1,200 of
-// them within 10 minutes and a channel's release liked by 40 established
-// fans, over an hour: the ring, and only the ring, is flagged, with
-// its evidence; the next run flags nothing again, and a moderator's unflag
-// stands when the same evidence is read again.
-func TestFlagsTheRingAndOnlyTheRing(t *testing.T) {
+// them within 10 minutes, a channel's release liked by 40 established fans
+// and a video whose likes rise a thousandfold in a minute, over an hour,
+// read by 4 partitions in steps of 15 minutes, one of them killed once in
+// the middle of a step: the ring, and only the ring, is flagged once each,
+// with its evidence, and the spike is on the record once for review; the
+// next run flags nothing again, and a moderator's unflag stands when the
+// same evidence is read again.
+func TestPartitionsFlagTheRingAndOnlyTheRing(t *testing.T) {
 	cfg := emulatortest.New(t)
 	ctx := context.Background()
 	db := emulatortest.Spanner(t, cfg)
@@ -88,22 +187,34 @@ func TestFlagsTheRingAndOnlyTheRing(t *testing.T) {
 		Fans: 40, FanItems: 4, FanSpread: 15 * time.Minute,
 		Rings: []moderationtest.Ring{{Size: 50, Items: 4, Spread: 5 * time.Minute}},
 	}.Generate(now.Add(-30 * time.Minute))
+	spikeMinute := now.Add(-50 * time.Minute).Truncate(time.Minute)
+	spikeAt(&world, "spiked", spikeMinute)
 	started := time.Now()
 	seed(t, db, world)
 	t.Logf("seeded %d reactions in %v", len(world.Reactions), time.Since(started))
 	rs := moderationstore.New(db, moderationstore.Gate{})
-	// Steps of an hour, and a row budget that makes the first split: the
-	// run walks the two hours in several steps.
-	h := detectmanipulationfn.New(detectmanipulationfn.Deps{Store: detectmanipulationfn.Stores(reactionstore.New(db), rs), MaxRows: 5000,
-		FirstLookback: 2 * time.Hour, Now: func() time.Time { return now }})
+	store := &breaking{Store: detectmanipulationfn.Stores(reactionstore.New(db), rs), name: detectmanipulationfn.PartitionName(4, 2)}
+	deps := detectmanipulationfn.Deps{Store: store, Leases: leasestore.New(db, nil),
+		Partitions: 4, Step: 15 * time.Minute, Ahead: 2, FirstLookback: 2 * time.Hour, Now: func() time.Time { return now }}
+	h := detectmanipulationfn.New(deps)
 
+	// The killed invocation answers an error and leaves what it did not
+	// commit to the next one.
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/internal/detect-manipulation", strings.NewReader("{}")))
+	if rec.Code < 500 {
+		t.Fatalf("killed run: %d %s", rec.Code, rec.Body)
+	}
 	before, started := otelcount.Global().Spanner(), time.Now()
 	rep := run(t, h)
 	cost := otelcount.Global().Spanner().Minus(before)
-	t.Logf("run in %v: %d steps, %d reactions read, %d groups, %d flagged; Spanner: %d reads, %d commits, %d rows written",
-		time.Since(started), rep.Steps, rep.Reactions, rep.Groups, rep.Flagged, cost.Reads, cost.Commits, cost.RowWrites)
-	if rep.Steps < 3 || rep.Reactions < len(world.Reactions) || !rep.To.Equal(now.Add(-10*time.Second)) {
-		t.Errorf("report %+v: want at least 3 steps over all %d reactions up to now-10s", rep, len(world.Reactions))
+	t.Logf("run in %v: %+v; Spanner: %d reads, %d commits, %d rows written", time.Since(started), rep, cost.Reads, cost.Commits, cost.RowWrites)
+	mark, err := rs.Watermark(ctx, detectmanipulationfn.Job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := now.Add(-2 * time.Hour).Add(-10 * time.Second).Truncate(time.Minute); now.Add(-10*time.Second).Sub(mark) >= 15*time.Minute || mark.Sub(want)%(15*time.Minute) != 0 {
+		t.Errorf("merge watermark %v: want the last whole 15-minute step from %v", mark, want)
 	}
 	flags := flagged(t, rs)
 	var got []string
@@ -112,6 +223,9 @@ func TestFlagsTheRingAndOnlyTheRing(t *testing.T) {
 		if f.Reason != moderation.Automatic || f.Evidence == nil || f.Evidence.GroupSize != 50 || len(f.Evidence.Items) != 4 ||
 			f.Evidence.WindowEnd.Sub(f.Evidence.WindowStart) > 5*time.Minute || f.Evidence.YoungAccounts != 50 {
 			t.Errorf("flag %v: %s at %v, evidence %+v", u, f.Reason, f.FlaggedAt, f.Evidence)
+		}
+		if es := trail(t, db, moderation.Filter{UserID: u}); len(es) != 1 {
+			t.Errorf("%s has %d audit entries, want one flag", u, len(es))
 		}
 	}
 	slices.Sort(got)
@@ -123,25 +237,42 @@ func TestFlagsTheRingAndOnlyTheRing(t *testing.T) {
 	if !slices.Equal(got, ring) {
 		t.Fatalf("flagged %d accounts %v, want the ring's %d", len(got), got, len(ring))
 	}
-	if rep.Flagged != 50 || cost.Commits != int64(rep.Steps) {
-		t.Errorf("report %+v with %d commits: want 50 flagged, one commit a step", rep, cost.Commits)
+
+	// The spike is on the record once, for review, with its evidence.
+	reviews := trail(t, db, moderation.Filter{VideoID: "spiked"})
+	if len(reviews) != 1 {
+		t.Fatalf("%d entries on the spiked video, want one review: %+v", len(reviews), reviews)
+	}
+	if e := reviews[0]; e.Action != moderation.ActionReview || e.Actor != moderation.DetectorSpikes || e.Changed || e.Evidence == nil ||
+		e.Evidence.PerMinute != 150 || e.Evidence.BaselinePerMinute == nil || *e.Evidence.BaselinePerMinute != 0.1 ||
+		!e.Evidence.WindowStart.Equal(spikeMinute) || !e.Evidence.BaselineStart.Equal(spikeMinute.Add(-30*time.Minute)) {
+		t.Errorf("review %+v, evidence %+v", e, e.Evidence)
+	}
+	if all := trail(t, db, moderation.Filter{}); len(all) != 51 {
+		t.Errorf("%d audit entries, want 50 flags and one review", len(all))
 	}
 
 	// The next run reads only what is new (nothing) and flags nobody twice.
 	again := run(t, h)
-	if again.Flagged != 0 || again.Steps != 0 || !again.From.Equal(rep.To) {
+	if again.Flagged != 0 || again.Steps != 0 || again.PartitionSteps != 0 || !again.From.Equal(mark) {
 		t.Errorf("second run: %+v", again)
 	}
 
 	// A moderator clears one member; a run over the ring's minutes again
-	// (its watermark set back before them) finds the group and does not
+	// (every watermark set back before them) finds the group and does not
 	// flag that member back.
 	if _, err := rs.SetFlagged(ctx, moderation.Decision{Moderator: "mod", UserIDs: ring[:1], Flagged: false}); err != nil {
 		t.Fatal(err)
 	}
-	back := flags[ring[1]].Evidence.WindowStart.Add(-time.Minute)
-	if _, err := db.Client.Apply(ctx, []*spanner.Mutation{spanner.Update("JobWatermarks",
-		[]string{"Name", "Watermark"}, []any{detectmanipulationfn.Job, back})}); err != nil {
+	back := mark.Add(-45 * time.Minute)
+	for back.After(flags[ring[1]].Evidence.WindowStart.Add(-time.Minute)) {
+		back = back.Add(-15 * time.Minute)
+	}
+	var ms []*spanner.Mutation
+	for _, name := range append([]string{detectmanipulationfn.Job}, partitionNames(4)...) {
+		ms = append(ms, spanner.Update("JobWatermarks", []string{"Name", "Watermark"}, []any{name, back}))
+	}
+	if _, err := db.Client.Apply(ctx, ms); err != nil {
 		t.Fatal(err)
 	}
 	third := run(t, h)
@@ -150,6 +281,37 @@ func TestFlagsTheRingAndOnlyTheRing(t *testing.T) {
 	}
 	if f := flagged(t, rs); len(f) != 49 || f[ring[0]].UserID != "" {
 		t.Errorf("after the moderator's unflag and a rerun: %d flagged, want 49", len(f))
+	}
+}
+
+func partitionNames(n int) []string {
+	var out []string
+	for i := range n {
+		out = append(out, detectmanipulationfn.PartitionName(n, i))
+	}
+	return out
+}
+
+// A step whose candidates exceed the merge's budget is skipped, and the
+// skip is counted (the alert's signal); the watermark moves past it.
+func TestSkippedStepIsCounted(t *testing.T) {
+	cfg := emulatortest.New(t)
+	db := emulatortest.Spanner(t, cfg)
+	now := time.Now().UTC()
+	world := moderationtest.Population{
+		Seed: 3, Ordinary: 300, PerUser: 2, Catalogue: 50, NewShare: 0.1,
+		Rings: []moderationtest.Ring{{Size: 30, Items: 4, Spread: 5 * time.Minute}},
+	}.Generate(now.Add(-10 * time.Minute))
+	seed(t, db, world)
+	metrics, reader := newMetrics(t)
+	h := detectmanipulationfn.New(detectmanipulationfn.Deps{Store: detectmanipulationfn.Stores(reactionstore.New(db), moderationstore.New(db, moderationstore.Gate{})), Partitions: 2, Step: 30 * time.Minute,
+		MaxCandidates: 100, FirstLookback: time.Hour + 10*time.Minute, Metrics: metrics, Now: func() time.Time { return now }})
+	rep := run(t, h)
+	if rep.Steps != 2 || rep.SkippedSteps == 0 || rep.Flagged != 0 {
+		t.Fatalf("report %+v: want 2 steps merged, some skipped, nobody flagged", rep)
+	}
+	if got := skipped(t, reader); got["step"] != int64(rep.SkippedSteps) {
+		t.Errorf("skips counted %v, want step=%d", got, rep.SkippedSteps)
 	}
 }
 

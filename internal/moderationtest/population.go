@@ -303,3 +303,29 @@ func (w World) Mutations(batch int) [][]*spanner.Mutation {
 	}
 	return out
 }
+
+// Partitioned is the partitioned detection of a step held in memory: rs
+// grouped by item part (moderation.PartOf) into n partitions, each scanned
+// a part at a time as the job's partitions read them, for the step's new
+// reactions in [from, to). It returns each partition's share and spikes.
+func Partitioned(p moderation.Params, rs []moderation.Reaction, n int, from, to time.Time) ([]moderation.Partial, [][]moderation.Spike) {
+	byPart := make([][]moderation.Reaction, moderation.Parts)
+	for _, r := range rs {
+		k := moderation.PartOf(r.ContentID)
+		byPart[k] = append(byPart[k], r)
+	}
+	parts := make([]moderation.Partial, n)
+	spikes := make([][]moderation.Spike, n)
+	for i := range n {
+		lo, hi := moderation.PartRange(i, n)
+		s := p.NewScan(from, to)
+		for k := lo; k < hi; k++ {
+			for _, r := range byPart[k] {
+				s.Add(r)
+			}
+			s.EndPart()
+		}
+		parts[i], spikes[i] = s.Finish()
+	}
+	return parts, spikes
+}

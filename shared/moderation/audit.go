@@ -24,6 +24,9 @@ const (
 	// away, or gave it back (cmd/moderators).
 	ActionRevoke  Action = "revoke"
 	ActionRestore Action = "restore"
+	// ActionReview: a detector asks moderators to look at a video (its
+	// reaction rate spiked); nothing was changed.
+	ActionReview Action = "review"
 )
 
 // ActorKind says who acted.
@@ -43,6 +46,9 @@ const (
 	DetectorGroups = "detector:coordinated-reactions"
 	// DetectorViews is the view velocity check (functions/applyviews).
 	DetectorViews = "detector:view-velocity"
+	// DetectorSpikes is the reaction rate-spike check
+	// (functions/detectmanipulation's partitions).
+	DetectorSpikes = "detector:reaction-rate"
 )
 
 // Entry is one record of the audit trail: who did what to whom, when and
@@ -114,6 +120,10 @@ func ValidReason(s string) error {
 
 // Summary is the reason an automatic entry gives for its evidence.
 func (e Evidence) Summary() string {
+	if e.BaselinePerMinute != nil {
+		return fmt.Sprintf("%.0f reactions in the minute from %s against %.2f a minute over the %s before", e.PerMinute,
+			e.WindowStart.UTC().Format(time.RFC3339), *e.BaselinePerMinute, e.WindowStart.Sub(e.BaselineStart))
+	}
 	if e.Views > 0 {
 		return fmt.Sprintf("counted %d views between %s and %s", e.Views, e.WindowStart.UTC().Format(time.RFC3339), e.WindowEnd.UTC().Format(time.RFC3339))
 	}

@@ -49,6 +49,20 @@ type Params struct {
 	// items (memory MaxCandidates²/8 bytes); a larger cluster is skipped
 	// and reported.
 	MaxCandidates int
+	// MaxItemReach: an item reacted to by more accounts than this in one
+	// scan is popular whatever the scan's size, and is left out by the
+	// partitions (Scan) before the merge; 0 leaves it to MaxItemShare.
+	MaxItemReach int
+	// SpikeFactor: an item whose reactions in one minute reach this many
+	// times its rate over the SpikeBaseline before is flagged for review
+	// (Scan); 0 turns the check off.
+	SpikeFactor float64
+	// SpikeBaseline is how far back an item's own rate is taken.
+	SpikeBaseline time.Duration
+	// SpikeMinBaseline is the lowest baseline a spike is measured against
+	// (reactions a minute): an item with no reactions before is not rising
+	// a thousandfold from nothing with its first few.
+	SpikeMinBaseline float64
 }
 
 // DefaultParams are the production settings.
@@ -62,6 +76,10 @@ var DefaultParams = Params{
 	MinYoungShare:       0.5,
 	EstablishedMinItems: 6,
 	MaxCandidates:       10000,
+	MaxItemReach:        10000,
+	SpikeFactor:         1000,
+	SpikeBaseline:       30 * time.Minute,
+	SpikeMinBaseline:    0.1,
 }
 
 // Validate reports settings that cannot work.
@@ -83,6 +101,10 @@ func (p Params) Validate() error {
 		return fmt.Errorf("moderation: MinYoungShare must be in [0, 1]")
 	case p.MaxCandidates < p.MinGroup:
 		return fmt.Errorf("moderation: MaxCandidates must be at least MinGroup")
+	case p.MaxItemReach != 0 && p.MaxItemReach < p.MinGroup:
+		return fmt.Errorf("moderation: MaxItemReach must be 0 or at least MinGroup")
+	case p.SpikeFactor != 0 && (p.SpikeFactor < 1 || p.SpikeBaseline < time.Minute || p.SpikeMinBaseline <= 0):
+		return fmt.Errorf("moderation: a spike check needs SpikeFactor ≥ 1, SpikeBaseline ≥ 1m and SpikeMinBaseline > 0")
 	}
 	return nil
 }
@@ -110,6 +132,7 @@ type Stats struct {
 	Groups      int `json:"groups"`      // groups found
 	Established int `json:"established"` // of them, not flagged: established accounts without EstablishedMinItems
 	Flagged     int `json:"flagged"`     // accounts in the groups returned
+	Popular     int `json:"popular"`     // items left out by the partitions over MaxItemReach
 }
 
 type token struct{ content, kind string }
@@ -123,10 +146,19 @@ type event struct {
 // in one scanned range. It returns the groups to flag, sorted by their first
 // member.
 func (p Params) Detect(rs []Reaction, firstSeen FirstSeen) ([]Group, Stats, error) {
+	return p.detect(rs, 0, firstSeen)
+}
+
+// detect is Detect over rs with the scan's account count taken as accounts
+// (0: the accounts of rs).
+func (p Params) detect(rs []Reaction, accounts int, firstSeen FirstSeen) ([]Group, Stats, error) {
 	if err := p.Validate(); err != nil {
 		return nil, Stats{}, err
 	}
 	d := newDetection(p, rs)
+	if accounts > 0 {
+		d.stats.Accounts = accounts
+	}
 	st := &d.stats
 	clusters := d.clusters()
 	type found struct {
@@ -199,8 +231,6 @@ func newDetection(p Params, rs []Reaction) *detection {
 	d := &detection{p: p}
 	userIdx := map[string]int32{}
 	tokIdx := map[token]int32{}
-	type ut struct{ u, t int32 }
-	seen := map[ut]int{} // (user, token) → index in events[u]
 	for _, r := range rs {
 		u, ok := userIdx[r.UserID]
 		if !ok {
@@ -217,17 +247,17 @@ func newDetection(p Params, rs []Reaction) *detection {
 			d.toks = append(d.toks, k)
 			d.reach = append(d.reach, 0)
 		}
-		at := r.At.UnixNano()
-		if i, dup := seen[ut{u, t}]; dup {
-			d.events[u][i].at = max(d.events[u][i].at, at)
-			continue
-		}
-		seen[ut{u, t}] = len(d.events[u])
-		d.events[u] = append(d.events[u], event{t, at})
-		d.reach[t]++
+		d.events[u] = append(d.events[u], event{t, r.At.UnixNano()})
 	}
-	for u := range d.events {
-		slices.SortFunc(d.events[u], func(a, b event) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.tok, b.tok)) })
+	// An account's reactions on one item count once, at the latest.
+	for u, evs := range d.events {
+		slices.SortFunc(evs, func(a, b event) int { return cmp.Or(cmp.Compare(a.tok, b.tok), cmp.Compare(b.at, a.at)) })
+		evs = slices.CompactFunc(evs, func(a, b event) bool { return a.tok == b.tok })
+		for _, e := range evs {
+			d.reach[e.tok]++
+		}
+		slices.SortFunc(evs, func(a, b event) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.tok, b.tok)) })
+		d.events[u] = slices.Clip(evs)
 	}
 	d.stats.Reactions = len(rs)
 	d.stats.Accounts = len(d.users)
@@ -240,7 +270,7 @@ func newDetection(p Params, rs []Reaction) *detection {
 // Window, MinLift times more than independent accounts would.
 func (d *detection) clusters() [][]int32 {
 	p := d.p
-	n := float64(len(d.users))
+	n := float64(d.stats.Accounts)
 	eligible := make([]bool, len(d.toks))
 	for t, r := range d.reach {
 		eligible[t] = int(r) >= p.MinGroup && float64(r) <= p.MaxItemShare*n

@@ -59,6 +59,14 @@ type Evidence struct {
 	// views it was counted between WindowStart and WindowEnd (one clock
 	// hour).
 	Views int64 `json:"views,omitempty"`
+	// PerMinute, BaselinePerMinute and BaselineStart, for an item flagged
+	// for review by the rate-spike check (Items its one item, the window
+	// its minute, GroupSize the accounts that reacted in it): its
+	// reactions in the minute, and its rate over [BaselineStart,
+	// WindowStart).
+	PerMinute         float64   `json:"perMinute,omitempty"`
+	BaselinePerMinute *float64  `json:"baselinePerMinute,omitempty"`
+	BaselineStart     time.Time `json:"baselineStart,omitzero"`
 }
 
 // MaxEvidenceItems bounds the items an evidence record names.

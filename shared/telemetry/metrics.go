@@ -29,6 +29,7 @@ const (
 	MetricRateLimited             = "engagement/rate_limited"
 	MetricReactionsUndone         = "engagement/reactions_undone"
 	MetricRateLimitDegraded       = "engagement/rate_limit_degraded"
+	MetricDetectionSkipped        = "engagement/detection_skipped"
 	// Counted on the wire by every Spanner client (spannerdb.ClientOptions)
 	// and every publisher (bus.Publisher): what the Spanner and Pub/Sub
 	// bills follow.
@@ -67,6 +68,7 @@ type Metrics struct {
 	rateLimited         metric.Int64Counter
 	reactionsUndone     metric.Int64Counter
 	rateLimitDegraded   metric.Int64Counter
+	detectionSkipped    metric.Int64Counter
 }
 
 // NewMetrics creates the instruments on mp; nil means the global meter
@@ -102,6 +104,8 @@ func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 			"Reactions taken back: a like or dislike set to none (undo traffic). Exported each minute, its increase is the undos of that minute."),
 		rateLimitDegraded: i64counter(MetricRateLimitDegraded, "{request}",
 			"Requests whose per-user limit the instance decided alone, by kind, because the shared limit's store did not answer in time."),
+		detectionSkipped: i64counter(MetricDetectionSkipped, "{skip}",
+			"Parts of the manipulation detection left unread, by kind: a step whose candidates exceeded the merge's budget, or a cluster of items over MaxCandidates accounts."),
 	}
 	var err error
 	out.rollupLag, err = m.Float64Gauge(MetricRollupLag, metric.WithUnit("s"),
@@ -236,6 +240,15 @@ func (m *Metrics) RateLimitDegraded(ctx context.Context, kind string, n int) {
 		return
 	}
 	m.rateLimitDegraded.Add(ctx, int64(n), metric.WithAttributes(attribute.String(AttrKind, kind)))
+}
+
+// DetectionSkipped counts n parts of the manipulation detection of kind
+// (step, cluster) that were not judged.
+func (m *Metrics) DetectionSkipped(ctx context.Context, kind string, n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.detectionSkipped.Add(ctx, int64(n), metric.WithAttributes(attribute.String(AttrKind, kind)))
 }
 
 func consumerAttr(consumer string) metric.MeasurementOption {

@@ -50,6 +50,9 @@ func TestMetricsCounters(t *testing.T) {
 	m.ReconcileCorrection(ctx, "comments", 0) // no correction
 	m.ReactionUndone(ctx)
 	m.ReactionUndone(ctx)
+	m.DetectionSkipped(ctx, "step", 1)
+	m.DetectionSkipped(ctx, "cluster", 2)
+	m.DetectionSkipped(ctx, "cluster", 0) // nothing skipped
 
 	got := collect(t, reader)
 	want := map[string]map[string]int64{
@@ -65,6 +68,7 @@ func TestMetricsCounters(t *testing.T) {
 		MetricRateLimitDegraded:    {"kind=history": 1, "kind=reactions": 5},
 		MetricReconcileCorrections: {"field=likes": 2, "field=comments": 1},
 		MetricReactionsUndone:      {"": 2},
+		MetricDetectionSkipped:     {"kind=step": 1, "kind=cluster": 2},
 	}
 	for name, points := range want {
 		if diff := cmp.Diff(points, sums(t, got[name])); diff != "" {

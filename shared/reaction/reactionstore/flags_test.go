@@ -13,7 +13,6 @@ import (
 	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/moderation/moderationstore"
 	"github.com/videngage/engagement/shared/reaction"
-	"github.com/videngage/engagement/shared/reaction/reactionstore"
 )
 
 func group(ev moderation.Evidence, members ...string) moderation.Group {
@@ -124,22 +123,32 @@ func TestChangedAndFirstSeen(t *testing.T) {
 		t.Fatalf("account with a row older than CreateTime: %v %v", f, err)
 	}
 	after := time.Now().Add(time.Minute)
-	rs, err := w.rs.Changed(ctx, before, after, 100)
-	if err != nil {
-		t.Fatal(err)
+	changed := func(from, to time.Time, lo, hi int) []string {
+		t.Helper()
+		scan := moderation.Params{MinGroup: 1}.NewScan(from, to)
+		if err := w.rs.ScanParts(ctx, lo, hi, from, to, scan); err != nil {
+			t.Fatal(err)
+		}
+		part, _ := scan.Finish()
+		var got []string
+		for _, r := range part.Candidates {
+			got = append(got, r.UserID+"/"+r.ContentID+"/"+r.Reaction)
+		}
+		slices.Sort(got)
+		if part.Rows != len(got) {
+			t.Fatalf("%d rows scanned, %d kept", part.Rows, len(got))
+		}
+		return got
 	}
-	var got []string
-	for _, r := range rs {
-		got = append(got, r.UserID+"/"+r.ContentID+"/"+r.Reaction)
-	}
-	slices.Sort(got)
-	if want := []string{"u1/a/dislike", "u1/b/like", "u2/a/dislike"}; !slices.Equal(got, want) {
+	if got, want := changed(before, after, 0, moderation.Parts), []string{"u1/a/dislike", "u1/b/like", "u2/a/dislike"}; !slices.Equal(got, want) {
 		t.Fatalf("changed: %v, want %v", got, want)
 	}
-	if _, err := w.rs.Changed(ctx, before, after, 2); !errors.Is(err, reactionstore.ErrTooManyRows) {
-		t.Fatalf("over the row limit: %v", err)
+	// The parts split the items: every reaction is in exactly one half.
+	lo, hi := changed(before, after, 0, moderation.Parts/2), changed(before, after, moderation.Parts/2, moderation.Parts)
+	if len(lo)+len(hi) != 3 {
+		t.Fatalf("halves %v and %v", lo, hi)
 	}
-	if rs, err := w.rs.Changed(ctx, after, after.Add(time.Hour), 100); err != nil || len(rs) != 0 {
-		t.Fatalf("empty range: %v %v", rs, err)
+	if got := changed(after, after.Add(time.Hour), 0, moderation.Parts); len(got) != 0 {
+		t.Fatalf("empty range: %v", got)
 	}
 }

@@ -2,7 +2,6 @@ package reactionstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -11,46 +10,37 @@ import (
 	"github.com/videngage/engagement/shared/moderation"
 )
 
-// timeShards is the number of TimeShard values (060_manipulation.sql).
-const timeShards = 16
+// indexByItemPart serves a partition of the detection its item parts'
+// changed reactions (105_detection_partitions.sql).
+const indexByItemPart = "ReactionsByItemPart"
 
-// ErrTooManyRows: a time range holds more changed reactions than the caller
-// allowed; it asks again for a shorter range.
-var ErrTooManyRows = errors.New("reactionstore: too many reactions in the range")
-
-// Changed returns the current reactions whose last change lies in [from,
-// to): one query over the ReactionsByTime index (each TimeShard's range of
-// the times), none of the table. More than maxRows is ErrTooManyRows.
-func (s *Store) Changed(ctx context.Context, from, to time.Time, maxRows int) ([]moderation.Reaction, error) {
-	shards := make([]int64, timeShards)
-	for i := range shards {
-		shards[i] = int64(i)
+// ScanParts feeds scan the reactions of item parts [lo, hi) whose last
+// change lies in [from, to), a part at a time: one Read of the
+// ReactionsByItemPart index, a key range per part, rows in key order.
+func (s *Store) ScanParts(ctx context.Context, lo, hi int, from, to time.Time, scan *moderation.Scan) error {
+	ranges := make([]spanner.KeySet, 0, hi-lo)
+	for p := lo; p < hi; p++ {
+		ranges = append(ranges, spanner.KeyRange{Start: spanner.Key{int64(p), from}, End: spanner.Key{int64(p), to}, Kind: spanner.ClosedOpen})
 	}
-	stmt := spanner.Statement{
-		SQL: `SELECT UserId, ContentId, Reaction, UpdateTime
-FROM Reactions@{FORCE_INDEX=ReactionsByTime}
-WHERE TimeShard IN UNNEST(@shards) AND UpdateTime >= @from AND UpdateTime < @to`,
-		Params: map[string]any{"shards": shards, "from": from, "to": to},
-	}
-	var out []moderation.Reaction
-	err := s.db.Single().Query(ctx, stmt).Do(func(r *spanner.Row) error {
-		if len(out) >= maxRows {
-			return ErrTooManyRows
-		}
+	part := int64(-1)
+	err := s.db.Single().ReadUsingIndex(ctx, tableReactions, indexByItemPart, spanner.KeySets(ranges...),
+		[]string{"ItemPart", "UserId", "ContentId", "Reaction", "UpdateTime"}).Do(func(r *spanner.Row) error {
+		var p int64
 		var x moderation.Reaction
-		if err := r.Columns(&x.UserID, &x.ContentID, &x.Reaction, &x.At); err != nil {
+		if err := r.Columns(&p, &x.UserID, &x.ContentID, &x.Reaction, &x.At); err != nil {
 			return err
 		}
-		out = append(out, x)
+		if p != part && part >= 0 {
+			scan.EndPart()
+		}
+		part = p
+		scan.Add(x)
 		return nil
 	})
-	if errors.Is(err, ErrTooManyRows) {
-		return nil, err
-	}
 	if err != nil {
-		return nil, fmt.Errorf("reactionstore.Changed: %w", err)
+		return fmt.Errorf("reactionstore.ScanParts(%d, %d): %w", lo, hi, err)
 	}
-	return out, nil
+	return nil
 }
 
 // FirstSeen returns when each of users was first seen: the creation of

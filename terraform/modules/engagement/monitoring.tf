@@ -13,6 +13,8 @@
 #                      (functions/reconcile)
 #   "rollup: stalled counters"  a run found changes uncounted for longer
 #                      than COUNTER_STALL_AFTER (functions/rollup)
+#   "detect-manipulation: skipped"  a detection step or a cluster of items
+#                      was not judged (functions/detectmanipulation)
 # terraform/check verifies that no alert, dashboard or SLO names a metric that
 # is neither built in nor created here.
 
@@ -100,7 +102,27 @@ resource "time_sleep" "log_metrics" {
     reconcile_corrections = google_logging_metric.reconcile_corrections.name
     rate_limit_degraded   = google_logging_metric.rate_limit_degraded.name
     stalled_counters      = google_logging_metric.stalled_counters.name
+    detection_skipped     = google_logging_metric.detection_skipped.name
   }
+}
+
+# Counts the detection's lines naming a part it did not judge: a step whose
+# candidates exceeded the merge's budget, or a cluster of items with more
+# accounts than the pairwise comparison takes (functions/detectmanipulation;
+# the same skips are the OpenTelemetry counter engagement/detection_skipped).
+resource "google_logging_metric" "detection_skipped" {
+  project     = var.project_id
+  name        = "engagement/detection_skipped"
+  description = "Manipulation detection steps or clusters of items left unjudged."
+  filter      = "${local.function_log} AND resource.labels.service_name=\"${local.functions["DetectManipulation"].id}\" AND jsonPayload.message=\"detect-manipulation: skipped\""
+
+  metric_descriptor {
+    metric_kind = "DELTA"
+    value_type  = "INT64"
+    unit        = "1"
+  }
+
+  depends_on = [google_project_service.api]
 }
 
 resource "google_monitoring_notification_channel" "email" {
@@ -390,6 +412,34 @@ resource "google_monitoring_alert_policy" "rate_limit_degraded" {
 
   documentation {
     content   = "Bigtable's transactional cluster does not answer: writes are accepted under per-instance rate limits and the views wait in Pub/Sub. If it lasts, fail the transactional profile over (docs/failover.md)."
+    mime_type = "text/markdown"
+  }
+}
+
+resource "google_monitoring_alert_policy" "detection_skipped" {
+  project               = var.project_id
+  display_name          = "engagement ${var.environment}: manipulation detection skipped a step"
+  combiner              = "OR"
+  notification_channels = local.notification_channels
+
+  conditions {
+    display_name = "a detection step or cluster was not judged"
+    condition_threshold {
+      filter          = "resource.type = \"cloud_run_revision\" AND metric.type = \"logging.googleapis.com/user/${time_sleep.log_metrics.triggers["detection_skipped"]}\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = 0
+      duration        = "0s"
+
+      aggregations {
+        alignment_period     = "300s"
+        per_series_aligner   = "ALIGN_DELTA"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+    }
+  }
+
+  documentation {
+    content   = "Manipulation detection left reactions unjudged: groups acting in them are not flagged. The log line says which step or cluster and why; raise the partitions or the merge's memory (docs/operations.md#detection-skipped)."
     mime_type = "text/markdown"
   }
 }
