@@ -27,6 +27,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/videngage/engagement/functions/host"
+	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/counter/leasestore"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/moderation"
@@ -41,7 +42,15 @@ func init() {
 		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
 			db := spannerdb.Wrap(c.Spanner, c.Config)
 			flags := moderationstore.New(db, moderationstore.Gate{}).ProtectUnflags(c.Config.Moderation.UnflagProtection)
-			return New(Deps{Store: Stores(reactionstore.New(db), flags), Leases: leasestore.New(db, nil), Metrics: c.Metrics}), nil
+			d := Deps{Store: Stores(reactionstore.New(db), flags), Leases: leasestore.New(db, nil), Metrics: c.Metrics}
+			if u := c.Config.Moderation.AccountRecordsURL; u != "" {
+				records, err := auth.NewAccountRecords(ctx, u, c.Config.Auth.Audience)
+				if err != nil {
+					return nil, err
+				}
+				d.Accounts = records
+			}
+			return New(d), nil
 		})
 }
 
@@ -87,6 +96,13 @@ func (s stores) FirstSeen(ctx context.Context, users []string) (map[string]time.
 	return s.reactions.FirstSeen(ctx, users)
 }
 
+// Accounts answers when the identity provider created accounts
+// (*auth.AccountRecords); an account it leaves out is aged by its first
+// reaction.
+type Accounts interface {
+	Created(ctx context.Context, uids []string) (map[string]time.Time, error)
+}
+
 // Leases keep two invocations off one partition, or off the merge, at once
 // (*leasestore.Store); correctness rests on the watermarks.
 type Leases interface {
@@ -98,8 +114,11 @@ type Leases interface {
 // defaults.
 type Deps struct {
 	Store  Store
-	Leases Leases            // nil: no leases (one invocation at a time)
-	Params moderation.Params // default moderation.DefaultParams
+	Leases Leases // nil: no leases (one invocation at a time)
+	// Accounts gives accounts' ages from the identity provider (nil: from
+	// their first reactions only).
+	Accounts Accounts
+	Params   moderation.Params // default moderation.DefaultParams
 	// Partitions is how many partitions a step is cut into (default 16).
 	Partitions int
 	// Step is the reaction time one step adds; each step reads 2·Window
@@ -184,6 +203,11 @@ type Report struct {
 	Groups         int `json:"groups"`
 	Flagged        int `json:"flagged"` // accounts newly flagged
 	Spikes         int `json:"spikes"`  // items flagged for review
+	// AgesFromProvider and AgesFromReactions: of the groups' members, those
+	// aged by the identity provider's record, and those by their first
+	// reaction (no record, or no provider).
+	AgesFromProvider  int `json:"agesFromProvider,omitempty"`
+	AgesFromReactions int `json:"agesFromReactions,omitempty"`
 	// SkippedSteps: steps whose candidates exceeded MaxCandidates, not
 	// judged; SkippedClusters: clusters over Params.MaxCandidates.
 	SkippedSteps    int `json:"skippedSteps,omitempty"`
@@ -375,9 +399,7 @@ func (h *handler) merge(ctx context.Context, marks map[string]time.Time, until t
 			h.Metrics.DetectionSkipped(ctx, "step", 1)
 			rep.SkippedSteps++
 		} else {
-			groups, st, err = h.Params.Merge(parts, func(users []string) (map[string]time.Time, error) {
-				return h.Store.FirstSeen(ctx, users)
-			})
+			groups, st, err = h.Params.Merge(parts, h.ages(ctx, rep))
 			if err != nil {
 				return merged, err
 			}
@@ -423,6 +445,38 @@ func (h *handler) merge(ctx context.Context, marks map[string]time.Time, until t
 		}
 	}
 	return merged, nil
+}
+
+// ages answers the groups' members' ages: the identity provider's creation
+// time where it has one, the first reaction otherwise.
+func (h *handler) ages(ctx context.Context, rep *Report) moderation.FirstSeen {
+	return func(users []string) (map[string]time.Time, error) {
+		out := map[string]time.Time{}
+		rest := users
+		if h.Accounts != nil {
+			created, err := h.Accounts.Created(ctx, users)
+			if err != nil {
+				slog.WarnContext(ctx, "detect-manipulation: account records unavailable; ages from first reactions", "error", err.Error())
+			} else {
+				out, rest = created, nil
+				for _, u := range users {
+					if _, ok := created[u]; !ok {
+						rest = append(rest, u)
+					}
+				}
+			}
+		}
+		first, err := h.Store.FirstSeen(ctx, rest)
+		if err != nil {
+			return nil, err
+		}
+		for u, t := range first {
+			out[u] = t
+		}
+		rep.AgesFromProvider += len(users) - len(rest)
+		rep.AgesFromReactions += len(rest)
+		return out, nil
+	}
 }
 
 func (h *handler) lease(ctx context.Context, name, holder string) (bool, error) {

@@ -323,3 +323,50 @@ func TestRefusesABody(t *testing.T) {
 		t.Fatalf("unknown field: %d %s", rec.Code, rec.Body)
 	}
 }
+
+// records is an identity provider that knows some accounts' creation.
+type records map[string]time.Time
+
+func (r records) Created(_ context.Context, uids []string) (map[string]time.Time, error) {
+	out := map[string]time.Time{}
+	for _, u := range uids {
+		if t, ok := r[u]; ok {
+			out[u] = t
+		}
+	}
+	return out, nil
+}
+
+// Ages come from the identity provider's records where it has them: a ring
+// whose accounts reacted for the first time today but signed up years ago
+// is a group of established accounts, not flagged on 4 items; the accounts
+// it has no record of are aged by their first reaction.
+func TestAgesFromTheIdentityProvider(t *testing.T) {
+	cfg := emulatortest.New(t)
+	db := emulatortest.Spanner(t, cfg)
+	now := time.Now().UTC()
+	world := moderationtest.Population{
+		Seed: 5, Ordinary: 500, PerUser: 2, Catalogue: 5000, NewShare: 0.1,
+		Rings: []moderationtest.Ring{{Size: 30, Items: 4, Spread: 5 * time.Minute}},
+	}.Generate(now.Add(-20 * time.Minute))
+	seed(t, db, world)
+	old := records{}
+	n := 0
+	for u := range world.Ring {
+		if n < 25 {
+			old[u] = now.AddDate(-3, 0, 0)
+		}
+		n++
+	}
+	deps := detectmanipulationfn.Deps{Store: detectmanipulationfn.Stores(reactionstore.New(db), moderationstore.New(db, moderationstore.Gate{})), Accounts: old, Partitions: 2, Step: 30 * time.Minute,
+		FirstLookback: 90 * time.Minute, Now: func() time.Time { return now }}
+	rep := run(t, detectmanipulationfn.New(deps))
+	// The ring is found (its members' ages are asked, once per step that
+	// reads it) and judged established: 25 of 30 by the provider.
+	if rep.Flagged != 0 || rep.AgesFromProvider == 0 || rep.AgesFromProvider != 5*rep.AgesFromReactions {
+		t.Errorf("report %+v: want the ring's 30 aged, 25 by the provider as established, 5 by their reactions, nobody flagged", rep)
+	}
+	if f := flagged(t, moderationstore.New(db, moderationstore.Gate{})); len(f) != 0 {
+		t.Errorf("%d accounts flagged, want none", len(f))
+	}
+}

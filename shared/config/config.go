@@ -226,6 +226,11 @@ type Moderation struct {
 	// decision standing well past any review, and let an account that
 	// resumes manipulating be found again.
 	UnflagProtection time.Duration `env:"UNFLAG_PROTECTION, default=720h"`
+	// AccountRecordsURL is the Identity Toolkit API
+	// (https://identitytoolkit.googleapis.com) whose account records give
+	// the detection each account's creation time; empty, an account's age
+	// is its first reaction's.
+	AccountRecordsURL string `env:"ACCOUNT_RECORDS_URL"`
 }
 
 type Export struct {

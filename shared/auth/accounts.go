@@ -1,0 +1,103 @@
+package auth
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/oauth2/google"
+)
+
+// AccountRecords reads the identity provider's record of accounts: when
+// Identity Platform (Firebase Authentication) created each, through the
+// Identity Toolkit API's accounts:lookup. The ID token does not carry it
+// (auth_time is the last sign-in, not the sign-up).
+type AccountRecords struct {
+	client  *http.Client
+	url     string
+	project string
+}
+
+// identityScope is the OAuth scope of the Identity Toolkit API.
+const identityScope = "https://www.googleapis.com/auth/identitytoolkit"
+
+// lookupBatch is how many accounts one accounts:lookup asks for.
+const lookupBatch = 100
+
+// NewAccountRecords reads the records of project's accounts at base (the
+// Identity Toolkit API, https://identitytoolkit.googleapis.com), as the
+// instance's service account.
+func NewAccountRecords(ctx context.Context, base, project string) (*AccountRecords, error) {
+	c, err := google.DefaultClient(ctx, identityScope)
+	if err != nil {
+		return nil, fmt.Errorf("auth.NewAccountRecords: %w", err)
+	}
+	return NewAccountRecordsWith(c, base, project), nil
+}
+
+// NewAccountRecordsWith reads the records through client (which adds the
+// credentials), at base.
+func NewAccountRecordsWith(client *http.Client, base, project string) *AccountRecords {
+	return &AccountRecords{client: client, url: strings.TrimSuffix(base, "/") + "/v1/projects/" + project + "/accounts:lookup", project: project}
+}
+
+// Created returns when the identity provider created each of uids; an
+// account it has no record of is left out.
+func (a *AccountRecords) Created(ctx context.Context, uids []string) (map[string]time.Time, error) {
+	out := map[string]time.Time{}
+	for i := 0; i < len(uids); i += lookupBatch {
+		if err := a.lookup(ctx, uids[i:min(i+lookupBatch, len(uids))], out); err != nil {
+			return nil, fmt.Errorf("auth.AccountRecords.Created: %w", err)
+		}
+	}
+	return out, nil
+}
+
+func (a *AccountRecords) lookup(ctx context.Context, uids []string, out map[string]time.Time) error {
+	body, err := json.Marshal(struct {
+		LocalID []string `json:"localId"`
+	}{uids})
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := a.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(res.Body, 8<<20))
+	if err != nil {
+		return err
+	}
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("accounts:lookup: %s: %.200s", res.Status, data)
+	}
+	var answer struct {
+		Users []struct {
+			LocalID   string `json:"localId"`
+			CreatedAt string `json:"createdAt"` // milliseconds since the epoch
+		} `json:"users"`
+	}
+	if err := json.Unmarshal(data, &answer); err != nil {
+		return fmt.Errorf("accounts:lookup: %w", err)
+	}
+	for _, u := range answer.Users {
+		ms, err := strconv.ParseInt(u.CreatedAt, 10, 64)
+		if err != nil || u.LocalID == "" {
+			continue // no creation time: the first reaction answers for it
+		}
+		out[u.LocalID] = time.UnixMilli(ms).UTC()
+	}
+	return nil
+}

@@ -1,0 +1,67 @@
+package auth
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+// Created asks accounts:lookup for at most 100 accounts a call and returns
+// the creation times the provider has; accounts it does not know are left
+// out; a refusal is an error.
+func TestAccountRecordsCreated(t *testing.T) {
+	created := time.Date(2026, 11, 20, 8, 0, 0, 0, time.UTC)
+	var calls []int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/projects/p1/accounts:lookup" {
+			http.Error(w, "not found", http.StatusNotFound)
+			return
+		}
+		var body struct {
+			LocalID []string `json:"localId"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		calls = append(calls, len(body.LocalID))
+		type user struct {
+			LocalID   string `json:"localId"`
+			CreatedAt string `json:"createdAt,omitempty"`
+		}
+		var users []user
+		for _, id := range body.LocalID {
+			switch id {
+			case "unknown":
+			case "no-time":
+				users = append(users, user{LocalID: id})
+			default:
+				users = append(users, user{id, fmt.Sprint(created.UnixMilli())})
+			}
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"users": users})
+	}))
+	defer srv.Close()
+	a := NewAccountRecordsWith(srv.Client(), srv.URL+"/", "p1")
+	uids := []string{"unknown", "no-time"}
+	for i := range 150 {
+		uids = append(uids, fmt.Sprint("u", i))
+	}
+	got, err := a.Created(context.Background(), uids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 150 || !got["u0"].Equal(created) || !got["u149"].Equal(created) {
+		t.Errorf("created: %d accounts, u0 %v", len(got), got["u0"])
+	}
+	if len(calls) != 2 || calls[0] != 100 || calls[1] != 52 {
+		t.Errorf("calls of %v accounts, want 100 and 52", calls)
+	}
+	if _, err := NewAccountRecordsWith(srv.Client(), srv.URL, "other").Created(context.Background(), []string{"u1"}); err == nil {
+		t.Error("a refused lookup: no error")
+	}
+}
