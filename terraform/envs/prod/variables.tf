@@ -113,8 +113,11 @@ variable "function_overrides" {
     # minutes each, so about ten overlap (docs/capacity.md).
     Reconcile = { timeout_seconds = 1800, memory = "1Gi", max_instances = 24 }
     # An export streams for up to its own 10-minute deadline.
-    Account            = { timeout_seconds = 660 }
-    DetectManipulation = { timeout_seconds = 600, memory = "1Gi" }
+    Account = { timeout_seconds = 660 }
+    # Its per-minute partition and merge runs hold a request up to 9 minutes,
+    # so about ten overlap; a merge of a busy step holds its candidates
+    # in memory (docs/design/manipulation.md).
+    DetectManipulation = { timeout_seconds = 600, memory = "2Gi", max_instances = 24 }
     # Its per-minute runs hold a request up to 9m20s each, so about ten
     # overlap, each working its partitions (docs/design/history.md).
     ExpireHistory = { timeout_seconds = 600, max_instances = 24 }
