@@ -248,8 +248,22 @@ func TestPartitionsFlagTheRingAndOnlyTheRing(t *testing.T) {
 		!e.Evidence.WindowStart.Equal(spikeMinute) || !e.Evidence.BaselineStart.Equal(spikeMinute.Add(-30*time.Minute)) {
 		t.Errorf("review %+v, evidence %+v", e, e.Evidence)
 	}
-	if all := trail(t, db, moderation.Filter{}); len(all) != 51 {
-		t.Errorf("%d audit entries, want 50 flags and one review", len(all))
+	// The viral video (1,200 likes within 10 minutes, none before) is a
+	// thousandfold rise too when its busiest minute reaches 100 likes, which
+	// depends on how its spread meets the minutes: it may be on the record
+	// for review as well, and nothing else may.
+	var flagEntries int
+	for _, e := range trail(t, db, moderation.Filter{}) {
+		switch {
+		case e.Action == moderation.ActionReview && (e.VideoID == "spiked" || e.VideoID == "viral"):
+		case e.Action == moderation.ActionReview:
+			t.Errorf("review of %q: only the spiked and the viral video rise a thousandfold", e.VideoID)
+		default:
+			flagEntries++
+		}
+	}
+	if flagEntries != 50 {
+		t.Errorf("%d audit entries besides reviews, want the ring's 50 flags", flagEntries)
 	}
 
 	// The next run reads only what is new (nothing) and flags nobody twice.
