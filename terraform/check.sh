@@ -41,6 +41,11 @@ step "go build ./tools/tfprovider ./tools/tfschema (stand-in provider, schema ge
 go build -o /dev/null ./tools/tfprovider
 go build -o /dev/null ./tools/tfschema
 
+# The buildpack test (tools/gcfbuild) builds each function offline, as the
+# runtime's builder does from a full module cache: fill it first.
+step "go mod download (the module cache the offline function builds read)"
+go mod download
+
 step "SCHEMA CHECK of terraform/envs/{dev,prod} against the stand-in provider (NOT a real plan), cross-checks, broken copies"
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT

@@ -197,7 +197,6 @@ func SpannerTablesOf(repo string, c *Code, schema *Schema) (map[string]map[strin
 	}
 	var decls []*decl
 	byFunc := map[*types.Func]*decl{}
-	var methods []*types.Func // methods of the module's named types
 	pkgRoots := map[string][]*decl{}
 	pkgDecls := map[string][]*decl{}
 	deps := map[string]map[string]bool{}
@@ -220,9 +219,6 @@ func SpannerTablesOf(repo string, c *Code, schema *Schema) (map[string]map[strin
 					dc := &decl{pkg: p, node: d}
 					if fn, ok := p.TypesInfo.Defs[d.Name].(*types.Func); ok {
 						byFunc[fn] = dc
-						if d.Recv != nil {
-							methods = append(methods, fn)
-						}
 					}
 					if d.Recv == nil && d.Name.Name == "init" {
 						pkgRoots[path] = append(pkgRoots[path], dc)
@@ -259,7 +255,22 @@ func SpannerTablesOf(repo string, c *Code, schema *Schema) (map[string]map[strin
 		deps[path] = seen
 	}
 
-	// implementations of an interface method, among the module's methods.
+	// implementations of an interface method: the method each of the
+	// module's named types that implements the interface has by that name,
+	// its own or one promoted from a type it embeds.
+	var named []*types.Named
+	for _, p := range module {
+		scope := p.Types.Scope()
+		for _, name := range scope.Names() {
+			tn, ok := scope.Lookup(name).(*types.TypeName)
+			if !ok || tn.IsAlias() {
+				continue
+			}
+			if t, ok := tn.Type().(*types.Named); ok && !types.IsInterface(t) {
+				named = append(named, t)
+			}
+		}
+	}
 	implementations := func(m *types.Func) []*types.Func {
 		recv := m.Type().(*types.Signature).Recv().Type()
 		iface, ok := recv.Underlying().(*types.Interface)
@@ -267,16 +278,20 @@ func SpannerTablesOf(repo string, c *Code, schema *Schema) (map[string]map[strin
 			return nil
 		}
 		var out []*types.Func
-		for _, cand := range methods {
-			if cand.Name() != m.Name() {
+		for _, t := range named {
+			var impl types.Type
+			switch {
+			case types.Implements(t, iface):
+				impl = t
+			case types.Implements(types.NewPointer(t), iface):
+				impl = types.NewPointer(t)
+			default:
 				continue
 			}
-			t := cand.Type().(*types.Signature).Recv().Type()
-			if ptr, ok := t.(*types.Pointer); ok {
-				t = ptr.Elem()
-			}
-			if types.Implements(t, iface) || types.Implements(types.NewPointer(t), iface) {
-				out = append(out, cand)
+			if sel := types.NewMethodSet(impl).Lookup(m.Pkg(), m.Name()); sel != nil {
+				if fn, ok := sel.Obj().(*types.Func); ok {
+					out = append(out, fn.Origin())
+				}
 			}
 		}
 		return out
@@ -315,7 +330,9 @@ func SpannerTablesOf(repo string, c *Code, schema *Schema) (map[string]map[strin
 		sig := fn.Type().(*types.Signature)
 		if sig.Recv() != nil {
 			for _, impl := range implementations(fn) {
-				out = append(out, byFunc[impl])
+				if d := byFunc[impl]; d != nil {
+					out = append(out, d)
+				}
 			}
 		}
 		return out, sig

@@ -68,6 +68,7 @@ locals {
     RATE_LIMIT_MODERATION           = "30"
     EXPORTS_PER_DAY                 = "3"
     UNFLAG_PROTECTION               = "720h"
+    ACCOUNT_RECORDS_URL             = "https://identitytoolkit.googleapis.com"
     RATE_LIMIT_OTHER_WRITES         = tostring(var.rate_limit_per_minute.other)
     RATE_LIMIT_STORE_BUDGET         = "250ms"
     ROLLUP_INTERVAL                 = var.rollup_interval
@@ -103,6 +104,7 @@ resource "time_sleep" "function_grants" {
     google_project_iam_member.builder,
     google_project_iam_member.builder_staging,
     google_storage_bucket_iam_member.builder_source,
+    google_project_iam_member.account_records,
     google_secret_manager_secret_iam_member.viewer_hash_key,
     google_secret_manager_secret_iam_member.page_token,
   ]

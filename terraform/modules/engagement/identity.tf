@@ -53,3 +53,16 @@ resource "google_identity_platform_config" "main" {
 
   depends_on = [google_project_service.api]
 }
+
+# The detection ages accounts by their Identity Platform records
+# (ACCOUNT_RECORDS_URL, accounts:lookup): its identity reads them. When
+# auth_audience names another project, that project's owners grant this role
+# to the detection's identity; until then the detection ages accounts by
+# their first reactions and logs that the records are unavailable.
+resource "google_project_iam_member" "account_records" {
+  count = local.manage_identity ? 1 : 0
+
+  project = var.project_id
+  role    = "roles/firebaseauth.viewer"
+  member  = google_service_account.fn["DetectManipulation"].member
+}
