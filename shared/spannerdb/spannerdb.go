@@ -7,9 +7,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"cloud.google.com/go/spanner"
+	"google.golang.org/grpc/codes"
 
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/errs"
@@ -90,6 +92,9 @@ func (db *DB) InTx(ctx context.Context, fn func(context.Context, *spanner.ReadWr
 			}
 		}()
 		ts, err := db.Client.ReadWriteTransaction(ctx, fn)
+		for try := 1; db.serial && try < emulatorRetries && emulatorDropped(err) && ctx.Err() == nil; try++ {
+			ts, err = db.Client.ReadWriteTransaction(ctx, fn)
+		}
 		done <- result{ts: ts, err: err}
 	}()
 	var r result
@@ -109,6 +114,26 @@ func (db *DB) InTx(ctx context.Context, fn func(context.Context, *spanner.ReadWr
 		return time.Time{}, Map(r.err)
 	}
 	return r.ts, nil
+}
+
+// emulatorRetries bounds the runs of one InTx against the emulator when the
+// emulator drops its transaction (emulatorDropped).
+const emulatorRetries = 5
+
+// emulatorDropped reports the emulator's answer for a read-write transaction
+// it dropped to serve another (a client of another process, which InTx's
+// serialisation does not reach): FailedPrecondition "Invalid transaction
+// ID" or NotFound "Transaction not found", where Spanner answers Aborted,
+// which the client retries itself. The transaction did not commit, so
+// running it again is what an abort gets.
+func emulatorDropped(err error) bool {
+	switch spanner.ErrCode(err) {
+	case codes.FailedPrecondition:
+		return strings.Contains(spanner.ErrDesc(err), "Invalid transaction ID")
+	case codes.NotFound:
+		return strings.Contains(spanner.ErrDesc(err), "Transaction not found")
+	}
+	return false
 }
 
 // Single is a strong single-use read-only transaction, counted as one read.
