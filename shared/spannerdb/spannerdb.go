@@ -5,8 +5,12 @@ package spannerdb
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -32,6 +36,10 @@ type DB struct {
 	// serial is set against the emulator, which runs one read-write
 	// transaction at a time and fails (rather than queues) overlapping ones.
 	serial bool
+	// lockPath and lockAt are the file and byte whose lock serialises the
+	// database's transactions across processes (against the emulator).
+	lockPath string
+	lockAt   int64
 }
 
 // emulatorTx serialises read-write transactions process-wide against the
@@ -55,7 +63,11 @@ func New(ctx context.Context, cfg *config.Config) (*DB, error) {
 
 // Wrap uses an existing client (host.Clients builds one per instance).
 func Wrap(c *spanner.Client, cfg *config.Config) *DB {
-	return &DB{Client: c, serial: cfg.Spanner.EmulatorHost != ""}
+	db := &DB{Client: c, serial: cfg.Spanner.EmulatorHost != ""}
+	if db.serial {
+		db.lockPath, db.lockAt = emulatorLock(cfg.Spanner.EmulatorHost, cfg.DatabasePath())
+	}
+	return db
 }
 
 // Serial reports whether read-write transactions run one at a time.
@@ -175,17 +187,39 @@ func (db *DB) InSnapshot(ctx context.Context, fn func(context.Context, *spanner.
 
 // serialise waits for the emulator's one transaction at a time (against
 // the emulator only) and returns what ends the caller's turn; op names the
-// caller in the error of a wait cut short by ctx.
+// caller in the error of a wait cut short by ctx. The turn is the process's
+// (emulatorTx) and then the database's across processes (a file lock): the
+// drills and the soak run the event functions in processes of their own,
+// and without it the emulator's one-at-a-time policy lets two processes
+// abort each other's transactions over and over.
 func (db *DB) serialise(ctx context.Context, op string) (release func(), err error) {
 	if !db.serial {
 		return func() {}, nil
 	}
 	select {
 	case emulatorTx <- struct{}{}:
-		return func() { <-emulatorTx }, nil
 	case <-ctx.Done():
 		return nil, fmt.Errorf("spannerdb.%s: waiting for the emulator: %w", op, errors.Join(ErrUnavailable, ctx.Err()))
 	}
+	unlock, err := lockRange(ctx, db.lockPath, db.lockAt)
+	if err != nil {
+		<-emulatorTx
+		return nil, fmt.Errorf("spannerdb.%s: waiting for the emulator: %w", op, errors.Join(ErrUnavailable, err))
+	}
+	return func() {
+		unlock()
+		<-emulatorTx
+	}, nil
+}
+
+// emulatorLock is the lock of an emulator's database, shared by every
+// process on this machine that uses it: a byte, by the database's hash, of
+// one file per emulator (two databases on one byte only wait for each
+// other).
+func emulatorLock(host, database string) (path string, offset int64) {
+	sum := sha256.Sum256([]byte(database))
+	name := "engagement-spanner-" + strings.NewReplacer(":", "_", "/", "_").Replace(host) + ".lock"
+	return filepath.Join(os.TempDir(), name), int64(binary.BigEndian.Uint32(sum[:4]) % (1 << 20))
 }
 
 // Map wraps transient errors (errs.Transient) with ErrUnavailable; other errors are
