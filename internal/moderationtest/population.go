@@ -329,3 +329,41 @@ func Partitioned(p moderation.Params, rs []moderation.Reaction, n int, from, to 
 	}
 	return parts, spikes
 }
+
+// MergedInShares is the merge of a step's partitions' shares cut into the
+// shares of buckets buckets (moderation.MergeShare), then joined
+// (moderation.MergeGroups), as the job runs them. It returns the groups,
+// the last stage's figures and the largest number of candidates one share
+// held.
+func MergedInShares(p moderation.Params, parts []moderation.Partial, buckets int, firstSeen moderation.FirstSeen) ([]moderation.Group, moderation.Stats, int, error) {
+	accounts, err := moderation.StepAccounts(parts)
+	if err != nil {
+		return nil, moderation.Stats{}, 0, err
+	}
+	shares := make([]moderation.PairShare, moderation.MergeShares(buckets))
+	largest := 0
+	for s := range shares {
+		i, j := moderation.ShareBuckets(s, buckets)
+		lo, hi := moderation.BucketPartitions(i, buckets, len(parts))
+		a := parts[lo:hi]
+		var b []moderation.Partial
+		if j != i {
+			lo, hi := moderation.BucketPartitions(j, buckets, len(parts))
+			b = parts[lo:hi]
+		}
+		if shares[s], err = p.MergeShare(a, b, accounts); err != nil {
+			return nil, moderation.Stats{}, 0, err
+		}
+		largest = max(largest, shares[s].Candidates)
+	}
+	each := func(visit func(moderation.Partial) error) error {
+		for _, pt := range parts {
+			if err := visit(pt); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	groups, st, err := p.MergeGroups(shares, accounts, each, firstSeen)
+	return groups, st, largest, err
+}

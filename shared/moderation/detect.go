@@ -159,8 +159,15 @@ func (p Params) detect(rs []Reaction, accounts int, firstSeen FirstSeen) ([]Grou
 	if accounts > 0 {
 		d.stats.Accounts = accounts
 	}
-	st := &d.stats
 	clusters := d.clusters()
+	out, err := d.flag(clusters, firstSeen)
+	return out, d.stats, err
+}
+
+// flag finds the groups on each cluster, asks firstSeen the members' ages
+// and returns the groups to flag, sorted by their first member.
+func (d *detection) flag(clusters [][]int32, firstSeen FirstSeen) ([]Group, error) {
+	p, st := d.p, &d.stats
 	type found struct {
 		cluster []int32
 		members []int32
@@ -177,7 +184,7 @@ func (p Params) detect(rs []Reaction, accounts int, firstSeen FirstSeen) ([]Grou
 		}
 	}
 	if len(all) == 0 {
-		return nil, *st, nil
+		return nil, nil
 	}
 	var ask []string
 	seen := map[int32]bool{}
@@ -192,7 +199,7 @@ func (p Params) detect(rs []Reaction, accounts int, firstSeen FirstSeen) ([]Grou
 	slices.Sort(ask)
 	firsts, err := firstSeen(ask)
 	if err != nil {
-		return nil, *st, fmt.Errorf("moderation: first seen: %w", err)
+		return nil, fmt.Errorf("moderation: first seen: %w", err)
 	}
 	var out []Group
 	for _, f := range all {
@@ -215,7 +222,7 @@ func (p Params) detect(rs []Reaction, accounts int, firstSeen FirstSeen) ([]Grou
 	for _, g := range out {
 		st.Flagged += len(g.Members)
 	}
-	return out, *st, nil
+	return out, nil
 }
 
 type detection struct {
@@ -269,29 +276,58 @@ func newDetection(p Params, rs []Reaction) *detection {
 // strong pairs: item pairs that at least MinGroup accounts reacted to within
 // Window, MinLift times more than independent accounts would.
 func (d *detection) clusters() [][]int32 {
+	eligible := d.eligible()
+	if d.stats.Eligible < d.p.MinItems {
+		return nil
+	}
+	pairs := map[uint64]int32{}
+	d.eachPair(eligible, func(_ int32, n int, a, b int32) {
+		if n >= d.p.MinItems {
+			pairs[pairKey(a, b)]++
+		}
+	})
+	var strong [][2]int32
+	for k, c := range pairs {
+		a, b := int32(k>>32), int32(k&0xffffffff)
+		if d.strong(int(c), a, b) {
+			strong = append(strong, [2]int32{a, b})
+		}
+	}
+	d.stats.StrongPairs = len(strong)
+	out := components(len(d.toks), strong, d.p.MinItems)
+	d.stats.Clusters = len(out)
+	return out
+}
+
+// eligible marks the items that MinGroup to MaxItemShare·Accounts accounts
+// reacted to: the only ones a group's signal is looked for on.
+func (d *detection) eligible() []bool {
 	p := d.p
 	n := float64(d.stats.Accounts)
 	eligible := make([]bool, len(d.toks))
+	d.stats.Eligible = 0
 	for t, r := range d.reach {
 		eligible[t] = int(r) >= p.MinGroup && float64(r) <= p.MaxItemShare*n
 		if eligible[t] {
 			d.stats.Eligible++
 		}
 	}
-	if d.stats.Eligible < p.MinItems {
-		return nil
-	}
-	window := p.Window.Nanoseconds()
-	pairs := map[uint64]int32{}
+	return eligible
+}
+
+// eachPair calls f for every pair of eligible items one account reacted to
+// within Window of each other, n being the account's eligible reactions.
+func (d *detection) eachPair(eligible []bool, f func(user int32, n int, a, b int32)) {
+	window := d.p.Window.Nanoseconds()
 	var evs []event
-	for _, all := range d.events {
+	for u, all := range d.events {
 		evs = evs[:0]
 		for _, e := range all {
 			if eligible[e.tok] {
 				evs = append(evs, e)
 			}
 		}
-		if len(evs) < p.MinItems {
+		if len(evs) < 2 {
 			continue
 		}
 		for i, a := range evs {
@@ -299,36 +335,43 @@ func (d *detection) clusters() [][]int32 {
 				if b.at-a.at > window {
 					break
 				}
-				pairs[pairKey(a.tok, b.tok)]++
+				f(int32(u), len(evs), a.tok, b.tok)
 			}
 		}
 	}
-	parent := make([]int32, len(d.toks))
+}
+
+// strong reports whether c accounts reacting to both a and b make a strong
+// pair: at least MinGroup, and MinLift times what independent accounts
+// would give.
+func (d *detection) strong(c int, a, b int32) bool {
+	return c >= d.p.MinGroup && float64(c)*float64(d.stats.Accounts) >= d.p.MinLift*float64(d.reach[a])*float64(d.reach[b])
+}
+
+// components are the connected sets, of at least least items, of the
+// items 0..n-1 linked by pairs, each sorted, in the order of their first item.
+func components(n int, pairs [][2]int32, least int) [][]int32 {
+	parent := make([]int32, n)
 	for i := range parent {
 		parent[i] = int32(i)
 	}
-	var find func(int32) int32
-	find = func(x int32) int32 {
+	find := func(x int32) int32 {
 		for parent[x] != x {
 			parent[x] = parent[parent[x]]
 			x = parent[x]
 		}
 		return x
 	}
-	inPair := make([]bool, len(d.toks))
-	for k, c := range pairs {
-		a, b := int32(k>>32), int32(k&0xffffffff)
-		if int(c) < p.MinGroup || float64(c)*n < p.MinLift*float64(d.reach[a])*float64(d.reach[b]) {
-			continue
-		}
-		d.stats.StrongPairs++
+	inPair := make([]bool, n)
+	for _, pr := range pairs {
+		a, b := pr[0], pr[1]
 		inPair[a], inPair[b] = true, true
 		if ra, rb := find(a), find(b); ra != rb {
 			parent[max(ra, rb)] = min(ra, rb)
 		}
 	}
 	byRoot := map[int32][]int32{}
-	for t := range d.toks {
+	for t := range n {
 		if inPair[t] {
 			r := find(int32(t))
 			byRoot[r] = append(byRoot[r], int32(t))
@@ -336,12 +379,11 @@ func (d *detection) clusters() [][]int32 {
 	}
 	var out [][]int32
 	for _, c := range byRoot {
-		if len(c) >= p.MinItems {
+		if len(c) >= least {
 			out = append(out, c)
 		}
 	}
 	slices.SortFunc(out, func(a, b []int32) int { return cmp.Compare(a[0], b[0]) })
-	d.stats.Clusters = len(out)
 	return out
 }
 

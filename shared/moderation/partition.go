@@ -2,7 +2,6 @@ package moderation
 
 import (
 	"cmp"
-	"fmt"
 	"hash/fnv"
 	"math"
 	"slices"
@@ -193,12 +192,12 @@ func AccountHash(userID string) uint64 {
 // Detect over their candidates, the step's accounts counted from the
 // union of their sketches.
 func (p Params) Merge(parts []Partial, firstSeen FirstSeen) ([]Group, Stats, error) {
-	all := views.NewViewers()
+	accounts, err := StepAccounts(parts)
+	if err != nil {
+		return nil, Stats{}, err
+	}
 	n, rows, popular := 0, 0, 0
 	for _, pt := range parts {
-		if err := all.MergeBytes(pt.Accounts); err != nil {
-			return nil, Stats{}, fmt.Errorf("moderation: merge: %w", err)
-		}
 		n += len(pt.Candidates)
 		rows += pt.Rows
 		popular += pt.Popular
@@ -207,7 +206,6 @@ func (p Params) Merge(parts []Partial, firstSeen FirstSeen) ([]Group, Stats, err
 	for _, pt := range parts {
 		candidates = append(candidates, pt.Candidates...)
 	}
-	accounts := int(all.Estimate())
 	if accounts == 0 {
 		return nil, Stats{}, nil
 	}

@@ -121,3 +121,110 @@ func TestSpike(t *testing.T) {
 		t.Errorf("evidence %+v", ev)
 	}
 }
+
+// The merge cut into shares by buckets of items flags exactly the accounts
+// one detection over the whole step flags, in every scenario and whatever
+// the partitions and buckets, and no share holds more than two buckets'
+// candidates.
+func TestMergeSharesFindWhatOneDetectionFinds(t *testing.T) {
+	p := moderation.DefaultParams
+	for _, s := range moderationtest.Scenarios() {
+		w := s.Population.Generate(t0)
+		whole, wst, err := p.Detect(w.Reactions, w.FirstSeenOf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct{ partitions, buckets int }{{1, 1}, {7, 2}, {7, 7}, {64, 5}, {64, 16}} {
+			parts, _ := moderationtest.Partitioned(p, w.Reactions, c.partitions, w.Start, w.End)
+			got, st, largest, err := moderationtest.MergedInShares(p, parts, c.buckets, w.FirstSeenOf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.StrongPairs != wst.StrongPairs || st.Clusters != wst.Clusters || st.Groups != wst.Groups {
+				t.Errorf("%s, %d partitions in %d buckets: %d strong pairs, %d clusters, %d groups; one detection %d, %d, %d", s.Name, c.partitions, c.buckets,
+					st.StrongPairs, st.Clusters, st.Groups, wst.StrongPairs, wst.Clusters, wst.Groups)
+			}
+			if a, b := flaggedOf(got), flaggedOf(whole); !slices.Equal(a, b) {
+				t.Errorf("%s, %d partitions in %d buckets: shares flag %d accounts, one detection %d", s.Name, c.partitions, c.buckets, len(a), len(b))
+			}
+			for i := range got {
+				if i < len(whole) && !slices.Equal(got[i].Members, whole[i].Members) {
+					t.Errorf("%s: group %d differs", s.Name, i)
+				}
+			}
+			if len(got) != len(whole) {
+				t.Errorf("%s: %d groups, one detection %d", s.Name, len(got), len(whole))
+			}
+			bucket := 0
+			for b := range c.buckets {
+				lo, hi := moderation.BucketPartitions(b, c.buckets, c.partitions)
+				n := 0
+				for _, pt := range parts[lo:hi] {
+					n += len(pt.Candidates)
+				}
+				bucket = max(bucket, n)
+			}
+			if largest > 2*bucket {
+				t.Errorf("%s: a share held %d candidates, more than two buckets' %d", s.Name, largest, 2*bucket)
+			}
+		}
+	}
+}
+
+// An account counts towards an item pair only with MinItems eligible
+// reactions in the whole step, wherever they lie: a share that sees only two
+// of them hands the pair on, and the last stage counts the account's
+// reactions over every partition before it decides.
+func TestMergeSharesCountAnAccountsReactionsInEveryBucket(t *testing.T) {
+	p := moderation.DefaultParams
+	const partitions = 64
+	// Three items in three different partitions, hence buckets.
+	var items []string
+	seen := map[int]bool{}
+	for i := 0; len(items) < 3; i++ {
+		name := fmt.Sprint("item", i)
+		if k := moderation.PartOf(name) * partitions / moderation.Parts; !seen[k] {
+			seen[k] = true
+			items = append(items, name)
+		}
+	}
+	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
+	for _, c := range []struct {
+		name      string
+		withThird int // accounts that react to all three items
+		twoOnly   int // accounts that react to the first two only
+		strong    int
+	}{
+		{"19 accounts with three items and one with two: no strong pair", 19, 1, 0},
+		{"20 accounts with three items: three strong pairs", 20, 1, 3},
+	} {
+		var rs []moderation.Reaction
+		for u := range c.withThird {
+			for i, it := range items {
+				rs = append(rs, moderation.Reaction{UserID: fmt.Sprint("three", u), ContentID: it, Reaction: "like", At: at(i)})
+			}
+		}
+		for u := range c.twoOnly {
+			for i, it := range items[:2] {
+				rs = append(rs, moderation.Reaction{UserID: fmt.Sprint("two", u), ContentID: it, Reaction: "like", At: at(i)})
+			}
+		}
+		// The third item's twentieth account, and 400 others elsewhere.
+		rs = append(rs, moderation.Reaction{UserID: "other", ContentID: items[2], Reaction: "like", At: at(30)})
+		for u := range 400 {
+			rs = append(rs, moderation.Reaction{UserID: fmt.Sprint("filler", u), ContentID: fmt.Sprint("filler", u), Reaction: "like", At: at(u % 60)})
+		}
+		_, whole, err := p.Detect(rs, func([]string) (map[string]time.Time, error) { return nil, nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts, _ := moderationtest.Partitioned(p, rs, partitions, t0, t0.Add(time.Hour))
+		_, st, _, err := moderationtest.MergedInShares(p, parts, partitions, func([]string) (map[string]time.Time, error) { return nil, nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if whole.StrongPairs != c.strong || st.StrongPairs != c.strong {
+			t.Errorf("%s: one detection %d strong pairs, shares %d", c.name, whole.StrongPairs, st.StrongPairs)
+		}
+	}
+}
