@@ -5,13 +5,16 @@
 // changes of its item parts, keeps the reactions of the items a coordinated
 // group could act on, flags for review the items whose reaction rate spiked,
 // and stores its share with its watermark in one transaction; once every
-// partition has passed a step, the merge finds the coordinated groups in
-// what they kept (moderation.Params.Merge) and flags them with reason
-// "automatic" and the group's evidence, moving the merge's watermark in the
-// same transaction. Any invocation works any partition under its lease, as
-// the reconciliation's slices are worked, so invocations that overlap share
-// the partitions and a killed one leaves its partition to the next. An
-// account a moderator decided on, either way, is never flagged by the job.
+// partition has passed a step, the merge's shares each count the item pairs
+// of two buckets of partitions (moderation.Params.MergeShare) and keep what
+// they found, and once every share has, the merge's last stage finds the
+// coordinated groups (moderation.Params.MergeGroups) and flags them with
+// reason "automatic" and the group's evidence, moving the merge's watermark
+// in the same transaction. Any invocation works any partition and any share
+// under its lease, as the reconciliation's slices are worked, so
+// invocations that overlap share the work and a killed one leaves its part
+// to the next. An account a moderator decided on, either way, is never
+// flagged by the job.
 package detectmanipulationfn
 
 import (
@@ -21,6 +24,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -63,6 +67,9 @@ func PartitionName(n, i int) string { return fmt.Sprintf("%s/%d/%d", Job, n, i) 
 
 const mergeLease = Job + "/merge"
 
+// ShareName is the lease name of share s of the merge.
+func ShareName(s int) string { return fmt.Sprintf("%s/share/%d", Job, s) }
+
 // Store reads the partitions' reactions and keeps their shares, the
 // watermarks and the flags.
 type Store interface {
@@ -70,7 +77,10 @@ type Store interface {
 	StartWatermarks(ctx context.Context, names []string, at time.Time) error
 	ScanParts(ctx context.Context, lo, hi int, from, to time.Time, scan *moderation.Scan) error
 	SavePartial(ctx context.Context, name string, partitions, part int, from, to time.Time, p moderation.Partial, spikes []moderation.Spike, baseline time.Duration) error
-	Partials(ctx context.Context, stepEnd time.Time, partitions int) ([]moderation.Partial, error)
+	Partials(ctx context.Context, stepEnd time.Time, partitions, lo, hi int) ([]moderation.Partial, error)
+	PartialHeads(ctx context.Context, stepEnd time.Time, partitions int) ([]moderation.Partial, error)
+	SaveMergeShare(ctx context.Context, stepEnd time.Time, partitions, buckets, share int, ps moderation.PairShare) error
+	MergeShares(ctx context.Context, stepEnd time.Time, partitions, buckets int) (map[int]moderation.PairShare, error)
 	DropPartials(ctx context.Context, stepEnd time.Time, partitions int) error
 	FirstSeen(ctx context.Context, users []string) (map[string]time.Time, error)
 	FlagGroups(ctx context.Context, groups []moderation.Group, job string, from, to time.Time) (int, error)
@@ -121,14 +131,19 @@ type Deps struct {
 	Params   moderation.Params // default moderation.DefaultParams
 	// Partitions is how many partitions a step is cut into (default 16).
 	Partitions int
+	// MergeBuckets is how many buckets of partitions the merge is cut by:
+	// MergeBuckets·(MergeBuckets+1)/2 shares, each holding two buckets'
+	// candidates (default 4, at most Partitions).
+	MergeBuckets int
 	// Step is the reaction time one step adds; each step reads 2·Window
 	// (at least SpikeBaseline) before it as well. Default 5 minutes.
 	Step time.Duration
 	// Ahead bounds how many steps the partitions run ahead of the merge
 	// (their stored shares). Default 6.
 	Ahead int
-	// MaxCandidates bounds the candidate reactions one merge holds
-	// (memory); a step over it is skipped and counted. Default 20,000,000.
+	// MaxCandidates bounds the candidate reactions one share of a merge
+	// holds (memory); a step with a share over it is skipped and counted.
+	// Default 20,000,000.
 	MaxCandidates int
 	// Workers is how many partitions one invocation works at once
 	// (default 4).
@@ -161,6 +176,10 @@ func New(d Deps) http.Handler {
 	if d.Partitions <= 0 {
 		d.Partitions = 16
 	}
+	if d.MergeBuckets <= 0 {
+		d.MergeBuckets = 4
+	}
+	d.MergeBuckets = min(d.MergeBuckets, d.Partitions)
 	if d.Step <= 0 {
 		d.Step = 5 * time.Minute
 	}
@@ -198,11 +217,13 @@ type Report struct {
 	PartitionSteps int `json:"partitionSteps"`
 	Held           int `json:"held,omitempty"`
 	Steps          int `json:"steps"` // steps merged
-	Reactions      int `json:"reactions"`
-	Candidates     int `json:"candidates"`
-	Groups         int `json:"groups"`
-	Flagged        int `json:"flagged"` // accounts newly flagged
-	Spikes         int `json:"spikes"`  // items flagged for review
+	// MergeShares counts the shares of merges this run worked.
+	MergeShares int `json:"mergeShares"`
+	Reactions   int `json:"reactions"`
+	Candidates  int `json:"candidates"`
+	Groups      int `json:"groups"`
+	Flagged     int `json:"flagged"` // accounts newly flagged
+	Spikes      int `json:"spikes"`  // items flagged for review
 	// AgesFromProvider and AgesFromReactions: of the groups' members, those
 	// aged by the identity provider's record, and those by their first
 	// reaction (no record, or no provider).
@@ -362,8 +383,9 @@ func (h *handler) partitionStep(ctx context.Context, i int, from time.Time) (int
 	return len(spikes), nil
 }
 
-// merge merges the steps every partition has stored, under the merge's
-// lease, and returns how many it merged.
+// merge merges the steps every partition has stored, each in its shares
+// (under their leases) and then its last stage (under the merge's lease),
+// and returns how many steps it merged.
 func (h *handler) merge(ctx context.Context, marks map[string]time.Time, until time.Time, holder string, rep *Report) (int, error) {
 	mark := marks[Job]
 	done := mark
@@ -372,46 +394,18 @@ func (h *handler) merge(ctx context.Context, marks map[string]time.Time, until t
 			done = w
 		}
 	}
-	if done.Before(mark.Add(h.Step)) {
-		return 0, nil
-	}
-	if ok, err := h.lease(ctx, mergeLease, holder); err != nil || !ok {
-		return 0, err
-	}
-	defer h.release(ctx, mergeLease, holder)
 	merged := 0
 	for !mark.Add(h.Step).After(done) && h.Now().Before(until) {
 		to := mark.Add(h.Step)
-		parts, err := h.Store.Partials(ctx, to, h.Partitions)
-		if err != nil {
+		shares, err := h.shares(ctx, to, until, holder, rep)
+		if err != nil || shares == nil {
+			return merged, err // nil: shares still being worked
+		}
+		if ok, err := h.lease(ctx, mergeLease, holder); err != nil || !ok {
 			return merged, err
 		}
-		candidates, rows := 0, 0
-		for _, p := range parts {
-			candidates += len(p.Candidates)
-			rows += p.Rows
-		}
-		var groups []moderation.Group
-		var st moderation.Stats
-		if candidates > h.MaxCandidates {
-			slog.ErrorContext(ctx, "detect-manipulation: skipped", "kind", "step", "from", mark, "to", to,
-				"candidates", candidates, "maxCandidates", h.MaxCandidates)
-			h.Metrics.DetectionSkipped(ctx, "step", 1)
-			rep.SkippedSteps++
-		} else {
-			groups, st, err = h.Params.Merge(parts, h.ages(ctx, rep))
-			if err != nil {
-				return merged, err
-			}
-			if st.Skipped > 0 {
-				slog.ErrorContext(ctx, "detect-manipulation: skipped", "kind", "cluster", "from", mark, "to", to,
-					"clusters", st.Skipped, "maxCandidates", h.Params.MaxCandidates)
-				h.Metrics.DetectionSkipped(ctx, "cluster", st.Skipped)
-				rep.SkippedClusters += st.Skipped
-			}
-		}
-		groups, deferred := settled(groups, mark.Add(-h.Params.Window), to.Add(-h.Params.Window))
-		n, err := h.Store.FlagGroups(ctx, groups, Job, mark, to)
+		err = h.mergeStep(ctx, mark, to, shares, rep)
+		h.release(ctx, mergeLease, holder)
 		if errors.Is(err, moderationstore.ErrWatermarkMoved) {
 			slog.WarnContext(ctx, "detect-manipulation: another run merged the step; leaving", "watermark", mark)
 			rep.Superseded = true
@@ -420,31 +414,180 @@ func (h *handler) merge(ctx context.Context, marks map[string]time.Time, until t
 		if err != nil {
 			return merged, err
 		}
-		if err := h.Store.DropPartials(ctx, to, h.Partitions); err != nil {
-			// The deletion policy clears them; the step is merged.
-			slog.WarnContext(ctx, "detect-manipulation: partials not dropped", "stepEnd", to, "error", err.Error())
-		}
 		merged++
-		rep.Steps++
-		rep.Reactions += rows
-		rep.Candidates += candidates
-		rep.Groups += len(groups)
-		rep.Flagged += n
-		rep.Deferred += deferred
-		for _, g := range groups {
-			if len(rep.Evidence) < maxReported {
-				rep.Evidence = append(rep.Evidence, g.Evidence)
-			}
-			slog.InfoContext(ctx, "detect-manipulation: group flagged", "groupSize", g.Evidence.GroupSize,
-				"youngAccounts", g.Evidence.YoungAccounts, "items", len(g.Evidence.Items),
-				"windowStart", g.Evidence.WindowStart, "windowEnd", g.Evidence.WindowEnd)
-		}
 		mark, rep.To = to, to
-		if _, err := h.lease(ctx, mergeLease, holder); err != nil {
-			return merged, err
-		}
 	}
 	return merged, nil
+}
+
+// shares works the shares of the merge of the step ending at to that no
+// invocation has saved, one at a time (each holds two buckets' candidates),
+// under their leases, and returns every share once all are saved (nil
+// while some are not).
+func (h *handler) shares(ctx context.Context, to, until time.Time, holder string, rep *Report) ([]moderation.PairShare, error) {
+	n := moderation.MergeShares(h.MergeBuckets)
+	have, err := h.Store.MergeShares(ctx, to, h.Partitions, h.MergeBuckets)
+	if err != nil {
+		return nil, err
+	}
+	var todo []int
+	for s := range n {
+		if _, ok := have[s]; !ok {
+			todo = append(todo, s)
+		}
+	}
+	// Invocations started together spread over the shares.
+	rand.Shuffle(len(todo), func(a, b int) { todo[a], todo[b] = todo[b], todo[a] })
+	for _, s := range todo {
+		if !h.Now().Before(until) {
+			break
+		}
+		ok, err := h.lease(ctx, ShareName(s), holder)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			rep.Held++
+			continue
+		}
+		ps, err := h.share(ctx, to, s)
+		h.release(ctx, ShareName(s), holder)
+		if err != nil {
+			return nil, err
+		}
+		have[s] = ps
+		rep.MergeShares++
+	}
+	if len(have) < n {
+		return nil, nil
+	}
+	out := make([]moderation.PairShare, n)
+	for s := range n {
+		out[s] = have[s]
+	}
+	return out, nil
+}
+
+// share counts share s of the merge of the step ending at to and saves it.
+func (h *handler) share(ctx context.Context, to time.Time, s int) (moderation.PairShare, error) {
+	heads, err := h.Store.PartialHeads(ctx, to, h.Partitions)
+	if err != nil {
+		return moderation.PairShare{}, err
+	}
+	accounts, err := moderation.StepAccounts(heads)
+	if err != nil {
+		return moderation.PairShare{}, err
+	}
+	i, j := moderation.ShareBuckets(s, h.MergeBuckets)
+	read := func(b int) ([]moderation.Partial, error) {
+		lo, hi := moderation.BucketPartitions(b, h.MergeBuckets, h.Partitions)
+		return h.Store.Partials(ctx, to, h.Partitions, lo, hi)
+	}
+	a, err := read(i)
+	if err != nil {
+		return moderation.PairShare{}, err
+	}
+	var b []moderation.Partial
+	if j != i {
+		if b, err = read(j); err != nil {
+			return moderation.PairShare{}, err
+		}
+	}
+	held := 0
+	for _, p := range slices.Concat(a, b) {
+		held += len(p.Candidates)
+	}
+	ps := moderation.PairShare{Candidates: held, Skipped: held > h.MaxCandidates}
+	if !ps.Skipped {
+		if ps, err = h.Params.MergeShare(a, b, accounts); err != nil {
+			return ps, err
+		}
+	}
+	return ps, h.Store.SaveMergeShare(ctx, to, h.Partitions, h.MergeBuckets, s, ps)
+}
+
+// mergeStep is the last stage of the merge of the step [mark, to): the
+// groups from its shares' pairs, flagged with the merge's watermark moved
+// to `to`; a step with a share skipped is left unjudged, and counted.
+func (h *handler) mergeStep(ctx context.Context, mark, to time.Time, shares []moderation.PairShare, rep *Report) error {
+	heads, err := h.Store.PartialHeads(ctx, to, h.Partitions)
+	if err != nil {
+		return err
+	}
+	accounts, err := moderation.StepAccounts(heads)
+	if err != nil {
+		return err
+	}
+	rows, candidates, largest, skipped := 0, 0, 0, false
+	for _, p := range heads {
+		rows += p.Rows
+	}
+	for s, ps := range shares {
+		if i, j := moderation.ShareBuckets(s, h.MergeBuckets); i == j {
+			candidates += ps.Candidates // a bucket's own share holds each of its candidates once
+		}
+		largest = max(largest, ps.Candidates)
+		skipped = skipped || ps.Skipped
+	}
+	var groups []moderation.Group
+	if skipped {
+		slog.ErrorContext(ctx, "detect-manipulation: skipped", "kind", "step", "from", mark, "to", to,
+			"shareCandidates", largest, "maxCandidates", h.MaxCandidates)
+		h.Metrics.DetectionSkipped(ctx, "step", 1)
+		rep.SkippedSteps++
+	} else {
+		// The partitions' shares one at a time, so the last stage holds one
+		// partition's candidates besides the clusters'.
+		each := func(visit func(moderation.Partial) error) error {
+			for i := range h.Partitions {
+				parts, err := h.Store.Partials(ctx, to, h.Partitions, i, i+1)
+				if err != nil {
+					return err
+				}
+				for _, p := range parts {
+					if err := visit(p); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}
+		var st moderation.Stats
+		groups, st, err = h.Params.MergeGroups(shares, accounts, each, h.ages(ctx, rep))
+		if err != nil {
+			return err
+		}
+		if st.Skipped > 0 {
+			slog.ErrorContext(ctx, "detect-manipulation: skipped", "kind", "cluster", "from", mark, "to", to,
+				"clusters", st.Skipped, "maxCandidates", h.Params.MaxCandidates)
+			h.Metrics.DetectionSkipped(ctx, "cluster", st.Skipped)
+			rep.SkippedClusters += st.Skipped
+		}
+	}
+	groups, deferred := settled(groups, mark.Add(-h.Params.Window), to.Add(-h.Params.Window))
+	n, err := h.Store.FlagGroups(ctx, groups, Job, mark, to)
+	if err != nil {
+		return err
+	}
+	if err := h.Store.DropPartials(ctx, to, h.Partitions); err != nil {
+		// The deletion policy clears them; the step is merged.
+		slog.WarnContext(ctx, "detect-manipulation: partials not dropped", "stepEnd", to, "error", err.Error())
+	}
+	rep.Steps++
+	rep.Reactions += rows
+	rep.Candidates += candidates
+	rep.Groups += len(groups)
+	rep.Flagged += n
+	rep.Deferred += deferred
+	for _, g := range groups {
+		if len(rep.Evidence) < maxReported {
+			rep.Evidence = append(rep.Evidence, g.Evidence)
+		}
+		slog.InfoContext(ctx, "detect-manipulation: group flagged", "groupSize", g.Evidence.GroupSize,
+			"youngAccounts", g.Evidence.YoungAccounts, "items", len(g.Evidence.Items),
+			"windowStart", g.Evidence.WindowStart, "windowEnd", g.Evidence.WindowEnd)
+	}
+	return nil
 }
 
 // ages answers the groups' members' ages: the identity provider's creation

@@ -384,3 +384,77 @@ func TestAgesFromTheIdentityProvider(t *testing.T) {
 		t.Errorf("%d accounts flagged, want none", len(f))
 	}
 }
+
+// killedShare fails SaveMergeShare of one share once, after its count: an
+// invocation killed in the middle of a share of the merge.
+type killedShare struct {
+	detectmanipulationfn.Store
+	share int
+	once  sync.Once
+}
+
+func (k *killedShare) SaveMergeShare(ctx context.Context, stepEnd time.Time, partitions, buckets, share int, ps moderation.PairShare) error {
+	killed := false
+	if share == k.share {
+		k.once.Do(func() { killed = true })
+	}
+	if killed {
+		return errKilled
+	}
+	return k.Store.SaveMergeShare(ctx, stepEnd, partitions, buckets, share, ps)
+}
+
+// An invocation killed in the middle of a share of the merge leaves the
+// merge's watermark where it was: the step is merged only once every share
+// is saved, and the next invocation counts the missing share and flags the
+// ring, once.
+func TestAKilledMergeShareIsRedone(t *testing.T) {
+	cfg := emulatortest.New(t)
+	ctx := context.Background()
+	db := emulatortest.Spanner(t, cfg)
+	now := time.Now().UTC()
+	world := moderationtest.Population{
+		Seed: 5, Ordinary: 600, PerUser: 2, Catalogue: 3000, NewShare: 0.1,
+		Rings: []moderationtest.Ring{{Size: 30, Items: 4, Spread: 5 * time.Minute}},
+	}.Generate(now.Add(-20 * time.Minute))
+	seed(t, db, world)
+	rs := moderationstore.New(db, moderationstore.Gate{})
+	store := &killedShare{Store: detectmanipulationfn.Stores(reactionstore.New(db), rs), share: 4}
+	h := detectmanipulationfn.New(detectmanipulationfn.Deps{Store: store, Leases: leasestore.New(db, nil), Partitions: 4, MergeBuckets: 3,
+		Step: 30 * time.Minute, FirstLookback: time.Hour, Now: func() time.Time { return now }})
+
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/internal/detect-manipulation", strings.NewReader("{}")))
+	if rec.Code < 500 {
+		t.Fatalf("killed run: %d %s", rec.Code, rec.Body)
+	}
+	start := now.Add(-10 * time.Second).Add(-time.Hour).Truncate(time.Minute)
+	if mark, err := rs.Watermark(ctx, detectmanipulationfn.Job); err != nil || !mark.Equal(start) {
+		t.Fatalf("merge watermark after the killed share: %v (%v), want %v", mark, err, start)
+	}
+	if got := flagged(t, rs); len(got) != 0 {
+		t.Fatalf("%d flagged before every share is counted", len(got))
+	}
+
+	rep := run(t, h)
+	if rep.Steps != 2 || rep.MergeShares == 0 || rep.MergeShares >= 2*6 {
+		t.Errorf("report %+v: want 2 steps merged, redoing only the shares not saved", rep)
+	}
+	var got, ring []string
+	for u := range flagged(t, rs) {
+		got = append(got, u)
+	}
+	for u := range world.Ring {
+		ring = append(ring, u)
+	}
+	slices.Sort(got)
+	slices.Sort(ring)
+	if !slices.Equal(got, ring) {
+		t.Errorf("flagged %d accounts, want the ring's %d", len(got), len(ring))
+	}
+	for _, u := range ring {
+		if es := trail(t, db, moderation.Filter{UserID: u}); len(es) != 1 {
+			t.Errorf("%s has %d audit entries, want one flag", u, len(es))
+		}
+	}
+}

@@ -55,6 +55,9 @@ type PairShare struct {
 	Maybe  []MaybePair
 	// Candidates is how many reactions the share held.
 	Candidates int
+	// Skipped: the share held more candidates than its invocation may
+	// (the job's budget) and counted nothing.
+	Skipped bool
 }
 
 // MaybePair is an item pair that Sure accounts with MinItems eligible

@@ -15,10 +15,13 @@ import (
 
 // The partitioned detection's state (105_detection_partitions.sql): each
 // partition hands its share of a step to the merge in DetectionPartials, in
-// the transaction that moves its watermark and records its spikes.
+// the transaction that moves its watermark and records its spikes; each
+// share of the step's merge keeps what it found in DetectionMergeShares
+// (107_detection_merge_shares.sql) for the merge's last stage.
 
 const (
-	tablePartials = "DetectionPartials"
+	tablePartials    = "DetectionPartials"
+	tableMergeShares = "DetectionMergeShares"
 	// partialChunk bounds the candidates of one DetectionPartials row (a
 	// few MiB encoded, under Spanner's 10 MiB a cell).
 	partialChunk = 40_000
@@ -79,8 +82,9 @@ func (s *Store) StartWatermarks(ctx context.Context, names []string, at time.Tim
 	return nil
 }
 
-// partialChunkData is one stored chunk of a Partial: the first carries the
-// sketch and the figures.
+// partialChunkData is one stored chunk of a Partial: the first (chunk 0)
+// carries the sketch and the figures only, the others the candidates, so
+// the step's sketches are read without its candidates.
 type partialChunkData struct {
 	Candidates    []moderation.Reaction
 	Accounts      []byte
@@ -96,10 +100,10 @@ type partialChunkData struct {
 // ErrWatermarkMoved.
 func (s *Store) SavePartial(ctx context.Context, name string, partitions, part int, from, to time.Time, p moderation.Partial, spikes []moderation.Spike, baseline time.Duration) error {
 	var ms []*spanner.Mutation
-	for c := 0; c == 0 || c*partialChunk < len(p.Candidates); c++ {
-		d := partialChunkData{Candidates: p.Candidates[c*partialChunk : min((c+1)*partialChunk, len(p.Candidates))]}
-		if c == 0 {
-			d.Accounts, d.Rows, d.Popular = p.Accounts, p.Rows, p.Popular
+	for c := 0; c == 0 || (c-1)*partialChunk < len(p.Candidates); c++ {
+		d := partialChunkData{Accounts: p.Accounts, Rows: p.Rows, Popular: p.Popular}
+		if c > 0 {
+			d = partialChunkData{Candidates: p.Candidates[(c-1)*partialChunk : min(c*partialChunk, len(p.Candidates))]}
 		}
 		var buf bytes.Buffer
 		if err := gob.NewEncoder(&buf).Encode(d); err != nil {
@@ -139,12 +143,35 @@ func (s *Store) SavePartial(ctx context.Context, name string, partitions, part i
 	return nil
 }
 
-// Partials reads every partition's share of the step ending at stepEnd.
-func (s *Store) Partials(ctx context.Context, stepEnd time.Time, partitions int) ([]moderation.Partial, error) {
+// Partials reads the shares of partitions [lo, hi) (of partitions) of the
+// step ending at stepEnd.
+func (s *Store) Partials(ctx context.Context, stepEnd time.Time, partitions, lo, hi int) ([]moderation.Partial, error) {
+	keys := spanner.KeyRange{Start: spanner.Key{stepEnd, int64(partitions), int64(lo)}, End: spanner.Key{stepEnd, int64(partitions), int64(hi)}, Kind: spanner.ClosedOpen}
+	out, err := s.partials(ctx, keys)
+	if err != nil {
+		return nil, fmt.Errorf("moderationstore.Partials(%v, %d..%d): %w", stepEnd, lo, hi, err)
+	}
+	return out, nil
+}
+
+// PartialHeads reads every partition's sketch and figures of the step
+// ending at stepEnd, without the candidates.
+func (s *Store) PartialHeads(ctx context.Context, stepEnd time.Time, partitions int) ([]moderation.Partial, error) {
+	keys := make([]spanner.KeySet, partitions)
+	for i := range partitions {
+		keys[i] = spanner.Key{stepEnd, int64(partitions), int64(i), int64(0)}
+	}
+	out, err := s.partials(ctx, spanner.KeySets(keys...))
+	if err != nil {
+		return nil, fmt.Errorf("moderationstore.PartialHeads(%v): %w", stepEnd, err)
+	}
+	return out, nil
+}
+
+func (s *Store) partials(ctx context.Context, keys spanner.KeySet) ([]moderation.Partial, error) {
 	byPart := map[int64]*moderation.Partial{}
 	var order []int64
-	err := s.db.Single().Read(ctx, tablePartials, spanner.Key{stepEnd, int64(partitions)}.AsPrefix(),
-		[]string{"Part", "Data"}).Do(func(r *spanner.Row) error {
+	err := s.db.Single().Read(ctx, tablePartials, keys, []string{"Part", "Data"}).Do(func(r *spanner.Row) error {
 		var part int64
 		var data []byte
 		if err := r.Columns(&part, &data); err != nil {
@@ -167,7 +194,7 @@ func (s *Store) Partials(ctx context.Context, stepEnd time.Time, partitions int)
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("moderationstore.Partials(%v): %w", stepEnd, err)
+		return nil, err
 	}
 	out := make([]moderation.Partial, 0, len(order))
 	for _, p := range order {
@@ -176,10 +203,53 @@ func (s *Store) Partials(ctx context.Context, stepEnd time.Time, partitions int)
 	return out, nil
 }
 
+// SaveMergeShare keeps what share (of the merge of the step ending at
+// stepEnd, over buckets buckets of partitions partitions) found. Writing it
+// again writes the same.
+func (s *Store) SaveMergeShare(ctx context.Context, stepEnd time.Time, partitions, buckets, share int, ps moderation.PairShare) error {
+	var buf bytes.Buffer
+	if err := gob.NewEncoder(&buf).Encode(ps); err != nil {
+		return fmt.Errorf("moderationstore.SaveMergeShare: %w", err)
+	}
+	_, err := s.db.Client.Apply(ctx, []*spanner.Mutation{spanner.InsertOrUpdate(tableMergeShares,
+		[]string{"StepEnd", "Partitions", "Buckets", "Share", "Data", "CreateTime"},
+		[]any{stepEnd, int64(partitions), int64(buckets), int64(share), buf.Bytes(), spanner.CommitTimestamp})})
+	if err != nil {
+		return fmt.Errorf("moderationstore.SaveMergeShare(%v, %d): %w", stepEnd, share, err)
+	}
+	return nil
+}
+
+// MergeShares reads the shares of the step's merge saved so far, by share.
+func (s *Store) MergeShares(ctx context.Context, stepEnd time.Time, partitions, buckets int) (map[int]moderation.PairShare, error) {
+	out := map[int]moderation.PairShare{}
+	err := s.db.Single().Read(ctx, tableMergeShares, spanner.Key{stepEnd, int64(partitions), int64(buckets)}.AsPrefix(),
+		[]string{"Share", "Data"}).Do(func(r *spanner.Row) error {
+		var share int64
+		var data []byte
+		if err := r.Columns(&share, &data); err != nil {
+			return err
+		}
+		var ps moderation.PairShare
+		if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&ps); err != nil {
+			return err
+		}
+		out[int(share)] = ps
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("moderationstore.MergeShares(%v): %w", stepEnd, err)
+	}
+	return out, nil
+}
+
 // DropPartials deletes the partitions' shares of the step ending at
-// stepEnd (its merge committed).
+// stepEnd and its merge's shares (its merge committed).
 func (s *Store) DropPartials(ctx context.Context, stepEnd time.Time, partitions int) error {
-	_, err := s.db.Client.Apply(ctx, []*spanner.Mutation{spanner.Delete(tablePartials, spanner.Key{stepEnd, int64(partitions)}.AsPrefix())})
+	_, err := s.db.Client.Apply(ctx, []*spanner.Mutation{
+		spanner.Delete(tablePartials, spanner.Key{stepEnd, int64(partitions)}.AsPrefix()),
+		spanner.Delete(tableMergeShares, spanner.Key{stepEnd, int64(partitions)}.AsPrefix()),
+	})
 	if err != nil {
 		return fmt.Errorf("moderationstore.DropPartials(%v): %w", stepEnd, err)
 	}
