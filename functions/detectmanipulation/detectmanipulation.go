@@ -442,6 +442,15 @@ func (h *handler) shares(ctx context.Context, to, until time.Time, holder string
 		if !h.Now().Before(until) {
 			break
 		}
+		// A step another invocation merged meanwhile has no shares left to
+		// count (its rows are dropped).
+		marks, err := h.Store.Watermarks(ctx, []string{Job})
+		if err != nil {
+			return nil, err
+		}
+		if !marks[Job].Before(to) {
+			return nil, nil
+		}
 		ok, err := h.lease(ctx, ShareName(s), holder)
 		if err != nil {
 			return nil, err
