@@ -63,7 +63,9 @@ func realMain(ctx context.Context) error {
 	var b strings.Builder
 	b.WriteString("Design and arithmetic: [design/manipulation.md](../design/manipulation.md). Peak heap is the most the Go heap held " +
 		"above what it held before the invocation started (sampled every 10 ms, garbage not yet collected included): the invocation's " +
-		"working memory, not its input (a partition streams its parts from Spanner; here the generator holds the whole step).\n\n")
+		"working memory. A partition's input is not in it (it streams its parts from Spanner; here the generator holds the whole step); the one merge's, "+
+		"each merge share's and the last stage's are (each copies what it would read, every string its own, as decoding does), and the last stage's "+
+		"figure is taken with a collection after each partition it reads.\n\n")
 
 	p := moderation.DefaultParams
 	if err := scenarios(&b, p); err != nil {
