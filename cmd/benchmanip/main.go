@@ -63,8 +63,8 @@ func realMain(ctx context.Context) error {
 	var b strings.Builder
 	b.WriteString("Design and arithmetic: [design/manipulation.md](../design/manipulation.md). Peak heap is the most the Go heap held " +
 		"above what it held before the invocation started (sampled every 10 ms, garbage not yet collected included): the invocation's " +
-		"working memory. A partition's input is not in it (it streams its parts from Spanner; here the generator holds the whole step); the one merge's, "+
-		"each merge share's and the last stage's are (each copies what it would read, every string its own, as decoding does), and the last stage's "+
+		"working memory. A partition's input is not in it (it streams its parts from Spanner; here the generator holds the whole step); the one merge's, " +
+		"each merge share's and the last stage's are (each copies what it would read, every string its own, as decoding does), and the last stage's " +
 		"figure is taken with a collection after each partition it reads.\n\n")
 
 	p := moderation.DefaultParams
@@ -286,22 +286,31 @@ func steps(b *strings.Builder, p moderation.Params, sizes []int, partitions, buc
 			shareHeap = max(shareHeap, heap)
 			largest = max(largest, shares[i].Candidates)
 		}
+		// The last stage twice: timed as it runs, then measured with a
+		// collection after each partition it reads (a partition read is
+		// garbage once visited, and an instance near its memory limit
+		// collects it), so the heap is what the stage holds rather than
+		// what it has read.
 		var mst moderation.Stats
-		took, heap = measure(func() {
+		last := func(collect bool) {
 			each := func(visit func(moderation.Partial) error) error {
 				for _, pt := range parts {
 					if err := visit(decoded([]moderation.Partial{pt})[0]); err != nil {
 						return err
 					}
-					// A partition read is garbage once visited: collect it, as
-					// an instance near its memory limit would, so the figure is
-					// what the stage holds rather than what it has read.
-					runtime.GC()
+					if collect {
+						runtime.GC()
+					}
 				}
 				return nil
 			}
 			groups, mst, err = p.MergeGroups(shares, accounts, each, w.FirstSeenOf)
-		})
+		}
+		took, _ = measure(func() { last(false) })
+		if err != nil {
+			return err
+		}
+		_, heap = measure(func() { last(true) })
 		if err != nil {
 			return err
 		}

@@ -24,7 +24,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 
@@ -142,8 +141,8 @@ type Deps struct {
 	// (their stored shares). Default 6.
 	Ahead int
 	// MaxCandidates bounds the candidate reactions one share of a merge
-	// holds (memory); a step with a share over it is skipped and counted.
-	// Default 20,000,000.
+	// holds (memory), judged before it reads them; a step with a share over
+	// it is skipped and counted. Default 5,000,000 (about 1.5 GiB).
 	MaxCandidates int
 	// Workers is how many partitions one invocation works at once
 	// (default 4).
@@ -187,7 +186,7 @@ func New(d Deps) http.Handler {
 		d.Ahead = 6
 	}
 	if d.MaxCandidates <= 0 {
-		d.MaxCandidates = 20_000_000
+		d.MaxCandidates = 5_000_000
 	}
 	if d.Workers <= 0 {
 		d.Workers = 4
@@ -488,6 +487,23 @@ func (h *handler) share(ctx context.Context, to time.Time, s int) (moderation.Pa
 		return moderation.PairShare{}, err
 	}
 	i, j := moderation.ShareBuckets(s, h.MergeBuckets)
+	// The budget is judged on the partitions' counts, before the share
+	// reads (holds) a candidate.
+	buckets := []int{i}
+	if j != i {
+		buckets = append(buckets, j)
+	}
+	held := 0
+	for _, b := range buckets {
+		lo, hi := moderation.BucketPartitions(b, h.MergeBuckets, h.Partitions)
+		for _, p := range heads[lo:hi] {
+			held += p.Kept
+		}
+	}
+	if held > h.MaxCandidates {
+		ps := moderation.PairShare{Candidates: held, Skipped: true}
+		return ps, h.Store.SaveMergeShare(ctx, to, h.Partitions, h.MergeBuckets, s, ps)
+	}
 	read := func(b int) ([]moderation.Partial, error) {
 		lo, hi := moderation.BucketPartitions(b, h.MergeBuckets, h.Partitions)
 		return h.Store.Partials(ctx, to, h.Partitions, lo, hi)
@@ -502,15 +518,9 @@ func (h *handler) share(ctx context.Context, to time.Time, s int) (moderation.Pa
 			return moderation.PairShare{}, err
 		}
 	}
-	held := 0
-	for _, p := range slices.Concat(a, b) {
-		held += len(p.Candidates)
-	}
-	ps := moderation.PairShare{Candidates: held, Skipped: held > h.MaxCandidates}
-	if !ps.Skipped {
-		if ps, err = h.Params.MergeShare(a, b, accounts); err != nil {
-			return ps, err
-		}
+	ps, err := h.Params.MergeShare(a, b, accounts)
+	if err != nil {
+		return ps, err
 	}
 	return ps, h.Store.SaveMergeShare(ctx, to, h.Partitions, h.MergeBuckets, s, ps)
 }

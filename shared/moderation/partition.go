@@ -48,6 +48,10 @@ type Partial struct {
 	// Rows counts the reactions scanned, Popular the items left out over
 	// MaxItemReach.
 	Rows, Popular int
+	// Kept is how many candidates the partition kept: a share read without
+	// its candidates (the store's heads) still says how many a merge share
+	// will hold.
+	Kept int
 }
 
 // Spike is an item whose reactions in one minute rose at least SpikeFactor
@@ -175,6 +179,7 @@ func (s *Scan) spike(k token, it *itemScan) (Spike, bool) {
 func (s *Scan) Finish() (Partial, []Spike) {
 	s.EndPart()
 	s.out.Accounts = s.accounts.Bytes()
+	s.out.Kept = len(s.out.Candidates)
 	slices.SortFunc(s.spikes, func(a, b Spike) int {
 		return cmp.Or(cmp.Compare(a.Item.ContentID, b.Item.ContentID), cmp.Compare(a.Item.Reaction, b.Item.Reaction))
 	})

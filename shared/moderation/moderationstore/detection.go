@@ -86,9 +86,9 @@ func (s *Store) StartWatermarks(ctx context.Context, names []string, at time.Tim
 // carries the sketch and the figures only, the others the candidates, so
 // the step's sketches are read without its candidates.
 type partialChunkData struct {
-	Candidates    []moderation.Reaction
-	Accounts      []byte
-	Rows, Popular int
+	Candidates          []moderation.Reaction
+	Accounts            []byte
+	Rows, Popular, Kept int
 }
 
 // SavePartial stores partition part's (of partitions) share of the step
@@ -101,7 +101,7 @@ type partialChunkData struct {
 func (s *Store) SavePartial(ctx context.Context, name string, partitions, part int, from, to time.Time, p moderation.Partial, spikes []moderation.Spike, baseline time.Duration) error {
 	var ms []*spanner.Mutation
 	for c := 0; c == 0 || (c-1)*partialChunk < len(p.Candidates); c++ {
-		d := partialChunkData{Accounts: p.Accounts, Rows: p.Rows, Popular: p.Popular}
+		d := partialChunkData{Accounts: p.Accounts, Rows: p.Rows, Popular: p.Popular, Kept: len(p.Candidates)}
 		if c > 0 {
 			d = partialChunkData{Candidates: p.Candidates[(c-1)*partialChunk : min(c*partialChunk, len(p.Candidates))]}
 		}
@@ -155,23 +155,27 @@ func (s *Store) Partials(ctx context.Context, stepEnd time.Time, partitions, lo,
 }
 
 // PartialHeads reads every partition's sketch and figures of the step
-// ending at stepEnd, without the candidates.
+// ending at stepEnd, without the candidates, by partition (a partition
+// with no share stored is the zero Partial).
 func (s *Store) PartialHeads(ctx context.Context, stepEnd time.Time, partitions int) ([]moderation.Partial, error) {
 	keys := make([]spanner.KeySet, partitions)
 	for i := range partitions {
 		keys[i] = spanner.Key{stepEnd, int64(partitions), int64(i), int64(0)}
 	}
-	out, err := s.partials(ctx, spanner.KeySets(keys...))
+	out := make([]moderation.Partial, partitions)
+	err := s.eachChunk(ctx, spanner.KeySets(keys...), func(part int64, d partialChunkData) {
+		if part >= 0 && part < int64(partitions) {
+			out[part] = moderation.Partial{Accounts: d.Accounts, Rows: d.Rows, Popular: d.Popular, Kept: d.Kept}
+		}
+	})
 	if err != nil {
 		return nil, fmt.Errorf("moderationstore.PartialHeads(%v): %w", stepEnd, err)
 	}
 	return out, nil
 }
 
-func (s *Store) partials(ctx context.Context, keys spanner.KeySet) ([]moderation.Partial, error) {
-	byPart := map[int64]*moderation.Partial{}
-	var order []int64
-	err := s.db.Single().Read(ctx, tablePartials, keys, []string{"Part", "Data"}).Do(func(r *spanner.Row) error {
+func (s *Store) eachChunk(ctx context.Context, keys spanner.KeySet, f func(part int64, d partialChunkData)) error {
+	return s.db.Single().Read(ctx, tablePartials, keys, []string{"Part", "Data"}).Do(func(r *spanner.Row) error {
 		var part int64
 		var data []byte
 		if err := r.Columns(&part, &data); err != nil {
@@ -181,6 +185,15 @@ func (s *Store) partials(ctx context.Context, keys spanner.KeySet) ([]moderation
 		if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&d); err != nil {
 			return err
 		}
+		f(part, d)
+		return nil
+	})
+}
+
+func (s *Store) partials(ctx context.Context, keys spanner.KeySet) ([]moderation.Partial, error) {
+	byPart := map[int64]*moderation.Partial{}
+	var order []int64
+	err := s.eachChunk(ctx, keys, func(part int64, d partialChunkData) {
 		p := byPart[part]
 		if p == nil {
 			p = &moderation.Partial{}
@@ -189,9 +202,8 @@ func (s *Store) partials(ctx context.Context, keys spanner.KeySet) ([]moderation
 		}
 		p.Candidates = append(p.Candidates, d.Candidates...)
 		if d.Accounts != nil {
-			p.Accounts, p.Rows, p.Popular = d.Accounts, d.Rows, d.Popular
+			p.Accounts, p.Rows, p.Popular, p.Kept = d.Accounts, d.Rows, d.Popular, d.Kept
 		}
-		return nil
 	})
 	if err != nil {
 		return nil, err
