@@ -187,7 +187,53 @@ func decoded(parts []moderation.Partial) []moderation.Partial {
 	return out
 }
 
+// scale is what the first generated step measured, for the arithmetic at
+// the design rate.
+type scale struct {
+	candidateShare    float64       // candidates per reaction change read
+	bytesPerCandidate float64       // the largest share's peak heap over its candidates
+	uneven            float64       // the largest share over an even share (2/B of the candidates)
+	perHandled        time.Duration // the shares' time over the candidates they held in all
+}
+
+// The deployed function (terraform/envs/prod/variables.tf: DetectManipulation)
+// and the design rate (docs/design/manipulation.md).
+const (
+	designRate     = 100_000          // reaction changes a second
+	stepRead       = 35 * time.Minute // a step of 5 minutes and the 2 windows before it
+	step           = 5 * time.Minute
+	instanceMemory = 2 << 30
+	shareMemory    = 1.5 * (1 << 30) // of it, for a share's working memory
+	maxInstances   = 24
+)
+
+func (s scale) write(b *strings.Builder) {
+	if s.perHandled == 0 {
+		return
+	}
+	read := float64(designRate) * stepRead.Seconds()
+	c := s.candidateShare * read
+	buckets := 1
+	for s.uneven*2*c/float64(buckets)*s.bytesPerCandidate > shareMemory {
+		buckets *= 2
+	}
+	perShare := s.uneven * 2 * c / float64(buckets)
+	shares := buckets * (buckets + 1) / 2
+	cpu := float64(buckets+1) * c * s.perHandled.Seconds()
+	b.WriteString("## At 100,000 changes a second\n\n")
+	fmt.Fprintf(b, "From the first generated step: %.0f %% of the changes read are candidates, a share holds %.0f bytes a candidate at its peak "+
+		"(reading included), the largest share is %.2f times an even share (2/B of the candidates), and the shares took %.1f µs a candidate held "+
+		"(on this machine, under the load stamped above).\n\n", 100*s.candidateShare, s.bytesPerCandidate, s.uneven, float64(s.perHandled.Nanoseconds())/1e3)
+	fmt.Fprintf(b, "- A step reads %.0f million changes (%v of changes at %d a second), %.0f million of them candidates.\n", read/1e6, stepRead, designRate, c/1e6)
+	fmt.Fprintf(b, "- One merge would hold %.1f GiB; DetectManipulation has %d GiB an instance.\n", c*s.bytesPerCandidate/(1<<30), instanceMemory>>30)
+	fmt.Fprintf(b, "- B = %d buckets (at least as many partitions) keep the largest share under %.1f GiB: %d shares a step, the largest holding "+
+		"%.1f million candidates, %.2f GiB.\n", buckets, shareMemory/(1<<30), shares, perShare/1e6, perShare*s.bytesPerCandidate/(1<<30))
+	fmt.Fprintf(b, "- Every candidate is held by B + 1 = %d shares: %.0f s of one core a %v step, %.0f instances busy throughout against "+
+		"DetectManipulation's %d (`max_instances`), before the partitions' own work.\n\n", buckets+1, cpu, step, cpu/step.Seconds(), maxInstances)
+}
+
 func steps(b *strings.Builder, p moderation.Params, sizes []int, partitions, buckets int) error {
+	var at scale
 	b.WriteString("## Generated steps\n\n")
 	fmt.Fprintf(b, "Each step is one hour of reaction changes of 0.235·n ordinary accounts (4 reactions each on average, on a catalogue of n items with "+
 		"Zipf popularity), n/500 heavy users (80 each), a viral video (3,000 likes in 10 minutes), a channel's release (60 fans, 4 videos) and six rings "+
@@ -264,8 +310,8 @@ func steps(b *strings.Builder, p moderation.Params, sizes []int, partitions, buc
 		}
 		shares := make([]moderation.PairShare, moderation.MergeShares(buckets))
 		var shareTime, shareSlowest time.Duration
-		var shareHeap uint64
-		largest := 0
+		var shareHeap, largestHeap uint64
+		largest, handled := 0, 0
 		for i := range shares {
 			x, y := moderation.ShareBuckets(i, buckets)
 			took, heap := measure(func() {
@@ -285,6 +331,10 @@ func steps(b *strings.Builder, p moderation.Params, sizes []int, partitions, buc
 			shareSlowest = max(shareSlowest, took)
 			shareHeap = max(shareHeap, heap)
 			largest = max(largest, shares[i].Candidates)
+			handled += shares[i].Candidates
+			if shares[i].Candidates == largest {
+				largestHeap = heap
+			}
 		}
 		// The last stage twice: timed as it runs, then measured with a
 		// collection after each partition it reads (a partition read is
@@ -327,9 +377,14 @@ func steps(b *strings.Builder, p moderation.Params, sizes []int, partitions, buc
 			}
 		}
 		fmt.Fprintf(os.Stderr, "benchmanip: %d shares %v (slowest %v, %s), last stage %v %s; %d pairs waiting on %d accounts\n", len(shares), shareTime, shareSlowest, mib(shareHeap), took, mib(heap), maybePairs, waiting)
+		if k == 0 {
+			at = scale{candidateShare: float64(candidates) / float64(len(w.Reactions)), bytesPerCandidate: float64(largestHeap) / float64(largest),
+				uneven: float64(largest) / (2 * float64(candidates) / float64(buckets)), perHandled: shareTime / time.Duration(handled)}
+		}
 		parts, w = nil, moderationtest.World{}
 	}
 	b.WriteString("\n")
+	at.write(b)
 	return nil
 }
 
