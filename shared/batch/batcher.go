@@ -20,6 +20,8 @@ type Batcher[T, R any] struct {
 	maxItems    int
 	maxInFlight int
 	linger      time.Duration
+	gather      time.Duration
+	maxGather   time.Duration
 	timeout     time.Duration
 
 	mu       sync.Mutex
@@ -45,6 +47,14 @@ type BatcherOptions struct {
 	// Linger is how long a batch waits for company before it runs; zero
 	// runs at once with whatever has queued.
 	Linger time.Duration
+	// Gather, without Linger, is a wait for company that follows the load:
+	// a batch that follows one of several calls waits, Gather at a time,
+	// until as many calls have queued as that one held and then while calls
+	// keep arriving; it runs once a Gather passes with none, or MaxGather
+	// has passed, or the batch is full. A call that finds the batcher idle
+	// runs at once, so the wait is zero when idle and grows with the rate
+	// of calls.
+	Gather, MaxGather time.Duration
 	// Timeout bounds one run; a batch serves many requests, so it does not
 	// run on any one request's context. A run also ends by the earliest
 	// deadline of its callers: what it does after that (a publish after
@@ -64,7 +74,11 @@ func NewBatcher[T, R any](opts BatcherOptions, run func(ctx context.Context, ite
 	if opts.Timeout <= 0 {
 		opts.Timeout = 30 * time.Second
 	}
-	return &Batcher[T, R]{run: run, maxItems: opts.MaxItems, maxInFlight: opts.MaxInFlight, linger: opts.Linger, timeout: opts.Timeout}
+	if opts.MaxGather < opts.Gather {
+		opts.MaxGather = opts.Gather
+	}
+	return &Batcher[T, R]{run: run, maxItems: opts.MaxItems, maxInFlight: opts.MaxInFlight, linger: opts.Linger,
+		gather: opts.Gather, maxGather: opts.MaxGather, timeout: opts.Timeout}
 }
 
 // Do adds item to the next batch and waits for its result. When ctx ends
@@ -91,14 +105,18 @@ func (b *Batcher[T, R]) Do(ctx context.Context, item T) (R, error) {
 
 // work runs batches until the queue is empty.
 func (b *Batcher[T, R]) work() {
+	last := 0 // the calls of the batch this worker ran before; 0: none
 	for {
-		if b.linger > 0 {
+		switch {
+		case b.linger > 0:
 			b.mu.Lock()
 			short := len(b.queue) < b.maxItems
 			b.mu.Unlock()
 			if short {
 				time.Sleep(b.linger)
 			}
+		case b.gather > 0 && last > 1:
+			b.gatherCalls(last)
 		}
 		b.mu.Lock()
 		n := min(len(b.queue), b.maxItems)
@@ -111,6 +129,27 @@ func (b *Batcher[T, R]) work() {
 		b.queue = append([]*call[T, R](nil), b.queue[n:]...)
 		b.mu.Unlock()
 		b.runBatch(batch)
+		last = n
+	}
+}
+
+// gatherCalls waits for company (BatcherOptions.Gather) after a batch of
+// last calls: until as many have queued, the load just seen, and then while
+// calls keep arriving.
+func (b *Batcher[T, R]) gatherCalls(last int) {
+	deadline := time.Now().Add(b.maxGather)
+	b.mu.Lock()
+	n := len(b.queue)
+	b.mu.Unlock()
+	for n < b.maxItems && time.Now().Before(deadline) {
+		time.Sleep(min(b.gather, time.Until(deadline)))
+		b.mu.Lock()
+		m := len(b.queue)
+		b.mu.Unlock()
+		if m == n && m >= last {
+			return
+		}
+		n = m
 	}
 }
 

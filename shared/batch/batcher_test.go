@@ -91,3 +91,101 @@ func TestBatcherErrorsAndPanics(t *testing.T) {
 		t.Errorf("cancelled caller: %v", err)
 	}
 }
+
+// TestBatcherGatherFollowsLoad: with Gather, closed-loop callers that come
+// back a moment after their answer all join the next batch instead of
+// alternating between two half batches, and a call to an idle batcher runs
+// at once.
+func TestBatcherGatherFollowsLoad(t *testing.T) {
+	const clients, calls = 10, 20
+	run := func(o BatcherOptions) (runs int64) {
+		synctest.Test(t, func(t *testing.T) {
+			var n atomic.Int64
+			b := NewBatcher(o, func(ctx context.Context, items []int) ([]int, error) {
+				n.Add(1)
+				time.Sleep(5 * time.Millisecond) // the transaction
+				return items, nil
+			})
+			var wg sync.WaitGroup
+			for c := range clients {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					// Staggered starts: the first batch holds one call.
+					time.Sleep(time.Duration(c) * time.Microsecond)
+					for i := range calls {
+						if _, err := b.Do(context.Background(), i); err != nil {
+							t.Error(err)
+							return
+						}
+						time.Sleep(time.Millisecond) // the answer's way back, the next request's way in
+					}
+				}()
+			}
+			wg.Wait()
+			runs = n.Load()
+			time.Sleep(time.Second) // the worker's last wait for company ends
+		})
+		return runs
+	}
+	plain := run(BatcherOptions{MaxItems: 50, MaxInFlight: 1})
+	gathered := run(BatcherOptions{MaxItems: 50, MaxInFlight: 1, Gather: 2 * time.Millisecond, MaxGather: 20 * time.Millisecond})
+	// Without: batches of 1 and 9 take turns. With: after the first two,
+	// every batch holds all ten callers.
+	if plain < 2*calls {
+		t.Errorf("without Gather: %d runs for %d closed-loop calls, want the alternating half batches (≥ %d)", plain, clients*calls, 2*calls)
+	}
+	if gathered > calls+2 {
+		t.Errorf("with Gather: %d runs for %d closed-loop calls, want every batch after the first two whole (≤ %d)", gathered, clients*calls, calls+2)
+	}
+
+	// Idle: a lone call runs at once, with no wait for company.
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBatcher(BatcherOptions{MaxItems: 50, Gather: time.Millisecond, MaxGather: 20 * time.Millisecond},
+			func(ctx context.Context, items []int) ([]int, error) { return items, nil })
+		for range 3 {
+			start := time.Now()
+			if _, err := b.Do(context.Background(), 1); err != nil {
+				t.Fatal(err)
+			}
+			if d := time.Since(start); d != 0 {
+				t.Errorf("a lone call waited %v, want 0", d)
+			}
+			time.Sleep(time.Second)
+		}
+	})
+
+	// A steady stream: the wait stops at MaxGather.
+	synctest.Test(t, func(t *testing.T) {
+		var sizes []int
+		var mu sync.Mutex
+		b := NewBatcher(BatcherOptions{MaxItems: 1000, MaxInFlight: 1, Gather: 2 * time.Millisecond, MaxGather: 10 * time.Millisecond},
+			func(ctx context.Context, items []int) ([]int, error) {
+				mu.Lock()
+				sizes = append(sizes, len(items))
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+				return items, nil
+			})
+		var wg sync.WaitGroup
+		for i := range 400 { // one call every 100 µs for 40 ms
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				time.Sleep(time.Duration(i) * 100 * time.Microsecond)
+				b.Do(context.Background(), i)
+			}()
+		}
+		wg.Wait()
+		time.Sleep(time.Second)
+		for _, n := range sizes {
+			// At most MaxGather plus one run of calls, 10 per ms.
+			if n > 115 {
+				t.Errorf("a batch of %d calls: the wait went past MaxGather (batches %v)", n, sizes)
+			}
+		}
+		if len(sizes) > 8 {
+			t.Errorf("%d batches for 40 ms of steady calls, want waits of about MaxGather (batches %v)", len(sizes), sizes)
+		}
+	})
+}

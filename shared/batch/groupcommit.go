@@ -16,6 +16,9 @@ type GroupCommitOptions struct {
 	MaxInFlight int
 	// Linger is how long a batch waits for company; zero runs at once.
 	Linger time.Duration
+	// Gather and MaxGather are the wait for company that follows the load
+	// (BatcherOptions.Gather).
+	Gather, MaxGather time.Duration
 }
 
 // groupCommitTimeout bounds one batched run: a batch serves many requests,
@@ -40,7 +43,8 @@ func NewGroupCommit[T, R any](o GroupCommitOptions, run func(ctx context.Context
 			o.MaxBatch = 200
 		}
 		g.batcher = NewBatcher(BatcherOptions{
-			MaxItems: o.MaxBatch, MaxInFlight: o.MaxInFlight, Linger: o.Linger, Timeout: groupCommitTimeout,
+			MaxItems: o.MaxBatch, MaxInFlight: o.MaxInFlight, Linger: o.Linger,
+			Gather: o.Gather, MaxGather: o.MaxGather, Timeout: groupCommitTimeout,
 		}, run)
 	}
 	return g
