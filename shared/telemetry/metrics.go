@@ -38,6 +38,9 @@ const (
 	MetricSpannerReads          = "engagement/spanner_reads"
 	MetricMessagesPublished     = "engagement/messages_published"
 	MetricMessageBytesPublished = "engagement/message_bytes_published"
+	// Counted by the reactions' writer (reactionstore.Writer): its
+	// transactions, so that requests ÷ transactions is the group size.
+	MetricReactionGroups = "engagement/reaction_groups"
 )
 
 // Metric attribute keys.

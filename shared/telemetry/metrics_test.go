@@ -189,7 +189,7 @@ func TestMetricNamesGoogleAccepts(t *testing.T) {
 	key := regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_.]*$`)
 	for _, n := range []string{MetricRequests, MetricEventsApplied, MetricEventsDuplicate, MetricBatchSize, MetricRollupLag,
 		MetricRollupDuration, MetricCounterShards, MetricReconcileCorrections, MetricReconcileCorrectionSize,
-		MetricDeadLetterDeliveries, MetricRateLimited} {
+		MetricDeadLetterDeliveries, MetricRateLimited, MetricReactionGroups} {
 		if !name.MatchString(n) {
 			t.Errorf("metric name %q would be rejected", n)
 		}

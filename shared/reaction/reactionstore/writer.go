@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/videngage/engagement/shared/batch"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/events"
+	"github.com/videngage/engagement/shared/telemetry"
 )
 
 // Writer records reactions and publishes their events. Batched (the default),
@@ -21,6 +24,8 @@ type Writer struct {
 	pub     events.Publisher
 	sets    *batch.GroupCommit[SetRequest, SetResult]
 	limiter Limiter // nil: no limit besides the store's
+	// groups counts the transactions run (telemetry.MetricReactionGroups).
+	groups metric.Int64Counter
 }
 
 // Limiter admits requests of users, one each, or says how long each must
@@ -44,7 +49,10 @@ type WriterOptions = batch.GroupCommitOptions
 
 // NewWriter returns a Writer over store publishing through pub.
 func NewWriter(store *Store, pub events.Publisher, o WriterOptions) *Writer {
-	w := &Writer{store: store, pub: pub}
+	w := &Writer{store: store, pub: pub,
+		groups: telemetry.NewCounter(nil, telemetry.MetricReactionGroups, "{transaction}",
+			"Transactions of the reactions' group commit, each recording the requests that waited for it; reactions ÷ transactions is the group size."),
+	}
 	w.sets = batch.NewGroupCommit(o, w.run)
 	return w
 }
@@ -104,6 +112,7 @@ func (w *Writer) record(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 	if err != nil {
 		return nil, err
 	}
+	w.groups.Add(ctx, 1)
 	evs := Events(res)
 	events.PublishCommitted(ctx, w.pub, evs)
 	return res, nil
