@@ -16,6 +16,7 @@ import (
 
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/auth"
+	"github.com/videngage/engagement/shared/batch"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/counter/outboxstore"
 	"github.com/videngage/engagement/shared/errs"
@@ -43,23 +44,43 @@ func init() {
 func Build(c *host.Clients) (Deps, error) {
 	cfg := c.Config
 	db := spannerdb.Wrap(c.Spanner, cfg)
-	// Group commit: while a transaction runs, the requests that arrive form
-	// the next one. Two in flight per instance keep batches large under load
-	// (one against the emulator, which runs one transaction at a time).
-	wo := outboxstore.WriterOptions(db, 2)
-	// The per-user limit is one atomic Bigtable increment per request, the
-	// limiter history uses: no Spanner row read and written per reaction.
-	// While Bigtable does not answer, this instance decides it alone.
-	var limiter reactionstore.Limiter
-	if limit := cfg.UserLimits().Reactions; limit > 0 {
-		shared := ratelimit.NewBigtable(c.BigtableTx, "reactions", limit)
-		limiter = ratelimit.NewDegrading(shared, "reactions", limit, cfg.HTTP.RateLimitBudget, c.Metrics)
-	}
 	store := reactionstore.New(db)
-	w := reactionstore.NewWriter(store, bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic), wo).LimitWith(limiter)
+	// A group's events are one message already: published at once.
+	pub := bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic).Unbundled()
+	w := reactionstore.NewWriter(store, pub, WriterOptions(db)).LimitWith(Limiter(c))
 	return Deps{
 		Verifier: c.Verifier, Writer: w, Store: store, Metrics: c.Metrics,
 	}, nil
+}
+
+// Limiter is the per-user limit of reactions, nil when there is none: one
+// Bigtable write and one read per group, the limiter history uses, so no
+// Spanner row is read and written per reaction. While Bigtable does not
+// answer, the instance decides it alone.
+func Limiter(c *host.Clients) reactionstore.Limiter {
+	cfg := c.Config
+	limit := cfg.UserLimits().Reactions
+	if limit <= 0 {
+		return nil
+	}
+	shared := ratelimit.NewBigtable(c.BigtableTx, "reactions", limit)
+	return ratelimit.NewDegrading(shared, "reactions", limit, cfg.HTTP.RateLimitBudget, c.Metrics)
+}
+
+// WriterOptions are the reactions' group commit over db: while a
+// transaction runs, the requests that arrive form the next one; two
+// transactions in flight (one against the emulator, which runs one at a
+// time: outboxstore.WriterOptions), up to 500 requests each, and under
+// load a wait for company that lasts while requests keep arriving (a
+// millisecond at a time, at most 10), none when idle. A group's fixed cost (the
+// limit's two Bigtable calls, the transaction's reads and commit, its
+// message and the consumer's transaction) is then shared by the requests
+// that would otherwise have formed the next group.
+func WriterOptions(db *spannerdb.DB) batch.GroupCommitOptions {
+	wo := outboxstore.WriterOptions(db, 2)
+	wo.MaxBatch = 500
+	wo.Gather, wo.MaxGather = time.Millisecond, 10*time.Millisecond
+	return wo
 }
 
 // Interfaces of what the handler uses.

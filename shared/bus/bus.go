@@ -45,6 +45,15 @@ func NewPublisher(c *pubsub.Client, topic string) *Publisher {
 	}
 }
 
+// Unbundled sends each message in its own publish call, at once, and
+// returns p; call it before the first Publish. For a writer whose message
+// is already a batch (a group commit's events), the client's own bundling
+// only delays it: its wait for company is the writer's.
+func (p *Publisher) Unbundled() *Publisher {
+	p.p.PublishSettings.CountThreshold = 1
+	return p
+}
+
 // Publish publishes one message and waits until Pub/Sub has it. A failure
 // wraps ErrBackendUnavailable and its cause: the caller answers 503 and the
 // client retries, since the client's own refusals (flow control, a stopped
