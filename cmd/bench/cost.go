@@ -20,6 +20,8 @@ import (
 type configuration struct {
 	name string
 	env  map[string]string
+	// writer is the reactions' writer served (zero: the deployed one).
+	writer writerKind
 }
 
 // configurations are compared side by side: the deployed engine. Per-user
@@ -27,7 +29,7 @@ type configuration struct {
 // under it). The engines it replaced are retired
 // (docs/decisions/retired-baselines.md).
 var configurations = []configuration{
-	{"sharded", nil},
+	{name: "sharded"},
 }
 
 // cost is the work of one hot-item run per 1,000 reactions.

@@ -95,6 +95,10 @@ func realMain(ctx context.Context) error {
 	flag.IntVar(&cso.watches, "consumer-watches", 20, "consumers benchmark: watches per ApplyViews batch")
 	flag.IntVar(&cso.items, "consumer-items", 50, "consumers benchmark: distinct items per run")
 	flag.StringVar(&cso.out, "consumer-out", "", "consumers benchmark: also write the report to this file (docs/benchmarks/consumers.md)")
+	var lo levelsOptions
+	flag.StringVar(&lo.levels, "levels", "", "reactions by load: the hot-item run at each of these counts of closed-loop clients (comma-separated, e.g. 64,128,256,512), -reactions/64 reactions per client, with the mean group size G and the fit CPU = a + b/G")
+	flag.BoolVar(&lo.baseline, "levels-baseline", true, "reactions by load: run the baseline writer (no wait for company, 200 a transaction, the publisher's bundling) at each level too")
+	flag.StringVar(&lo.out, "levels-out", "", "reactions by load: also write the report to this file (docs/benchmarks/reactions-cpu.md)")
 	flag.Parse()
 	co.concurrency = o.concurrency
 	if err := co.check(); err != nil {
@@ -116,6 +120,9 @@ func realMain(ctx context.Context) error {
 	defer st.Stop()
 	if *countsOnly {
 		return countsReadBench(ctx, st, o.cpuProfile)
+	}
+	if lo.levels != "" {
+		return runLevels(ctx, st, lo, o, stamp)
 	}
 	var results []result
 	for i, c := range configurations {
@@ -181,6 +188,12 @@ type result struct {
 }
 
 func runMode(ctx context.Context, es *emulators.Stack, c configuration, n int, o options) (result, error) {
+	return runModeWith(ctx, es, c, n, o, true)
+}
+
+// runModeWith is runMode, with the counts latency and freshness runs only
+// when all is set.
+func runModeWith(ctx context.Context, es *emulators.Stack, c configuration, n int, o options, all bool) (result, error) {
 	srv, err := benchstack.StartServer()
 	if err != nil {
 		return result{}, err
@@ -195,7 +208,11 @@ func runMode(ctx context.Context, es *emulators.Stack, c configuration, n int, o
 		return result{}, err
 	}
 	defer teardown()
-	s, err := newStack(ctx, cfg, srv)
+	wk := c.writer
+	if wk == "" {
+		wk = writerDeployed
+	}
+	s, err := newStackWith(ctx, cfg, srv, wk)
 	if err != nil {
 		return result{}, err
 	}
@@ -203,6 +220,9 @@ func runMode(ctx context.Context, es *emulators.Stack, c configuration, n int, o
 	r := result{mode: c.name}
 	if err := hotItem(ctx, s, srv, o, &r); err != nil {
 		return r, err
+	}
+	if !all {
+		return r, nil
 	}
 	if err := countsLatency(ctx, s, srv, o, &r); err != nil {
 		return r, err

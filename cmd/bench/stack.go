@@ -14,6 +14,9 @@ import (
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/leasestore"
+	"github.com/videngage/engagement/shared/counter/outboxstore"
+	"github.com/videngage/engagement/shared/reaction/reactionstore"
+	"github.com/videngage/engagement/shared/spannerdb"
 )
 
 // stack is the engagement functions of one world, served by one server the
@@ -29,10 +32,42 @@ type stack struct {
 // issuer served by srv) and serves them on srv, with whatever more mount
 // adds.
 func newStack(ctx context.Context, cfg *config.Config, srv *benchstack.Server, mount ...func(*benchstack.Stack, *http.ServeMux) error) (*stack, error) {
+	return newStackWith(ctx, cfg, srv, writerDeployed, mount...)
+}
+
+// writerKind is the reactions' writer a stack serves.
+type writerKind string
+
+const (
+	// writerDeployed is reactionsfn.Build's.
+	writerDeployed writerKind = "deployed"
+	// writerBaseline is the writer before the group commit waited for
+	// company: no wait, at most 200 requests a transaction, and the
+	// publisher's own bundling of messages (5 ms), the baseline of the
+	// levels benchmark.
+	writerBaseline writerKind = "baseline"
+)
+
+// baselineWriter is writerBaseline's writer over the stack's clients: the
+// production store and limiter, the earlier options.
+func baselineWriter(st *benchstack.Stack) reactionsfn.Writer {
+	c := st.Clients
+	db := spannerdb.Wrap(c.Spanner, c.Config)
+	wo := outboxstore.WriterOptions(db, 2)
+	wo.MaxBatch = 200
+	return reactionstore.NewWriter(reactionstore.New(db), bus.NewPublisher(c.PubSub, c.Config.PubSub.CounterTopic), wo).
+		LimitWith(reactionsfn.Limiter(c))
+}
+
+// newStackWith is newStack with the reactions' writer wk.
+func newStackWith(ctx context.Context, cfg *config.Config, srv *benchstack.Server, wk writerKind, mount ...func(*benchstack.Stack, *http.ServeMux) error) (*stack, error) {
 	bs, err := benchstack.New(ctx, "bench", cfg, srv, func(st *benchstack.Stack, mux *http.ServeMux) error {
 		rdeps, err := reactionsfn.Build(st.Clients)
 		if err != nil {
 			return err
+		}
+		if wk == writerBaseline {
+			rdeps.Writer = baselineWriter(st)
 		}
 		reactions := reactionsfn.New(rdeps)
 		mux.Handle("/v1/reactions", reactions)
