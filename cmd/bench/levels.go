@@ -23,10 +23,8 @@ import (
 
 // levelsOptions are the flags of the levels benchmark.
 type levelsOptions struct {
-	levels    string
-	perClient int
-	out       string
-	baseline  bool
+	levels   string
+	baseline bool
 }
 
 // levelResult is one hot-item run at one level.
@@ -129,32 +127,17 @@ func runLevels(ctx context.Context, es *emulators.Stack, lo levelsOptions, o opt
 			all[wi] = append(all[wi], levelResult{writer: string(wk), clients: clients, reactions: lo.reactions, groups: groupsCounted() - g0, r: r})
 		}
 	}
-	var b strings.Builder
-	printLevels(&b, all)
-	fmt.Print("\n" + b.String())
+	stamp.Finish()
+	// The stamp, for the report in docs/benchmarks/reactions-cpu.md.
+	fmt.Print("\n" + stamp.Header("A reaction's CPU by group size"))
+	printLevels(os.Stdout, all)
 	for wi, wk := range writers {
 		if wk == writerDeployed {
 			recordLevels(all[wi])
 		}
 	}
-	if lo.out != "" {
-		stamp.Finish()
-		return stamp.Write(lo.out, "A reaction's CPU by group size", levelsPreamble+"```\n"+b.String()+"```\n")
-	}
 	return nil
 }
-
-const levelsPreamble = `The hot-item run of ` + "`cmd/bench`" + ` (one item, one like per user, each client
-sending its next request once answered) at several counts of clients. CPU is
-the process CPU (getrusage) of the process serving the functions (Reactions,
-ApplyCounters, Rollup), the load sent from a child process, divided by the
-reactions, from the first request until every reaction is counted. G is the
-mean group size: reactions per transaction of the reactions' group commit.
-The fit is the least-squares CPU = a + b/G over a writer's levels. The
-machine is shared with other work: the uptime lines above give its load, and
-the writers take turns at each level so that it weighs on both alike.
-
-`
 
 // printLevels prints each writer's levels side by side, and its fit.
 func printLevels(w io.Writer, all [][]levelResult) {

@@ -98,7 +98,6 @@ func realMain(ctx context.Context) error {
 	var lo levelsOptions
 	flag.StringVar(&lo.levels, "levels", "", "reactions by load: the hot-item run at each of these counts of closed-loop clients (comma-separated, e.g. 64,128,256,512), -reactions/64 reactions per client, with the mean group size G and the fit CPU = a + b/G")
 	flag.BoolVar(&lo.baseline, "levels-baseline", true, "reactions by load: run the baseline writer (no wait for company, 200 a transaction, the publisher's bundling) at each level too")
-	flag.StringVar(&lo.out, "levels-out", "", "reactions by load: also write the report to this file (docs/benchmarks/reactions-cpu.md)")
 	flag.Parse()
 	co.concurrency = o.concurrency
 	if err := co.check(); err != nil {
