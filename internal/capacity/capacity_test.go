@@ -216,8 +216,8 @@ func TestBrokenTerraformFails(t *testing.T) {
 			"Rollup: 1 instances × concurrency 1"},
 		{"prod no longer passes its overrides (the module's default is none)", "terraform/envs/prod/main.tf",
 			`function_overrides\s*=\s*var\.function_overrides`, ``, "Reconcile: timeout"},
-		{"event functions back at one push at a time on 100 instances", "terraform/envs/prod/variables.tf",
-			`event\s*=\s*\{[^}]*\}`, `event = { memory = "512Mi", cpu = "1", timeout_seconds = 60, concurrency = 1, min_instances = 0, max_instances = 100 }`,
+		{"event functions back at one push at a time on 40 instances", "terraform/envs/prod/variables.tf",
+			`event\s*=\s*\{[^}]*\}`, `event = { memory = "512Mi", cpu = "1", timeout_seconds = 60, concurrency = 1, min_instances = 0, max_instances = 40 }`,
 			"ApplyCounters"},
 	}
 	for _, c := range cases {
