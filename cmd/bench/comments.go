@@ -88,7 +88,7 @@ type commentsStack struct {
 
 func newCommentsStack(ctx context.Context, cfg *config.Config, srv *benchstack.Server) (*commentsStack, error) {
 	bs, err := benchstack.New(ctx, "bench", cfg, srv, func(st *benchstack.Stack, mux *http.ServeMux) error {
-		deps, err := commentsfn.Build(st.Clients)
+		deps, err := commentsfn.Build(ctx, st.Clients)
 		if err != nil {
 			return err
 		}

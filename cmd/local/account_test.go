@@ -184,11 +184,11 @@ func TestAccountErasure(t *testing.T) {
 	must(frank, "PUT", "/v1/reactions/er-a", `{"reaction":"like"}`, 200)
 	evesTop := postComment(t, base, eve.token, "er-v")
 	franksTop := postComment(t, base, frank.token, "er-v")
-	for _, reply := range []struct {
+	for i, reply := range []struct {
 		c      client
 		parent string
 	}{{frank, evesTop}, {frank, evesTop}, {eve, franksTop}} {
-		must(reply.c, "POST", "/v1/videos/er-v/comments", `{"text":"a reply","parentId":"`+reply.parent+`"}`, 201)
+		must(reply.c, "POST", "/v1/videos/er-v/comments", fmt.Sprintf(`{"text":"reply %d","parentId":%q}`, i, reply.parent), 201)
 	}
 	must(eve, "PUT", "/v1/reactions/"+franksTop, `{"reaction":"like"}`, 200)
 	must(eve, "POST", "/v1/history", `{"videoId":"er-v","positionSeconds":3}`, 202)

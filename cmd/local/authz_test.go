@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -350,10 +351,15 @@ func commentRows(t *testing.T, base string, tokens map[string]string) []authzRow
 	)
 }
 
-// postComment posts a comment on video and returns its id.
+// postedComments numbers the texts of postComment.
+var postedComments atomic.Int64
+
+// postComment posts a comment on video and returns its id. Each text is new:
+// a user's same text again is refused as a duplicate.
 func postComment(t *testing.T, base, tok, video string) string {
 	t.Helper()
-	code, _, resp := client{t: t, base: base, token: tok}.do("POST", "/v1/videos/"+video+"/comments", `{"text":"authz"}`)
+	text := fmt.Sprintf(`{"text":"authz %d"}`, postedComments.Add(1))
+	code, _, resp := client{t: t, base: base, token: tok}.do("POST", "/v1/videos/"+video+"/comments", text)
 	if code != 201 {
 		t.Fatalf("posting a comment: %d %s", code, resp)
 	}

@@ -84,6 +84,9 @@ func realMain(ctx context.Context) error {
 		// claims; locally a short wait lets one tried from the playground
 		// finish while you watch.
 		"ERASURE_SETTLE": envOr("ERASURE_SETTLE", "10s"),
+		// The issuer answers the account records (accounts:lookup) too, of
+		// the accounts minted with an age (/dev/token?accountAge=1h).
+		"FIREBASE_AUTH_EMULATOR_HOST": strings.TrimPrefix(base, "http://"),
 	}
 	for k, v := range stack.Env() {
 		env[k] = v
@@ -129,6 +132,7 @@ func realMain(ctx context.Context) error {
 	mux.Handle("/dev/token", httpx.CORSFor(loopbackOrigin)(issuer.TokenHandler()))
 	mux.Handle("GET /{$}", playgroundHandler())
 	mux.Handle("GET /dev/jwks", issuer.JWKSHandler())
+	mux.Handle("/identitytoolkit.googleapis.com/v1/projects/"+project+"/accounts:lookup", issuer.AccountsHandler())
 	mux.Handle("POST /events/{function}", events)
 	functions, err := localstack.MountHTTP(ctx, mux, clients, nil)
 	if err != nil {

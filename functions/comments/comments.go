@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -39,7 +40,7 @@ import (
 func init() {
 	host.RegisterHTTP("Comments", host.NeedSpanner|host.NeedBigtable|host.NeedPubSub|host.NeedVerifier,
 		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
-			deps, err := Build(c)
+			deps, err := Build(ctx, c)
 			if err != nil {
 				return nil, err
 			}
@@ -48,13 +49,27 @@ func init() {
 }
 
 // Build wires the handler's collaborators from an instance's clients.
-func Build(c *host.Clients) (Deps, error) {
+func Build(ctx context.Context, c *host.Clients) (Deps, error) {
 	cfg := c.Config
 	db := spannerdb.Wrap(c.Spanner, cfg)
 	wo := outboxstore.WriterOptions(db, 8)
-	store := commentstore.New(db, cfg.UserLimits().Comments).GateModeration(moderationstore.NewGate(cfg.UserLimits().Moderation))
+	limits := cfg.UserLimits()
+	store := commentstore.New(db, limits.Comments).
+		GateModeration(moderationstore.NewGate(limits.Moderation)).
+		RefuseSpam(comment.SpamRules{DuplicateWindow: cfg.Comments.DuplicateWindow, YoungAge: cfg.Comments.YoungAccountAge}, limits.YoungComments)
 	w := commentstore.NewWriter(store, bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic), wo)
+	var accounts Accounts
+	if cfg.Comments.YoungAccountAge > 0 {
+		records, err := auth.AccountRecordsOf(ctx, cfg)
+		if err != nil {
+			return Deps{}, err
+		}
+		if records != nil {
+			accounts = auth.NewAccountCreation(records, cfg.Moderation.AccountRecordsCache)
+		}
+	}
 	return Deps{
+		Accounts:      accounts,
 		Verifier:      c.Verifier,
 		Writer:        w,
 		Store:         store,
@@ -96,6 +111,11 @@ type (
 	Limiter interface {
 		Allow(ctx context.Context, userID string) (retryAfter time.Duration, err error)
 	}
+	// Accounts answers when the identity provider created an account
+	// (*auth.AccountCreation); zero when it has no record.
+	Accounts interface {
+		Created(ctx context.Context, uid string) (time.Time, error)
+	}
 	// Counts reads the counter engine: the reply counts of a page.
 	Counts interface {
 		Counts(ctx context.Context, ids []string, viewer *countstore.Viewer, maxStaleness time.Duration) (countstore.Counts, error)
@@ -113,7 +133,10 @@ type Deps struct {
 	MaxStaleness time.Duration
 	// DeleteLimiter limits the deletions of each user; nil: no limit.
 	DeleteLimiter Limiter
-	Metrics       *telemetry.Metrics // may be nil
+	// Accounts gives posters' account ages to the young-account rule; nil:
+	// no account is young.
+	Accounts Accounts
+	Metrics  *telemetry.Metrics // may be nil
 }
 
 type handler struct{ Deps }
@@ -202,6 +225,7 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
 	}
 	res, err := h.Writer.Post(r.Context(), commentstore.CreateRequest{
 		UserID: user.ID, VideoID: video, ParentID: parent, Text: *body.Text, IdempotencyKey: key,
+		AccountCreated: h.accountCreated(r.Context(), user.ID),
 	})
 	if err == nil {
 		err = res.Err
@@ -210,7 +234,8 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case errors.Is(err, comment.ErrParentNotFound):
 		return httpx.NotFound("%s", err.Error())
-	case errors.Is(err, comment.ErrParentIsReply), errors.Is(err, comment.ErrParentElsewhere):
+	case errors.Is(err, comment.ErrParentIsReply), errors.Is(err, comment.ErrParentElsewhere),
+		errors.Is(err, comment.ErrDuplicateText), errors.Is(err, comment.ErrYoungAccountLinks):
 		return httpx.InvalidArgument("%s", err.Error())
 	case errors.Is(err, commentstore.ErrKeyReused):
 		return httpx.InvalidArgument("this Idempotency-Key was already used for another comment; send a new key with a new comment")
@@ -232,6 +257,28 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set(session.Header, session.Encode(res.CommitTime))
 	httpx.WriteJSON(w, http.StatusCreated, bodyOf(res.Comment, replies))
 	return nil
+}
+
+// accountLookupBudget bounds the wait for the identity provider's record of
+// an account the instance has not seen.
+const accountLookupBudget = time.Second
+
+// accountCreated is when uid's account was created, for the young-account
+// rule; zero (not young) when the records are not configured or do not
+// answer in time: the rule does not take posting down with the identity
+// provider, and the rate and link limits hold meanwhile.
+func (h *handler) accountCreated(ctx context.Context, uid string) time.Time {
+	if h.Accounts == nil {
+		return time.Time{}
+	}
+	ctx, cancel := context.WithTimeout(ctx, accountLookupBudget)
+	defer cancel()
+	t, err := h.Accounts.Created(ctx, uid)
+	if err != nil {
+		slog.WarnContext(ctx, "account records unavailable: the post is taken as an established account's", "error", err)
+		return time.Time{}
+	}
+	return t
 }
 
 // decodeUTF8JSON is httpx.DecodeJSON that also refuses strings that are not

@@ -490,7 +490,7 @@ func TestBuildThroughPubSub(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { clients.Close() })
-		deps, err := commentsfn.Build(clients)
+		deps, err := commentsfn.Build(ctx, clients)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -507,7 +507,7 @@ func TestBuildThroughPubSub(t *testing.T) {
 		e.url = srv
 		var ids []string
 		for i := 0; i < 5; i++ {
-			r := e.do("POST", "/v1/videos/vid/comments", e.token("alice"), `{"text":"hi"}`)
+			r := e.do("POST", "/v1/videos/vid/comments", e.token("alice"), fmt.Sprintf(`{"text":"hi %d"}`, i))
 			switch {
 			case limits == "on" && i >= 3:
 				apitest.CheckError(t, "over the limit", r, 429, "RESOURCE_EXHAUSTED")

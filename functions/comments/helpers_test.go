@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -94,6 +95,13 @@ type envOpts struct {
 	// deleteLimit is the deletions per minute per user, counted in
 	// Bigtable as deployed; 0: none.
 	deleteLimit int
+	// spam are the spam rules, and youngLimit young accounts' comments a
+	// minute; zero: none.
+	spam       comment.SpamRules
+	youngLimit int
+	// accountRecords gives the function the issuer's account records, read
+	// as the local stack reads them (FIREBASE_AUTH_EMULATOR_HOST).
+	accountRecords bool
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -111,7 +119,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 		t.Fatal(err)
 	}
 	e := &env{t: t, cfg: cfg, db: db, issuer: is}
-	e.store = commentstore.New(db, o.limit).GateModeration(moderationstore.NewGate(o.moderation))
+	e.store = commentstore.New(db, o.limit).GateModeration(moderationstore.NewGate(o.moderation)).RefuseSpam(o.spam, o.youngLimit)
 	e.outbox, e.reads = outboxstore.New(db), countstore.New(db)
 	e.folds = foldstore.New(db, foldstore.Options{Policy: o.policy, RollupInterval: time.Second})
 	e.bus = newLoopback(t, applycountersfn.New(e.outbox, nil))
@@ -122,6 +130,19 @@ func newEnv(t *testing.T, o envOpts) *env {
 		Store:    e.store,
 		Counts:   e.reads,
 		Tokens:   comment.NewPageTokens(cfg.HTTP.PageTokenSecret),
+	}
+	if o.accountRecords {
+		mux := http.NewServeMux()
+		mux.Handle("/identitytoolkit.googleapis.com/v1/projects/"+audience+"/accounts:lookup", is.AccountsHandler())
+		srv := httptest.NewServer(mux)
+		t.Cleanup(srv.Close)
+		rc := *cfg
+		rc.Auth.Audience, rc.Auth.EmulatorHost = audience, strings.TrimPrefix(srv.URL, "http://")
+		records, err := auth.AccountRecordsOf(context.Background(), &rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Accounts = auth.NewAccountCreation(records, 100)
 	}
 	if o.deleteLimit > 0 {
 		clients, err := host.New(context.Background(), cfg, host.NeedBigtable)

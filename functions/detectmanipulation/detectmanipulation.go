@@ -46,11 +46,11 @@ func init() {
 			db := spannerdb.Wrap(c.Spanner, c.Config)
 			flags := moderationstore.New(db, moderationstore.Gate{}).ProtectUnflags(c.Config.Moderation.UnflagProtection)
 			d := Deps{Store: Stores(reactionstore.New(db), flags), Leases: leasestore.New(db, nil), Metrics: c.Metrics}
-			if u := c.Config.Moderation.AccountRecordsURL; u != "" {
-				records, err := auth.NewAccountRecords(ctx, u, c.Config.Auth.Audience)
-				if err != nil {
-					return nil, err
-				}
+			records, err := auth.AccountRecordsOf(ctx, c.Config)
+			if err != nil {
+				return nil, err
+			}
+			if records != nil {
 				d.Accounts = records
 			}
 			return New(d), nil

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -42,6 +43,11 @@ type Issuer struct {
 	kid      string
 	jwks     []byte
 	now      func() time.Time
+
+	mu sync.Mutex
+	// created are the accounts' creation times that AccountCreated gave,
+	// which AccountsHandler answers as the identity provider's records.
+	created map[string]time.Time
 }
 
 // New generates a 2048-bit RSA key for tokens of the given
@@ -70,7 +76,7 @@ func New(audience string) (*Issuer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("localauth.New: %w", err)
 	}
-	return &Issuer{audience: audience, key: key, kid: kid, jwks: jwks, now: time.Now}, nil
+	return &Issuer{audience: audience, key: key, kid: kid, jwks: jwks, now: time.Now, created: map[string]time.Time{}}, nil
 }
 
 // Issuer is the iss of the tokens, as Firebase would set it.
@@ -101,6 +107,7 @@ type mintOptions struct {
 	verified  bool
 	tenant    string
 	extra     map[string]any
+	created   time.Time
 }
 
 // MintOption changes a minted token; most exist to mint bad tokens in tests.
@@ -155,6 +162,11 @@ func Email(addr string, verified bool) MintOption {
 // Tenant sets firebase.tenant (default none).
 func Tenant(t string) MintOption { return func(o *mintOptions) { o.tenant = t } }
 
+// AccountCreated records that the account was created at t: the issuer's
+// account records (AccountsHandler) answer it from then on, as Identity
+// Platform's do. The token itself does not carry it, as Firebase's does not.
+func AccountCreated(t time.Time) MintOption { return func(o *mintOptions) { o.created = t } }
+
 // Claim sets (or, with a nil value, removes) any claim.
 func Claim(name string, value any) MintOption {
 	return func(o *mintOptions) {
@@ -183,6 +195,11 @@ func (i *Issuer) Mint(uid string, opts ...MintOption) (string, error) {
 	}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if !o.created.IsZero() {
+		i.mu.Lock()
+		i.created[uid] = o.created
+		i.mu.Unlock()
 	}
 	if o.expiresAt.IsZero() {
 		o.expiresAt = o.issuedAt.Add(localTokenTTL)
@@ -258,7 +275,46 @@ func (i *Issuer) JWKSHandler() http.Handler {
 	})
 }
 
-// TokenHandler answers GET ?uid=alice[&moderator=true] with {"idToken":"…"}.
+// AccountsHandler answers the Identity Toolkit API's accounts:lookup
+// (POST {"localId":[…]}) as Identity Platform does, from the creation times
+// AccountCreated recorded; an account minted without one is left out, as
+// the provider leaves out accounts it does not know. Serve it at
+// /identitytoolkit.googleapis.com/v1/projects/{project}/accounts:lookup of
+// the host that FIREBASE_AUTH_EMULATOR_HOST names.
+func (i *Issuer) AccountsHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			writeLocalError(w, http.StatusMethodNotAllowed, "INVALID_ARGUMENT", "use POST")
+			return
+		}
+		var body struct {
+			LocalID []string `json:"localId"`
+		}
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&body); err != nil {
+			writeLocalError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "the body must be {\"localId\":[…]}")
+			return
+		}
+		type user struct {
+			LocalID   string `json:"localId"`
+			CreatedAt string `json:"createdAt"` // milliseconds since the epoch
+		}
+		users := []user{}
+		i.mu.Lock()
+		for _, uid := range body.LocalID {
+			if t, ok := i.created[uid]; ok {
+				users = append(users, user{uid, strconv.FormatInt(t.UnixMilli(), 10)})
+			}
+		}
+		i.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"users": users})
+	})
+}
+
+// TokenHandler answers GET ?uid=alice[&moderator=true][&accountAge=1h] with
+// {"idToken":"…"}; accountAge (a Go duration) records the account as
+// created that long ago (AccountCreated).
 func (i *Issuer) TokenHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
@@ -287,6 +343,14 @@ func (i *Issuer) TokenHandler() http.Handler {
 		default:
 			writeLocalError(w, http.StatusBadRequest, "INVALID_ARGUMENT", `moderator must be "true" or "false"`)
 			return
+		}
+		if v := q.Get("accountAge"); v != "" {
+			age, err := time.ParseDuration(v)
+			if err != nil || age < 0 {
+				writeLocalError(w, http.StatusBadRequest, "INVALID_ARGUMENT", `accountAge must be a duration such as "1h" or "48h"`)
+				return
+			}
+			opts = append(opts, AccountCreated(i.now().Add(-age)))
 		}
 		tok, err := i.Mint(uid, opts...)
 		if err != nil {

@@ -240,3 +240,47 @@ func TestNewEmptyAudience(t *testing.T) {
 		t.Error("New(\"\") succeeded, want an error")
 	}
 }
+
+// The issuer's account records answer, through auth's reader of the
+// Firebase Auth emulator, the creation times its tokens were minted with:
+// a young account and an old one; an account minted without one is left out.
+func TestIssuerAccountRecords(t *testing.T) {
+	i := issuer(t)
+	mux := http.NewServeMux()
+	mux.Handle("/identitytoolkit.googleapis.com/v1/projects/"+testAudience+"/accounts:lookup", i.AccountsHandler())
+	mux.Handle("/dev/token", i.TokenHandler())
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	old := time.Date(2020, 5, 6, 7, 8, 9, 0, time.UTC)
+	mint(t, i, "records-old", AccountCreated(old))
+	mint(t, i, "records-unknown")
+	res, err := http.Get(srv.URL + "/dev/token?uid=records-young&accountAge=2h")
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("GET /dev/token with accountAge: %v %v", res, err)
+	}
+	res.Body.Close()
+	if res, err := http.Get(srv.URL + "/dev/token?uid=x&accountAge=soon"); err != nil || res.StatusCode != http.StatusBadRequest {
+		t.Errorf("GET /dev/token with a bad accountAge: %v %v", res, err)
+	}
+
+	cfg := config.Defaults()
+	cfg.Auth.Audience = testAudience
+	cfg.Auth.EmulatorHost = strings.TrimPrefix(srv.URL, "http://")
+	records, err := auth.AccountRecordsOf(context.Background(), &cfg)
+	if err != nil || records == nil {
+		t.Fatalf("AccountRecordsOf: %v, %v", records, err)
+	}
+	got, err := records.Created(context.Background(), []string{"records-old", "records-young", "records-unknown"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got["records-old"].Equal(old) {
+		t.Errorf("old account created %v, want %v", got["records-old"], old)
+	}
+	if age := time.Since(got["records-young"]); age < 2*time.Hour || age > 2*time.Hour+time.Minute {
+		t.Errorf("young account is %v old, want 2h", age)
+	}
+	if _, ok := got["records-unknown"]; ok || len(got) != 2 {
+		t.Errorf("records %v: want the two accounts minted with a creation time", got)
+	}
+}

@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"golang.org/x/oauth2/google"
+
+	"github.com/videngage/engagement/shared/cache"
+	"github.com/videngage/engagement/shared/config"
 )
 
 // AccountRecords reads the identity provider's record of accounts: when
@@ -39,6 +42,31 @@ func NewAccountRecords(ctx context.Context, base, project string) (*AccountRecor
 		return nil, fmt.Errorf("auth.NewAccountRecords: %w", err)
 	}
 	return NewAccountRecordsWith(c, base, project), nil
+}
+
+// AccountRecordsOf returns the account records cfg names: the Identity
+// Toolkit API at ACCOUNT_RECORDS_URL as the instance's service account, or,
+// with FIREBASE_AUTH_EMULATOR_HOST set (the local stack), the emulator's
+// over plain HTTP with the emulator's "owner" token; nil when neither is set.
+func AccountRecordsOf(ctx context.Context, cfg *config.Config) (*AccountRecords, error) {
+	if host := cfg.Auth.EmulatorHost; host != "" {
+		client := &http.Client{Transport: emulatorOwner{http.DefaultTransport}}
+		return NewAccountRecordsWith(client, "http://"+host+"/identitytoolkit.googleapis.com", cfg.Auth.Audience), nil
+	}
+	if u := cfg.Moderation.AccountRecordsURL; u != "" {
+		return NewAccountRecords(ctx, u, cfg.Auth.Audience)
+	}
+	return nil, nil
+}
+
+// emulatorOwner authorises requests to the Firebase Auth emulator as its
+// administrator, as the Admin SDKs do.
+type emulatorOwner struct{ next http.RoundTripper }
+
+func (t emulatorOwner) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer owner")
+	return t.next.RoundTrip(r)
 }
 
 // NewAccountRecordsWith reads the records through client (which adds the
@@ -100,4 +128,33 @@ func (a *AccountRecords) lookup(ctx context.Context, uids []string, out map[stri
 		out[u.LocalID] = time.UnixMilli(ms).UTC()
 	}
 	return nil
+}
+
+// AccountCreation answers when the identity provider created an account,
+// from its records, and remembers the answer on the instance: a creation time
+// never changes, so an instance asks once per account it sees (up to its
+// cache's size), not once per request.
+type AccountCreation struct {
+	records *AccountRecords
+	known   *cache.Map[string, time.Time]
+}
+
+// NewAccountCreation answers from records, remembering up to max accounts
+// (0: none).
+func NewAccountCreation(records *AccountRecords, max int) *AccountCreation {
+	return &AccountCreation{records: records, known: cache.New[string, time.Time](max, nil)}
+}
+
+// Created returns when uid's account was created; zero when the provider
+// has no record of it (or no creation time).
+func (a *AccountCreation) Created(ctx context.Context, uid string) (time.Time, error) {
+	if t, ok := a.known.Get(uid); ok {
+		return t, nil
+	}
+	got, err := a.records.Created(ctx, []string{uid})
+	if err != nil {
+		return time.Time{}, err
+	}
+	a.known.Put(uid, got[uid])
+	return got[uid], nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -63,5 +64,51 @@ func TestAccountRecordsCreated(t *testing.T) {
 	}
 	if _, err := NewAccountRecordsWith(srv.Client(), srv.URL, "other").Created(context.Background(), []string{"u1"}); err == nil {
 		t.Error("a refused lookup: no error")
+	}
+}
+
+// AccountCreation asks the provider once per account, whether or not it has
+// a record, and answers later requests from the instance's memory.
+func TestAccountCreationRemembers(t *testing.T) {
+	created := time.Date(2026, 11, 20, 8, 0, 0, 0, time.UTC)
+	calls := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			LocalID []string `json:"localId"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		users := []map[string]string{}
+		for _, id := range body.LocalID {
+			calls[id]++
+			if id == "down" {
+				http.Error(w, "unavailable", http.StatusServiceUnavailable)
+				return
+			}
+			if id != "unknown" {
+				users = append(users, map[string]string{"localId": id, "createdAt": fmt.Sprint(created.UnixMilli())})
+			}
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"users": users})
+	}))
+	defer srv.Close()
+	a := NewAccountCreation(NewAccountRecordsWith(srv.Client(), srv.URL, "p1"), 10)
+	ctx := context.Background()
+	for range 3 {
+		if got, err := a.Created(ctx, "alice"); err != nil || !got.Equal(created) {
+			t.Fatalf("alice: %v, %v", got, err)
+		}
+		if got, err := a.Created(ctx, "unknown"); err != nil || !got.IsZero() {
+			t.Fatalf("unknown: %v, %v", got, err)
+		}
+		if _, err := a.Created(ctx, "down"); err == nil {
+			t.Fatal("a failed lookup: no error")
+		}
+	}
+	// A failure is not remembered: the next request asks again.
+	if want := map[string]int{"alice": 1, "unknown": 1, "down": 3}; !maps.Equal(calls, want) {
+		t.Errorf("lookups %v, want %v", calls, want)
 	}
 }

@@ -22,6 +22,7 @@ type Config struct {
 	Auth       Auth
 	HTTP       HTTP
 	Counters   Counters
+	Comments   Comments
 	History    History
 	Erasure    Erasure
 	Export     Export
@@ -91,6 +92,10 @@ type Auth struct {
 	// Tenant is the Identity Platform tenant whose tokens are accepted
 	// (firebase.tenant); empty accepts only tokens of no tenant.
 	Tenant string `env:"AUTH_TENANT"`
+	// EmulatorHost is where the account records are read locally (the
+	// Firebase Auth emulator's variable; the local stack's token issuer
+	// answers them), in place of ACCOUNT_RECORDS_URL.
+	EmulatorHost string `env:"FIREBASE_AUTH_EMULATOR_HOST"`
 }
 
 // DefaultSignInProviders are the sign-in providers accepted when
@@ -170,7 +175,10 @@ type Counters struct {
 	RollupInterval  time.Duration `env:"ROLLUP_INTERVAL, default=5s"`
 	ReactionsPerMin int           `env:"RATE_LIMIT_REACTIONS, default=60"`
 	CommentsPerMin  int           `env:"RATE_LIMIT_COMMENTS, default=10"`
-	HistoryPerMin   int           `env:"RATE_LIMIT_HISTORY, default=120"`
+	// YoungCommentsPerMin limits the comments of a young account
+	// (Comments.YoungAccountAge) in place of CommentsPerMin.
+	YoungCommentsPerMin int `env:"RATE_LIMIT_COMMENTS_YOUNG, default=3"`
+	HistoryPerMin       int `env:"RATE_LIMIT_HISTORY, default=120"`
 	// OtherWritesPerMin limits each other kind of write of a user on its
 	// own: history deletions (one video or a clear), history settings and
 	// comment deletions.
@@ -192,6 +200,21 @@ type Counters struct {
 	// may wait uncounted before the rollup reports its counter stalled: well
 	// past the relay's republishing and Pub/Sub's redeliveries.
 	StallAfter time.Duration `env:"COUNTER_STALL_AFTER, default=10m"`
+}
+
+// Comments are the rules against comment spam beyond the per-user rate and
+// the link count (comment.SpamRules).
+type Comments struct {
+	// DuplicateWindow is how long a user's comment keeps them from posting
+	// the same normalised text again, on any video; 0 turns the rule off.
+	// At most a day counts: the row that holds the texts is deleted a day
+	// after the user's last post.
+	DuplicateWindow time.Duration `env:"COMMENT_DUPLICATE_WINDOW, default=10m"`
+	// YoungAccountAge is the age, from the identity provider's record of
+	// the account (ACCOUNT_RECORDS_URL), under which an account posts no
+	// links and at most RATE_LIMIT_COMMENTS_YOUNG comments a minute; 0
+	// turns the rule off.
+	YoungAccountAge time.Duration `env:"COMMENT_YOUNG_ACCOUNT_AGE, default=24h"`
 }
 
 type History struct {
@@ -228,9 +251,13 @@ type Moderation struct {
 	UnflagProtection time.Duration `env:"UNFLAG_PROTECTION, default=720h"`
 	// AccountRecordsURL is the Identity Toolkit API
 	// (https://identitytoolkit.googleapis.com) whose account records give
-	// the detection each account's creation time; empty, an account's age
-	// is its first reaction's.
+	// each account's creation time: to the detection (empty: an account's
+	// age is its first reaction's) and to the comments' young-account rule
+	// (empty: no account is young).
 	AccountRecordsURL string `env:"ACCOUNT_RECORDS_URL"`
+	// AccountRecordsCache is how many accounts' creation times an instance
+	// of the Comments function remembers (0: ask for every post).
+	AccountRecordsCache int `env:"ACCOUNT_RECORDS_CACHE, default=100000"`
 }
 
 type Export struct {
@@ -285,7 +312,10 @@ func (s *Switch) EnvDecode(v string) error {
 // of exports a day (one at a time); 0 is no limit.
 type UserLimits struct {
 	Reactions, Comments, History, OtherWrites, Moderation int
-	ExportsPerDay                                         int
+	// YoungComments are a young account's comments a minute, in place of
+	// Comments.
+	YoungComments int
+	ExportsPerDay int
 }
 
 // UserLimits are the limits in force: RATE_LIMIT_* unless RATE_LIMITS=off,
@@ -296,10 +326,11 @@ func (c *Config) UserLimits() UserLimits {
 		return UserLimits{}
 	}
 	return UserLimits{
-		Reactions:   max(c.Counters.ReactionsPerMin, 0),
-		Comments:    max(c.Counters.CommentsPerMin, 0),
-		History:     max(c.Counters.HistoryPerMin, 0),
-		OtherWrites: max(c.Counters.OtherWritesPerMin, 0),
+		Reactions:     max(c.Counters.ReactionsPerMin, 0),
+		Comments:      max(c.Counters.CommentsPerMin, 0),
+		YoungComments: max(c.Counters.YoungCommentsPerMin, 0),
+		History:       max(c.Counters.HistoryPerMin, 0),
+		OtherWrites:   max(c.Counters.OtherWritesPerMin, 0),
 		// Every moderation call of one moderator, listings included.
 		Moderation:    max(c.Moderation.PerMin, 0),
 		ExportsPerDay: max(c.Export.PerDay, 0),

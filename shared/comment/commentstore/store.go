@@ -64,7 +64,12 @@ type Store struct {
 	// in the post's own transaction (the reactions' limiter, over its own
 	// table); PerMinute 0 is no limit.
 	limit ratelimit.GCRA
-	now   func() time.Time
+	// spam are the rules against comment spam, and youngLimit the rate of
+	// young accounts' posts (PerMinute 0: the ordinary limit), over the
+	// same timestamp.
+	spam       comment.SpamRules
+	youngLimit ratelimit.GCRA
+	now        func() time.Time
 	// gate admits moderators' spam marks.
 	gate moderationstore.Gate
 }
@@ -81,6 +86,13 @@ func (s *Store) GateModeration(g moderationstore.Gate) *Store {
 	return s
 }
 
+// RefuseSpam applies rules to posts, with young accounts limited to
+// youngPerMinute posts a minute (0: the ordinary limit); it returns s.
+func (s *Store) RefuseSpam(rules comment.SpamRules, youngPerMinute int) *Store {
+	s.spam, s.youngLimit = rules, ratelimit.GCRA{PerMinute: max(youngPerMinute, 0)}
+	return s
+}
+
 // CreateRequest is one post.
 type CreateRequest struct {
 	UserID   string
@@ -90,6 +102,9 @@ type CreateRequest struct {
 	// IdempotencyKey is optional: a retry with the same key from the same
 	// user returns the same comment and counts it once.
 	IdempotencyKey string
+	// AccountCreated is when the identity provider created the poster's
+	// account; zero when it is not known (the account is not young).
+	AccountCreated time.Time
 }
 
 // CreateResult is the outcome of one CreateRequest.
@@ -104,8 +119,9 @@ type CreateResult struct {
 	// the request (after the comment's CreateTime when replayed).
 	CommitTime time.Time
 	// Err is this request's own failure: comment.ErrParentNotFound,
-	// ErrParentIsReply, ErrParentElsewhere, ErrKeyReused,
-	// *errs.RateLimitedError or errs.ErrAccountErasing. The others of the batch are unaffected.
+	// ErrParentIsReply, ErrParentElsewhere, ErrDuplicateText,
+	// ErrYoungAccountLinks, ErrKeyReused, *errs.RateLimitedError or
+	// errs.ErrAccountErasing. The others of the batch are unaffected.
 	Err error
 }
 
@@ -118,9 +134,11 @@ type request struct {
 }
 
 // CreateMany records reqs in one read-write transaction: for each, in order,
-// the Idempotency-Key lookup, the parent check, the rate-limit check, the
-// comment row, the key row, and the outbox rows of its counter deltas
-// (authored by the poster, for read-your-own-writes).
+// the Idempotency-Key lookup, the parent check, the spam rules (a young
+// account's links, the same text again), the rate-limit check, the comment
+// row, the key row, and the outbox rows of its counter deltas (authored by
+// the poster, for read-your-own-writes). A refused post writes nothing and
+// moves neither the rate limit nor the recent texts.
 func (s *Store) CreateMany(ctx context.Context, reqs []CreateRequest) ([]CreateResult, error) {
 	var results []CreateResult
 	commitTS, err := s.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
@@ -166,10 +184,11 @@ func (s *Store) CreateMany(ctx context.Context, reqs []CreateRequest) ([]CreateR
 		if err != nil {
 			return err
 		}
-		limits, err := ratelimit.ReadUserLimits(ctx, tx, tableLimits, s.limit, userKeys)
+		posters, err := s.readPosters(ctx, tx, userKeys)
 		if err != nil {
 			return err
 		}
+		limits := posters.limits
 		erasing, err := accountstore.Erasing(ctx, tx, userKeys)
 		if err != nil {
 			return err
@@ -210,10 +229,25 @@ func (s *Store) CreateMany(ctx context.Context, reqs []CreateRequest) ([]CreateR
 					continue
 				}
 			}
-			if ok, wait := limits.Allow(r.UserID, now); !ok {
+			young := s.spam.Young(r.AccountCreated, now)
+			if young && comment.CountLinks(r.Text) > 0 {
+				res.Err = comment.ErrYoungAccountLinks
+				continue
+			}
+			digest := comment.DigestText(r.UserID, r.Text)
+			if posters.recent[r.UserID].Seen(digest, now, s.spam.DuplicateWindow) {
+				res.Err = comment.ErrDuplicateText
+				continue
+			}
+			limit := s.limit
+			if young && s.youngLimit.PerMinute > 0 {
+				limit = s.youngLimit
+			}
+			if ok, wait := limits.AllowUnder(limit, r.UserID, now); !ok {
 				res.Err = &errs.RateLimitedError{What: "comments", RetryAfter: wait}
 				continue
 			}
+			posters.posted(r.UserID, digest, now)
 			c := comment.Comment{
 				ID: comment.NewID(), VideoID: r.VideoID, ParentID: r.ParentID, AuthorID: r.UserID,
 				Text: r.Text, Status: comment.Visible,
@@ -239,7 +273,7 @@ func (s *Store) CreateMany(ctx context.Context, reqs []CreateRequest) ([]CreateR
 			return err
 		}
 		ms = append(ms, tally...)
-		ms = append(ms, limits.Mutations()...)
+		ms = append(ms, posters.mutations(now)...)
 		if len(ms) == 0 {
 			return nil
 		}
@@ -257,6 +291,63 @@ func (s *Store) CreateMany(ctx context.Context, reqs []CreateRequest) ([]CreateR
 		results[i].CommitTime = commitTS
 	}
 	return results, nil
+}
+
+// posters are the state of a batch's posters in CommentRateLimits: the rate
+// limit's timestamps and the digests of their recent texts.
+type posters struct {
+	limits *ratelimit.UserLimits
+	window time.Duration
+	recent map[string]comment.RecentTexts
+	// changed are the users whose recent texts a post of the batch moved.
+	changed map[string]bool
+}
+
+// readPosters reads the posters' rows, when a rule needs them.
+func (s *Store) readPosters(ctx context.Context, tx *spanner.ReadWriteTransaction, users []spanner.Key) (*posters, error) {
+	p := &posters{window: s.spam.DuplicateWindow, recent: map[string]comment.RecentTexts{}, changed: map[string]bool{}}
+	tats := map[string]time.Time{}
+	if s.limit.PerMinute > 0 || s.youngLimit.PerMinute > 0 || p.window > 0 {
+		err := tx.Read(ctx, tableLimits, spanner.KeySetFromKeys(users...), []string{"UserId", "Tat", "RecentTexts"}).Do(func(r *spanner.Row) error {
+			var u string
+			var t time.Time
+			var recent []byte
+			if err := r.Columns(&u, &t, &recent); err != nil {
+				return err
+			}
+			tats[u], p.recent[u] = t, comment.DecodeRecentTexts(recent)
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read posters: %w", err)
+		}
+	}
+	p.limits = ratelimit.NewUserLimits(tableLimits, s.limit, tats)
+	return p, nil
+}
+
+// posted records a post of user's text (its digest) at now.
+func (p *posters) posted(user string, d comment.TextDigest, now time.Time) {
+	if p.window <= 0 {
+		return
+	}
+	p.recent[user] = p.recent[user].Add(d, now, p.window)
+	p.changed[user] = true
+}
+
+// mutations write back what the batch moved. A row written for its recent
+// texts alone keeps a timestamp of at least now, so that the row's deletion
+// policy (a day after Tat) does not take the texts within the window.
+func (p *posters) mutations(now time.Time) []*spanner.Mutation {
+	ms := p.limits.Mutations()
+	for u := range p.changed {
+		tat := p.limits.TAT(u)
+		if tat.Before(now) {
+			tat = now
+		}
+		ms = append(ms, spanner.InsertOrUpdate(tableLimits, []string{"UserId", "Tat", "RecentTexts"}, []any{u, tat, p.recent[u].Encode()}))
+	}
+	return ms
 }
 
 // Get returns one comment, whatever its status.

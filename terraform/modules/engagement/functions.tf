@@ -69,6 +69,10 @@ locals {
     EXPORTS_PER_DAY                 = "3"
     UNFLAG_PROTECTION               = "720h"
     ACCOUNT_RECORDS_URL             = "https://identitytoolkit.googleapis.com"
+    ACCOUNT_RECORDS_CACHE           = "100000"
+    COMMENT_DUPLICATE_WINDOW        = "10m"
+    COMMENT_YOUNG_ACCOUNT_AGE       = "24h"
+    RATE_LIMIT_COMMENTS_YOUNG       = "3"
     RATE_LIMIT_OTHER_WRITES         = tostring(var.rate_limit_per_minute.other)
     RATE_LIMIT_STORE_BUDGET         = "250ms"
     ROLLUP_INTERVAL                 = var.rollup_interval
@@ -105,6 +109,7 @@ resource "time_sleep" "function_grants" {
     google_project_iam_member.builder_staging,
     google_storage_bucket_iam_member.builder_source,
     google_project_iam_member.account_records,
+    google_project_iam_member.comments_account_records,
     google_secret_manager_secret_iam_member.viewer_hash_key,
     google_secret_manager_secret_iam_member.page_token,
   ]

@@ -66,3 +66,14 @@ resource "google_project_iam_member" "account_records" {
   role    = "roles/firebaseauth.viewer"
   member  = google_service_account.fn["DetectManipulation"].member
 }
+
+# The comments' young-account rule reads the same records (one lookup per
+# account an instance sees); until it may, no account counts as young and
+# the function logs that the records are unavailable.
+resource "google_project_iam_member" "comments_account_records" {
+  count = local.manage_identity ? 1 : 0
+
+  project = var.project_id
+  role    = "roles/firebaseauth.viewer"
+  member  = google_service_account.fn["Comments"].member
+}
