@@ -142,7 +142,7 @@ type Deps struct {
 	Ahead int
 	// MaxCandidates bounds the candidate reactions one share of a merge
 	// holds (memory), judged before it reads them; a step with a share over
-	// it is skipped and counted. Default 5,000,000 (about 1.5 GiB).
+	// it is skipped and counted. Default 4,000,000 (about 1.5 GiB).
 	MaxCandidates int
 	// Workers is how many partitions one invocation works at once
 	// (default 4).
@@ -186,7 +186,7 @@ func New(d Deps) http.Handler {
 		d.Ahead = 6
 	}
 	if d.MaxCandidates <= 0 {
-		d.MaxCandidates = 5_000_000
+		d.MaxCandidates = 4_000_000
 	}
 	if d.Workers <= 0 {
 		d.Workers = 4

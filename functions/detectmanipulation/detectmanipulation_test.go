@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -435,10 +436,17 @@ func TestAKilledMergeShareIsRedone(t *testing.T) {
 	if got := flagged(t, rs); len(got) != 0 {
 		t.Fatalf("%d flagged before every share is counted", len(got))
 	}
+	saved, err := rs.MergeShares(ctx, start.Add(30*time.Minute), 4, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := saved[4]; ok || len(saved) >= 6 {
+		t.Fatalf("shares saved by the killed run: %v, want at most the five others", slices.Sorted(maps.Keys(saved)))
+	}
 
 	rep := run(t, h)
-	if rep.Steps != 2 || rep.MergeShares == 0 || rep.MergeShares >= 2*6 {
-		t.Errorf("report %+v: want 2 steps merged, redoing only the shares not saved", rep)
+	if rep.Steps != 2 || rep.MergeShares != 2*6-len(saved) {
+		t.Errorf("report %+v: want 2 steps merged, counting the %d shares not saved", rep, 2*6-len(saved))
 	}
 	var got, ring []string
 	for u := range flagged(t, rs) {
