@@ -3,17 +3,20 @@
 //
 //  1. precision and recall over the generated scenarios of moderationtest,
 //     one detection over the whole step (the job before partitions) beside
-//     the partitioned detection (partitions by item, then the merge);
+//     the partitioned detection (partitions by item, then one merge, and
+//     the merge in shares);
 //  2. generated steps of -sizes reaction changes (default 1,000,000 and
 //     20,000,000): the one detection at the first size only (the baseline),
 //     the partitioned detection at every size, in memory (the partitions'
-//     scans and the merge, fed by the generator): time, peak heap per
-//     invocation, invocations, precision and recall;
+//     scans, the one merge, the merge's -buckets·(-buckets+1)/2 shares and
+//     its last stage, fed by the generator): time, peak heap per
+//     invocation, invocations, precision and recall; and, from the first
+//     size, the arithmetic at 100,000 changes a second;
 //  3. the rate-spike signal on a generated spike;
 //  4. the DetectManipulation job on the Spanner emulator over -emulator
 //     reaction changes: time, invocations, Spanner work.
 //
-// Usage: go run ./cmd/benchmanip [-sizes 1000000,20000000] [-partitions 64] [-emulator 20000] [-out docs/benchmarks/detection.md]
+// Usage: go run ./cmd/benchmanip [-sizes 1000000,20000000] [-partitions 64] [-buckets 8] [-emulator 20000] [-out docs/benchmarks/detection.md]
 package main
 
 import (
