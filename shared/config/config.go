@@ -280,6 +280,10 @@ type Erasure struct {
 	// StalledAfter is how long an open erasure may go without a step
 	// before ResumeErasures sends it a message again.
 	StalledAfter time.Duration `env:"ERASURE_STALLED_AFTER, default=2m"`
+	// LogBucket is the Cloud Storage bucket of the erasure log: an entry
+	// per erasure asked for, kept outside every store a restore rolls back
+	// (docs/design/account.md).
+	LogBucket string `env:"ERASURE_LOG_BUCKET, default=engagement-erasure-log"`
 }
 
 type Telemetry struct {

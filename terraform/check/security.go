@@ -21,11 +21,11 @@ var TopicsWithRetention = map[string]string{}
 var WAFRuleSets = []string{"sqli-", "xss-"}
 
 // SecurityRules are the rules on what the public front door accepts and what
-// is kept: TLS, Cloud Armor, the accounts accepted, the budget and topic
-// retention.
+// is kept: TLS, Cloud Armor, the accounts accepted, the budget, topic
+// retention and the erasure log.
 func SecurityRules(p *Plan, g *Graph) []error {
 	var errs []error
-	for _, r := range []func(*Plan, *Graph) []error{TLSRule, ArmorRule, SignInRule, BudgetRule, RetentionRule} {
+	for _, r := range []func(*Plan, *Graph) []error{TLSRule, ArmorRule, SignInRule, BudgetRule, RetentionRule, ErasureLogRule} {
 		errs = append(errs, r(p, g)...)
 	}
 	return errs

@@ -27,6 +27,7 @@ func TestSecurityRules(t *testing.T) {
 				{"google_compute_security_policy", "api"},
 				{"google_identity_platform_config", "main"},
 				{"google_pubsub_topic", "topic"},
+				{"google_storage_bucket", "erasure_log"},
 			} {
 				if len(p.Instances(want[0], want[1])) == 0 {
 					t.Errorf("%s.%s is not planned", want[0], want[1])
@@ -77,12 +78,15 @@ func TestSecurityRulesFailWhenBroken(t *testing.T) {
 		want []string
 	}{
 		{
-			name: "TLS 1.0, no XSS rule, anonymous accounts refused but allowed, duplicate e-mails, topic retention",
+			name: "TLS 1.0, no XSS rule, anonymous accounts refused but allowed, duplicate e-mails, topic retention, erasure log open, short and read",
 			edit: func(root string) {
 				replaceIn(t, "api.tf", `min_tls_version = "TLS_1_2"`, `min_tls_version = "TLS_1_0"`)(root)
 				replaceIn(t, "api.tf", `    "xss-v33-stable"  = { priority = 901, description = "Cross-site scripting (OWASP CRS 3.3)." }`+"\n", "")(root)
 				replaceIn(t, "identity.tf", "enabled = var.allow_anonymous_sign_in", "enabled = true")(root)
 				replaceIn(t, "identity.tf", "allow_duplicate_emails = false", "allow_duplicate_emails = true")(root)
+				replaceIn(t, "erasurelog.tf", `public_access_prevention    = "enforced"`, `public_access_prevention    = "inherited"`)(root)
+				replaceIn(t, "erasurelog.tf", "retention_period = local.erasure_log_retention_days * 86400", "retention_period = 86400")(root)
+				replaceIn(t, "erasurelog.tf", `role   = "roles/storage.objectCreator"`, `role   = "roles/storage.objectAdmin"`)(root)
 				replaceIn(t, "pubsub.tf", "resource \"google_pubsub_topic\" \"dead_letter\" {\n  for_each = local.dead_letter_topics\n", "resource \"google_pubsub_topic\" \"dead_letter\" {\n  for_each = local.dead_letter_topics\n\n  message_retention_duration = \"604800s\"\n")(root)
 			},
 			want: []string{
@@ -92,6 +96,9 @@ func TestSecurityRulesFailWhenBroken(t *testing.T) {
 				`sign-in rule: function Counts accepts anonymous accounts=false (AUTH_SIGN_IN_PROVIDERS "password,google.com"), but Identity Platform's anonymous sign-in is enabled=true`,
 				"sign-in rule: module.engagement.google_identity_platform_config.main[0] allows several accounts per e-mail address",
 				`retention rule: topic module.engagement.google_pubsub_topic.dead_letter["counter-events-dead"] keeps messages for "604800s"`,
+				`erasure log rule: module.engagement.google_storage_bucket.erasure_log has public_access_prevention "inherited"`,
+				"erasure log rule: module.engagement.google_storage_bucket.erasure_log keeps entries 24h0m0s, want at least a day more than the longest backup (336h0m0s",
+				`erasure log rule: module.engagement.google_storage_bucket_iam_member.erasure_log_writer grants "roles/storage.objectAdmin" on the erasure log`,
 			},
 		},
 		{

@@ -79,7 +79,8 @@ module "engagement" {
   bigtable_transactional_cluster = var.bigtable_transactional_cluster
   history_max_age_days           = var.history_max_age_days
 
-  firestore_location = var.firestore_location
+  firestore_location   = var.firestore_location
+  erasure_log_location = var.erasure_log_location
 
   api_domain          = var.api_domain
   api_log_sample_rate = var.api_log_sample_rate

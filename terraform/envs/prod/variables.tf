@@ -200,6 +200,12 @@ variable "firestore_location" {
   default = "nam5"
 }
 
+# The erasure log's bucket: multi-region, as Firestore is.
+variable "erasure_log_location" {
+  type    = string
+  default = "US"
+}
+
 # Identity Platform and the accounts the functions accept (docs/identity.md).
 variable "allow_anonymous_sign_in" {
   type    = bool

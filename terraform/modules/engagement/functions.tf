@@ -49,6 +49,7 @@ locals {
     HISTORY_TOPIC                   = local.history_topic
     COUNTER_TOPIC                   = local.counter_topic
     ERASURE_TOPIC                   = local.erasure_topic
+    ERASURE_LOG_BUCKET              = google_storage_bucket.erasure_log.name
     AUTH_AUDIENCE                   = local.auth_audience
     AUTH_ISSUER                     = "https://securetoken.google.com/${local.auth_audience}"
     AUTH_JWKS_URL                   = "https://www.googleapis.com/service_accounts/v1/jwk/securetoken@system.gserviceaccount.com"
@@ -110,6 +111,7 @@ resource "time_sleep" "function_grants" {
     google_storage_bucket_iam_member.builder_source,
     google_project_iam_member.account_records,
     google_project_iam_member.comments_account_records,
+    google_storage_bucket_iam_member.erasure_log_writer,
     google_secret_manager_secret_iam_member.viewer_hash_key,
     google_secret_manager_secret_iam_member.page_token,
   ]

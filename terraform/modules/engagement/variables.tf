@@ -476,3 +476,11 @@ variable "monthly_budget" {
     error_message = "monthly_budget is positive."
   }
 }
+
+# --- Erasure log ------------------------------------------------------------
+
+variable "erasure_log_location" {
+  description = "Location of the erasure log's bucket (erasurelog.tf): a multi-region (e.g. US) in prod, so that DELETE /v1/me writes it while a region is lost; null: region."
+  type        = string
+  default     = null
+}
