@@ -10,9 +10,13 @@ import (
 	"github.com/videngage/engagement/shared/events"
 )
 
-// Starter asks for a user's erasure: what DELETE /v1/me writes after the
-// erasure's log entry, and what a replay of the log writes again after a
-// restore. Each write is idempotent, so a failure is retried whole:
+// Starter asks for a user's erasure: what DELETE /v1/me writes, and what a
+// replay of the erasure log writes again after a restore. Each write is
+// idempotent, so a failure is retried whole:
+//  0. the entry in the erasure log, first, so that no erasure any store
+//     knows of, and none acknowledged, is missing from it (a replay's entry
+//     covers the backups taken between the restore and the replay's
+//     erasure, which hold the user again);
 //  1. the record in Spanner (accountstore.Store.Request: an open one is
 //     left as it is, a finished one started again): from its commit on, the
 //     user's reaction and comment writes are refused in their own
@@ -21,6 +25,9 @@ import (
 //  3. the message that starts EraseAccount (ResumeErasures sends another
 //     for any erasure that does not move, so a lost one only delays it).
 type Starter struct {
+	Log interface {
+		Append(ctx context.Context, userID string, at time.Time) error
+	}
 	Records interface {
 		Request(ctx context.Context, userID string) (Erasure, error)
 	}
@@ -29,10 +36,18 @@ type Starter struct {
 	}
 	// Next publishes on the erasure topic.
 	Next events.Publisher
+	Now  func() time.Time
 }
 
 // Start asks for the user's erasure.
 func (s Starter) Start(ctx context.Context, userID string) error {
+	now := time.Now
+	if s.Now != nil {
+		now = s.Now
+	}
+	if err := s.Log.Append(ctx, userID, now()); err != nil {
+		return err
+	}
 	if _, err := s.Records.Request(ctx, userID); err != nil {
 		return err
 	}

@@ -47,7 +47,7 @@ resource "google_storage_bucket" "erasure_log" {
 
 # Account writes the entries and can do nothing else with the log: create
 # objects, not read, list, replace or delete them. The operators who run the
-# replay read it with roles/storage.objectViewer granted to them.
+# replay are granted roles/storage.objectViewer and objectCreator by hand.
 resource "google_storage_bucket_iam_member" "erasure_log_writer" {
   bucket = google_storage_bucket.erasure_log.name
   role   = "roles/storage.objectCreator"
