@@ -281,6 +281,15 @@ func TestModerationActionsPageAndMatchTheDocument(t *testing.T) {
 		}
 	}
 
+	// A malformed listing is refused before the gate: not charged to the
+	// moderator's limit.
+	for _, path := range []string{"/v1/moderation/actions?pageToken=abc.def", "/v1/moderation/flagged-users?pageToken=abc.def",
+		"/v1/moderation/actions?videoId=a.b", "/v1/moderation/flagged-users?pageSize=0"} {
+		if code, _, body := do("GET", "mod:busy", path, ""); code != 400 {
+			t.Errorf("%s over the limit: %d %s, want 400 before the gate", path, code, body)
+		}
+	}
+
 	// A decision carries the moderator and the reason to the store.
 	if code, _, body := do("POST", "mod:m", "/v1/moderation/flagged-users", `{"userIds":["u3"],"flagged":true,"reason":"ring"}`); code != 200 {
 		t.Fatalf("flag: %d %s", code, body)

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"time"
 	"unicode/utf8"
 
@@ -197,30 +198,49 @@ type FlagPageBody struct {
 	NextPageToken string     `json:"nextPageToken,omitempty"`
 }
 
-func (h *handler) listFlagged(w http.ResponseWriter, r *http.Request) error {
+// openListing is the opening every moderation listing shares: the caller
+// verified as a moderator (what the listing lists, for the refusal), the
+// listing's own parameters checked by scope, which returns the scope its
+// page tokens are bound to, the page size, the page token decoded by parse
+// (nil on the first page; badToken refuses one that does not open this
+// listing), and then the call admitted through the gate: a malformed request
+// is refused before it is charged to the moderator's limit.
+func openListing[C any](h *handler, r *http.Request, what string, scope func(url.Values) (string, error),
+	parse func(string) (C, error), badToken string) (size int, after *C, err error) {
 	user, err := h.Verifier.FromRequest(r)
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
 	if !user.Moderator {
-		return httpx.PermissionDenied("only moderators may list flagged accounts")
+		return 0, nil, httpx.PermissionDenied("only moderators may list %s", what)
 	}
 	q := r.URL.Query()
-	size, err := httpx.ParsePageSize(q.Get("pageSize"), defaultPage, maxPage)
+	sc, err := scope(q)
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
-	if err := h.admit(r, user); err != nil {
-		return err
+	if size, err = httpx.ParsePageSize(q.Get("pageSize"), defaultPage, maxPage); err != nil {
+		return 0, nil, err
 	}
-	var after *moderation.Cursor
 	if tok := q.Get("pageToken"); tok != "" {
-		payload, err := h.Tokens.Decode(flagScope, tok)
-		c, cerr := moderation.ParseCursor(payload)
+		payload, err := h.Tokens.Decode(sc, tok)
+		c, cerr := parse(payload)
 		if err != nil || cerr != nil {
-			return httpx.InvalidArgument("pageToken is not valid for this listing; use the nextPageToken of its previous page")
+			return 0, nil, httpx.InvalidArgument("%s", badToken)
 		}
 		after = &c
+	}
+	if err := h.admit(r, user); err != nil {
+		return 0, nil, err
+	}
+	return size, after, nil
+}
+
+func (h *handler) listFlagged(w http.ResponseWriter, r *http.Request) error {
+	size, after, err := openListing(h, r, "flagged accounts", func(url.Values) (string, error) { return flagScope, nil },
+		moderation.ParseCursor, "pageToken is not valid for this listing; use the nextPageToken of its previous page")
+	if err != nil {
+		return err
 	}
 	flags, next, err := h.Store.ListFlagged(r.Context(), after, size)
 	if err != nil {
@@ -247,37 +267,22 @@ type ActionPageBody struct {
 // listActions lists the audit trail, newest first, optionally of one
 // account (userId) or one video (videoId).
 func (h *handler) listActions(w http.ResponseWriter, r *http.Request) error {
-	user, err := h.Verifier.FromRequest(r)
-	if err != nil {
-		return err
-	}
-	if !user.Moderator {
-		return httpx.PermissionDenied("only moderators may list moderation actions")
-	}
-	q := r.URL.Query()
-	size, err := httpx.ParsePageSize(q.Get("pageSize"), defaultPage, maxPage)
-	if err != nil {
-		return err
-	}
-	f := moderation.Filter{UserID: q.Get("userId"), VideoID: q.Get("videoId")}
-	if q.Has("userId") && (f.UserID == "" || !utf8.ValidString(f.UserID) || utf8.RuneCountInString(f.UserID) > maxUIDLen) {
-		return httpx.InvalidArgument("userId must be 1 to %d characters of valid UTF-8", maxUIDLen)
-	}
-	if q.Has("videoId") {
-		if err := httpx.ValidateID("videoId", f.VideoID); err != nil {
-			return err
+	var f moderation.Filter
+	filter := func(q url.Values) (string, error) {
+		f = moderation.Filter{UserID: q.Get("userId"), VideoID: q.Get("videoId")}
+		if q.Has("userId") && (f.UserID == "" || !utf8.ValidString(f.UserID) || utf8.RuneCountInString(f.UserID) > maxUIDLen) {
+			return "", httpx.InvalidArgument("userId must be 1 to %d characters of valid UTF-8", maxUIDLen)
 		}
-	}
-	var after *moderation.EntryCursor
-	if tok := q.Get("pageToken"); tok != "" {
-		payload, err := h.Tokens.Decode(f.ScopeOf(), tok)
-		c, cerr := moderation.ParseEntryCursor(payload)
-		if err != nil || cerr != nil {
-			return httpx.InvalidArgument("pageToken is not valid for this listing; use the nextPageToken of its previous page, with the same userId and videoId")
+		if q.Has("videoId") {
+			if err := httpx.ValidateID("videoId", f.VideoID); err != nil {
+				return "", err
+			}
 		}
-		after = &c
+		return f.ScopeOf(), nil
 	}
-	if err := h.admit(r, user); err != nil {
+	size, after, err := openListing(h, r, "moderation actions", filter, moderation.ParseEntryCursor,
+		"pageToken is not valid for this listing; use the nextPageToken of its previous page, with the same userId and videoId")
+	if err != nil {
 		return err
 	}
 	entries, next, err := h.Store.List(r.Context(), f, after, size)
