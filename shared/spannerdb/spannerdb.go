@@ -173,16 +173,25 @@ func (db *DB) At(ts time.Time) *spanner.ReadOnlyTransaction {
 // InSnapshot runs fn in a strong multi-use read-only transaction: every read
 // through it sees the same timestamp. Against the emulator it is serialised
 // with the read-write transactions, which the emulator does not run beside a
-// multi-use read-only one; fn must not start a read-write transaction.
+// multi-use read-only one; fn must not start a read-write transaction. fn
+// runs again when the emulator dropped the transaction (emulatorDropped),
+// so it must not have effects outside it.
 func (db *DB) InSnapshot(ctx context.Context, fn func(context.Context, *spanner.ReadOnlyTransaction) error) error {
 	release, err := db.serialise(ctx, "InSnapshot")
 	if err != nil {
 		return err
 	}
 	defer release()
-	tx := db.Client.ReadOnlyTransaction()
-	defer tx.Close()
-	return Map(fn(ctx, tx))
+	run := func() error {
+		tx := db.Client.ReadOnlyTransaction()
+		defer tx.Close()
+		return fn(ctx, tx)
+	}
+	err = run()
+	for try := 1; db.serial && try < emulatorRetries && emulatorDropped(err) && ctx.Err() == nil; try++ {
+		err = run()
+	}
+	return Map(err)
 }
 
 // serialise waits for the emulator's one transaction at a time (against
