@@ -29,7 +29,7 @@ import (
 	"github.com/videngage/engagement/shared/topology"
 )
 
-const allNeeds = host.NeedSpanner | host.NeedBigtable | host.NeedPubSub | host.NeedFirestore | host.NeedVerifier
+const allNeeds = host.NeedSpanner | host.NeedBigtable | host.NeedPubSub | host.NeedFirestore | host.NeedVerifier | host.NeedObjects
 
 func realMain(ctx context.Context) error {
 	// Listen first: push subscriptions and /healthz need an answer as soon

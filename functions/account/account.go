@@ -33,7 +33,7 @@ import (
 )
 
 func init() {
-	host.RegisterHTTP("Account", host.NeedSpanner|host.NeedBigtable|host.NeedFirestore|host.NeedPubSub|host.NeedVerifier,
+	host.RegisterHTTP("Account", host.NeedSpanner|host.NeedBigtable|host.NeedFirestore|host.NeedPubSub|host.NeedVerifier|host.NeedObjects,
 		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
 			db := spannerdb.Wrap(c.Spanner, c.Config)
 			return New(Deps{

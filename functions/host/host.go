@@ -28,6 +28,7 @@ import (
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/lazy"
+	"github.com/videngage/engagement/shared/objects"
 	"github.com/videngage/engagement/shared/spannerdb"
 	"github.com/videngage/engagement/shared/telemetry"
 )
@@ -41,6 +42,7 @@ const (
 	NeedPubSub
 	NeedFirestore
 	NeedVerifier
+	NeedObjects
 )
 
 // Clients are the clients of one function instance.
@@ -51,6 +53,7 @@ type Clients struct {
 	PubSub    *pubsub.Client
 	Firestore *firestore.Client
 	Verifier  *auth.Verifier
+	Objects   *objects.Client
 	Metrics   *telemetry.Metrics
 
 	// BigtableTx is the client for single-row transactions (the rate
@@ -111,6 +114,12 @@ func New(ctx context.Context, cfg *config.Config, needs Needs) (_ *Clients, err 
 			return nil, fmt.Errorf("host.New: firestore: %w", err)
 		}
 	}
+	if needs&NeedObjects != 0 {
+		c.Objects, err = objects.New(ctx, cfg.Objects)
+		if err != nil {
+			return nil, fmt.Errorf("host.New: %w", err)
+		}
+	}
 	if needs&NeedVerifier != 0 {
 		c.Verifier, err = auth.NewVerifier(ctx, cfg.Auth)
 		if err != nil {
@@ -137,6 +146,9 @@ func (c *Clients) Close() error {
 	}
 	if c.Firestore != nil {
 		errs = append(errs, c.Firestore.Close())
+	}
+	if c.Objects != nil {
+		errs = append(errs, c.Objects.Close())
 	}
 	return errors.Join(errs...)
 }
@@ -287,6 +299,14 @@ func (c *Clients) Check(ctx context.Context) error {
 		_, err := c.Firestore.Collection("healthz").Doc("healthz").Get(ctx)
 		if err != nil && status.Code(err) != codes.NotFound {
 			errs = append(errs, fmt.Errorf("firestore: %w", err))
+		}
+	}
+	if c.Objects != nil {
+		// Listing needs only the objects' permissions the functions hold.
+		for _, b := range c.Config.Objects.Buckets() {
+			if _, err := c.Objects.Bucket(b).List(ctx, "healthz/"); err != nil {
+				errs = append(errs, fmt.Errorf("storage: %w", err))
+			}
 		}
 	}
 	return errors.Join(errs...)

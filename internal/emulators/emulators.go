@@ -1,7 +1,8 @@
 // Package emulators runs the Google Cloud emulators that the Google Cloud CLI
-// ships (Spanner, Bigtable, Pub/Sub, Firestore) on loopback ports, and
-// provisions them from shared/topology: the local stack (make run) and every
-// emulator-backed test use it.
+// ships (Spanner, Bigtable, Pub/Sub, Firestore) and a Cloud Storage emulator
+// (fake-gcs-server, in process) on loopback ports, and provisions them from
+// shared/topology: the local stack (make run) and every emulator-backed test
+// use it.
 //
 // Nothing is left behind: no pid files, no fixed ports by default, and the
 // emulators die with the process that started them, however it dies.
@@ -18,6 +19,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/fsouza/fake-gcs-server/fakestorage"
 )
 
 // Emulator names, as used in log file names and errors.
@@ -26,6 +29,7 @@ const (
 	Bigtable  = "bigtable"
 	PubSub    = "pubsub"
 	Firestore = "firestore"
+	Storage   = "storage"
 )
 
 // Environment variables the client libraries read to reach an emulator.
@@ -34,18 +38,19 @@ const (
 	EnvBigtable  = "BIGTABLE_EMULATOR_HOST"
 	EnvPubSub    = "PUBSUB_EMULATOR_HOST"
 	EnvFirestore = "FIRESTORE_EMULATOR_HOST"
+	EnvStorage   = "STORAGE_EMULATOR_HOST"
 )
 
-// Hosts are the host:port addresses of the four emulators (gRPC for Spanner,
-// Bigtable and Pub/Sub; gRPC and HTTP for Firestore).
+// Hosts are the host:port addresses of the five emulators (gRPC for Spanner,
+// Bigtable and Pub/Sub; gRPC and HTTP for Firestore; HTTP for Cloud Storage).
 type Hosts struct {
-	Spanner, Bigtable, PubSub, Firestore string
+	Spanner, Bigtable, PubSub, Firestore, Storage string
 }
 
 // Options tune Start. The zero value is fine.
 type Options struct {
 	// Ports fix an emulator's port; zero picks a free loopback port.
-	SpannerPort, SpannerHTTPPort, BigtablePort, PubSubPort, FirestorePort int
+	SpannerPort, SpannerHTTPPort, BigtablePort, PubSubPort, FirestorePort, StoragePort int
 	// LogDir, when set, receives each emulator's output in <name>.log.
 	LogDir string
 	// Output, when set and LogDir is not, receives the emulators' output,
@@ -66,6 +71,8 @@ type Stack struct {
 
 	spawner  *spawner
 	procs    []*process
+	storage  *fakestorage.Server // in process
+	closeLog func() error        // the storage emulator's log
 	stopOnce sync.Once
 }
 
@@ -77,10 +84,11 @@ func (s *Stack) Env() map[string]string {
 		EnvBigtable:  s.Hosts.Bigtable,
 		EnvPubSub:    s.Hosts.PubSub,
 		EnvFirestore: s.Hosts.Firestore,
+		EnvStorage:   s.Hosts.Storage,
 	}
 }
 
-// Attach returns the stack named by the four *_EMULATOR_HOST variables when
+// Attach returns the stack named by the five *_EMULATOR_HOST variables when
 // all of them are set. Stop on an attached stack does nothing: whoever started
 // it owns it.
 func Attach() (*Stack, bool) {
@@ -89,15 +97,17 @@ func Attach() (*Stack, bool) {
 		Bigtable:  os.Getenv(EnvBigtable),
 		PubSub:    os.Getenv(EnvPubSub),
 		Firestore: os.Getenv(EnvFirestore),
+		Storage:   os.Getenv(EnvStorage),
 	}
-	if h.Spanner == "" || h.Bigtable == "" || h.PubSub == "" || h.Firestore == "" {
+	if h.Spanner == "" || h.Bigtable == "" || h.PubSub == "" || h.Firestore == "" || h.Storage == "" {
 		return nil, false
 	}
 	return &Stack{Hosts: h}, true
 }
 
-// ProcessGroups returns the process group id of each running emulator; each
-// group holds the emulator, whatever it forked, and its watchdog.
+// ProcessGroups returns the process group id of each running emulator
+// process; each group holds the emulator, whatever it forked, and its
+// watchdog. The Cloud Storage emulator runs in this process and has none.
 func (s *Stack) ProcessGroups() []int {
 	var ids []int
 	for _, p := range s.procs {
@@ -119,10 +129,16 @@ func (s *Stack) Stop() {
 		if s.spawner != nil {
 			s.spawner.close()
 		}
+		if s.storage != nil {
+			s.storage.Stop()
+		}
+		if s.closeLog != nil {
+			_ = s.closeLog()
+		}
 	})
 }
 
-// Start starts the four emulators in parallel and returns once each answers a
+// Start starts the five emulators in parallel and returns once each answers a
 // real request, or fails with the reason and the end of the emulator's output.
 // On failure nothing is left running.
 func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
@@ -151,6 +167,16 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	defer cancel()
 
 	s := &Stack{spawner: newSpawner()}
+	var outMu sync.Mutex
+	out, closeLog, err := output(Storage, opts, &outMu)
+	if err != nil {
+		return nil, err
+	}
+	s.closeLog = closeLog
+	if s.storage, s.Hosts.Storage, err = startStorage(opts.StoragePort, out); err != nil {
+		s.Stop()
+		return nil, err
+	}
 	specs := []emulatorSpec{
 		spannerSpec(root, opts.SpannerPort, opts.SpannerHTTPPort),
 		bigtableSpec(root, opts.BigtablePort),
@@ -158,10 +184,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		firestoreSpec(root, opts.FirestorePort),
 	}
 	var (
-		mu    sync.Mutex
-		errs  []error
-		wg    sync.WaitGroup
-		outMu sync.Mutex
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
 	)
 	hosts := make([]string, len(specs))
 	for i, spec := range specs {
@@ -185,7 +210,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		s.Stop()
 		return nil, errors.Join(errs...)
 	}
-	s.Hosts = Hosts{Spanner: hosts[0], Bigtable: hosts[1], PubSub: hosts[2], Firestore: hosts[3]}
+	s.Hosts.Spanner, s.Hosts.Bigtable, s.Hosts.PubSub, s.Hosts.Firestore = hosts[0], hosts[1], hosts[2], hosts[3]
 	return s, nil
 }
 

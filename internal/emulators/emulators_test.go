@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"cloud.google.com/go/spanner/admin/database/apiv1/databasepb"
 	"cloud.google.com/go/spanner/admin/instance/apiv1/instancepb"
+	"cloud.google.com/go/storage"
 
 	"github.com/videngage/engagement/shared/topology"
 )
@@ -114,7 +116,7 @@ func TestStartProvisionStop(t *testing.T) {
 	}()
 
 	env := s.Env()
-	for name, host := range map[string]string{EnvSpanner: s.Hosts.Spanner, EnvBigtable: s.Hosts.Bigtable, EnvPubSub: s.Hosts.PubSub, EnvFirestore: s.Hosts.Firestore} {
+	for name, host := range map[string]string{EnvSpanner: s.Hosts.Spanner, EnvBigtable: s.Hosts.Bigtable, EnvPubSub: s.Hosts.PubSub, EnvFirestore: s.Hosts.Firestore, EnvStorage: s.Hosts.Storage} {
 		if !strings.HasPrefix(host, "127.0.0.1:") || env[name] != host {
 			t.Errorf("%s = %q, host %q; want the loopback host", name, env[name], host)
 		}
@@ -138,12 +140,28 @@ func TestStartProvisionStop(t *testing.T) {
 	t.Run("provision again", func(t *testing.T) { testProvisionAgain(t, s.Hosts) })
 
 	top := topology.MustLoad()
-	target := Target{Project: "lifecycle", SpannerInstance: top.Spanner.Instance, SpannerDatabase: top.Spanner.Database, BigtableInstance: top.Bigtable.Instance}
+	target := Target{Project: "lifecycle", SpannerInstance: top.Spanner.Instance, SpannerDatabase: top.Spanner.Database, BigtableInstance: top.Bigtable.Instance,
+		Buckets: []string{"lifecycle-exports"}}
 	if err := Provision(t.Context(), s.Hosts, target); err != nil {
 		t.Fatal(err)
 	}
+	gcs, err := storageClient(t.Context(), s.Hosts.Storage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gcs.Close()
+	w := gcs.Bucket("lifecycle-exports").Object("o").NewWriter(t.Context())
+	if _, err := w.Write([]byte("x")); err != nil || w.Close() != nil {
+		t.Fatalf("write to a provisioned bucket: %v", err)
+	}
+	if err := Provision(t.Context(), s.Hosts, target); err != nil {
+		t.Fatalf("Provision of a world that exists: %v", err)
+	}
 	if err := Teardown(t.Context(), s.Hosts, target); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := gcs.Bucket("lifecycle-exports").Attrs(t.Context()); !errors.Is(err, storage.ErrBucketNotExist) {
+		t.Errorf("the bucket with an object is still there after Teardown: %v", err)
 	}
 	if err := Teardown(t.Context(), s.Hosts, target); err != nil {
 		t.Fatalf("second Teardown: %v", err)
@@ -157,7 +175,7 @@ func TestStartProvisionStop(t *testing.T) {
 	if left := owned(t, os.Getpid()); len(left) > 0 {
 		t.Errorf("processes left after Stop: %v", left)
 	}
-	for _, h := range []string{s.Hosts.Spanner, s.Hosts.Bigtable, s.Hosts.PubSub, s.Hosts.Firestore} {
+	for _, h := range []string{s.Hosts.Spanner, s.Hosts.Bigtable, s.Hosts.PubSub, s.Hosts.Firestore, s.Hosts.Storage} {
 		if dialable(h) {
 			t.Errorf("%s still answers after Stop", h)
 		}
@@ -397,6 +415,22 @@ func TestStartFailsClearly(t *testing.T) {
 		t.Logf("failed after %v: %v", time.Since(start), err)
 		if !strings.Contains(err.Error(), "bigtable emulator exited") || !strings.Contains(err.Error(), strconv.Itoa(port)) {
 			t.Errorf("error does not say the bigtable emulator could not bind port %d: %v", port, err)
+		}
+		if left := owned(t, os.Getpid()); len(left) > 0 {
+			t.Errorf("processes left after the failed Start: %v", left)
+		}
+	})
+
+	t.Run("storage port taken", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		port := l.Addr().(*net.TCPAddr).Port
+		_, err = Start(t.Context(), Options{StoragePort: port})
+		if err == nil || !strings.Contains(err.Error(), "storage emulator") || !strings.Contains(err.Error(), strconv.Itoa(port)) {
+			t.Errorf("Start on a taken storage port: %v; want an error naming the storage emulator and port %d", err, port)
 		}
 		if left := owned(t, os.Getpid()); len(left) > 0 {
 			t.Errorf("processes left after the failed Start: %v", left)

@@ -43,6 +43,9 @@ type Target struct {
 	// HistoryMaxAgeDays overrides the topology default of HistoryMaxAgeVar
 	// when positive.
 	HistoryMaxAgeDays int
+	// Buckets are the Cloud Storage buckets to create
+	// (config.Objects.Buckets); Teardown deletes them with their objects.
+	Buckets []string
 }
 
 // Provision creates in the emulators at hosts, from shared/topology only: the
@@ -50,9 +53,9 @@ type Target struct {
 // column families with their GC policies; the Pub/Sub topics, dead-letter
 // topics with their pull subscriptions, and one subscription per topic
 // subscription with the topology's delivery settings (but for the retry
-// backoff, which the emulator gets wrong). It is idempotent: what
-// exists is kept (push endpoints and GC policies are updated), so the local
-// stack can run it on every start.
+// backoff, which the emulator gets wrong); and the Cloud Storage buckets
+// t.Buckets names. It is idempotent: what exists is kept (push endpoints and
+// GC policies are updated), so the local stack can run it on every start.
 //
 // Firestore needs nothing: collections appear on first write.
 func Provision(ctx context.Context, hosts Hosts, t Target) (err error) {
@@ -68,6 +71,7 @@ func Provision(ctx context.Context, hosts Hosts, t Target) (err error) {
 		func() error { return provisionSpanner(ctx, hosts.Spanner, t) },
 		func() error { return provisionBigtable(ctx, hosts.Bigtable, t, top.Bigtable) },
 		func() error { return provisionPubSub(ctx, hosts.PubSub, t, top.PubSub) },
+		func() error { return provisionStorage(ctx, hosts.Storage, t) },
 	)
 }
 
@@ -87,6 +91,7 @@ func Teardown(ctx context.Context, hosts Hosts, t Target) (err error) {
 		func() error { return teardownSpanner(ctx, hosts.Spanner, t) },
 		func() error { return teardownBigtable(ctx, hosts.Bigtable, t, top.Bigtable) },
 		func() error { return teardownPubSub(ctx, hosts.PubSub, t, top.PubSub) },
+		func() error { return teardownStorage(ctx, hosts.Storage, t) },
 	)
 }
 

@@ -134,6 +134,7 @@ func (s *Stack) Ping(ctx context.Context) error {
 		{Bigtable, EnvBigtable, s.Hosts.Bigtable, probeBigtable},
 		{PubSub, EnvPubSub, s.Hosts.PubSub, probePubSub},
 		{Firestore, EnvFirestore, s.Hosts.Firestore, probeFirestore},
+		{Storage, EnvStorage, s.Hosts.Storage, probeStorage},
 	}
 	var fns []func() error
 	for _, c := range checks {

@@ -19,6 +19,7 @@ type Config struct {
 	Bigtable   Bigtable
 	Firestore  Firestore
 	PubSub     PubSub
+	Objects    Objects
 	Auth       Auth
 	HTTP       HTTP
 	Counters   Counters
@@ -72,6 +73,24 @@ type PubSub struct {
 	// ErasureTopic carries the account erasures' steps (DELETE /v1/me).
 	ErasureTopic string `env:"ERASURE_TOPIC, default=account-erasures"`
 	EmulatorHost string `env:"PUBSUB_EMULATOR_HOST"`
+}
+
+// Objects are the Cloud Storage buckets (shared/objects). Every bucket is
+// named by its own variable; Buckets lists them for the emulators'
+// provisioning.
+type Objects struct {
+	// ExportsBucket holds the account exports prepared asynchronously,
+	// until the bucket's lifecycle deletes them.
+	ExportsBucket string `env:"EXPORTS_BUCKET, default=local-project-exports"`
+	// EmulatorHost is read by the client library too; set means "the
+	// emulator", whose object URLs are signed with a key of the instance's
+	// own instead of the identity's (IAM signBlob).
+	EmulatorHost string `env:"STORAGE_EMULATOR_HOST"`
+}
+
+// Buckets are the names of every bucket the service writes.
+func (o Objects) Buckets() []string {
+	return []string{o.ExportsBucket}
 }
 
 type Auth struct {

@@ -9,7 +9,7 @@ import (
 
 // EmulatorHostVars are the variables that point the client libraries at the
 // local emulators; any of them set means the instance is not deployed.
-var EmulatorHostVars = []string{"SPANNER_EMULATOR_HOST", "BIGTABLE_EMULATOR_HOST", "FIRESTORE_EMULATOR_HOST", "PUBSUB_EMULATOR_HOST", "FIREBASE_AUTH_EMULATOR_HOST"}
+var EmulatorHostVars = []string{"SPANNER_EMULATOR_HOST", "BIGTABLE_EMULATOR_HOST", "FIRESTORE_EMULATOR_HOST", "PUBSUB_EMULATOR_HOST", "FIREBASE_AUTH_EMULATOR_HOST", "STORAGE_EMULATOR_HOST"}
 
 // Deployed reports whether the process runs as a deployed instance: in
 // Cloud Run's environment (K_SERVICE, which Cloud Functions 2nd gen sets

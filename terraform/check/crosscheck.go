@@ -505,6 +505,7 @@ func CrossCheck(p *Plan, c *Code) []error {
 		"Spanner":   p.Instances("google_spanner_database_iam_member", "fn"),
 		"Bigtable":  p.Instances("google_bigtable_instance_iam_member", "fn"),
 		"Firestore": p.Instances("google_project_iam_member", "fn_firestore"),
+		"Objects":   p.Instances("google_storage_bucket_iam_member", "fn_objects"),
 	}
 	publishers := map[string]map[string]bool{}
 	for key := range p.Instances("google_pubsub_topic_iam_member", "fn_publisher") {

@@ -326,6 +326,29 @@ func GrantRule(p *Plan, g *Graph, top *topology.Topology) []error {
 		}
 		return out
 	}
+	// pubsubAgentGrants lists the grants of role that block from depends on
+	// whose member is the Pub/Sub service agent: the grant's block reaches
+	// the google_project_service_identity of pubsub.googleapis.com its
+	// member is taken from (unknown at plan time, so the member itself
+	// cannot tell). A function's grant of the same role to itself (signBlob)
+	// mints no push identity's token.
+	pubsubAgentGrants := func(from, role string) map[string]bool {
+		out := map[string]bool{}
+		for b := range g.Reach(from) {
+			agent := false
+			for d := range g.Reach(b) {
+				for _, rc := range byBlock[d] {
+					agent = agent || rc.Type == "google_project_service_identity" && rc.Str("service") == "pubsub.googleapis.com"
+				}
+			}
+			for _, rc := range byBlock[b] {
+				if agent && strings.HasSuffix(rc.Type, "_iam_member") && rc.Str("role") == role {
+					out[rc.Address] = true
+				}
+			}
+		}
+		return out
+	}
 	fnOfJob := map[string]string{}
 	for _, j := range top.Scheduler {
 		fnOfJob[j.Name] = FunctionID(j.Function)
@@ -334,7 +357,7 @@ func GrantRule(p *Plan, g *Graph, top *topology.Topology) []error {
 		switch blockType(block) {
 		case "google_pubsub_subscription":
 			invokers := grants(block, "roles/run.invoker", "name")
-			minters := grants(block, "roles/iam.serviceAccountTokenCreator", "role")
+			minters := pubsubAgentGrants(block, "roles/iam.serviceAccountTokenCreator")
 			for _, rc := range rcs {
 				if l, _ := rc.Get("push_config").([]any); len(l) == 0 {
 					continue

@@ -55,7 +55,7 @@ func Emulators(ctx context.Context, name string, opts emulators.Options) (*emula
 
 // ProvisionConfig creates cfg's world in es (cfg.Project: the Spanner
 // instance and database, the Bigtable tables and their GC policies, the
-// Pub/Sub topics and subscriptions), the subscriptions of each event
+// Pub/Sub topics and subscriptions, the buckets), the subscriptions of each event
 // function pushing to push(function). teardown deletes the world.
 func ProvisionConfig(ctx context.Context, es *emulators.Stack, cfg *config.Config, push func(function string) string) (teardown func(), err error) {
 	target := emulators.Target{
@@ -65,6 +65,7 @@ func ProvisionConfig(ctx context.Context, es *emulators.Stack, cfg *config.Confi
 		BigtableInstance:  cfg.Bigtable.Instance,
 		PushEndpoint:      push,
 		HistoryMaxAgeDays: cfg.History.MaxAgeDays,
+		Buckets:           cfg.Objects.Buckets(),
 	}
 	pctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()

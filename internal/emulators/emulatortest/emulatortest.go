@@ -128,7 +128,7 @@ var worlds atomic.Int64
 
 // New provisions an isolated world for one test: a new project holding the
 // Spanner instance and database, the Bigtable tables and the Pub/Sub topics
-// and subscriptions of shared/topology. It returns the configuration that
+// and subscriptions of shared/topology, and Cloud Storage buckets of its own. It returns the configuration that
 // points at it (defaults applied as in production) and deletes the world when
 // the test ends.
 func New(t testing.TB, opts ...Option) *config.Config {
@@ -149,16 +149,6 @@ func New(t testing.TB, opts ...Option) *config.Config {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := emulators.Provision(ctx, s.Hosts, target); err != nil {
-		t.Fatalf("emulatortest.New: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := emulators.Teardown(ctx, s.Hosts, target); err != nil {
-			t.Errorf("emulatortest: teardown of %s: %v", target.Project, err)
-		}
-	})
 
 	env := o.env
 	if o.maxAgeDays > 0 {
@@ -171,12 +161,34 @@ func New(t testing.TB, opts ...Option) *config.Config {
 	env["SPANNER_INSTANCE"] = target.SpannerInstance
 	env["SPANNER_DATABASE"] = target.SpannerDatabase
 	env["BIGTABLE_INSTANCE"] = target.BigtableInstance
+	// Bucket names are global: each world has buckets of its own.
+	for name, suffix := range bucketVars {
+		if _, set := env[name]; !set {
+			env[name] = target.Project + "-" + suffix
+		}
+	}
 	cfg, err := config.FromLookuper(ctx, envconfig.MapLookuper(env))
 	if err != nil {
 		t.Fatalf("emulatortest.New: %v", err)
 	}
+	target.Buckets = cfg.Objects.Buckets()
+
+	if err := emulators.Provision(ctx, s.Hosts, target); err != nil {
+		t.Fatalf("emulatortest.New: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := emulators.Teardown(ctx, s.Hosts, target); err != nil {
+			t.Errorf("emulatortest: teardown of %s: %v", target.Project, err)
+		}
+	})
 	return cfg
 }
+
+// bucketVars name the variables of config.Objects' buckets, each given a
+// bucket of the world's own, <project>-<suffix>.
+var bucketVars = map[string]string{"EXPORTS_BUCKET": "exports"}
 
 // projectID returns a project id unique among the test binaries sharing a
 // stack: valid as a Google Cloud project id (lowercase, digits, hyphens,

@@ -68,6 +68,7 @@ locals {
     RATE_LIMIT_HISTORY              = tostring(var.rate_limit_per_minute.history)
     RATE_LIMIT_MODERATION           = "30"
     EXPORTS_PER_DAY                 = "3"
+    EXPORTS_BUCKET                  = google_storage_bucket.exports.name
     UNFLAG_PROTECTION               = "720h"
     ACCOUNT_RECORDS_URL             = "https://identitytoolkit.googleapis.com"
     ACCOUNT_RECORDS_CACHE           = "100000"
@@ -112,6 +113,8 @@ resource "time_sleep" "function_grants" {
     google_project_iam_member.account_records,
     google_project_iam_member.comments_account_records,
     google_storage_bucket_iam_member.erasure_log_writer,
+    google_storage_bucket_iam_member.fn_objects,
+    google_service_account_iam_member.fn_sign_blob,
     google_secret_manager_secret_iam_member.viewer_hash_key,
     google_secret_manager_secret_iam_member.page_token,
   ]

@@ -15,6 +15,8 @@ locals {
     "compute.googleapis.com",
     "firestore.googleapis.com",
     "iam.googleapis.com",
+    # signBlob: the signed URLs of the exports (storage.tf).
+    "iamcredentials.googleapis.com",
     "identitytoolkit.googleapis.com",
     "logging.googleapis.com",
     "monitoring.googleapis.com",
