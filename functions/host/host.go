@@ -303,7 +303,7 @@ func (c *Clients) Check(ctx context.Context) error {
 	}
 	if c.Objects != nil {
 		// Listing needs only the objects' permissions the functions hold.
-		for _, b := range c.Config.Objects.Buckets() {
+		for _, b := range c.Config.Buckets() {
 			if _, err := c.Objects.Bucket(b).List(ctx, "healthz/"); err != nil {
 				errs = append(errs, fmt.Errorf("storage: %w", err))
 			}

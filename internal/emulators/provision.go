@@ -44,7 +44,7 @@ type Target struct {
 	// when positive.
 	HistoryMaxAgeDays int
 	// Buckets are the Cloud Storage buckets to create
-	// (config.Objects.Buckets); Teardown deletes them with their objects.
+	// (config.Config.Buckets); Teardown deletes them with their objects.
 	Buckets []string
 }
 

@@ -75,8 +75,8 @@ type PubSub struct {
 	EmulatorHost string `env:"PUBSUB_EMULATOR_HOST"`
 }
 
-// Objects are the Cloud Storage buckets (shared/objects). Every bucket is
-// named by its own variable; Buckets lists them for the emulators'
+// Objects are the Cloud Storage settings (shared/objects). Every bucket is
+// named by its own variable; Config.Buckets lists them for the emulators'
 // provisioning.
 type Objects struct {
 	// ExportsBucket holds the account exports prepared asynchronously,
@@ -89,8 +89,8 @@ type Objects struct {
 }
 
 // Buckets are the names of every bucket the service writes.
-func (o Objects) Buckets() []string {
-	return []string{o.ExportsBucket}
+func (c *Config) Buckets() []string {
+	return []string{c.Objects.ExportsBucket, c.Erasure.LogBucket}
 }
 
 type Auth struct {

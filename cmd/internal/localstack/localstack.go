@@ -65,7 +65,7 @@ func ProvisionConfig(ctx context.Context, es *emulators.Stack, cfg *config.Confi
 		BigtableInstance:  cfg.Bigtable.Instance,
 		PushEndpoint:      push,
 		HistoryMaxAgeDays: cfg.History.MaxAgeDays,
-		Buckets:           cfg.Objects.Buckets(),
+		Buckets:           cfg.Buckets(),
 	}
 	pctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()

@@ -171,7 +171,7 @@ func New(t testing.TB, opts ...Option) *config.Config {
 	if err != nil {
 		t.Fatalf("emulatortest.New: %v", err)
 	}
-	target.Buckets = cfg.Objects.Buckets()
+	target.Buckets = cfg.Buckets()
 
 	if err := emulators.Provision(ctx, s.Hosts, target); err != nil {
 		t.Fatalf("emulatortest.New: %v", err)
@@ -186,9 +186,9 @@ func New(t testing.TB, opts ...Option) *config.Config {
 	return cfg
 }
 
-// bucketVars name the variables of config.Objects' buckets, each given a
+// bucketVars name the variables of config.Config.Buckets, each given a
 // bucket of the world's own, <project>-<suffix>.
-var bucketVars = map[string]string{"EXPORTS_BUCKET": "exports"}
+var bucketVars = map[string]string{"EXPORTS_BUCKET": "exports", "ERASURE_LOG_BUCKET": "erasure-log"}
 
 // projectID returns a project id unique among the test binaries sharing a
 // stack: valid as a Google Cloud project id (lowercase, digits, hyphens,
