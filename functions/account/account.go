@@ -37,13 +37,14 @@ func init() {
 		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
 			db := spannerdb.Wrap(c.Spanner, c.Config)
 			return New(Deps{
-				Verifier:  c.Verifier,
-				Reactions: reactionstore.New(db),
-				Comments:  commentstore.New(db, 0),
-				History:   historystore.New(c.Bigtable),
-				Settings:  historystore.NewSettings(c.Firestore),
-				Erasures:  accountstore.New(db),
-				Exports:   accountstore.NewExports(c.Firestore, c.Config.UserLimits().ExportsPerDay),
+				Verifier:   c.Verifier,
+				Reactions:  reactionstore.New(db),
+				Comments:   commentstore.New(db, 0),
+				History:    historystore.New(c.Bigtable),
+				Settings:   historystore.NewSettings(c.Firestore),
+				Erasures:   accountstore.New(db),
+				ErasureLog: accountstore.NewErasureLog(c.Objects.Bucket(c.Config.Erasure.LogBucket)),
+				Exports:    accountstore.NewExports(c.Firestore, c.Config.UserLimits().ExportsPerDay),
 				// The export only reads the trail: no gate.
 				Moderation: moderationstore.New(db, moderationstore.Gate{}),
 				Publisher:  bus.NewPublisher(c.PubSub, c.Config.PubSub.ErasureTopic),
@@ -76,6 +77,10 @@ type (
 	Erasures interface {
 		Request(ctx context.Context, userID string) (account.Erasure, error)
 	}
+	// ErasureLog appends to the erasure log (accountstore.ErasureLog).
+	ErasureLog interface {
+		Append(ctx context.Context, userID string, at time.Time) error
+	}
 	// Exports admits a user's exports (*accountstore.Exports): Begin
 	// refuses with *errs.RateLimitedError while another runs or past the
 	// day's limit.
@@ -97,6 +102,7 @@ type Deps struct {
 	Settings   Settings
 	Moderation Moderation
 	Erasures   Erasures
+	ErasureLog ErasureLog
 	Exports    Exports
 	Publisher  Publisher // the erasure topic
 	// ExportTimeout bounds one export (default 10 minutes): it outlives the
@@ -119,30 +125,17 @@ func New(d Deps) http.Handler {
 	return rt
 }
 
-// erase asks for the caller's erasure and answers 202. Each of its three
-// writes is idempotent, so a client that gets a 503 retries the whole call:
-//  1. the record in Spanner (an open one is left as it is): from its commit
-//     on, the caller's reaction and comment writes are refused in their own
-//     transactions, and any step finds it;
-//  2. the mark in the history settings: history writes are refused;
-//  3. the message that starts EraseAccount (ResumeErasures sends another
-//     for any erasure that does not move, so a lost one only delays it).
+// erase asks for the caller's erasure (account.Starter: the entry in the
+// erasure log, which no restore rolls back, first, then the record, the
+// settings' mark and the message) and answers 202. Each write is
+// idempotent, so a client that gets a 503 retries the whole call.
 func (h *handler) erase(w http.ResponseWriter, r *http.Request) error {
 	user, err := h.Verifier.FromRequest(r)
 	if err != nil {
 		return err
 	}
-	if _, err := h.Erasures.Request(r.Context(), user.ID); err != nil {
-		return err
-	}
-	if err := h.Settings.MarkErasing(r.Context(), user.ID); err != nil {
-		return err
-	}
-	data, err := account.Message{UserID: user.ID}.Encode()
-	if err != nil {
-		return err
-	}
-	if _, err := h.Publisher.Publish(r.Context(), data, map[string]string{"kind": "account-erasure"}); err != nil {
+	start := account.Starter{Log: h.ErasureLog, Records: h.Erasures, Settings: h.Settings, Next: h.Publisher}
+	if err := start.Start(r.Context(), user.ID); err != nil {
 		return err
 	}
 	w.Header().Set("Cache-Control", "no-store")

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/videngage/engagement/shared/account"
 	"github.com/videngage/engagement/shared/errs"
@@ -36,6 +37,13 @@ func (e *erasure) Get(context.Context, string) (history.Settings, error) {
 	return history.Settings{}, nil
 }
 
+func (e *erasure) Append(_ context.Context, user string, at time.Time) error {
+	if at.IsZero() {
+		return errors.New("no request time")
+	}
+	return e.do("log " + user)
+}
+
 func (e *erasure) MarkErasing(_ context.Context, user string) error { return e.do("mark " + user) }
 
 func (e *erasure) Publish(_ context.Context, data []byte, attrs map[string]string) (string, error) {
@@ -46,26 +54,28 @@ func (e *erasure) Publish(_ context.Context, data []byte, attrs map[string]strin
 	return "1", e.do("publish " + m.UserID)
 }
 
-// TestErase: DELETE /v1/me records the erasure, marks the history
-// settings and publishes the message that starts it, in that order, and
-// answers 202; a failure of any of the three is a 503 that the client
-// retries whole (each write is idempotent); without a token nothing is
-// written.
+// TestErase: DELETE /v1/me appends the erasure to the erasure log, records
+// it, marks the history settings and publishes the message that starts it,
+// in that order, and answers 202; a failure of any of the four is a 503 that
+// the client retries whole (each write is idempotent), so no erasure is
+// acknowledged, or recorded anywhere, without its log entry; without a
+// token nothing is written.
 func TestErase(t *testing.T) {
 	for _, tt := range []struct {
 		name, token, fail string
 		want              int
 		calls             []string
 	}{
-		{name: "accepted", token: "ann", want: http.StatusAccepted, calls: []string{"request ann", "mark ann", "publish ann"}},
-		{name: "record down", token: "ann", fail: "request ann", want: http.StatusServiceUnavailable, calls: []string{"request ann"}},
-		{name: "settings down", token: "ann", fail: "mark ann", want: http.StatusServiceUnavailable, calls: []string{"request ann", "mark ann"}},
-		{name: "publish down", token: "ann", fail: "publish ann", want: http.StatusServiceUnavailable, calls: []string{"request ann", "mark ann", "publish ann"}},
+		{name: "accepted", token: "ann", want: http.StatusAccepted, calls: []string{"log ann", "request ann", "mark ann", "publish ann"}},
+		{name: "log down", token: "ann", fail: "log ann", want: http.StatusServiceUnavailable, calls: []string{"log ann"}},
+		{name: "record down", token: "ann", fail: "request ann", want: http.StatusServiceUnavailable, calls: []string{"log ann", "request ann"}},
+		{name: "settings down", token: "ann", fail: "mark ann", want: http.StatusServiceUnavailable, calls: []string{"log ann", "request ann", "mark ann"}},
+		{name: "publish down", token: "ann", fail: "publish ann", want: http.StatusServiceUnavailable, calls: []string{"log ann", "request ann", "mark ann", "publish ann"}},
 		{name: "no token", want: http.StatusUnauthorized},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := &erasure{fail: tt.fail}
-			h := New(Deps{Verifier: fakeVerifier{}, Settings: e, Erasures: e, Publisher: e})
+			h := New(Deps{Verifier: fakeVerifier{}, Settings: e, Erasures: e, ErasureLog: e, Publisher: e})
 			req := httptest.NewRequest(http.MethodDelete, "/v1/me", nil)
 			if tt.token != "" {
 				req.Header.Set("Authorization", "Bearer "+tt.token)

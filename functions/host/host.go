@@ -302,8 +302,13 @@ func (c *Clients) Check(ctx context.Context) error {
 		}
 	}
 	if c.Objects != nil {
-		// Listing needs only the objects' permissions the functions hold.
+		// Listing needs only the objects' permissions the functions hold;
+		// the erasure log's writer may create objects and nothing else, so
+		// that bucket has no probe.
 		for _, b := range c.Config.Buckets() {
+			if b == c.Config.Erasure.LogBucket {
+				continue
+			}
 			if _, err := c.Objects.Bucket(b).List(ctx, "healthz/"); err != nil {
 				errs = append(errs, fmt.Errorf("storage: %w", err))
 			}

@@ -302,7 +302,7 @@ type Erasure struct {
 	// LogBucket is the Cloud Storage bucket of the erasure log: an entry
 	// per erasure asked for, kept outside every store a restore rolls back
 	// (docs/design/account.md).
-	LogBucket string `env:"ERASURE_LOG_BUCKET, default=engagement-erasure-log"`
+	LogBucket string `env:"ERASURE_LOG_BUCKET, default=local-project-erasure-log"`
 }
 
 type Telemetry struct {

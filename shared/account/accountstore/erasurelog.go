@@ -5,18 +5,20 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"slices"
 	"time"
 
 	"github.com/videngage/engagement/shared/account"
 	"github.com/videngage/engagement/shared/errs"
+	"github.com/videngage/engagement/shared/objects"
 )
 
-// Objects is the bucket the erasure log is kept in.
+// Objects is the bucket the erasure log is kept in (*objects.Bucket).
 type Objects interface {
-	Put(ctx context.Context, name string, data []byte) error
-	List(ctx context.Context, prefix string) ([]string, error)
-	Read(ctx context.Context, name string) ([]byte, error)
+	Write(ctx context.Context, name, contentType string) *objects.Writer
+	Read(ctx context.Context, name string) (io.ReadCloser, error)
+	List(ctx context.Context, prefix string) ([]objects.Object, error)
 }
 
 // ErasureLog is the erasure log (account.LogEntry): one small object per
@@ -41,7 +43,12 @@ func (l *ErasureLog) Append(ctx context.Context, userID string, at time.Time) er
 	}
 	var suffix [8]byte
 	rand.Read(suffix[:])
-	if err := l.objects.Put(ctx, account.LogObjectName(at, hex.EncodeToString(suffix[:])), data); err != nil {
+	w := l.objects.Write(ctx, account.LogObjectName(at, hex.EncodeToString(suffix[:])), "application/json")
+	if _, err := w.Write(data); err != nil {
+		w.Close()
+		return errs.Unavailable("accountstore.ErasureLog.Append", err)
+	}
+	if err := w.Close(); err != nil {
 		return errs.Unavailable("accountstore.ErasureLog.Append", err)
 	}
 	return nil
@@ -58,11 +65,12 @@ func (l *ErasureLog) Since(ctx context.Context, since time.Time) ([]account.LogE
 	}
 	var out []account.LogEntry
 	for _, p := range prefixes {
-		names, err := l.objects.List(ctx, p)
+		objs, err := l.objects.List(ctx, p)
 		if err != nil {
 			return nil, fmt.Errorf("accountstore.ErasureLog.Since: list %s: %w", p, err)
 		}
-		for _, name := range names {
+		for _, o := range objs {
+			name := o.Name
 			t, err := account.LogObjectTime(name)
 			if err != nil {
 				return nil, fmt.Errorf("accountstore.ErasureLog.Since: %w", err)
@@ -70,7 +78,7 @@ func (l *ErasureLog) Since(ctx context.Context, since time.Time) ([]account.LogE
 			if t.Before(since) {
 				continue
 			}
-			data, err := l.objects.Read(ctx, name)
+			data, err := l.read(ctx, name)
 			if err != nil {
 				return nil, fmt.Errorf("accountstore.ErasureLog.Since: read %s: %w", name, err)
 			}
@@ -83,4 +91,17 @@ func (l *ErasureLog) Since(ctx context.Context, since time.Time) ([]account.LogE
 	}
 	slices.SortStableFunc(out, func(a, b account.LogEntry) int { return a.RequestTime.Compare(b.RequestTime) })
 	return out, nil
+}
+
+// maxEntryBytes bounds what is read of one entry: a user id of at most
+// account.MaxUserIDBytes and a time.
+const maxEntryBytes = 4096
+
+func (l *ErasureLog) read(ctx context.Context, name string) ([]byte, error) {
+	r, err := l.objects.Read(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(io.LimitReader(r, maxEntryBytes))
 }

@@ -3,69 +3,51 @@ package accountstore
 import (
 	"context"
 	"errors"
+	"io"
 	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/account"
 	"github.com/videngage/engagement/shared/errs"
+	"github.com/videngage/engagement/shared/objects"
 )
 
-// memObjects is a bucket in memory that counts its reads.
-type memObjects struct {
-	mu      sync.Mutex
-	objects map[string][]byte
-	reads   int
-	fail    error
+// countedBucket is a bucket of the Cloud Storage emulator that counts its
+// reads.
+type countedBucket struct {
+	*objects.Bucket
+	reads atomic.Int64
 }
 
-func (m *memObjects) Put(_ context.Context, name string, data []byte) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.fail != nil {
-		return m.fail
-	}
-	if _, ok := m.objects[name]; ok {
-		return errors.New("object exists")
-	}
-	m.objects[name] = slices.Clone(data)
-	return nil
+func (b *countedBucket) Read(ctx context.Context, name string) (io.ReadCloser, error) {
+	b.reads.Add(1)
+	return b.Bucket.Read(ctx, name)
 }
 
-func (m *memObjects) List(_ context.Context, prefix string) ([]string, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []string
-	for n := range m.objects {
-		if strings.HasPrefix(n, prefix) {
-			out = append(out, n)
-		}
+func newLogBucket(t *testing.T) (*objects.Client, *countedBucket) {
+	t.Helper()
+	cfg := emulatortest.New(t)
+	c, err := objects.New(context.Background(), cfg.Objects)
+	if err != nil {
+		t.Fatal(err)
 	}
-	slices.Sort(out)
-	return out, nil
+	t.Cleanup(func() { c.Close() })
+	return c, &countedBucket{Bucket: c.Bucket(cfg.Erasure.LogBucket)}
 }
 
-func (m *memObjects) Read(_ context.Context, name string) ([]byte, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.reads++
-	b, ok := m.objects[name]
-	if !ok {
-		return nil, errors.New("no such object")
-	}
-	return b, nil
-}
-
-// TestErasureLog: every append is an object of its own, also two of one
-// user at one instant; Since returns the entries from a time on, oldest
-// first, reading only the objects of those; the whole log without a time;
-// a bucket down is a 503.
+// TestErasureLog, on the Cloud Storage emulator: every append is an object
+// of its own, also two of one user at one instant, and no name holds a user
+// id; Since returns the entries from a time on, oldest first, reading only
+// the objects of those; the whole log without a time; an append that fails
+// is a 503.
 func TestErasureLog(t *testing.T) {
 	ctx := context.Background()
-	objects := &memObjects{objects: map[string][]byte{}}
-	log := NewErasureLog(objects)
+	client, bucket := newLogBucket(t)
+	log := NewErasureLog(bucket)
 	now := time.Date(2026, 12, 3, 13, 0, 0, 0, time.UTC)
 	log.now = func() time.Time { return now }
 	appends := []account.LogEntry{
@@ -82,13 +64,17 @@ func TestErasureLog(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if len(objects.objects) != len(appends) {
-		t.Fatalf("%d objects for %d appends", len(objects.objects), len(appends))
+	stored, err := bucket.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
 	}
-	for name := range objects.objects {
+	if len(stored) != len(appends) {
+		t.Fatalf("%d objects for %d appends", len(stored), len(appends))
+	}
+	for _, o := range stored {
 		for _, e := range appends {
-			if strings.Contains(name, e.UserID) {
-				t.Errorf("object %s names user %s", name, e.UserID)
+			if strings.Contains(o.Name, e.UserID) {
+				t.Errorf("object %s names user %s", o.Name, e.UserID)
 			}
 		}
 	}
@@ -107,8 +93,8 @@ func TestErasureLog(t *testing.T) {
 	if want := []string{"ann", "bob", "bob", "cy", "ahead"}; !slices.Equal(users(got), want) {
 		t.Errorf("since 25 h ago: %q, want %q", users(got), want)
 	}
-	if objects.reads != 5 {
-		t.Errorf("read %d objects for 5 entries", objects.reads)
+	if n := bucket.reads.Load(); n != 5 {
+		t.Errorf("read %d objects for 5 entries", n)
 	}
 	if !got[0].RequestTime.Equal(now.Add(-25 * time.Hour)) {
 		t.Errorf("first entry %+v", got[0])
@@ -122,8 +108,8 @@ func TestErasureLog(t *testing.T) {
 		t.Errorf("the whole log: %q, want %q", users(got), want)
 	}
 
-	objects.fail = errors.New("bucket down")
-	if err := log.Append(ctx, "eve", now); !errors.Is(err, errs.ErrBackendUnavailable) {
-		t.Errorf("append with the bucket down: %v", err)
+	gone := NewErasureLog(client.Bucket("no-such-erasure-log"))
+	if err := gone.Append(ctx, "eve", now); !errors.Is(err, errs.ErrBackendUnavailable) {
+		t.Errorf("append to a bucket that does not answer: %v", err)
 	}
 }
