@@ -177,6 +177,8 @@ func startStack(t *testing.T, o stackOptions) *drillStack {
 	}
 	maps.Copy(env, drillDefaults)
 	maps.Copy(env, emu.Env())
+	// Bucket names are global: each drill has buckets of its own.
+	env["EXPORTS_BUCKET"], env["ERASURE_LOG_BUCKET"] = project+"-exports", project+"-erasure-log"
 	maps.Copy(env, o.env)
 	cfg, err := config.FromLookuper(ctx, envconfig.MapLookuper(env))
 	if err != nil {
@@ -210,7 +212,7 @@ func startStack(t *testing.T, o stackOptions) *drillStack {
 	mux.Handle("GET /dev/jwks", st.issuer.JWKSHandler())
 	mux.Handle("POST /events/{function}", st.proxy)
 
-	needs := host.NeedSpanner | host.NeedBigtable | host.NeedPubSub | host.NeedFirestore | host.NeedVerifier
+	needs := host.NeedSpanner | host.NeedBigtable | host.NeedPubSub | host.NeedFirestore | host.NeedVerifier | host.NeedObjects
 	if st.clients, err = host.New(ctx, cfg, needs); err != nil {
 		t.Fatal(err)
 	}
