@@ -1,6 +1,8 @@
 // Package accountfn is the Account function: the caller's own data.
 //
-//	GET    /v1/me/export   everything held about the caller, streamed as one JSON document
+//	GET    /v1/me/export   everything held about the caller as one JSON document: streamed,
+//	                       or for a large account prepared in the exports bucket and handed
+//	                       over by a signed URL
 //	DELETE /v1/me          erase the caller's account (202; EraseAccount does the work)
 //
 // It is a function of its own, not part of Counts (which serves
@@ -28,6 +30,7 @@ import (
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/moderation/moderationstore"
+	"github.com/videngage/engagement/shared/objects"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
@@ -48,6 +51,7 @@ func init() {
 				// The export only reads the trail: no gate.
 				Moderation: moderationstore.New(db, moderationstore.Gate{}),
 				Publisher:  bus.NewPublisher(c.PubSub, c.Config.PubSub.ErasureTopic),
+				Prepared:   c.Objects.Bucket(c.Config.Objects.ExportsBucket),
 			}), nil
 		})
 }
@@ -105,6 +109,13 @@ type Deps struct {
 	ErasureLog ErasureLog
 	Exports    Exports
 	Publisher  Publisher // the erasure topic
+	// Prepared is the bucket of the exports prepared asynchronously; nil
+	// streams every export.
+	Prepared *objects.Bucket
+	// AsyncAbove is the bound over which an export is prepared
+	// asynchronously (default 1000): more reactions and history entries
+	// in the first pages it reads before answering.
+	AsyncAbove int
 	// ExportTimeout bounds one export (default 10 minutes): it outlives the
 	// request deadline of the other routes, since a large account streams
 	// for longer than one backend call.
@@ -117,6 +128,9 @@ type handler struct{ Deps }
 func New(d Deps) http.Handler {
 	if d.ExportTimeout <= 0 {
 		d.ExportTimeout = 10 * time.Minute
+	}
+	if d.AsyncAbove <= 0 {
+		d.AsyncAbove = 1000
 	}
 	h := &handler{d}
 	rt := httpx.NewRouter()
@@ -136,6 +150,9 @@ func (h *handler) erase(w http.ResponseWriter, r *http.Request) error {
 	}
 	start := account.Starter{Log: h.ErasureLog, Records: h.Erasures, Settings: h.Settings, Next: h.Publisher}
 	if err := start.Start(r.Context(), user.ID); err != nil {
+		return err
+	}
+	if err := h.deletePrepared(r.Context(), user.ID); err != nil {
 		return err
 	}
 	w.Header().Set("Cache-Control", "no-store")
@@ -186,6 +203,13 @@ func (h *handler) export(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if h.Prepared != nil {
+		// One prepared lately, or being prepared: handed over, or asked
+		// for again later, without counting another export.
+		if answered, err := h.handOver(w, r, user.ID); answered || err != nil {
+			return err
+		}
+	}
 	// One at a time per user and a few a day: the export reads everything
 	// held about the user for up to ExportTimeout.
 	lease, err := h.Exports.Begin(r.Context(), user.ID, h.ExportTimeout)
@@ -193,14 +217,19 @@ func (h *handler) export(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.ExportTimeout)
-	defer cancel()
-	defer func() {
+	end := func() {
 		if err := h.Exports.End(ctx, user.ID, lease); err != nil {
 			// The lease lapses at the export's deadline anyway.
 			slog.WarnContext(ctx, "account: export not marked over", "error", err.Error())
 		}
-	}()
-	first, err := h.Reactions.ListByUser(ctx, user.ID, "", reactionPage)
+	}
+	first, err := h.firstPages(ctx, user.ID)
+	if err == nil && h.Prepared != nil && first.size() > h.AsyncAbove {
+		// The lease and the deadline go with the preparation.
+		return h.prepare(ctx, cancel, end, w, user.ID, first)
+	}
+	defer cancel()
+	defer end()
 	if err != nil {
 		return err
 	}
@@ -215,7 +244,28 @@ func (h *handler) export(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (h *handler) stream(ctx context.Context, s *objectStream, userID string, page []reactionstore.UserReaction) error {
+// firstPages are the pages an export reads before it answers: a backend
+// down then is a 503, and their size decides whether the export is
+// streamed or prepared.
+type firstPages struct {
+	reactions []reactionstore.UserReaction
+	history   history.Page
+}
+
+func (f firstPages) size() int { return len(f.reactions) + len(f.history.Entries) }
+
+func (h *handler) firstPages(ctx context.Context, userID string) (firstPages, error) {
+	var f firstPages
+	var err error
+	if f.reactions, err = h.Reactions.ListByUser(ctx, userID, "", reactionPage); err != nil {
+		return f, err
+	}
+	f.history, err = h.History.List(ctx, userID, nil, time.Time{}, historyPage)
+	return f, err
+}
+
+func (h *handler) stream(ctx context.Context, s *objectStream, userID string, first firstPages) error {
+	page := first.reactions
 	s.beginArray("reactions")
 	for len(page) > 0 {
 		for _, r := range page {
@@ -253,10 +303,12 @@ func (h *handler) stream(ctx context.Context, s *objectStream, userID string, pa
 	// history listing shows.
 	s.beginArray("history")
 	var after *history.Cursor
-	for s.err == nil {
-		p, err := h.History.List(ctx, userID, after, time.Time{}, historyPage)
-		if err != nil {
-			return err
+	for p := first.history; s.err == nil; {
+		if after != nil {
+			var err error
+			if p, err = h.History.List(ctx, userID, after, time.Time{}, historyPage); err != nil {
+				return err
+			}
 		}
 		for _, e := range p.Entries {
 			s.item(entryJSON{VideoID: e.VideoID, WatchedAt: e.WatchedAt.UTC(), PositionSeconds: e.PositionSeconds})
