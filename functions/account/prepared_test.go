@@ -159,3 +159,39 @@ func TestExportPreparedForALargeAccount(t *testing.T) {
 		t.Errorf("after the erasure alice's prepared exports are %v, %v; want none", objs, err)
 	}
 }
+
+// TestExportPreparationLost: a preparation whose instance was lost (its
+// marker left behind) answers 202 until the export's deadline, reading
+// nothing and starting nothing; past the deadline, when its lease has
+// lapsed too, the next request starts an export again.
+func TestExportPreparationLost(t *testing.T) {
+	bucket := exportsBucket(t)
+	marker := preparedDir("alice") + "1.pending"
+	if err := bucket.Write(t.Context(), marker, "text/plain").Close(); err != nil {
+		t.Fatal(err)
+	}
+	a := &fakeAccount{reactions: 3, comments: 2, entries: 5, written: func() int { return 0 }}
+	deps := Deps{Verifier: fakeVerifier{}, Reactions: a, Comments: a, History: a, Settings: a,
+		Moderation: &a.trail, Exports: &a.exports, Prepared: bucket, ExportTimeout: time.Hour}
+	if w := get(t, New(deps), "alice"); w.Code != http.StatusAccepted || len(a.exports.begun) != 0 || a.maxPage != 0 {
+		t.Fatalf("within the deadline: %d, %d exports begun, pages read %d; want 202 and nothing started", w.Code, len(a.exports.begun), a.maxPage)
+	}
+
+	deps.ExportTimeout = time.Second
+	for deadline := time.Now().Add(time.Minute); ; {
+		objs, err := bucket.List(t.Context(), marker)
+		if err != nil || len(objs) != 1 {
+			t.Fatalf("marker: %v, %v", objs, err)
+		}
+		if time.Since(objs[0].Created) > deps.ExportTimeout {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the marker never aged past the deadline")
+		}
+		time.Sleep(50 * time.Millisecond) // polling the condition
+	}
+	if w := get(t, New(deps), "alice"); w.Code != http.StatusOK || len(a.exports.begun) != 1 {
+		t.Errorf("past the deadline: %d, %d exports begun; want a new export, streamed", w.Code, len(a.exports.begun))
+	}
+}
