@@ -143,16 +143,28 @@ type flagBody struct {
 	Reason  string   `json:"reason"`
 }
 
-func (h *handler) flag(w http.ResponseWriter, r *http.Request) error {
+// openAction is the opening every moderation action shares: the caller
+// verified as a moderator (what the action does, for the refusal) and the
+// request's body decoded. The action checks the body and is admitted
+// through the gate by its store, in the transaction that acts.
+func openAction[B any](h *handler, w http.ResponseWriter, r *http.Request, what string) (auth.User, B, error) {
+	var body B
 	user, err := h.Verifier.FromRequest(r)
 	if err != nil {
-		return err
+		return auth.User{}, body, err
 	}
 	if !user.Moderator {
-		return httpx.PermissionDenied("only moderators may flag accounts")
+		return auth.User{}, body, httpx.PermissionDenied("only moderators may %s", what)
 	}
-	var body flagBody
 	if err := httpx.DecodeJSON(w, r, &body); err != nil {
+		return auth.User{}, body, err
+	}
+	return user, body, nil
+}
+
+func (h *handler) flag(w http.ResponseWriter, r *http.Request) error {
+	user, body, err := openAction[flagBody](h, w, r, "flag accounts")
+	if err != nil {
 		return err
 	}
 	if body.Flagged == nil {
@@ -307,15 +319,8 @@ type spamBody struct {
 }
 
 func (h *handler) spam(w http.ResponseWriter, r *http.Request) error {
-	user, err := h.Verifier.FromRequest(r)
+	user, body, err := openAction[spamBody](h, w, r, "mark comments as spam")
 	if err != nil {
-		return err
-	}
-	if !user.Moderator {
-		return httpx.PermissionDenied("only moderators may mark comments as spam")
-	}
-	var body spamBody
-	if err := httpx.DecodeJSON(w, r, &body); err != nil {
 		return err
 	}
 	if len(body.CommentIDs) < 1 || len(body.CommentIDs) > comment.MaxRemoveBatch {
@@ -330,14 +335,10 @@ func (h *handler) spam(w http.ResponseWriter, r *http.Request) error {
 		return httpx.InvalidArgument("%s", err.Error())
 	}
 	res, err := h.Spam.MarkSpam(r.Context(), commentstore.Actor{UserID: user.ID, Moderator: true}, body.CommentIDs, body.Reason)
-	var limited *errs.RateLimitedError
-	switch {
-	case errors.Is(err, moderation.ErrRevoked):
-		return httpx.PermissionDenied("your moderator role was revoked")
-	case errors.As(err, &limited):
-		h.Metrics.RateLimited(r.Context(), "moderation")
-		return err
-	case err != nil:
+	if e := h.refusal(r, err); e != nil {
+		return e
+	}
+	if err != nil {
 		return err
 	}
 	w.Header().Set("Cache-Control", "no-store")
