@@ -81,47 +81,26 @@ func storageClient(ctx context.Context, host string) (*storage.Client, error) {
 	return storage.NewClient(ctx, option.WithEndpoint("http://"+host+"/storage/v1/"), option.WithoutAuthentication())
 }
 
-func provisionStorage(ctx context.Context, host string, t Target) (err error) {
-	defer wrap(&err, "storage")
-	if len(t.Buckets) == 0 {
-		return nil
-	}
-	c, err := storageClient(ctx, host)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	for _, b := range t.Buckets {
+func provisionStorage(ctx context.Context, host string, t Target) error {
+	return eachBucket(ctx, host, t, func(c *storage.Client, b string) error {
 		if _, err := c.Bucket(b).Attrs(ctx); err == nil {
-			continue
+			return nil
 		} else if !errors.Is(err, storage.ErrBucketNotExist) {
 			return fmt.Errorf("bucket %s: %w", b, err)
 		}
 		if err := c.Bucket(b).Create(ctx, t.Project, nil); err != nil {
 			return fmt.Errorf("create bucket %s: %w", b, err)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
-func teardownStorage(ctx context.Context, host string, t Target) (err error) {
-	defer wrap(&err, "storage")
-	if len(t.Buckets) == 0 {
-		return nil
-	}
-	c, err := storageClient(ctx, host)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	for _, b := range t.Buckets {
+func teardownStorage(ctx context.Context, host string, t Target) error {
+	return eachBucket(ctx, host, t, func(c *storage.Client, b string) error {
 		it := c.Bucket(b).Objects(ctx, nil)
 		for {
 			o, err := it.Next()
-			if errors.Is(err, iterator.Done) {
-				break
-			}
-			if notFound(err) {
+			if errors.Is(err, iterator.Done) || notFound(err) {
 				break
 			}
 			if err != nil {
@@ -133,6 +112,26 @@ func teardownStorage(ctx context.Context, host string, t Target) (err error) {
 		}
 		if err := c.Bucket(b).Delete(ctx); err != nil && !notFound(err) {
 			return fmt.Errorf("delete bucket %s: %w", b, err)
+		}
+		return nil
+	})
+}
+
+// eachBucket runs fn on each of the target's buckets with one client of the
+// emulator at host, stopping at the first error.
+func eachBucket(ctx context.Context, host string, t Target, fn func(c *storage.Client, bucket string) error) (err error) {
+	defer wrap(&err, "storage")
+	if len(t.Buckets) == 0 {
+		return nil
+	}
+	c, err := storageClient(ctx, host)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	for _, b := range t.Buckets {
+		if err := fn(c, b); err != nil {
+			return err
 		}
 	}
 	return nil
