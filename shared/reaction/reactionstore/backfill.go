@@ -104,22 +104,15 @@ WHERE ContentId > @after AND Tallied IS NULL ORDER BY ContentId LIMIT @limit`,
 			rep.Done = true
 			return rep, nil
 		}
-		for _, item := range items {
-			for {
-				if txs > 0 && !until.IsZero() && !time.Now().Before(until) {
-					return rep, nil
-				}
-				txs++
-				n, complete, err := s.backfillItem(ctx, item)
-				if err != nil {
-					return rep, fmt.Errorf("reactionstore.BackfillTallies(%s): %w", item, err)
-				}
-				rep.Moved += n
-				if complete {
-					rep.Items++
-					break
-				}
+		inTime, err := drain(items, until, &txs, &rep.Moved, &rep.Items, func(item string) (int, bool, error) {
+			n, complete, err := s.backfillItem(ctx, item)
+			if err != nil {
+				return 0, false, fmt.Errorf("reactionstore.BackfillTallies(%s): %w", item, err)
 			}
+			return n, complete, nil
+		})
+		if err != nil || !inTime {
+			return rep, err
 		}
 	}
 }

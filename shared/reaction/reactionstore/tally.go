@@ -136,6 +136,31 @@ type FlagReport struct {
 	Done bool
 }
 
+// drain works each of keys to its end, a batch (one transaction) at a time:
+// batch moves up to a batch of the key's rows and says whether they were its
+// last. It adds to *batches the batches it ran, to *moved the rows they
+// moved and to *finished the keys it ended, and stops (false) before a
+// batch once until has passed (zero: never), though never before a run's
+// first batch, so every run makes progress.
+func drain[K any](keys []K, until time.Time, batches, moved, finished *int, batch func(K) (int, bool, error)) (inTime bool, err error) {
+	for _, k := range keys {
+		for last := false; !last; {
+			if *batches > 0 && !until.IsZero() && !time.Now().Before(until) {
+				return false, nil
+			}
+			*batches++
+			n, l, err := batch(k)
+			if err != nil {
+				return false, err
+			}
+			*moved += n
+			last = l
+		}
+		*finished++
+	}
+	return true, nil
+}
+
 // flagMark is a position in the accounts' (UpdateTime, UserId) order.
 type flagMark struct {
 	at   time.Time
@@ -200,22 +225,15 @@ ORDER BY UpdateTime, UserId LIMIT @limit`
 			rep.Done = true
 			return rep, nil
 		}
-		for _, m := range page {
-			for {
-				if batches > 0 && !until.IsZero() && !time.Now().Before(until) {
-					return rep, nil
-				}
-				batches++
-				n, last, err := s.applyFlag(ctx, m)
-				if err != nil {
-					return rep, fmt.Errorf("reactionstore.ApplyFlags(%s): %w", m.user, err)
-				}
-				rep.Moved += n
-				if last {
-					rep.Users++
-					break
-				}
+		inTime, err := drain(page, until, &batches, &rep.Moved, &rep.Users, func(m flagMark) (int, bool, error) {
+			n, last, err := s.applyFlag(ctx, m)
+			if err != nil {
+				return 0, false, fmt.Errorf("reactionstore.ApplyFlags(%s): %w", m.user, err)
 			}
+			return n, last, nil
+		})
+		if err != nil || !inTime {
+			return rep, err
 		}
 	}
 }
