@@ -26,7 +26,10 @@ import (
 
 	"cloud.google.com/go/bigtable"
 	"cloud.google.com/go/firestore"
+	"cloud.google.com/go/spanner"
 	"github.com/sethvargo/go-envconfig"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
 
 	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/shared/config"
@@ -222,6 +225,39 @@ func Spanner(t testing.TB, cfg *config.Config) *spannerdb.DB {
 	}
 	t.Cleanup(db.Client.Close)
 	return db
+}
+
+// SpannerCountingSQL is Spanner's client of cfg's world that also counts
+// the SQL statements it sends: a test's hold on a store that must read by
+// key, since the emulator runs every SQL query as a scan of its tables.
+func SpannerCountingSQL(t testing.TB, cfg *config.Config) (*spannerdb.DB, *atomic.Int64) {
+	t.Helper()
+	var n atomic.Int64
+	isSQL := func(method string) bool {
+		return method == "/google.spanner.v1.Spanner/ExecuteSql" || method == "/google.spanner.v1.Spanner/ExecuteStreamingSql"
+	}
+	opts := append(spannerdb.ClientOptions(),
+		option.WithGRPCDialOption(grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			if isSQL(method) {
+				n.Add(1)
+			}
+			return invoker(ctx, method, req, reply, cc, opts...)
+		})),
+		option.WithGRPCDialOption(grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			if isSQL(method) {
+				n.Add(1)
+			}
+			return streamer(ctx, desc, cc, method, opts...)
+		})))
+	c, err := spanner.NewClientWithConfig(context.Background(), cfg.DatabasePath(), spanner.ClientConfig{
+		DisableNativeMetrics: true,
+		DatabaseRole:         cfg.Spanner.DatabaseRole,
+	}, opts...)
+	if err != nil {
+		t.Fatalf("emulatortest.SpannerCountingSQL: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return spannerdb.Wrap(c, cfg), &n
 }
 
 // Firestore is a Firestore client of cfg's world, closed when the test ends.

@@ -24,49 +24,56 @@ type Snapshot struct {
 	ReadTime time.Time
 }
 
-// countedSQL reads the counted rows of the counters whose keys the
-// subquery or array keys names, with their unique-viewers sketches (column
-// viewersColumn).
-func countedSQL(src int, keys string) string {
-	return fmt.Sprintf(`SELECT CounterKey, %[1]d AS Src, %[2]s, '' AS Reaction, 0 AS Version, Viewers FROM Counters WHERE CounterKey IN %[3]s
-UNION ALL SELECT CounterKey, %[1]d, %[2]s, '', 0, Viewers FROM CounterShards WHERE CounterKey IN %[3]s`, src, counterdb.ValueList, keys)
-}
-
 // Public reads the counted values of ids, at most maxStaleness old (served
-// by the nearest replica without waiting for the leader), in one query, and
-// says which timestamp it read at: the same for every caller, so an
-// instance may keep it and serve it to anyone.
+// by the nearest replica without waiting for the leader), and says which
+// timestamp it read at: the same for every caller, so an instance may keep
+// it and serve it to anyone. It reads by key (Spanner's Read, no SQL): the
+// snapshot rows, whose read fixes the timestamp, then the shard rows under
+// each id's prefix at that timestamp.
 func (s *Store) Public(ctx context.Context, ids []string, maxStaleness time.Duration) (Snapshot, error) {
 	out := Snapshot{Values: make(map[string]counter.Values, len(ids))}
 	if len(ids) == 0 {
 		return out, nil
 	}
-	tx := s.db.Stale(maxStaleness)
 	viewers := sketches{}
-	err := tx.Query(ctx, spanner.Statement{SQL: countedSQL(srcCounted, "UNNEST(@ids)"), Params: map[string]any{"ids": ids}}).Do(func(r *spanner.Row) error {
+	tx := s.db.Stale(maxStaleness)
+	if err := readCounted(ctx, tx, counterdb.Counters, counterdb.KeySet(ids), out.Values, viewers); err != nil {
+		return Snapshot{}, fmt.Errorf("countstore.Public: %w", err)
+	}
+	ts, err := tx.Timestamp()
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("countstore.Public: read timestamp: %w", err)
+	}
+	if err := readCounted(ctx, s.db.At(ts), counterdb.Shards, counterdb.PrefixSet(ids), out.Values, viewers); err != nil {
+		return Snapshot{}, fmt.Errorf("countstore.Public: %w", err)
+	}
+	viewers.estimate(out.Values)
+	out.ReadTime = ts
+	return out, nil
+}
+
+// readCounted adds the values of the counted rows (Counters or
+// CounterShards) in keys to vals, and merges their unique-viewers sketches
+// into viewers, per key.
+func readCounted(ctx context.Context, tx *spanner.ReadOnlyTransaction, table string, keys spanner.KeySet, vals map[string]counter.Values, viewers sketches) error {
+	cols := append([]string{"CounterKey", counterdb.Viewers}, counterdb.ValueColumns...)
+	err := tx.Read(ctx, table, keys, cols).Do(func(r *spanner.Row) error {
 		var key string
 		var vb []byte
-		if err := counterdb.Columns(r, &key); err != nil {
+		if err := counterdb.Columns(r, &key, &vb); err != nil {
 			return err
 		}
 		v, err := counterdb.ReadValues(r, 2)
 		if err != nil {
 			return err
 		}
-		if err := r.Column(viewersColumn, &vb); err != nil {
-			return err
-		}
-		out.Values[key] = out.Values[key].Plus(v)
+		vals[key] = vals[key].Plus(v)
 		return viewers.add(key, vb)
 	})
 	if err != nil {
-		return Snapshot{}, fmt.Errorf("countstore.Public: %w", err)
+		return fmt.Errorf("read %s: %w", table, err)
 	}
-	viewers.estimate(out.Values)
-	if out.ReadTime, err = tx.Timestamp(); err != nil {
-		return Snapshot{}, fmt.Errorf("countstore.Public: read timestamp: %w", err)
-	}
-	return out, nil
+	return nil
 }
 
 // OwnQuery asks for a viewer's view of IDs when the caller already holds the
