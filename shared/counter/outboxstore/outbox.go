@@ -326,18 +326,17 @@ FROM PendingDeltas WHERE CreateTime < @before ORDER BY EventId LIMIT @limit`,
 }
 
 // PendingEvents returns the outbox events of one user on one counter: a
-// client retrying a change whose publish failed re-publishes them.
+// client retrying a change whose publish failed re-publishes them. It reads
+// the outbox's index by user under the (user, counter) prefix: a key read,
+// where SQL naming the same keys costs the emulator a scan of the table.
 func PendingEvents(ctx context.Context, tx interface {
-	Query(context.Context, spanner.Statement) *spanner.RowIterator
+	ReadUsingIndex(ctx context.Context, table, index string, keys spanner.KeySet, columns []string) *spanner.RowIterator
 }, userID, key string) ([]events.Event, error) {
-	stmt := spanner.Statement{
-		SQL: `SELECT EventId, CounterKey, ` + counterdb.ValueList + `
-FROM PendingDeltas@{FORCE_INDEX=PendingDeltasByUser} WHERE UserId = @user AND CounterKey = @key`,
-		Params: map[string]any{"user": userID, "key": key},
-	}
+	cols := append([]string{"EventId", "CounterKey"}, counterdb.ValueColumns...)
+	it := tx.ReadUsingIndex(ctx, counterdb.Pending, counterdb.PendingByUser, spanner.Key{userID, key}.AsPrefix(), cols)
 	var out []events.Event
 	idx := map[string]int{}
-	err := tx.Query(ctx, stmt).Do(func(r *spanner.Row) error {
+	err := it.Do(func(r *spanner.Row) error {
 		var id, k string
 		if err := counterdb.Columns(r, &id, &k); err != nil {
 			return err
