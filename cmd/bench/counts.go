@@ -48,11 +48,30 @@ var (
 )
 
 // countingStore counts the Spanner reads of one Counts handler: each Public
-// call is one query, each OwnMany call one read of its callers' rows (two
-// round trips of key reads however many callers it serves).
+// call is one read of public counts (two key reads), each OwnMany call one
+// read of its callers' rows (two round trips of key reads however many
+// callers it serves). It also times the OwnMany calls, weighted by the
+// callers each serves, and (through timed) the handler's answers: what a
+// signed-in read's time is made of.
 type countingStore struct {
 	countsfn.Store
 	queries atomic.Int64
+	// ownNanos sums each OwnMany call's duration once per query it
+	// answers, and ownQueries the queries.
+	ownNanos, ownQueries atomic.Int64
+	// handlerNanos sums the handler's time per request, and handled the
+	// requests.
+	handlerNanos, handled atomic.Int64
+}
+
+// timed is h, with its time per request added to c.
+func (c *countingStore) timed(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t0 := time.Now()
+		h.ServeHTTP(w, r)
+		c.handlerNanos.Add(int64(time.Since(t0)))
+		c.handled.Add(1)
+	})
 }
 
 func (c *countingStore) Public(ctx context.Context, ids []string, maxStaleness time.Duration) (countstore.Snapshot, error) {
@@ -62,7 +81,11 @@ func (c *countingStore) Public(ctx context.Context, ids []string, maxStaleness t
 
 func (c *countingStore) OwnMany(ctx context.Context, qs []countstore.OwnQuery) ([]countstore.Own, error) {
 	c.queries.Add(1)
-	return c.Store.OwnMany(ctx, qs)
+	t0 := time.Now()
+	out, err := c.Store.OwnMany(ctx, qs)
+	c.ownNanos.Add(int64(time.Since(t0)) * int64(len(qs)))
+	c.ownQueries.Add(int64(len(qs)))
+	return out, err
 }
 
 type readResult struct {
@@ -81,6 +104,12 @@ type readResult struct {
 	lead0, lead1 time.Duration
 	perSec       float64
 	failed       int // answers other than 200 (503 when Spanner is too slow)
+	// The mean signed-in read, in parts: its time in the client
+	// (meanClient), in the handler (meanHandler), and in the store read
+	// of the batch that answered it (meanOwn). The handler's time less
+	// the store read's is the wait for a batch; the client's less the
+	// handler's is HTTP and scheduling in the one process.
+	meanClient, meanHandler, meanOwn time.Duration
 }
 
 // The settings, side by side: "no cache" reads Spanner for every request, a
@@ -151,7 +180,7 @@ func countsReadBench(ctx context.Context, es *emulators.Stack, cpuProfile string
 				d.OwnInFlight = 0
 			}
 			d.Store, stores[name] = cs, cs
-			mux.Handle("/"+slug(name)+"/", http.StripPrefix("/"+slug(name), countsfn.New(d)))
+			mux.Handle("/"+slug(name)+"/", cs.timed(http.StripPrefix("/"+slug(name), countsfn.New(d))))
 		}
 		return nil
 	})
@@ -396,6 +425,7 @@ func sessionReads(ctx context.Context, s *stack, client *http.Client, api string
 				lats := make([][]time.Duration, len(tokens))
 				errs := make([]error, len(tokens))
 				q0, wire0 := store.queries.Load(), otelcount.Global().Spanner().Reads
+				t0 := storeTimings(store)
 				start := time.Now()
 				var wg sync.WaitGroup
 				for c := range tokens {
@@ -464,6 +494,7 @@ func sessionReads(ctx context.Context, s *stack, client *http.Client, api string
 					return phase{}, fmt.Errorf("read after write: %d of %d failed: %w", fails.Load(), n, err)
 				}
 				p := phase{elapsed: time.Since(start), failed: int(fails.Load()), queries: store.queries.Load() - q0, readRPC: otelcount.Global().Spanner().Reads - wire0}
+				p.timings(store, t0)
 				for _, l := range lats {
 					p.lats = append(p.lats, l...)
 				}
@@ -515,6 +546,10 @@ func (r sessionResult) print(inFlight, hot, cold int) {
 	row("   store reads per 1,000", func(s string) string { return fmt.Sprintf("%.0f", r.sides[s].per1000) })
 	row("   Spanner read calls per 1,000 (all, wire)", func(s string) string { return fmt.Sprintf("%.0f", r.sides[s].wire1000) })
 	row("   reads/s (each after a write)", func(s string) string { return fmt.Sprintf("%.0f", r.sides[s].perSec) })
+	row("   mean read: in the client", func(s string) string { return ms(r.sides[s].meanClient) })
+	row("      HTTP and scheduling (client - handler)", func(s string) string { return ms(r.sides[s].meanClient - r.sides[s].meanHandler) })
+	row("      queued for a batch, encoding (handler - store)", func(s string) string { return ms(r.sides[s].meanHandler - r.sides[s].meanOwn) })
+	row("      its batch's store read (OwnMany)", func(s string) string { return ms(r.sides[s].meanOwn) })
 	row("   failed requests", func(s string) string { return fmt.Sprint(r.sides[s].failed) })
 	row("   emulator clock lead, first → last round", func(s string) string { return ms(r.sides[s].lead0) + " → " + ms(r.sides[s].lead1) })
 	for _, e := range r.examples {
@@ -580,6 +615,21 @@ type phase struct {
 	failed           int
 	queries, readRPC int64
 	cpu              time.Duration
+	// The countingStore's timings over the phase.
+	handlerNanos, handled, ownNanos, ownQueries int64
+}
+
+// timings adds store's timings since before to p.
+func (p *phase) timings(store *countingStore, before phase) {
+	p.handlerNanos = store.handlerNanos.Load() - before.handlerNanos
+	p.handled = store.handled.Load() - before.handled
+	p.ownNanos = store.ownNanos.Load() - before.ownNanos
+	p.ownQueries = store.ownQueries.Load() - before.ownQueries
+}
+
+// storeTimings is store's timings so far, to subtract (phase.timings).
+func storeTimings(store *countingStore) phase {
+	return phase{handlerNanos: store.handlerNanos.Load(), handled: store.handled.Load(), ownNanos: store.ownNanos.Load(), ownQueries: store.ownQueries.Load()}
 }
 
 // merged folds the rounds of one setting into its figures.
@@ -589,7 +639,12 @@ func merged(rounds []phase) readResult {
 	var r readResult
 	var queries, rpcs int64
 	var cpu time.Duration
+	var handlerNanos, handled, ownNanos, ownQueries, clientNanos int64
 	for _, p := range rounds {
+		handlerNanos, handled, ownNanos, ownQueries = handlerNanos+p.handlerNanos, handled+p.handled, ownNanos+p.ownNanos, ownQueries+p.ownQueries
+		for _, l := range p.lats {
+			clientNanos += int64(l)
+		}
 		cpu += p.cpu
 		all = append(all, p.lats...)
 		elapsed += p.elapsed
@@ -605,6 +660,13 @@ func merged(rounds []phase) readResult {
 	r.per1000 = float64(queries) * 1000 / float64(len(all))
 	r.wire1000 = float64(rpcs) * 1000 / float64(len(all))
 	r.cpu = cpu / time.Duration(len(all))
+	r.meanClient = time.Duration(clientNanos / int64(len(all)))
+	if handled > 0 {
+		r.meanHandler = time.Duration(handlerNanos / handled)
+	}
+	if ownQueries > 0 {
+		r.meanOwn = time.Duration(ownNanos / ownQueries)
+	}
 	return r
 }
 
