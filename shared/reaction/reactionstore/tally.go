@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/spanner"
+	"google.golang.org/api/iterator"
 	"google.golang.org/grpc/codes"
 
 	"github.com/videngage/engagement/shared/counter"
@@ -93,27 +94,35 @@ func tallyMutations(ctx context.Context, tx *spanner.ReadWriteTransaction, sums 
 	return ms, nil
 }
 
-// querier is a transaction of either kind.
-type querier interface {
-	Query(ctx context.Context, stmt spanner.Statement) *spanner.RowIterator
+// indexReader is a transaction of either kind.
+type indexReader interface {
+	ReadUsingIndex(ctx context.Context, table, index string, keys spanner.KeySet, columns []string) *spanner.RowIterator
 }
 
 // hasUntallied says whether an item has a reaction row that predates the
-// tallies; it stops at the first one.
-func hasUntallied(ctx context.Context, tx querier, key string) (bool, error) {
-	found := false
-	err := tx.Query(ctx, spanner.Statement{
-		SQL: `SELECT UserId FROM Reactions@{FORCE_INDEX=ReactionsByContent}
-WHERE ContentId = @id AND Tallied IS NULL LIMIT 1`,
-		Params: map[string]any{"id": key},
-	}).Do(func(*spanner.Row) error {
-		found = true
-		return nil
-	})
-	if err != nil {
-		return false, fmt.Errorf("look for untallied reactions of %s: %w", key, err)
+// tallies; it stops at the first one. It reads the item's range of
+// ReactionsByContent (which stores Tallied) by key: the writers ask it of an
+// item without a base row inside their transaction, and the emulator runs
+// every SQL query as a scan of the table.
+func hasUntallied(ctx context.Context, tx indexReader, key string) (bool, error) {
+	it := tx.ReadUsingIndex(ctx, tableReactions, "ReactionsByContent", spanner.Key{key}.AsPrefix(), []string{"Tallied"})
+	defer it.Stop()
+	for {
+		r, err := it.Next()
+		if err == iterator.Done {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("look for untallied reactions of %s: %w", key, err)
+		}
+		var tallied spanner.NullBool
+		if err := r.Columns(&tallied); err != nil {
+			return false, fmt.Errorf("look for untallied reactions of %s: %w", key, err)
+		}
+		if !tallied.Valid {
+			return true, nil
+		}
 	}
-	return found, nil
 }
 
 // flagsWatermark names the JobWatermarks row of ApplyFlags: the
