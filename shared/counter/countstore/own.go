@@ -127,8 +127,10 @@ func (s *Store) Own(ctx context.Context, q OwnQuery) (Own, error) {
 // unique-viewers sketches of the ids not held (snapshots' and shards'), and
 // the summed outbox rows the viewers' shares name. When every query names
 // its timestamp (OwnQuery.At), there is no strong read: ReadTime is the
-// newest named, and every read runs at once, the summed outbox rows right
-// after the reactions that name them. A held id read again
+// newest named, and every read runs at once, in one round trip: in place of
+// the summed outbox rows the shares name, every pending row of the ids
+// (unless an id has more than summedRangeRows, then those rows by key after
+// the reactions). A held id read again
 // keeps the held unique-viewers estimate (a sketch is kilobytes a row, and a
 // hot video has up to 64 shard rows; the estimate is public and as stale as
 // the rest). The strong read starts after every query was asked, so each
@@ -274,11 +276,19 @@ func (s *Store) ownByKeys(ctx context.Context, plans []ownPlan) ([]Own, error) {
 			return err
 		})
 	} else {
+		// Every pending row of the ids beside the reactions, not the
+		// summed rows their shares name after them: one round trip. Past
+		// summedRangeRows an id, the named rows by key after all.
 		g.Go(func() (err error) {
-			if rs, _, err = s.viewerReactions(gctx, s.db.At(readTime), rk); err != nil {
-				return err
+			rs, _, err = s.viewerReactions(gctx, s.db.At(readTime), rk)
+			return err
+		})
+		g.Go(func() (err error) {
+			limit := summedRangeRows * len(ids)
+			var n int
+			if summed, n, err = outboxstore.ReadCounterRows(gctx, s.db.At(readTime), ids, limit); n == limit {
+				summed = nil
 			}
-			summed, err = s.summedShares(gctx, rs.shareRows, readTime)
 			return err
 		})
 	}
@@ -347,6 +357,16 @@ func (s *Store) ownByKeys(ctx context.Context, plans []ownPlan) ([]Own, error) {
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err
+	}
+	if !strong {
+		if summed == nil {
+			var err error
+			if summed, err = s.summedShares(ctx, rs.shareRows, readTime); err != nil {
+				return nil, err
+			}
+		} else {
+			s.rememberGone(rs.shareRows, summed, readTime)
+		}
 	}
 	reactions, shares := rs.reactions, rs.shares
 	// The ids not held, whole at readTime: the same for every query.
@@ -450,13 +470,25 @@ func (s *Store) summedShares(ctx context.Context, keys []outboxstore.RowKey, rea
 	if err != nil {
 		return nil, err
 	}
-	for _, k := range toRead {
+	s.rememberGone(toRead, summed, readTime)
+	return summed, nil
+}
+
+// rememberGone remembers the summed rows of keys that a read at readTime
+// found gone (absent from summed).
+func (s *Store) rememberGone(keys []outboxstore.RowKey, summed map[outboxstore.RowKey]counter.Values, readTime time.Time) {
+	for _, k := range keys {
 		if _, ok := summed[k]; !ok {
 			s.gone.Put(k, readTime)
 		}
 	}
-	return summed, nil
 }
+
+// summedRangeRows is how many pending rows of each id a read at a named
+// timestamp takes beside the viewers' reactions, before it reads the summed
+// rows their shares name by key after them instead. An id's rows not yet
+// counted are few: the consumer deletes them as it counts them.
+var summedRangeRows = 20
 
 // reactionRangeRows is how many reaction rows of each viewer a signed-in
 // read takes as one key range. Most viewers have reacted to fewer items

@@ -175,3 +175,57 @@ func TestSharesToRead(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnManyAtReadsSharesInOneTrip: a read at a named timestamp takes the
+// summed outbox rows its viewers' shares name from the ids' pending rows,
+// read beside the reactions: a viewer with a share costs no more read calls
+// than one without, and is counted exactly (her share once, another
+// viewer's row on the same item not, a counted share not). Past
+// summedRangeRows rows an id, the named rows are read by key after the
+// reactions, one call more, as exactly.
+func TestOwnManyAtReadsSharesInOneTrip(t *testing.T) {
+	defer func(n int) { summedRangeRows = n }(summedRangeRows)
+	ctx := context.Background()
+	db := emulatortest.Spanner(t, emulatortest.New(t))
+	gone := outboxstore.Share{EventID: outboxstore.SummedID("0000000000000001", 0), Key: "w", Values: counter.Values{Likes: 1}}
+	bobs := outboxstore.Share{EventID: outboxstore.SummedID("0000000000000002", 0), Key: "w", Values: counter.Values{Likes: 1}}
+	others := outboxstore.Share{EventID: outboxstore.SummedID("0000000000000003", 0), Key: "w", Values: counter.Values{Dislikes: 1}}
+	ms := []*spanner.Mutation{
+		outboxstore.Summed(bobs.EventID, bobs.Key, counter.Values{Likes: 3}),
+		outboxstore.Summed(others.EventID, others.Key, counter.Values{Dislikes: 2}),
+	}
+	for _, r := range []struct {
+		user   string
+		shares []outboxstore.Share
+	}{{"alice", []outboxstore.Share{gone}}, {"bob", []outboxstore.Share{gone, bobs}}, {"carol", nil}} {
+		ms = append(ms, spanner.Insert(counterdb.Reactions, []string{"UserId", "ContentId", "Reaction", "Version", "Generation", "UpdateTime", "PendingShares"},
+			[]any{r.user, "w", "like", int64(1), int64(1), spanner.CommitTimestamp, outboxstore.Entries(r.shares)}))
+	}
+	at, err := db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error { return tx.BufferWrite(ms) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads := func() int64 { return otelcount.Global().Spanner().Reads }
+	for _, tc := range []struct {
+		rangeRows, extra int64
+	}{{20, 0}, {1, 1}} {
+		summedRangeRows = int(tc.rangeRows)
+		calls := map[string]int64{}
+		for _, v := range []string{"carol", "bob", "alice"} {
+			cs := New(db) // nothing remembered
+			n := reads()
+			out, err := cs.OwnMany(ctx, []OwnQuery{{Viewer: v, IDs: []string{"w", "x"}, At: at}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls[v] = reads() - n
+			want := map[string]counter.Values{"bob": {Likes: 1}}[v]
+			if p := out[0].Pending["w"]; p != want {
+				t.Errorf("range of %d rows: %s's pending on w %+v, want %+v", tc.rangeRows, v, p, want)
+			}
+		}
+		if calls["bob"] != calls["carol"]+tc.extra || calls["alice"] != calls["carol"]+tc.extra {
+			t.Errorf("range of %d rows: read calls %v; want bob's and alice's %d more than carol's", tc.rangeRows, calls, tc.extra)
+		}
+	}
+}

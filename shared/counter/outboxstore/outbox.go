@@ -276,6 +276,37 @@ func ReadRows(ctx context.Context, tx interface {
 	return out, nil
 }
 
+// ReadCounterRows returns the values of every PendingDeltas row of the
+// counters ids at tx's timestamp, at most limit rows (0: all), read by key
+// from the index by counter, and how many it read: a reader that does not
+// yet know which rows it needs reads them all at once, and the rows it
+// needs are complete unless n reached limit.
+func ReadCounterRows(ctx context.Context, tx *spanner.ReadOnlyTransaction, ids []string, limit int) (rows map[RowKey]counter.Values, n int, err error) {
+	rows = map[RowKey]counter.Values{}
+	if len(ids) == 0 {
+		return rows, 0, nil
+	}
+	cols := append([]string{"EventId", "CounterKey"}, counterdb.ValueColumns...)
+	opts := &spanner.ReadOptions{Index: counterdb.PendingByCounter, Limit: limit}
+	err = tx.ReadWithOptions(ctx, counterdb.Pending, counterdb.PrefixSet(ids), cols, opts).Do(func(r *spanner.Row) error {
+		var k RowKey
+		if err := counterdb.Columns(r, &k.EventID, &k.Key); err != nil {
+			return err
+		}
+		v, err := counterdb.ReadValues(r, 2)
+		if err != nil {
+			return err
+		}
+		rows[k] = v
+		n++
+		return nil
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("outboxstore.ReadCounterRows: %w", err)
+	}
+	return rows, n, nil
+}
+
 // RowEvent is the outbox event of the row k holding v: what the relay and a
 // retry's republish send.
 func RowEvent(k RowKey, v counter.Values) events.Event {
