@@ -36,6 +36,7 @@ import (
 	"github.com/videngage/engagement/cmd/internal/benchreport"
 	"github.com/videngage/engagement/cmd/internal/benchstack"
 	detectmanipulationfn "github.com/videngage/engagement/functions/detectmanipulation"
+	"github.com/videngage/engagement/internal/capacity"
 	"github.com/videngage/engagement/internal/moderationtest"
 	"github.com/videngage/engagement/internal/otelcount"
 	"github.com/videngage/engagement/shared/counter/leasestore"
@@ -53,6 +54,7 @@ func realMain(ctx context.Context) error {
 	buckets := flag.Int("buckets", 8, "buckets of partitions the merge of the generated steps is cut by (buckets·(buckets+1)/2 shares)")
 	emulator := flag.Int("emulator", 20000, "reaction changes of the run on the Spanner emulator (0: none)")
 	out := flag.String("out", "docs/benchmarks/detection.md", "the report")
+	costs := flag.String("costs", "", "merge the detection's per-candidate costs into this JSON file (docs/benchmarks/costs.json, read by make capacity)")
 	flag.Parse()
 	var sizes []int
 	for _, s := range strings.Split(*sizesFlag, ",") {
@@ -74,7 +76,8 @@ func realMain(ctx context.Context) error {
 	if err := scenarios(&b, p); err != nil {
 		return err
 	}
-	if err := steps(&b, p, sizes, *partitions, *buckets); err != nil {
+	at, err := steps(&b, p, sizes, *partitions, *buckets)
+	if err != nil {
 		return err
 	}
 	spike(&b, p)
@@ -85,7 +88,13 @@ func realMain(ctx context.Context) error {
 	}
 	const title = "Manipulation detection"
 	fmt.Print(stamp.Report(title, b.String()))
-	return stamp.Write(*out, title, b.String())
+	if err := stamp.Write(*out, title, b.String()); err != nil {
+		return err
+	}
+	if *costs != "" {
+		return benchreport.WriteCosts(*costs, "benchmanip", stamp, at.figures())
+	}
+	return nil
 }
 
 // scenarios: precision and recall of the one detection and of the
@@ -197,45 +206,58 @@ type scale struct {
 	bytesPerCandidate float64       // the largest share's peak heap over its candidates
 	uneven            float64       // the largest share over an even share (2/B of the candidates)
 	perHandled        time.Duration // the shares' time over the candidates they held in all
+	perScanned        time.Duration // the partitions' scan time over the changes they read
 }
 
-// The deployed function (terraform/envs/prod/variables.tf: DetectManipulation)
-// and the design rate (docs/design/manipulation.md).
+// The design rate (docs/design/manipulation.md) and a step as deployed.
 const (
-	designRate     = 100_000          // reaction changes a second
-	stepRead       = 35 * time.Minute // a step of 5 minutes and the 2 windows before it
-	step           = 5 * time.Minute
-	instanceMemory = 2 << 30
-	shareMemory    = 1.5 * (1 << 30) // of it, for a share's working memory
-	maxInstances   = 24
+	designRate = 100_000 // reaction changes a second
+	step       = detectmanipulationfn.DefaultStep
 )
+
+// figures are the scale's figures for the capacity model (-costs).
+func (s scale) figures() map[string]capacity.Figure {
+	if s.perHandled == 0 {
+		return nil
+	}
+	return map[string]capacity.Figure{
+		"detection.candidates_per_change":     {Value: s.candidateShare, Unit: "candidates", What: "candidates a partition keeps per reaction change it reads (generated step, Zipf catalogue as large as the step)"},
+		"detection.share_bytes_per_candidate": {Value: s.bytesPerCandidate, Unit: "bytes", What: "peak heap of the largest merge share over the candidates it holds (reading included)"},
+		"detection.largest_share_ratio":       {Value: s.uneven, Unit: "ratio", What: "the largest merge share over an even share (2/B of the step's candidates)"},
+		"detection.share_us_per_candidate":    {Value: float64(s.perHandled.Nanoseconds()) / 1e3, Unit: "µs", What: "merge shares' time per candidate held, one core"},
+		"detection.scan_us_per_change":        {Value: float64(s.perScanned.Nanoseconds()) / 1e3, Unit: "µs", What: "partitions' scan time per reaction change read (from memory: Spanner's reading not included), one core"},
+	}
+}
 
 func (s scale) write(b *strings.Builder) {
 	if s.perHandled == 0 {
 		return
 	}
-	read := float64(designRate) * stepRead.Seconds()
+	read := float64(designRate) * (step + detectmanipulationfn.Lookback(moderation.DefaultParams)).Seconds()
 	c := s.candidateShare * read
 	buckets := 1
-	for s.uneven*2*c/float64(buckets)*s.bytesPerCandidate > shareMemory {
-		buckets *= 2
+	for s.uneven*min(2/float64(buckets), 1)*c > detectmanipulationfn.DefaultMaxCandidates {
+		buckets++
 	}
-	perShare := s.uneven * 2 * c / float64(buckets)
+	perShare := s.uneven * min(2/float64(buckets), 1) * c
 	shares := buckets * (buckets + 1) / 2
-	cpu := float64(buckets+1) * c * s.perHandled.Seconds()
+	cpu := float64(buckets+1)*c*s.perHandled.Seconds() + read*s.perScanned.Seconds()
 	b.WriteString("## At 100,000 changes a second\n\n")
 	fmt.Fprintf(b, "From the first generated step: %.0f %% of the changes read are candidates, a share holds %.0f bytes a candidate at its peak "+
-		"(reading included), the largest share is %.2f times an even share (2/B of the candidates), and the shares took %.1f µs a candidate held "+
-		"(on this machine, under the load stamped above).\n\n", 100*s.candidateShare, s.bytesPerCandidate, s.uneven, float64(s.perHandled.Nanoseconds())/1e3)
-	fmt.Fprintf(b, "- A step reads %.0f million changes (%v of changes at %d a second), %.0f million of them candidates.\n", read/1e6, stepRead, designRate, c/1e6)
-	fmt.Fprintf(b, "- One merge would hold %.1f GiB; DetectManipulation has %d GiB an instance.\n", c*s.bytesPerCandidate/(1<<30), instanceMemory>>30)
-	fmt.Fprintf(b, "- B = %d buckets (at least as many partitions) keep the largest share under %.1f GiB: %d shares a step, the largest holding "+
-		"%.1f million candidates, %.2f GiB.\n", buckets, shareMemory/(1<<30), shares, perShare/1e6, perShare*s.bytesPerCandidate/(1<<30))
-	fmt.Fprintf(b, "- Every candidate is held by B + 1 = %d shares: %.0f s of one core a %v step, %.0f instances busy throughout against "+
-		"DetectManipulation's %d (`max_instances`), before the partitions' own work.\n\n", buckets+1, cpu, step, cpu/step.Seconds(), maxInstances)
+		"(reading included), the largest share is %.2f times an even share (2/B of the candidates), the shares took %.1f µs a candidate held "+
+		"and the scans %.2f µs a change read (on this machine, under the load stamped above; with -costs these go to docs/benchmarks/costs.json, "+
+		"from which the capacity model checks the deployed layout, jobs and instances: [capacity.md](../capacity.md)).\n\n",
+		100*s.candidateShare, s.bytesPerCandidate, s.uneven, float64(s.perHandled.Nanoseconds())/1e3, float64(s.perScanned.Nanoseconds())/1e3)
+	fmt.Fprintf(b, "- A step reads %.0f million changes (%v of changes at %d a second), %.0f million of them candidates.\n", read/1e6,
+		step+detectmanipulationfn.Lookback(moderation.DefaultParams), designRate, c/1e6)
+	fmt.Fprintf(b, "- One merge would hold %.1f GiB.\n", c*s.bytesPerCandidate/(1<<30))
+	fmt.Fprintf(b, "- B = %d buckets (at least as many partitions) is the fewest that keep the largest share within the default budget of %d candidates: "+
+		"%d shares a step, the largest holding %.1f million candidates, %.2f GiB.\n", buckets, detectmanipulationfn.DefaultMaxCandidates, shares, perShare/1e6, perShare*s.bytesPerCandidate/(1<<30))
+	fmt.Fprintf(b, "- Every candidate is held by B + 1 = %d shares; with the scans, %.0f s of one core a %v step: %.0f invocations busy throughout.\n\n",
+		buckets+1, cpu, step, cpu/step.Seconds())
 }
 
-func steps(b *strings.Builder, p moderation.Params, sizes []int, partitions, buckets int) error {
+func steps(b *strings.Builder, p moderation.Params, sizes []int, partitions, buckets int) (scale, error) {
 	var at scale
 	b.WriteString("## Generated steps\n\n")
 	fmt.Fprintf(b, "Each step is one hour of reaction changes of 0.235·n ordinary accounts (4 reactions each on average, on a catalogue of n items with "+
@@ -254,7 +276,7 @@ func steps(b *strings.Builder, p moderation.Params, sizes []int, partitions, buc
 			var err error
 			took, heap := measure(func() { groups, _, err = p.Detect(w.Reactions, w.FirstSeenOf) })
 			if err != nil {
-				return err
+				return scale{}, err
 			}
 			sc := w.ScoreOf(groups)
 			fmt.Fprintf(b, "| %s | one detection (the baseline) | 1 | %.1f s | %s | %d | %d | %d | %.3f | %.3f |\n", label, took.Seconds(), mib(heap),
@@ -296,7 +318,7 @@ func steps(b *strings.Builder, p moderation.Params, sizes []int, partitions, buc
 		var err error
 		took, heap := measure(func() { groups, st, err = p.Merge(decoded(parts), w.FirstSeenOf) })
 		if err != nil {
-			return err
+			return scale{}, err
 		}
 		sc := w.ScoreOf(groups)
 		fmt.Fprintf(b, "| %s | %d partitions: scans | %d | %.1f s in all, %.2f s the slowest | %s the largest | | | | | |\n", label, partitions, partitions,
@@ -309,7 +331,7 @@ func steps(b *strings.Builder, p moderation.Params, sizes []int, partitions, buc
 		// each reading (here: copying) its two buckets' candidates.
 		accounts, err := moderation.StepAccounts(parts)
 		if err != nil {
-			return err
+			return scale{}, err
 		}
 		shares := make([]moderation.PairShare, moderation.MergeShares(buckets))
 		var shareTime, shareSlowest time.Duration
@@ -328,7 +350,7 @@ func steps(b *strings.Builder, p moderation.Params, sizes []int, partitions, buc
 				shares[i], err = p.MergeShare(a, c, accounts)
 			})
 			if err != nil {
-				return err
+				return scale{}, err
 			}
 			shareTime += took
 			shareSlowest = max(shareSlowest, took)
@@ -361,11 +383,11 @@ func steps(b *strings.Builder, p moderation.Params, sizes []int, partitions, buc
 		}
 		took, _ = measure(func() { last(false) })
 		if err != nil {
-			return err
+			return scale{}, err
 		}
 		_, heap = measure(func() { last(true) })
 		if err != nil {
-			return err
+			return scale{}, err
 		}
 		sc = w.ScoreOf(groups)
 		fmt.Fprintf(b, "| | merge in %d shares (%d buckets): shares | %d | %.1f s in all, %.2f s the slowest | %s the largest | %d the largest share (%.0f %%) | | | | |\n",
@@ -382,13 +404,14 @@ func steps(b *strings.Builder, p moderation.Params, sizes []int, partitions, buc
 		fmt.Fprintf(os.Stderr, "benchmanip: %d shares %v (slowest %v, %s), last stage %v %s; %d pairs waiting on %d accounts\n", len(shares), shareTime, shareSlowest, mib(shareHeap), took, mib(heap), maybePairs, waiting)
 		if k == 0 {
 			at = scale{candidateShare: float64(candidates) / float64(len(w.Reactions)), bytesPerCandidate: float64(largestHeap) / float64(largest),
-				uneven: float64(largest) / (2 * float64(candidates) / float64(buckets)), perHandled: shareTime / time.Duration(handled)}
+				uneven: float64(largest) / (2 * float64(candidates) / float64(buckets)), perHandled: shareTime / time.Duration(handled),
+				perScanned: scanTime / time.Duration(len(w.Reactions))}
 		}
 		parts, w = nil, moderationtest.World{}
 	}
 	b.WriteString("\n")
 	at.write(b)
-	return nil
+	return at, nil
 }
 
 // spike plants an item whose likes rise a thousandfold in one minute in a

@@ -45,7 +45,11 @@ func init() {
 		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
 			db := spannerdb.Wrap(c.Spanner, c.Config)
 			flags := moderationstore.New(db, moderationstore.Gate{}).ProtectUnflags(c.Config.Moderation.UnflagProtection)
-			d := Deps{Store: Stores(reactionstore.New(db), flags), Leases: leasestore.New(db, nil), Metrics: c.Metrics}
+			d := Deps{
+				Store: Stores(reactionstore.New(db), flags), Leases: leasestore.New(db, nil), Metrics: c.Metrics,
+				Partitions: c.Config.Detection.Partitions, MergeBuckets: c.Config.Detection.MergeBuckets,
+				MaxCandidates: c.Config.Detection.MaxShareCandidates,
+			}
 			records, err := auth.AccountRecordsOf(ctx, c.Config)
 			if err != nil {
 				return nil, err
@@ -163,6 +167,27 @@ type handler struct{ Deps }
 // DefaultTimeout bounds a run when Deps leaves Timeout unset, as deployed.
 const DefaultTimeout = 9 * time.Minute
 
+// DefaultMaxCandidates is a merge share's budget of candidates when Deps
+// leaves MaxCandidates unset (config's DETECTION_MAX_SHARE_CANDIDATES
+// default): about 1.5 GiB at their peak.
+const DefaultMaxCandidates = 4_000_000
+
+// DefaultStep is the reaction time a step adds when Deps leaves Step
+// unset, as deployed.
+const DefaultStep = 5 * time.Minute
+
+// WorkBound is how long a run of the given timeout takes up work: it stops
+// taking up steps and shares a margin before its timeout.
+func WorkBound(timeout time.Duration) time.Duration {
+	return timeout - min(30*time.Second, timeout/4)
+}
+
+// Lookback is what a step reads before its start: two windows for the
+// groups that straddle it, and the spikes' baseline.
+func Lookback(p moderation.Params) time.Duration {
+	return max(2*p.Window, p.SpikeBaseline)
+}
+
 // partitionLease is how long an invocation holds a partition without
 // committing a step; each step renews it.
 const partitionLease = 2 * time.Minute
@@ -180,13 +205,13 @@ func New(d Deps) http.Handler {
 	}
 	d.MergeBuckets = min(d.MergeBuckets, d.Partitions)
 	if d.Step <= 0 {
-		d.Step = 5 * time.Minute
+		d.Step = DefaultStep
 	}
 	if d.Ahead <= 0 {
 		d.Ahead = 6
 	}
 	if d.MaxCandidates <= 0 {
-		d.MaxCandidates = 4_000_000
+		d.MaxCandidates = DefaultMaxCandidates
 	}
 	if d.Workers <= 0 {
 		d.Workers = 4
@@ -248,15 +273,11 @@ func (h *handler) names() []string {
 	return names
 }
 
-// lookback is what a step reads before its start: two windows for the
-// groups that straddle it, and the spikes' baseline.
-func (h *handler) lookback() time.Duration {
-	return max(2*h.Params.Window, h.Params.SpikeBaseline)
-}
+func (h *handler) lookback() time.Duration { return Lookback(h.Params) }
 
 func (h *handler) run(ctx context.Context, _ struct{}) (Report, error) {
 	started := h.Now()
-	until := started.Add(h.Timeout - min(30*time.Second, h.Timeout/4))
+	until := started.Add(WorkBound(h.Timeout))
 	end := started.Add(-h.Settle)
 	names := h.names()
 	marks, err := h.Store.Watermarks(ctx, names)

@@ -32,6 +32,9 @@ type Profile struct {
 	CommentsPerSec   float64 // on one video
 	CountReadsPerSec float64 // of 50 ids each
 	ViewsPerSec      float64 // recorded watches
+	// ReactionChangesPerSec are reaction changes a second over all items:
+	// what the manipulation detection reads.
+	ReactionChangesPerSec float64
 	// SignedInShare is the part of the count reads that are signed in
 	// (/v1/me/counts); the rest are anonymous (/v1/counts). No read is
 	// assumed served by Cloud CDN: the origin carries a cold cache.
@@ -45,7 +48,10 @@ var Design = Profile{
 	CommentsPerSec:   50_000,
 	CountReadsPerSec: 250_000,
 	ViewsPerSec:      100_000,
-	SignedInShare:    0.5,
+	// The detection keeps up with 100,000 reaction changes a second over
+	// the whole catalogue (docs/design/manipulation.md).
+	ReactionChangesPerSec: 100_000,
+	SignedInShare:         0.5,
 }
 
 // devShare is the part of the design load dev is built for: a development
@@ -67,6 +73,7 @@ func ProfileFor(env string) (Profile, error) {
 		p.CommentsPerSec *= devShare
 		p.CountReadsPerSec *= devShare
 		p.ViewsPerSec *= devShare
+		p.ReactionChangesPerSec *= devShare
 		return p, nil
 	}
 	return Profile{}, fmt.Errorf("no load profile for environment %q", env)
@@ -159,6 +166,10 @@ type Plan struct {
 
 	// DesignVCPU is the CPU of every function's instances at the load.
 	DesignVCPU float64
+
+	// Detection is the manipulation detection at the load's reaction
+	// changes.
+	Detection DetectionPlan
 
 	Cost       Cost
 	Violations []string
@@ -308,6 +319,9 @@ func Model(d *Deployment, c *Costs, prof Profile) (*Plan, error) {
 		p.DesignVCPU += fp.Instances * fn.CPU
 	}
 
+	if err := p.planDetection(f); err != nil {
+		return nil, err
+	}
 	p.planSpanner(d.Spanner)
 	p.planBigtable(d.Bigtable)
 	p.cost()

@@ -67,6 +67,7 @@ func WriteTable(w io.Writer, p *Plan) {
 		fmt.Fprintf(w, "| %s | %v | %ds | %d | %s | %s | %d |\n", fp.Name, fp.RunBound, fp.Timeout, fp.Overlap.Peak, clock(fp.Overlap.At), countJobs(fp.Overlap.Jobs), fp.Slots())
 	}
 	fmt.Fprintln(w)
+	writeDetection(w, p)
 	if len(p.Violations) == 0 {
 		fmt.Fprintf(w, "Every check passes: each function's instances × concurrency and vCPU, Spanner and Bigtable carry %s with %g× headroom, and every scheduled function runs all its overlapping jobs at once.\n\n", p.Profile.Name, Headroom)
 		return

@@ -18,6 +18,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
 	"github.com/zclconf/go-cty/cty/function/stdlib"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/videngage/engagement/shared/topology"
 )
@@ -80,12 +81,23 @@ type Job struct {
 	Body                     map[string]any
 }
 
+// Detection is the manipulation detection's layout and fan-out as the
+// module's detection variable sets them.
+type Detection struct {
+	Partitions, MergeBuckets, MaxShareCandidates int
+	// Jobs is how many Cloud Scheduler jobs call DetectManipulation.
+	Jobs int
+}
+
 // Deployment is an environment as Terraform would deploy it.
 type Deployment struct {
 	Env       string
 	Region    string
 	Functions map[string]Function
+	// Jobs are the Cloud Scheduler jobs as the module deploys them (a
+	// fanOut job of topology.json as its copies).
 	Jobs      []Job
+	Detection Detection
 	Spanner   Spanner
 	Bigtable  []BigtableCluster
 	// Pushes are the functions each topic's push subscriptions call.
@@ -166,8 +178,11 @@ func LoadDeployment(root, env string) (*Deployment, error) {
 	if err := d.readBigtable(input); err != nil {
 		return nil, err
 	}
-	for _, j := range top.Scheduler {
-		d.Jobs = append(d.Jobs, Job{Name: j.Name, Function: j.Function, Schedule: j.Schedule, Body: j.Body})
+	if err := d.readDetection(input); err != nil {
+		return nil, err
+	}
+	if err := d.readJobs(root, modBodies, top, input); err != nil {
+		return nil, err
 	}
 	for _, t := range top.PubSub.Topics {
 		for _, s := range t.Subscriptions {
@@ -283,6 +298,7 @@ func functions() map[string]function.Function {
 		"contains":   stdlib.ContainsFunc,
 		"keys":       stdlib.KeysFunc,
 		"length":     stdlib.LengthFunc,
+		"range":      stdlib.RangeFunc,
 	}
 }
 
@@ -492,6 +508,97 @@ func (d *Deployment) readBigtable(input func(string) (cty.Value, error)) error {
 		}
 		d.Bigtable = append(d.Bigtable, bc)
 	}
+	return nil
+}
+
+// readDetection reads the module's detection variable.
+func (d *Deployment) readDetection(input func(string) (cty.Value, error)) error {
+	v, err := input("detection")
+	if err != nil {
+		return err
+	}
+	var errs []error
+	num := func(name string) int {
+		if !v.Type().IsObjectType() || !v.Type().HasAttribute(name) {
+			errs = append(errs, fmt.Errorf("detection has no %s", name))
+			return 0
+		}
+		n, err := integer(v.GetAttr(name))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("detection.%s: %w", name, err))
+		}
+		return n
+	}
+	d.Detection = Detection{Partitions: num("partitions"), MergeBuckets: num("merge_buckets"),
+		MaxShareCandidates: num("max_share_candidates"), Jobs: num("jobs")}
+	if len(errs) > 0 {
+		return fmt.Errorf("%v", errs)
+	}
+	return nil
+}
+
+// readJobs evaluates the module's scheduler_fan_out and scheduler_jobs
+// locals over topology.json: the Cloud Scheduler jobs it deploys, by name.
+func (d *Deployment) readJobs(root string, mod map[string]*hclsyntax.Body, top *topology.Topology, input func(string) (cty.Value, error)) error {
+	b, err := os.ReadFile(filepath.Join(root, topologyFile))
+	if err != nil {
+		return err
+	}
+	ty, err := ctyjson.ImpliedType(b)
+	if err != nil {
+		return fmt.Errorf("%s: %w", topologyFile, err)
+	}
+	topo, err := ctyjson.Unmarshal(b, ty)
+	if err != nil {
+		return fmt.Errorf("%s: %w", topologyFile, err)
+	}
+	detection, err := input("detection")
+	if err != nil {
+		return err
+	}
+	vars := cty.ObjectVal(map[string]cty.Value{"detection": detection})
+	local := map[string]cty.Value{"topology": topo}
+	for _, name := range []string{"scheduler_fan_out", "scheduler_jobs"} {
+		var expr hclsyntax.Expression
+		for _, blk := range blocks(mod, "locals") {
+			if a, ok := blk.Body.Attributes[name]; ok {
+				expr = a.Expr
+			}
+		}
+		if expr == nil {
+			return fmt.Errorf("%s: no local %s", moduleDir, name)
+		}
+		ctx := &hcl.EvalContext{Variables: map[string]cty.Value{"var": vars, "local": cty.ObjectVal(local)}, Functions: functions()}
+		v, diags := expr.Value(ctx)
+		if diags.HasErrors() {
+			return fmt.Errorf("%s: local.%s: %s", moduleDir, name, diags.Error())
+		}
+		local[name] = v
+	}
+	jobs := local["scheduler_jobs"]
+	if !jobs.CanIterateElements() {
+		return fmt.Errorf("%s: local.scheduler_jobs is %s, not a map", moduleDir, jobs.Type().FriendlyName())
+	}
+	for it := jobs.ElementIterator(); it.Next(); {
+		k, v := it.Element()
+		name := k.AsString()
+		fn, err := str(v.GetAttr("function"))
+		if err != nil {
+			return fmt.Errorf("scheduler job %s: function: %w", name, err)
+		}
+		// The job's schedule and body are topology.json's entry's.
+		var entry *topology.Scheduled
+		for i, j := range top.Scheduler {
+			if j.Function == fn && (j.Name == name || j.FanOut && strings.HasPrefix(name, j.Name+"-")) {
+				entry = &top.Scheduler[i]
+			}
+		}
+		if entry == nil {
+			return fmt.Errorf("scheduler job %s: no entry of %s calls %s under that name", name, topologyFile, fn)
+		}
+		d.Jobs = append(d.Jobs, Job{Name: name, Function: fn, Schedule: entry.Schedule, Body: entry.Body})
+	}
+	sort.Slice(d.Jobs, func(a, b int) bool { return d.Jobs[a].Name < d.Jobs[b].Name })
 	return nil
 }
 

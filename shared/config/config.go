@@ -28,6 +28,7 @@ type Config struct {
 	Erasure    Erasure
 	Export     Export
 	Moderation Moderation
+	Detection  Detection
 	Telemetry  Telemetry
 }
 
@@ -277,6 +278,24 @@ type Moderation struct {
 	// AccountRecordsCache is how many accounts' creation times an instance
 	// of the Comments function remembers (0: ask for every post).
 	AccountRecordsCache int `env:"ACCOUNT_RECORDS_CACHE, default=100000"`
+}
+
+// Detection is the layout of the manipulation detection's steps
+// (functions/detectmanipulation): how many partitions scan a step, how many
+// buckets of partitions its merge is cut by, and the candidates one share
+// of the merge may hold. A change takes effect at a step boundary: a step
+// begun under one layout is finished under it.
+type Detection struct {
+	// Partitions is how many partitions (ranges of the 4,096 item parts)
+	// a step is cut into; each is scanned by one invocation at a time.
+	Partitions int `env:"DETECTION_PARTITIONS, default=16"`
+	// MergeBuckets is how many buckets of partitions the merge is cut by:
+	// B·(B+1)/2 shares, each holding two buckets' candidates, so a share
+	// holds about 2/B of the step's (at most Partitions).
+	MergeBuckets int `env:"DETECTION_MERGE_BUCKETS, default=4"`
+	// MaxShareCandidates bounds the candidate reactions one share holds
+	// (its memory); a step with a larger share is skipped and counted.
+	MaxShareCandidates int `env:"DETECTION_MAX_SHARE_CANDIDATES, default=4000000"`
 }
 
 type Export struct {

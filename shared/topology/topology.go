@@ -125,6 +125,10 @@ type Scheduled struct {
 	Function string         `json:"function"`
 	Schedule string         `json:"schedule"`
 	Body     map[string]any `json:"body"`
+	// FanOut: Terraform deploys the job as several, <name>-<k>, as many as
+	// its scheduler_fan_out gives the environment (the local stack runs
+	// one); their invocations share the job's work under its leases.
+	FanOut bool `json:"fanOut,omitempty"`
 }
 
 // Load decodes the embedded topology.

@@ -436,41 +436,61 @@ func CrossCheck(p *Plan, c *Code) []error {
 		jobsTF[rc.Str("name")] = true
 	}
 	calls := regexp.MustCompile(`^Calls (\w+) at (\S+)$`)
+	// A fanOut job of topology.json is deployed as <name>-<k>, k from 0.
+	deployed := func(j topology.Scheduled) []string {
+		if !j.FanOut {
+			return []string{j.Name}
+		}
+		var names []string
+		for k := 0; ; k++ {
+			name := fmt.Sprintf("%s-%d", j.Name, k)
+			if _, ok := jobs[name]; !ok {
+				break
+			}
+			names = append(names, name)
+		}
+		if len(names) == 0 {
+			return []string{j.Name + "-0"} // reported missing below
+		}
+		return names
+	}
 	for _, j := range top.Scheduler {
-		jobsTopo[j.Name] = true
-		rc, ok := jobs[j.Name]
-		if !ok {
-			continue
-		}
-		if got := rc.Str("schedule"); got != j.Schedule {
-			add(fmt.Errorf("scheduler job %s runs %q, topology.json says %q", j.Name, got, j.Schedule))
-		}
-		m := calls.FindStringSubmatch(rc.Str("description"))
-		if m == nil {
-			add(fmt.Errorf("scheduler job %s: description %q does not say which function it calls", j.Name, rc.Str("description")))
-		} else {
-			f, _ := top.Function(j.Function)
-			if m[1] != j.Function {
-				add(fmt.Errorf("scheduler job %s calls %s, topology.json says %s", j.Name, m[1], j.Function))
+		for _, name := range deployed(j) {
+			jobsTopo[name] = true
+			rc, ok := jobs[name]
+			if !ok {
+				continue
 			}
-			if f.Kind != "scheduled" {
-				add(fmt.Errorf("scheduler job %s targets %s, which is not a scheduled function", j.Name, j.Function))
+			if got := rc.Str("schedule"); got != j.Schedule {
+				add(fmt.Errorf("scheduler job %s runs %q, topology.json says %q", name, got, j.Schedule))
 			}
-			if len(f.Routes) == 0 || m[2] != f.Routes[0] {
-				add(fmt.Errorf("scheduler job %s calls route %s, topology.json's route of %s is %v", j.Name, m[2], j.Function, f.Routes))
+			m := calls.FindStringSubmatch(rc.Str("description"))
+			if m == nil {
+				add(fmt.Errorf("scheduler job %s: description %q does not say which function it calls", name, rc.Str("description")))
+			} else {
+				f, _ := top.Function(j.Function)
+				if m[1] != j.Function {
+					add(fmt.Errorf("scheduler job %s calls %s, topology.json says %s", name, m[1], j.Function))
+				}
+				if f.Kind != "scheduled" {
+					add(fmt.Errorf("scheduler job %s targets %s, which is not a scheduled function", name, j.Function))
+				}
+				if len(f.Routes) == 0 || m[2] != f.Routes[0] {
+					add(fmt.Errorf("scheduler job %s calls route %s, topology.json's route of %s is %v", name, m[2], j.Function, f.Routes))
+				}
 			}
-		}
-		if reg, ok := c.Registered[j.Function]; !ok || reg.Kind != "HTTP" {
-			add(fmt.Errorf("scheduler job %s targets %s, which the code does not register as an HTTP function", j.Name, j.Function))
-		}
-		body, err := base64.StdEncoding.DecodeString(rc.Str("http_target", 0, "body"))
-		if err != nil {
-			add(fmt.Errorf("scheduler job %s: body is not base64: %v", j.Name, err))
-		} else if !sameJSON(body, j.Body) {
-			add(fmt.Errorf("scheduler job %s sends %s, topology.json says %v", j.Name, body, j.Body))
-		}
-		if oidc, _ := rc.Get("http_target", 0, "oidc_token").([]any); len(oidc) != 1 {
-			add(fmt.Errorf("scheduler job %s calls without an OIDC token", j.Name))
+			if reg, ok := c.Registered[j.Function]; !ok || reg.Kind != "HTTP" {
+				add(fmt.Errorf("scheduler job %s targets %s, which the code does not register as an HTTP function", name, j.Function))
+			}
+			body, err := base64.StdEncoding.DecodeString(rc.Str("http_target", 0, "body"))
+			if err != nil {
+				add(fmt.Errorf("scheduler job %s: body is not base64: %v", name, err))
+			} else if !sameJSON(body, j.Body) {
+				add(fmt.Errorf("scheduler job %s sends %s, topology.json says %v", name, body, j.Body))
+			}
+			if oidc, _ := rc.Get("http_target", 0, "oidc_token").([]any); len(oidc) != 1 {
+				add(fmt.Errorf("scheduler job %s calls without an OIDC token", name))
+			}
 		}
 	}
 	add(diffSets("scheduler job", "Terraform", jobsTF, "topology.json", jobsTopo)...)

@@ -50,6 +50,23 @@ variable "page_token_secret_accepted" {
   default = null
 }
 
+# Manipulation detection at a thousandth of the design rate: one per-minute
+# job's overlapping runs keep up (make capacity).
+variable "detection" {
+  type = object({
+    partitions           = number
+    merge_buckets        = number
+    max_share_candidates = number
+    jobs                 = number
+  })
+  default = {
+    partitions           = 16
+    merge_buckets        = 4
+    max_share_candidates = 4000000
+    jobs                 = 1
+  }
+}
+
 variable "rate_limits" {
   type    = string
   default = "on"
@@ -98,7 +115,7 @@ variable "function_overrides" {
     # Its per-minute partition and merge runs hold a request up to 9 minutes,
     # so about ten overlap; a merge of a busy step holds its candidates
     # in memory (docs/design/manipulation.md).
-    DetectManipulation = { timeout_seconds = 600, memory = "2Gi", max_instances = 24 }
+    DetectManipulation = { timeout_seconds = 600, memory = "2Gi", concurrency = 1, max_instances = 24 }
     # Its per-minute runs hold a request up to 9m20s each, so about ten
     # overlap, each working its partitions (docs/design/history.md).
     ExpireHistory = { timeout_seconds = 600, max_instances = 24 }

@@ -63,6 +63,26 @@ variable "page_token_secret_accepted" {
   default = null
 }
 
+# Manipulation detection at the design rate of reaction changes (100,000 a
+# second): 72 buckets keep the largest merge share under its budget of
+# candidates (about 1.5 GiB of the function's 2 GiB), and 16 per-minute jobs
+# of 9-minute runs keep 144 invocations working the 2,628 shares of each
+# 5-minute step (make capacity, docs/design/manipulation.md).
+variable "detection" {
+  type = object({
+    partitions           = number
+    merge_buckets        = number
+    max_share_candidates = number
+    jobs                 = number
+  })
+  default = {
+    partitions           = 144
+    merge_buckets        = 72
+    max_share_candidates = 4000000
+    jobs                 = 16
+  }
+}
+
 variable "rate_limits" {
   type    = string
   default = "on"
@@ -114,10 +134,10 @@ variable "function_overrides" {
     Reconcile = { timeout_seconds = 1800, memory = "1Gi", max_instances = 24 }
     # An export streams for up to its own 10-minute deadline.
     Account = { timeout_seconds = 660 }
-    # Its per-minute partition and merge runs hold a request up to 9 minutes,
-    # so about ten overlap; a merge of a busy step holds its candidates
-    # in memory (docs/design/manipulation.md).
-    DetectManipulation = { timeout_seconds = 600, memory = "2Gi", max_instances = 24 }
+    # Its detection.jobs per-minute jobs hold a request up to 9 minutes each,
+    # so ten times as many overlap; one request an instance, since a merge
+    # share holds up to 1.5 GiB of candidates (docs/design/manipulation.md).
+    DetectManipulation = { timeout_seconds = 600, memory = "2Gi", concurrency = 1, max_instances = 320 }
     # Its per-minute runs hold a request up to 9m20s each, so about ten
     # overlap, each working its partitions (docs/design/history.md).
     ExpireHistory = { timeout_seconds = 600, max_instances = 24 }

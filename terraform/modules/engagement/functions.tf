@@ -70,6 +70,9 @@ locals {
     EXPORTS_PER_DAY                 = "3"
     EXPORTS_BUCKET                  = google_storage_bucket.exports.name
     UNFLAG_PROTECTION               = "720h"
+    DETECTION_PARTITIONS            = tostring(var.detection.partitions)
+    DETECTION_MERGE_BUCKETS         = tostring(var.detection.merge_buckets)
+    DETECTION_MAX_SHARE_CANDIDATES  = tostring(var.detection.max_share_candidates)
     ACCOUNT_RECORDS_URL             = "https://identitytoolkit.googleapis.com"
     ACCOUNT_RECORDS_CACHE           = "100000"
     COMMENT_DUPLICATE_WINDOW        = "10m"

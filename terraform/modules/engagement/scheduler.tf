@@ -1,8 +1,15 @@
 # Cloud Scheduler jobs of topology.json, each calling its scheduled function's
 # route with an OIDC token of the dedicated scheduler service account.
 
+# A job marked fanOut in topology.json is deployed as scheduler_fan_out[name]
+# jobs, <name>-<k>, each with its schedule and body: the invocations overlap
+# and share the job's work under its leases, so the copies set how many work
+# at once (docs/design/manipulation.md, the arithmetic).
 locals {
-  scheduler_jobs = { for j in local.topology.scheduler : j.name => j }
+  scheduler_fan_out = { "detect-manipulation" = var.detection.jobs }
+  scheduler_jobs = merge([for j in local.topology.scheduler :
+    try(j.fanOut, false) ? { for k in range(local.scheduler_fan_out[j.name]) : "${j.name}-${k}" => j } : { (j.name) = j }
+  ]...)
 }
 
 resource "google_cloud_scheduler_job" "job" {

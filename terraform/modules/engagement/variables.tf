@@ -196,6 +196,27 @@ variable "history_max_age_days" {
   default     = null
 }
 
+variable "detection" {
+  description = "Manipulation detection: partitions a step is cut into (DETECTION_PARTITIONS), buckets its merge is cut by (DETECTION_MERGE_BUCKETS, at most partitions), candidates one merge share may hold (DETECTION_MAX_SHARE_CANDIDATES), and the Cloud Scheduler jobs detect-manipulation-<k> that call DetectManipulation every minute (jobs). make capacity checks them against the design rate."
+  type = object({
+    partitions           = number
+    merge_buckets        = number
+    max_share_candidates = number
+    jobs                 = number
+  })
+  default = {
+    partitions           = 16
+    merge_buckets        = 4
+    max_share_candidates = 4000000
+    jobs                 = 1
+  }
+
+  validation {
+    condition     = var.detection.jobs >= 1 && var.detection.merge_buckets >= 1 && var.detection.merge_buckets <= var.detection.partitions && var.detection.partitions <= 4096
+    error_message = "detection needs at least one job, and 1 <= merge_buckets <= partitions <= 4096."
+  }
+}
+
 variable "page_token_secret_version" {
   description = "Generation of the page-token secret that signs; the functions read exactly this version. A generation not yet written is generated and written (never into state)."
   type        = number
