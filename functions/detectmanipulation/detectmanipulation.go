@@ -68,6 +68,10 @@ const Job = "detect-manipulation"
 // PartitionName is the watermark and lease name of partition i of n.
 func PartitionName(n, i int) string { return fmt.Sprintf("%s/%d/%d", Job, n, i) }
 
+// LayoutName names the layout record (JobWatermarks): which partitions and
+// buckets cut which steps (moderation.Layouts).
+const LayoutName = Job + "/layout"
+
 const mergeLease = Job + "/merge"
 
 // ShareName is the lease name of share s of the merge.
@@ -77,11 +81,13 @@ func ShareName(s int) string { return fmt.Sprintf("%s/share/%d", Job, s) }
 // watermarks and the flags.
 type Store interface {
 	Watermarks(ctx context.Context, names []string) (map[string]time.Time, error)
-	StartWatermarks(ctx context.Context, names []string, at time.Time) error
+	Layouts(ctx context.Context, name string) (moderation.Layouts, bool, error)
+	SwitchLayout(ctx context.Context, name, job string, seen *moderation.Layouts, next moderation.Layout, partition func(n, i int) string, first time.Time) (moderation.Layouts, error)
 	ScanParts(ctx context.Context, lo, hi int, from, to time.Time, scan *moderation.Scan) error
-	SavePartial(ctx context.Context, name string, partitions, part int, from, to time.Time, p moderation.Partial, spikes []moderation.Spike, baseline time.Duration) error
+	SavePartial(ctx context.Context, layout, name string, partitions, part int, from, to time.Time, p moderation.Partial, spikes []moderation.Spike, baseline time.Duration) error
 	Partials(ctx context.Context, stepEnd time.Time, partitions, lo, hi int) ([]moderation.Partial, error)
 	PartialHeads(ctx context.Context, stepEnd time.Time, partitions int) ([]moderation.Partial, error)
+	HasMergeShare(ctx context.Context, stepEnd time.Time, partitions, buckets, share int) (bool, error)
 	SaveMergeShare(ctx context.Context, stepEnd time.Time, partitions, buckets, share int, ps moderation.PairShare) error
 	MergeShares(ctx context.Context, stepEnd time.Time, partitions, buckets int) (map[int]moderation.PairShare, error)
 	DropPartials(ctx context.Context, stepEnd time.Time, partitions int) error
@@ -265,12 +271,17 @@ type Report struct {
 	Evidence   []moderation.Evidence `json:"evidence,omitempty"`
 }
 
-func (h *handler) names() []string {
-	names := []string{Job}
-	for i := range h.Partitions {
-		names = append(names, PartitionName(h.Partitions, i))
+// names are the watermarks a run reads: the merge's and the partitions'
+// of the layouts in the record (the previous one's while its steps are
+// finished).
+func names(ls moderation.Layouts) []string {
+	out := []string{Job}
+	for _, l := range ls.InPlay() {
+		for i := range l.Partitions {
+			out = append(out, PartitionName(l.Partitions, i))
+		}
 	}
-	return names
+	return out
 }
 
 func (h *handler) lookback() time.Duration { return Lookback(h.Params) }
@@ -279,41 +290,30 @@ func (h *handler) run(ctx context.Context, _ struct{}) (Report, error) {
 	started := h.Now()
 	until := started.Add(WorkBound(h.Timeout))
 	end := started.Add(-h.Settle)
-	names := h.names()
-	marks, err := h.Store.Watermarks(ctx, names)
-	if err != nil {
-		return Report{}, err
-	}
-	if len(marks) < len(names) {
-		// The first run, or new partitions: they start where the merge is.
-		at, ok := marks[Job]
-		if !ok {
-			at = end.Add(-h.FirstLookback).Truncate(time.Minute)
-		}
-		if err := h.Store.StartWatermarks(ctx, names, at); err != nil {
-			return Report{}, err
-		}
-	}
 	var rep Report
 	holder := leasestore.NewHolder()
 	first := true
 	for h.Now().Before(until) {
-		marks, err := h.Store.Watermarks(ctx, names)
+		ls, err := h.layouts(ctx, end)
+		if err != nil {
+			return rep, err
+		}
+		marks, err := h.Store.Watermarks(ctx, names(ls))
 		if err != nil {
 			return rep, err
 		}
 		if first {
 			rep.From, rep.To, first = marks[Job], marks[Job], false
 		}
-		stored, err := h.partitions(ctx, marks, end, until, holder, &rep)
+		stored, err := h.partitions(ctx, ls, marks, end, until, holder, &rep)
 		if err != nil {
 			return rep, err
 		}
-		marks, err = h.Store.Watermarks(ctx, names)
+		marks, err = h.Store.Watermarks(ctx, names(ls))
 		if err != nil {
 			return rep, err
 		}
-		merged, err := h.merge(ctx, marks, until, holder, &rep)
+		merged, err := h.merge(ctx, ls, marks, until, holder, &rep)
 		if err != nil {
 			return rep, err
 		}
@@ -329,14 +329,73 @@ func (h *handler) run(ctx context.Context, _ struct{}) (Report, error) {
 	return rep, nil
 }
 
+// layouts reads the layout record and, when the configured layout is not
+// the current one and the steps of the last switch are all merged,
+// switches to it: the steps the current layout's partitions have begun are
+// finished under it, the later ones cut by the configured layout. The
+// first run ever records the configured layout and starts at
+// FirstLookback.
+func (h *handler) layouts(ctx context.Context, end time.Time) (moderation.Layouts, error) {
+	want := moderation.Layout{Partitions: h.Partitions, Buckets: h.MergeBuckets}
+	for range 3 {
+		ls, ok, err := h.Store.Layouts(ctx, LayoutName)
+		if err != nil {
+			return ls, err
+		}
+		if ok && ls.Current == want {
+			return ls, nil
+		}
+		var seen *moderation.Layouts
+		if ok {
+			marks, err := h.Store.Watermarks(ctx, []string{Job})
+			if err != nil {
+				return ls, err
+			}
+			if marks[Job].Before(ls.Since) {
+				return ls, nil // the last switch's earlier steps are still being merged
+			}
+			seen = &ls
+		}
+		next, err := h.Store.SwitchLayout(ctx, LayoutName, Job, seen, want, PartitionName, end.Add(-h.FirstLookback).Truncate(time.Minute))
+		if errors.Is(err, moderationstore.ErrWatermarkMoved) {
+			continue // another invocation switched first: read its record
+		}
+		if err != nil {
+			return ls, err
+		}
+		slog.InfoContext(ctx, "detect-manipulation: layout switched", "layout", next.Current.String(), "previous", next.Previous.String(), "since", next.Since)
+		return next, nil
+	}
+	ls, ok, err := h.Store.Layouts(ctx, LayoutName)
+	if err == nil && !ok {
+		err = errors.New("detect-manipulation: no layout recorded")
+	}
+	return ls, err
+}
+
 // partitions works the partitions that have a whole step to read, under
-// their leases, Workers at a time, and returns how many steps they stored.
-func (h *handler) partitions(ctx context.Context, marks map[string]time.Time, end, until time.Time, holder string, rep *Report) (int, error) {
+// their leases, Workers at a time, and returns how many steps they stored:
+// the previous layout's up to the record's Since, the current one's up to
+// Ahead steps past the merge.
+func (h *handler) partitions(ctx context.Context, ls moderation.Layouts, marks map[string]time.Time, end, until time.Time, holder string, rep *Report) (int, error) {
 	ahead := marks[Job].Add(time.Duration(h.Ahead) * h.Step)
-	var todo []int
-	for i := range h.Partitions {
-		if w := marks[PartitionName(h.Partitions, i)]; !w.Add(h.Step).After(end) && w.Before(ahead) {
-			todo = append(todo, i)
+	type partition struct {
+		l     moderation.Layout
+		i     int
+		limit time.Time
+	}
+	var todo []partition
+	for _, l := range ls.InPlay() {
+		limit := ahead
+		if l != ls.Current && ls.Since.Before(limit) {
+			limit = ls.Since
+		}
+		for i := range l.Partitions {
+			// A partition without a watermark is none of the record's
+			// layouts' (the previous layout of the first run).
+			if w, ok := marks[PartitionName(l.Partitions, i)]; ok && !w.Add(h.Step).After(end) && w.Before(limit) {
+				todo = append(todo, partition{l, i, limit})
+			}
 		}
 	}
 	// Invocations started together spread over the partitions.
@@ -345,9 +404,9 @@ func (h *handler) partitions(ctx context.Context, marks map[string]time.Time, en
 	stored := 0
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(h.Workers)
-	for _, i := range todo {
+	for _, p := range todo {
 		g.Go(func() error {
-			name := PartitionName(h.Partitions, i)
+			name := PartitionName(p.l.Partitions, p.i)
 			if ok, err := h.lease(gctx, name, holder); err != nil || !ok {
 				if err == nil {
 					mu.Lock()
@@ -357,11 +416,17 @@ func (h *handler) partitions(ctx context.Context, marks map[string]time.Time, en
 				return err
 			}
 			defer h.release(gctx, name, holder)
-			w := marks[name]
-			for !w.Add(h.Step).After(end) && w.Before(ahead) && h.Now().Before(until) {
-				spikes, err := h.partitionStep(gctx, i, w)
+			// Where the partition is now: another invocation may have
+			// stored its step between the read above and the lease.
+			now, err := h.Store.Watermarks(gctx, []string{name})
+			if err != nil {
+				return err
+			}
+			w := now[name]
+			for !w.Add(h.Step).After(end) && w.Before(p.limit) && h.Now().Before(until) {
+				spikes, err := h.partitionStep(gctx, p.l, p.i, w)
 				if errors.Is(err, moderationstore.ErrWatermarkMoved) {
-					return nil // another invocation took the partition over
+					return nil // another invocation took the partition over, or the layout moved on
 				}
 				if err != nil {
 					return err
@@ -383,17 +448,17 @@ func (h *handler) partitions(ctx context.Context, marks map[string]time.Time, en
 	return stored, err
 }
 
-// partitionStep reads partition i's step from `from`, and stores its share
-// and spikes with the partition's watermark moved past it.
-func (h *handler) partitionStep(ctx context.Context, i int, from time.Time) (int, error) {
+// partitionStep reads partition i's (of layout l) step from `from`, and
+// stores its share and spikes with the partition's watermark moved past it.
+func (h *handler) partitionStep(ctx context.Context, l moderation.Layout, i int, from time.Time) (int, error) {
 	to := from.Add(h.Step)
-	lo, hi := moderation.PartRange(i, h.Partitions)
+	lo, hi := moderation.PartRange(i, l.Partitions)
 	scan := h.Params.NewScan(from, to)
 	if err := h.Store.ScanParts(ctx, lo, hi, from.Add(-h.lookback()), to, scan); err != nil {
 		return 0, err
 	}
 	part, spikes := scan.Finish()
-	if err := h.Store.SavePartial(ctx, PartitionName(h.Partitions, i), h.Partitions, i, from, to, part, spikes, h.Params.SpikeBaseline); err != nil {
+	if err := h.Store.SavePartial(ctx, LayoutName, PartitionName(l.Partitions, i), l.Partitions, i, from, to, part, spikes, h.Params.SpikeBaseline); err != nil {
 		return 0, err
 	}
 	for _, sp := range spikes {
@@ -403,50 +468,56 @@ func (h *handler) partitionStep(ctx context.Context, i int, from time.Time) (int
 	return len(spikes), nil
 }
 
-// merge merges the steps every partition has stored, each in its shares
-// (under their leases) and then its last stage (under the merge's lease),
-// and returns how many steps it merged.
-func (h *handler) merge(ctx context.Context, marks map[string]time.Time, until time.Time, holder string, rep *Report) (int, error) {
+// merge merges the steps every partition of their layout has stored, each
+// in its shares (under their leases) and then its last stage (under the
+// merge's lease), and returns how many steps and shares it worked.
+func (h *handler) merge(ctx context.Context, ls moderation.Layouts, marks map[string]time.Time, until time.Time, holder string, rep *Report) (int, error) {
 	mark := marks[Job]
-	done := mark
-	for i := range h.Partitions {
-		if w := marks[PartitionName(h.Partitions, i)]; w.Before(done) || i == 0 {
-			done = w
+	worked := 0
+	for h.Now().Before(until) {
+		l := ls.At(mark)
+		var done time.Time
+		for i := range l.Partitions {
+			if w := marks[PartitionName(l.Partitions, i)]; w.Before(done) || i == 0 {
+				done = w
+			}
 		}
-	}
-	merged := 0
-	for !mark.Add(h.Step).After(done) && h.Now().Before(until) {
+		if mark.Add(h.Step).After(done) {
+			return worked, nil
+		}
 		to := mark.Add(h.Step)
-		shares, err := h.shares(ctx, to, until, holder, rep)
+		before := rep.MergeShares
+		shares, err := h.shares(ctx, l, to, until, holder, rep)
+		worked += rep.MergeShares - before
 		if err != nil || shares == nil {
-			return merged, err // nil: shares still being worked
+			return worked, err // nil: shares still being worked
 		}
 		if ok, err := h.lease(ctx, mergeLease, holder); err != nil || !ok {
-			return merged, err
+			return worked, err
 		}
-		err = h.mergeStep(ctx, mark, to, shares, rep)
+		err = h.mergeStep(ctx, l, mark, to, shares, rep)
 		h.release(ctx, mergeLease, holder)
 		if errors.Is(err, moderationstore.ErrWatermarkMoved) {
 			slog.WarnContext(ctx, "detect-manipulation: another run merged the step; leaving", "watermark", mark)
 			rep.Superseded = true
-			return merged, nil
+			return worked, nil
 		}
 		if err != nil {
-			return merged, err
+			return worked, err
 		}
-		merged++
+		worked++
 		mark, rep.To = to, to
 	}
-	return merged, nil
+	return worked, nil
 }
 
-// shares works the shares of the merge of the step ending at to that no
-// invocation has saved, one at a time (each holds two buckets' candidates),
-// under their leases, and returns every share once all are saved (nil
-// while some are not).
-func (h *handler) shares(ctx context.Context, to, until time.Time, holder string, rep *Report) ([]moderation.PairShare, error) {
-	n := moderation.MergeShares(h.MergeBuckets)
-	have, err := h.Store.MergeShares(ctx, to, h.Partitions, h.MergeBuckets)
+// shares works the shares of the merge (cut by l) of the step ending at to
+// that no invocation has saved, one at a time (each holds two buckets'
+// candidates), under their leases, and returns every share once all are
+// saved (nil while some are not).
+func (h *handler) shares(ctx context.Context, l moderation.Layout, to, until time.Time, holder string, rep *Report) ([]moderation.PairShare, error) {
+	n := moderation.MergeShares(l.Buckets)
+	have, err := h.Store.MergeShares(ctx, to, l.Partitions, l.Buckets)
 	if err != nil {
 		return nil, err
 	}
@@ -458,6 +529,7 @@ func (h *handler) shares(ctx context.Context, to, until time.Time, holder string
 	}
 	// Invocations started together spread over the shares.
 	rand.Shuffle(len(todo), func(a, b int) { todo[a], todo[b] = todo[b], todo[a] })
+	others := false // shares left to, or saved by, other invocations
 	for _, s := range todo {
 		if !h.Now().Before(until) {
 			break
@@ -477,15 +549,34 @@ func (h *handler) shares(ctx context.Context, to, until time.Time, holder string
 		}
 		if !ok {
 			rep.Held++
+			others = true
 			continue
 		}
-		ps, err := h.share(ctx, to, s)
+		// Another invocation may have saved it between the read above and
+		// the lease: it is not counted again.
+		saved, err := h.Store.HasMergeShare(ctx, to, l.Partitions, l.Buckets, s)
+		if err != nil || saved {
+			h.release(ctx, ShareName(s), holder)
+			if err != nil {
+				return nil, err
+			}
+			others = true
+			continue
+		}
+		ps, err := h.share(ctx, l, to, s)
 		h.release(ctx, ShareName(s), holder)
 		if err != nil {
 			return nil, err
 		}
 		have[s] = ps
 		rep.MergeShares++
+	}
+	if len(have) < n && others {
+		// The shares the others saved meanwhile: the last to finish runs
+		// the last stage.
+		if have, err = h.Store.MergeShares(ctx, to, l.Partitions, l.Buckets); err != nil {
+			return nil, err
+		}
 	}
 	if len(have) < n {
 		return nil, nil
@@ -497,9 +588,10 @@ func (h *handler) shares(ctx context.Context, to, until time.Time, holder string
 	return out, nil
 }
 
-// share counts share s of the merge of the step ending at to and saves it.
-func (h *handler) share(ctx context.Context, to time.Time, s int) (moderation.PairShare, error) {
-	heads, err := h.Store.PartialHeads(ctx, to, h.Partitions)
+// share counts share s of the merge (cut by l) of the step ending at to
+// and saves it.
+func (h *handler) share(ctx context.Context, l moderation.Layout, to time.Time, s int) (moderation.PairShare, error) {
+	heads, err := h.Store.PartialHeads(ctx, to, l.Partitions)
 	if err != nil {
 		return moderation.PairShare{}, err
 	}
@@ -507,7 +599,7 @@ func (h *handler) share(ctx context.Context, to time.Time, s int) (moderation.Pa
 	if err != nil {
 		return moderation.PairShare{}, err
 	}
-	i, j := moderation.ShareBuckets(s, h.MergeBuckets)
+	i, j := moderation.ShareBuckets(s, l.Buckets)
 	// The budget is judged on the partitions' counts, before the share
 	// reads (holds) a candidate.
 	buckets := []int{i}
@@ -516,18 +608,18 @@ func (h *handler) share(ctx context.Context, to time.Time, s int) (moderation.Pa
 	}
 	held := 0
 	for _, b := range buckets {
-		lo, hi := moderation.BucketPartitions(b, h.MergeBuckets, h.Partitions)
+		lo, hi := moderation.BucketPartitions(b, l.Buckets, l.Partitions)
 		for _, p := range heads[lo:hi] {
 			held += p.Kept
 		}
 	}
 	if held > h.MaxCandidates {
 		ps := moderation.PairShare{Candidates: held, Skipped: true}
-		return ps, h.Store.SaveMergeShare(ctx, to, h.Partitions, h.MergeBuckets, s, ps)
+		return ps, h.Store.SaveMergeShare(ctx, to, l.Partitions, l.Buckets, s, ps)
 	}
 	read := func(b int) ([]moderation.Partial, error) {
-		lo, hi := moderation.BucketPartitions(b, h.MergeBuckets, h.Partitions)
-		return h.Store.Partials(ctx, to, h.Partitions, lo, hi)
+		lo, hi := moderation.BucketPartitions(b, l.Buckets, l.Partitions)
+		return h.Store.Partials(ctx, to, l.Partitions, lo, hi)
 	}
 	a, err := read(i)
 	if err != nil {
@@ -543,14 +635,14 @@ func (h *handler) share(ctx context.Context, to time.Time, s int) (moderation.Pa
 	if err != nil {
 		return ps, err
 	}
-	return ps, h.Store.SaveMergeShare(ctx, to, h.Partitions, h.MergeBuckets, s, ps)
+	return ps, h.Store.SaveMergeShare(ctx, to, l.Partitions, l.Buckets, s, ps)
 }
 
-// mergeStep is the last stage of the merge of the step [mark, to): the
-// groups from its shares' pairs, flagged with the merge's watermark moved
-// to `to`; a step with a share skipped is left unjudged, and counted.
-func (h *handler) mergeStep(ctx context.Context, mark, to time.Time, shares []moderation.PairShare, rep *Report) error {
-	heads, err := h.Store.PartialHeads(ctx, to, h.Partitions)
+// mergeStep is the last stage of the merge of the step [mark, to), cut by
+// l: the groups from its shares' pairs, flagged with the merge's watermark
+// moved to `to`; a step with a share skipped is left unjudged, and counted.
+func (h *handler) mergeStep(ctx context.Context, l moderation.Layout, mark, to time.Time, shares []moderation.PairShare, rep *Report) error {
+	heads, err := h.Store.PartialHeads(ctx, to, l.Partitions)
 	if err != nil {
 		return err
 	}
@@ -563,7 +655,7 @@ func (h *handler) mergeStep(ctx context.Context, mark, to time.Time, shares []mo
 		rows += p.Rows
 	}
 	for s, ps := range shares {
-		if i, j := moderation.ShareBuckets(s, h.MergeBuckets); i == j {
+		if i, j := moderation.ShareBuckets(s, l.Buckets); i == j {
 			candidates += ps.Candidates // a bucket's own share holds each of its candidates once
 		}
 		largest = max(largest, ps.Candidates)
@@ -579,8 +671,8 @@ func (h *handler) mergeStep(ctx context.Context, mark, to time.Time, shares []mo
 		// The partitions' shares one at a time, so the last stage holds one
 		// partition's candidates besides the clusters'.
 		each := func(visit func(moderation.Partial) error) error {
-			for i := range h.Partitions {
-				parts, err := h.Store.Partials(ctx, to, h.Partitions, i, i+1)
+			for i := range l.Partitions {
+				parts, err := h.Store.Partials(ctx, to, l.Partitions, i, i+1)
 				if err != nil {
 					return err
 				}
@@ -609,7 +701,7 @@ func (h *handler) mergeStep(ctx context.Context, mark, to time.Time, shares []mo
 	if err != nil {
 		return err
 	}
-	if err := h.Store.DropPartials(ctx, to, h.Partitions); err != nil {
+	if err := h.Store.DropPartials(ctx, to, l.Partitions); err != nil {
 		// The deletion policy clears them; the step is merged.
 		slog.WarnContext(ctx, "detect-manipulation: partials not dropped", "stepEnd", to, "error", err.Error())
 	}

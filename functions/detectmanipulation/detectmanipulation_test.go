@@ -102,7 +102,7 @@ type breaking struct {
 
 var errKilled = errors.New("killed")
 
-func (b *breaking) SavePartial(ctx context.Context, name string, partitions, part int, from, to time.Time, p moderation.Partial, spikes []moderation.Spike, baseline time.Duration) error {
+func (b *breaking) SavePartial(ctx context.Context, layout, name string, partitions, part int, from, to time.Time, p moderation.Partial, spikes []moderation.Spike, baseline time.Duration) error {
 	killed := false
 	if name == b.name {
 		b.once.Do(func() { killed = true })
@@ -110,7 +110,7 @@ func (b *breaking) SavePartial(ctx context.Context, name string, partitions, par
 	if killed {
 		return errKilled
 	}
-	return b.Store.SavePartial(ctx, name, partitions, part, from, to, p, spikes, baseline)
+	return b.Store.SavePartial(ctx, layout, name, partitions, part, from, to, p, spikes, baseline)
 }
 
 func newMetrics(t *testing.T) (*telemetry.Metrics, *sdkmetric.ManualReader) {
@@ -464,5 +464,227 @@ func TestAKilledMergeShareIsRedone(t *testing.T) {
 		if es := trail(t, db, moderation.Filter{UserID: u}); len(es) != 1 {
 			t.Errorf("%s has %d audit entries, want one flag", u, len(es))
 		}
+	}
+}
+
+// counting counts what was saved: each partition's steps and each share of
+// each step's merge.
+type counting struct {
+	detectmanipulationfn.Store
+	mu       sync.Mutex
+	partials map[string]int // by partition and step start
+	shares   map[string]int // by step end, layout and share
+}
+
+func newCounting(s detectmanipulationfn.Store) *counting {
+	return &counting{Store: s, partials: map[string]int{}, shares: map[string]int{}}
+}
+
+func (c *counting) SavePartial(ctx context.Context, layout, name string, partitions, part int, from, to time.Time, p moderation.Partial, spikes []moderation.Spike, baseline time.Duration) error {
+	err := c.Store.SavePartial(ctx, layout, name, partitions, part, from, to, p, spikes, baseline)
+	if err == nil {
+		c.mu.Lock()
+		c.partials[fmt.Sprintf("%s@%s", name, from.Format(time.RFC3339))]++
+		c.mu.Unlock()
+	}
+	return err
+}
+
+func (c *counting) SaveMergeShare(ctx context.Context, stepEnd time.Time, partitions, buckets, share int, ps moderation.PairShare) error {
+	err := c.Store.SaveMergeShare(ctx, stepEnd, partitions, buckets, share, ps)
+	if err == nil {
+		c.mu.Lock()
+		c.shares[fmt.Sprintf("%s %d/%d #%d", stepEnd.Format(time.RFC3339), partitions, buckets, share)]++
+		c.mu.Unlock()
+	}
+	return err
+}
+
+// runAll runs n invocations of h at once and returns their reports.
+func runAll(t *testing.T, h http.Handler, n int) []detectmanipulationfn.Report {
+	t.Helper()
+	reps := make([]detectmanipulationfn.Report, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for k := range n {
+		wg.Go(func() {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/internal/detect-manipulation", strings.NewReader("{}")))
+			if rec.Code != http.StatusOK {
+				errs[k] = fmt.Errorf("invocation %d: %d %s", k, rec.Code, rec.Body)
+				return
+			}
+			errs[k] = json.Unmarshal(rec.Body.Bytes(), &reps[k])
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	return reps
+}
+
+// Several invocations at once (the fanned-out jobs' overlapping runs)
+// share a step's work under the leases: every partition's step and every
+// share of every step's merge is saved exactly once, and the accounts
+// flagged are the ones one detection over the reactions flags, each once.
+func TestInvocationsAtOnceShareTheSteps(t *testing.T) {
+	cfg := emulatortest.New(t)
+	ctx := context.Background()
+	db := emulatortest.Spanner(t, cfg)
+	now := time.Now().UTC()
+	world := moderationtest.Population{
+		Seed: 5, Ordinary: 600, PerUser: 2, Catalogue: 3000, NewShare: 0.1,
+		Rings: []moderationtest.Ring{{Size: 30, Items: 4, Spread: 5 * time.Minute}},
+	}.Generate(now.Add(-20 * time.Minute))
+	seed(t, db, world)
+	rs := moderationstore.New(db, moderationstore.Gate{})
+	store := newCounting(detectmanipulationfn.Stores(reactionstore.New(db), rs))
+	h := detectmanipulationfn.New(detectmanipulationfn.Deps{Store: store, Leases: leasestore.New(db, nil), Partitions: 4, MergeBuckets: 3,
+		Step: 30 * time.Minute, FirstLookback: time.Hour, Now: func() time.Time { return now }})
+
+	start := now.Add(-10 * time.Second).Add(-time.Hour).Truncate(time.Minute)
+	want := start.Add(time.Hour)
+	// Invocations leave when nothing is left to take up; the next minute's
+	// come back for what was held: rounds until the merge is through.
+	steps, shares, partitionSteps := 0, 0, 0
+	for round := 0; ; round++ {
+		for _, rep := range runAll(t, h, 4) {
+			steps += rep.Steps
+			shares += rep.MergeShares
+			partitionSteps += rep.PartitionSteps
+		}
+		mark, err := rs.Watermark(ctx, detectmanipulationfn.Job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !mark.Before(want) {
+			break
+		}
+		if round == 5 {
+			t.Fatalf("merge watermark %v after %d rounds of 4 invocations, want %v", mark, round+1, want)
+		}
+	}
+	if steps != 2 || shares != 2*6 || partitionSteps != 2*4 {
+		t.Errorf("the invocations merged %d steps, counted %d shares and stored %d partition steps; want 2, 12 and 8", steps, shares, partitionSteps)
+	}
+	for k, n := range store.partials {
+		if n != 1 {
+			t.Errorf("partition step %s saved %d times", k, n)
+		}
+	}
+	for k, n := range store.shares {
+		if n != 1 {
+			t.Errorf("merge share %s saved %d times", k, n)
+		}
+	}
+	if len(store.partials) != 8 || len(store.shares) != 12 {
+		t.Errorf("%d partition steps and %d shares saved, want 8 and 12", len(store.partials), len(store.shares))
+	}
+
+	groups, _, err := moderation.DefaultParams.Detect(world.Reactions, world.FirstSeenOf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var one, got []string
+	for _, g := range groups {
+		one = append(one, g.Members...)
+	}
+	for u := range flagged(t, rs) {
+		got = append(got, u)
+		if es := trail(t, db, moderation.Filter{UserID: u}); len(es) != 1 {
+			t.Errorf("%s has %d audit entries, want one flag", u, len(es))
+		}
+	}
+	slices.Sort(one)
+	one = slices.Compact(one)
+	slices.Sort(got)
+	if len(one) != len(world.Ring) || !slices.Equal(got, one) {
+		t.Errorf("flagged %d accounts, one detection flags %d (the ring has %d)", len(got), len(one), len(world.Ring))
+	}
+}
+
+// A change of layout between runs is exact: the steps the old layout's
+// partitions began (here both steps of the hour, their merge held up by a
+// killed share) are merged under it, the new layout's partitions start
+// after them, so nothing is read twice (no spike is recorded twice) and the
+// ring is flagged once; the steps after are cut by the new layout.
+func TestALayoutChangeFinishesTheStepsBegunUnderTheOld(t *testing.T) {
+	cfg := emulatortest.New(t)
+	ctx := context.Background()
+	db := emulatortest.Spanner(t, cfg)
+	now := time.Now().UTC()
+	world := moderationtest.Population{
+		Seed: 5, Ordinary: 600, PerUser: 2, Catalogue: 3000, NewShare: 0.1,
+		Rings: []moderationtest.Ring{{Size: 30, Items: 4, Spread: 5 * time.Minute}},
+	}.Generate(now.Add(-20 * time.Minute))
+	start := now.Add(-10 * time.Second).Add(-time.Hour).Truncate(time.Minute)
+	spikeAt(&world, "spiked", start.Add(40*time.Minute))
+	seed(t, db, world)
+	rs := moderationstore.New(db, moderationstore.Gate{})
+	store := newCounting(&killedShare{Store: detectmanipulationfn.Stores(reactionstore.New(db), rs), share: 4})
+	deps := func(partitions, buckets int, at time.Time) detectmanipulationfn.Deps {
+		return detectmanipulationfn.Deps{Store: store, Leases: leasestore.New(db, nil), Partitions: partitions, MergeBuckets: buckets,
+			Step: 30 * time.Minute, FirstLookback: time.Hour, Now: func() time.Time { return at }}
+	}
+
+	// Under 4 partitions in 3 buckets: both steps read, the merge killed.
+	rec := httptest.NewRecorder()
+	detectmanipulationfn.New(deps(4, 3, now)).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/internal/detect-manipulation", strings.NewReader("{}")))
+	if rec.Code < 500 {
+		t.Fatalf("killed run: %d %s", rec.Code, rec.Body)
+	}
+
+	// The next run is configured for 6 partitions in 2 buckets.
+	rep := run(t, detectmanipulationfn.New(deps(6, 2, now)))
+	ls, ok, err := rs.Layouts(ctx, detectmanipulationfn.LayoutName)
+	if err != nil || !ok {
+		t.Fatalf("layout record: %+v %v %v", ls, ok, err)
+	}
+	if wantLs := (moderation.Layouts{Since: start.Add(time.Hour), Current: moderation.Layout{Partitions: 6, Buckets: 2},
+		Previous: moderation.Layout{Partitions: 4, Buckets: 3}}); !ls.Since.Equal(wantLs.Since) || ls.Current != wantLs.Current || ls.Previous != wantLs.Previous {
+		t.Errorf("layout record %+v, want %+v", ls, wantLs)
+	}
+	if rep.Steps != 2 || rep.PartitionSteps != 0 {
+		t.Errorf("run under the new layout: %+v; want the 2 steps begun merged under the old, no partition step read again", rep)
+	}
+	oldShares := 0
+	for k := range store.shares {
+		if strings.Contains(k, " 4/3 #") {
+			oldShares++
+		}
+	}
+	if len(store.shares) != 2*6 || oldShares != 2*6 {
+		t.Errorf("shares saved %v, want the old layout's 6 of each step", slices.Sorted(maps.Keys(store.shares)))
+	}
+	var got, ring []string
+	for u := range flagged(t, rs) {
+		got = append(got, u)
+		if es := trail(t, db, moderation.Filter{UserID: u}); len(es) != 1 {
+			t.Errorf("%s has %d audit entries, want one flag", u, len(es))
+		}
+	}
+	for u := range world.Ring {
+		ring = append(ring, u)
+	}
+	slices.Sort(got)
+	slices.Sort(ring)
+	if !slices.Equal(got, ring) {
+		t.Errorf("flagged %d accounts, want the ring's %d", len(got), len(ring))
+	}
+
+	// Half an hour later the new layout reads the next step, from where the
+	// old one stopped.
+	rep = run(t, detectmanipulationfn.New(deps(6, 2, now.Add(30*time.Minute))))
+	if rep.Steps != 1 || rep.PartitionSteps != 6 || rep.MergeShares != 3 {
+		t.Errorf("next run: %+v; want one step of 6 partitions merged in 3 shares", rep)
+	}
+	for k, n := range store.partials {
+		if n != 1 {
+			t.Errorf("partition step %s saved %d times", k, n)
+		}
+	}
+	if reviews := trail(t, db, moderation.Filter{VideoID: "spiked"}); len(reviews) != 1 {
+		t.Errorf("%d entries on the spiked video, want one review", len(reviews))
 	}
 }

@@ -93,6 +93,24 @@ func TestBrokenCopiesFail(t *testing.T) {
 				d.Jobs = append(d.Jobs, Job{Name: fmt.Sprintf("rollup-extra-%d", i), Function: "Rollup", Schedule: "* * * * *"})
 			}
 		}, "Rollup"},
+		{"the detection with one per-minute job in prod", "prod", func(t *testing.T, d *Deployment, _ *Plan) {
+			var jobs []Job
+			for _, j := range d.Jobs {
+				if j.Function != "DetectManipulation" || j.Name == "detect-manipulation-0" {
+					jobs = append(jobs, j)
+				}
+			}
+			d.Jobs = jobs
+		}, "raise detection.jobs"},
+		{"the detection's instances below the invocations a step keeps busy", "prod", func(t *testing.T, d *Deployment, p *Plan) {
+			setFn(d, "DetectManipulation", func(f *Function) { f.MaxInstances = int(p.Detection.Busy) })
+		}, "but a step's work keeps"},
+		{"the detection's merge in too few buckets for a share's budget", "prod", func(t *testing.T, d *Deployment, _ *Plan) {
+			d.Detection.MergeBuckets = 32
+		}, "every step would be skipped"},
+		{"the detection taking two shares an instance", "prod", func(t *testing.T, d *Deployment, _ *Plan) {
+			setFn(d, "DetectManipulation", func(f *Function) { f.Concurrency = 2 })
+		}, "concurrency must be 1"},
 		{"Spanner's autoscaler capped at one node", "prod", func(t *testing.T, d *Deployment, _ *Plan) {
 			d.Spanner.MaxProcessingUnits = 1000
 		}, "Spanner: at most 1000 processing units"},
@@ -116,6 +134,29 @@ func TestBrokenCopiesFail(t *testing.T) {
 				t.Fatalf("refused, but not for %q:\n%v", c.want, err)
 			}
 		})
+	}
+}
+
+// Terraform deploys the detection's job as detection.jobs copies, and the
+// model works the design rate's step with them.
+func TestDetectionFansOut(t *testing.T) {
+	for _, env := range []string{"prod", "dev"} {
+		d := load(t, root, env)
+		if n := countJobsOf(d, "DetectManipulation"); n != d.Detection.Jobs || n < 1 {
+			t.Errorf("%s: %d DetectManipulation jobs, detection.jobs is %d", env, n, d.Detection.Jobs)
+		}
+		for _, j := range d.Jobs {
+			if j.Function == "DetectManipulation" && !strings.HasPrefix(j.Name, "detect-manipulation-") {
+				t.Errorf("%s: job %s is not a copy detect-manipulation-<k>", env, j.Name)
+			}
+		}
+		p := plan(t, d)
+		if p.Detection.Busy <= 0 || p.Detection.Working < Headroom*p.Detection.Busy {
+			t.Errorf("%s: detection plan %+v", env, p.Detection)
+		}
+		var sb strings.Builder
+		writeDetection(&sb, p)
+		t.Log(sb.String())
 	}
 }
 

@@ -587,13 +587,8 @@ func (d *Deployment) readJobs(root string, mod map[string]*hclsyntax.Body, top *
 			return fmt.Errorf("scheduler job %s: function: %w", name, err)
 		}
 		// The job's schedule and body are topology.json's entry's.
-		var entry *topology.Scheduled
-		for i, j := range top.Scheduler {
-			if j.Function == fn && (j.Name == name || j.FanOut && strings.HasPrefix(name, j.Name+"-")) {
-				entry = &top.Scheduler[i]
-			}
-		}
-		if entry == nil {
+		entry, ok := top.Job(name)
+		if !ok || entry.Function != fn {
 			return fmt.Errorf("scheduler job %s: no entry of %s calls %s under that name", name, topologyFile, fn)
 		}
 		d.Jobs = append(d.Jobs, Job{Name: name, Function: fn, Schedule: entry.Schedule, Body: entry.Body})

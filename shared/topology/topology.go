@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -129,6 +130,24 @@ type Scheduled struct {
 	// its scheduler_fan_out gives the environment (the local stack runs
 	// one); their invocations share the job's work under its leases.
 	FanOut bool `json:"fanOut,omitempty"`
+}
+
+// Job is the entry a deployed Cloud Scheduler job stands for: the one of
+// its name, or the fanOut entry of which it is a copy, <name>-<k>.
+func (t *Topology) Job(deployed string) (Scheduled, bool) {
+	for _, j := range t.Scheduler {
+		if j.Name == deployed {
+			return j, true
+		}
+	}
+	for _, j := range t.Scheduler {
+		if k, ok := strings.CutPrefix(deployed, j.Name+"-"); ok && j.FanOut {
+			if n, err := strconv.Atoi(k); err == nil && n >= 0 && strconv.Itoa(n) == k {
+				return j, true
+			}
+		}
+	}
+	return Scheduled{}, false
 }
 
 // Load decodes the embedded topology.

@@ -349,10 +349,6 @@ func GrantRule(p *Plan, g *Graph, top *topology.Topology) []error {
 		}
 		return out
 	}
-	fnOfJob := map[string]string{}
-	for _, j := range top.Scheduler {
-		fnOfJob[j.Name] = FunctionID(j.Function)
-	}
 	for block, rcs := range byBlock {
 		switch blockType(block) {
 		case "google_pubsub_subscription":
@@ -373,7 +369,8 @@ func GrantRule(p *Plan, g *Graph, top *topology.Topology) []error {
 		case "google_cloud_scheduler_job":
 			invokers := grants(block, "roles/run.invoker", "name")
 			for _, rc := range rcs {
-				fn, ok := fnOfJob[rc.Str("name")]
+				j, ok := top.Job(rc.Str("name"))
+				fn := FunctionID(j.Function)
 				if !ok {
 					errs = append(errs, fmt.Errorf("grant rule: scheduler job %s is not in topology.json", rc.Address))
 				} else if !invokers[fn] {

@@ -49,37 +49,123 @@ func (s *Store) Watermarks(ctx context.Context, names []string) (map[string]time
 	return out, nil
 }
 
-// StartWatermarks sets the watermarks of names that have none to at, in
-// one transaction (a concurrent start leaves the other's values).
-func (s *Store) StartWatermarks(ctx context.Context, names []string, at time.Time) error {
+// layoutOf reads the layout record name (a JobWatermarks row: Since in
+// Watermark, the layouts in Cursor) through read; ok is false while there
+// is none.
+func layoutOf(row *spanner.Row, err error) (moderation.Layouts, bool, error) {
+	if spanner.ErrCode(err) == codes.NotFound {
+		return moderation.Layouts{}, false, nil
+	}
+	if err != nil {
+		return moderation.Layouts{}, false, err
+	}
+	var since time.Time
+	var text spanner.NullString
+	if err := row.Columns(&since, &text); err != nil {
+		return moderation.Layouts{}, false, err
+	}
+	ls, err := moderation.DecodeLayouts(text.StringVal, since)
+	return ls, err == nil, err
+}
+
+var layoutColumns = []string{"Watermark", "Cursor"}
+
+// Layouts reads the detection's layout record name; ok is false while
+// there is none (every step so far was cut by moderation.LegacyLayout).
+func (s *Store) Layouts(ctx context.Context, name string) (ls moderation.Layouts, ok bool, err error) {
+	ls, ok, err = layoutOf(s.db.Single().ReadRow(ctx, tableWatermarks, spanner.Key{name}, layoutColumns))
+	if err != nil {
+		return ls, false, fmt.Errorf("moderationstore.Layouts: %w", err)
+	}
+	return ls, ok, nil
+}
+
+// SwitchLayout makes next the layout of the detection's steps from the
+// first one the current layout's partitions have not begun: Since is the
+// latest of the merge's watermark (job) and the current partitions'
+// (partition(n, i)), and next's partitions start there. Steps before it
+// are finished under the current layout, which becomes the previous one.
+// seen is the record the caller read (nil: none); a record that changed
+// since, or one whose previous layout still has steps to merge (the merge's
+// watermark before Since), is ErrWatermarkMoved. With no merge watermark (the first run) the
+// merge starts at first. One transaction: a partition's SavePartial, which
+// reads the record, either commits before the switch (and Since is past
+// its step) or finds its step under the next layout and stores nothing.
+func (s *Store) SwitchLayout(ctx context.Context, name, job string, seen *moderation.Layouts, next moderation.Layout, partition func(n, i int) string, first time.Time) (moderation.Layouts, error) {
+	var out moderation.Layouts
 	_, err := s.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
-		keys := make([]spanner.KeySet, len(names))
-		for i, n := range names {
-			keys[i] = spanner.Key{n}
+		rec, ok, err := layoutOf(tx.ReadRow(ctx, tableWatermarks, spanner.Key{name}, layoutColumns))
+		if err != nil {
+			return err
 		}
-		have := map[string]bool{}
-		if err := tx.Read(ctx, tableWatermarks, spanner.KeySets(keys...), []string{"Name"}).Do(func(r *spanner.Row) error {
-			var n string
-			if err := r.Columns(&n); err != nil {
-				return err
+		if ok != (seen != nil) || ok && rec != *seen {
+			return ErrWatermarkMoved
+		}
+		cur := moderation.LegacyLayout
+		if ok {
+			cur = rec.Current
+		}
+		read := func(names []string) (map[string]time.Time, error) {
+			keys := make([]spanner.KeySet, len(names))
+			for i, n := range names {
+				keys[i] = spanner.Key{n}
 			}
-			have[n] = true
-			return nil
-		}); err != nil {
+			got := map[string]time.Time{}
+			err := tx.Read(ctx, tableWatermarks, spanner.KeySets(keys...), []string{"Name", "Watermark"}).Do(func(r *spanner.Row) error {
+				var n string
+				var w time.Time
+				if err := r.Columns(&n, &w); err != nil {
+					return err
+				}
+				got[n] = w
+				return nil
+			})
+			return got, err
+		}
+		names := func(l moderation.Layout) []string {
+			var ns []string
+			for i := range l.Partitions {
+				ns = append(ns, partition(l.Partitions, i))
+			}
+			return ns
+		}
+		marks, err := read(append([]string{job}, names(cur)...))
+		if err != nil {
 			return err
 		}
 		var ms []*spanner.Mutation
-		for _, n := range names {
-			if !have[n] {
-				ms = append(ms, spanner.Insert(tableWatermarks, []string{"Name", "Watermark", "UpdateTime"}, []any{n, at, spanner.CommitTimestamp}))
+		cols := []string{"Name", "Watermark", "UpdateTime"}
+		since, started := marks[job]
+		if ok && started && since.Before(rec.Since) {
+			return ErrWatermarkMoved
+		}
+		if !started {
+			since = first
+			ms = append(ms, spanner.Insert(tableWatermarks, cols, []any{job, first, spanner.CommitTimestamp}))
+		}
+		for _, n := range names(cur) {
+			if w, ok := marks[n]; ok && w.After(since) {
+				since = w
 			}
 		}
+		have := marks
+		if next.Partitions != cur.Partitions {
+			have = map[string]time.Time{} // next's rows, whatever they hold, move to since
+		}
+		for _, n := range names(next) {
+			if _, ok := have[n]; !ok {
+				ms = append(ms, spanner.InsertOrUpdate(tableWatermarks, cols, []any{n, since, spanner.CommitTimestamp}))
+			}
+		}
+		out = moderation.Layouts{Since: since, Current: next, Previous: cur}
+		ms = append(ms, spanner.InsertOrUpdate(tableWatermarks, []string{"Name", "Watermark", "Cursor", "UpdateTime"},
+			[]any{name, since, out.Encode(), spanner.CommitTimestamp}))
 		return tx.BufferWrite(ms)
 	})
 	if err != nil {
-		return fmt.Errorf("moderationstore.StartWatermarks: %w", err)
+		return moderation.Layouts{}, fmt.Errorf("moderationstore.SwitchLayout(%v): %w", next, err)
 	}
-	return nil
+	return out, nil
 }
 
 // partialChunkData is one stored chunk of a Partial: the first (chunk 0)
@@ -96,9 +182,10 @@ type partialChunkData struct {
 // untouched), and moves the partition's watermark (name) from `from` to
 // `to`, in one transaction: a partition killed before it commits is read
 // again whole by the next invocation, and one that committed is not, so no
-// spike is recorded twice. A watermark that is not at `from` any more is
-// ErrWatermarkMoved.
-func (s *Store) SavePartial(ctx context.Context, name string, partitions, part int, from, to time.Time, p moderation.Partial, spikes []moderation.Spike, baseline time.Duration) error {
+// spike is recorded twice. A watermark that is not at `from` any more, or a
+// step the layout record (layout, SwitchLayout) gives another number of
+// partitions, is ErrWatermarkMoved.
+func (s *Store) SavePartial(ctx context.Context, layout, name string, partitions, part int, from, to time.Time, p moderation.Partial, spikes []moderation.Spike, baseline time.Duration) error {
 	var ms []*spanner.Mutation
 	for c := 0; c == 0 || (c-1)*partialChunk < len(p.Candidates); c++ {
 		d := partialChunkData{Accounts: p.Accounts, Rows: p.Rows, Popular: p.Popular, Kept: len(p.Candidates)}
@@ -133,6 +220,16 @@ func (s *Store) SavePartial(ctx context.Context, name string, partitions, part i
 			return err
 		}
 		if !w.Equal(from) {
+			return ErrWatermarkMoved
+		}
+		ls, ok, err := layoutOf(tx.ReadRow(ctx, tableWatermarks, spanner.Key{layout}, layoutColumns))
+		if err != nil {
+			return fmt.Errorf("read layout: %w", err)
+		}
+		if !ok {
+			ls = moderation.Layouts{Current: moderation.LegacyLayout, Previous: moderation.LegacyLayout}
+		}
+		if ls.At(from).Partitions != partitions {
 			return ErrWatermarkMoved
 		}
 		return tx.BufferWrite(ms)
@@ -213,6 +310,20 @@ func (s *Store) partials(ctx context.Context, keys spanner.KeySet) ([]moderation
 		out = append(out, *byPart[p])
 	}
 	return out, nil
+}
+
+// HasMergeShare reports whether share (of the merge of the step ending at
+// stepEnd, over buckets buckets of partitions partitions) is saved, without
+// reading it.
+func (s *Store) HasMergeShare(ctx context.Context, stepEnd time.Time, partitions, buckets, share int) (bool, error) {
+	_, err := s.db.Single().ReadRow(ctx, tableMergeShares, spanner.Key{stepEnd, int64(partitions), int64(buckets), int64(share)}, []string{"Share"})
+	switch {
+	case spanner.ErrCode(err) == codes.NotFound:
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("moderationstore.HasMergeShare(%v, %d): %w", stepEnd, share, err)
+	}
+	return true, nil
 }
 
 // SaveMergeShare keeps what share (of the merge of the step ending at

@@ -64,10 +64,11 @@ variable "page_token_secret_accepted" {
 }
 
 # Manipulation detection at the design rate of reaction changes (100,000 a
-# second): 72 buckets keep the largest merge share under its budget of
-# candidates (about 1.5 GiB of the function's 2 GiB), and 16 per-minute jobs
-# of 9-minute runs keep 144 invocations working the 2,628 shares of each
-# 5-minute step (make capacity, docs/design/manipulation.md).
+# second): 72 buckets keep the largest merge share within its budget of
+# candidates (about 1.4 GiB of the function's 2 GiB), and 31 per-minute jobs,
+# each run taking up work for 8m30s, keep about 263 invocations working the
+# 2,628 shares of each 5-minute step, twice the work measured (make
+# capacity, docs/design/manipulation.md).
 variable "detection" {
   type = object({
     partitions           = number
@@ -79,7 +80,7 @@ variable "detection" {
     partitions           = 144
     merge_buckets        = 72
     max_share_candidates = 4000000
-    jobs                 = 16
+    jobs                 = 31
   }
 }
 
@@ -136,8 +137,8 @@ variable "function_overrides" {
     Account = { timeout_seconds = 660 }
     # Its detection.jobs per-minute jobs hold a request up to 9 minutes each,
     # so ten times as many overlap; one request an instance, since a merge
-    # share holds up to 1.5 GiB of candidates (docs/design/manipulation.md).
-    DetectManipulation = { timeout_seconds = 600, memory = "2Gi", concurrency = 1, max_instances = 320 }
+    # share holds up to 1.4 GiB of candidates (docs/design/manipulation.md).
+    DetectManipulation = { timeout_seconds = 600, memory = "2Gi", concurrency = 1, max_instances = 620 }
     # Its per-minute runs hold a request up to 9m20s each, so about ten
     # overlap, each working its partitions (docs/design/history.md).
     ExpireHistory = { timeout_seconds = 600, max_instances = 24 }

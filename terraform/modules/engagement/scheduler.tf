@@ -6,7 +6,7 @@
 # and share the job's work under its leases, so the copies set how many work
 # at once (docs/design/manipulation.md, the arithmetic).
 locals {
-  scheduler_fan_out = { "detect-manipulation" = var.detection.jobs }
+  scheduler_fan_out = { for j in local.topology.scheduler : j.name => var.detection.jobs if j.function == "DetectManipulation" && try(j.fanOut, false) }
   scheduler_jobs = merge([for j in local.topology.scheduler :
     try(j.fanOut, false) ? { for k in range(local.scheduler_fan_out[j.name]) : "${j.name}-${k}" => j } : { (j.name) = j }
   ]...)
