@@ -688,3 +688,68 @@ func TestALayoutChangeFinishesTheStepsBegunUnderTheOld(t *testing.T) {
 		t.Errorf("%d entries on the spiked video, want one review", len(reviews))
 	}
 }
+
+// stale answers the first read of a step's saved shares with none, as a
+// read made just before other invocations saved them would, and fails the
+// first last stage, as a killed invocation would.
+type stale struct {
+	detectmanipulationfn.Store
+	read, flag sync.Once
+}
+
+func (s *stale) MergeShares(ctx context.Context, stepEnd time.Time, partitions, buckets int) (map[int]moderation.PairShare, error) {
+	fresh := false
+	s.read.Do(func() { fresh = true })
+	if fresh {
+		return map[int]moderation.PairShare{}, nil
+	}
+	return s.Store.MergeShares(ctx, stepEnd, partitions, buckets)
+}
+
+func (s *stale) FlagGroups(ctx context.Context, groups []moderation.Group, job string, from, to time.Time) (int, error) {
+	killed := false
+	s.flag.Do(func() { killed = true })
+	if killed {
+		return 0, errKilled
+	}
+	return s.Store.FlagGroups(ctx, groups, job, from, to)
+}
+
+// A share another invocation saved after this one listed the step's saved
+// shares is not counted again once this one holds its lease: every share of
+// the step was saved by a run killed in its last stage, the next run reads
+// the saved shares as none, and still counts only the next step's.
+func TestAShareSavedMeanwhileIsNotCountedAgain(t *testing.T) {
+	cfg := emulatortest.New(t)
+	db := emulatortest.Spanner(t, cfg)
+	now := time.Now().UTC()
+	world := moderationtest.Population{
+		Seed: 5, Ordinary: 600, PerUser: 2, Catalogue: 3000, NewShare: 0.1,
+		Rings: []moderationtest.Ring{{Size: 30, Items: 4, Spread: 5 * time.Minute}},
+	}.Generate(now.Add(-20 * time.Minute))
+	seed(t, db, world)
+	rs := moderationstore.New(db, moderationstore.Gate{})
+	counted := newCounting(detectmanipulationfn.Stores(reactionstore.New(db), rs))
+	st := &stale{Store: counted}
+	st.read.Do(func() {}) // the killed run reads truly
+	h := detectmanipulationfn.New(detectmanipulationfn.Deps{Store: st, Leases: leasestore.New(db, nil), Partitions: 4, MergeBuckets: 3,
+		Step: 30 * time.Minute, FirstLookback: time.Hour, Now: func() time.Time { return now }})
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/internal/detect-manipulation", strings.NewReader("{}")))
+	if rec.Code < 500 || len(counted.shares) != 6 {
+		t.Fatalf("killed run: %d %s, %d shares saved; want a failure with the first step's 6 saved", rec.Code, rec.Body, len(counted.shares))
+	}
+	st.read = sync.Once{}
+	rep := run(t, h)
+	if rep.Steps != 2 || rep.MergeShares != 6 {
+		t.Errorf("report %+v: want 2 steps merged, counting only the second step's 6 shares", rep)
+	}
+	for k, n := range counted.shares {
+		if n != 1 {
+			t.Errorf("merge share %s saved %d times", k, n)
+		}
+	}
+	if got := flagged(t, rs); len(got) != len(world.Ring) {
+		t.Errorf("flagged %d accounts, want the ring's %d", len(got), len(world.Ring))
+	}
+}
