@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/videngage/engagement/shared/topology"
@@ -81,9 +82,24 @@ func WriteTable(w io.Writer, p *Plan) {
 
 // countJobs is "reconcile-slices ×10, reconcile-hourly".
 func countJobs(jobs []string) string {
+	// A fanned-out job's copies (<name>-<k>, four or more) are one entry.
+	copies := map[string]map[string]bool{}
+	for _, j := range jobs {
+		if i := strings.LastIndex(j, "-"); i > 0 {
+			if _, err := strconv.Atoi(j[i+1:]); err == nil {
+				if copies[j[:i]] == nil {
+					copies[j[:i]] = map[string]bool{}
+				}
+				copies[j[:i]][j] = true
+			}
+		}
+	}
 	n := map[string]int{}
 	var order []string
 	for _, j := range jobs {
+		if i := strings.LastIndex(j, "-"); i > 0 && len(copies[j[:i]]) >= 4 && copies[j[:i]][j] {
+			j = fmt.Sprintf("%s-<k> (%d jobs)", j[:i], len(copies[j[:i]]))
+		}
 		if n[j] == 0 {
 			order = append(order, j)
 		}
