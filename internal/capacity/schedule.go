@@ -2,6 +2,7 @@ package capacity
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -123,22 +124,31 @@ func peakOverlap(schedules map[string]string, hold map[string]time.Duration) (Ov
 		}
 	}
 	// The count of runs in flight changes only at a start; with closed
-	// intervals it is largest at some run's start.
+	// intervals it is largest at some run's start, where it is the runs
+	// started by then less those ended before.
+	starts := make([]time.Duration, len(runs))
+	ends := make([]time.Duration, len(runs))
+	for i, r := range runs {
+		starts[i], ends[i] = r.start, r.start+r.hold
+	}
+	slices.Sort(starts)
+	slices.Sort(ends)
 	var best Overlap
-	for _, r := range runs {
-		if r.start < 24*time.Hour {
+	for _, t := range starts {
+		if t < 24*time.Hour {
 			continue
 		}
-		var at []string
-		for _, o := range runs {
-			if o.start <= r.start && r.start <= o.start+o.hold {
-				at = append(at, o.job)
-			}
+		begun, _ := slices.BinarySearch(starts, t+1)
+		ended, _ := slices.BinarySearch(ends, t)
+		// Of equal peaks, the earliest in the day (starts are in order):
+		// the same report each run, whatever the map's order.
+		if n := begun - ended; n > best.Peak {
+			best = Overlap{Peak: n, At: t - 24*time.Hour}
 		}
-		// Of equal peaks, the earliest in the day: the same report each run,
-		// whatever the map's order.
-		if len(at) > best.Peak || len(at) == best.Peak && r.start-24*time.Hour < best.At {
-			best = Overlap{Peak: len(at), At: r.start - 24*time.Hour, Jobs: at}
+	}
+	for _, o := range runs {
+		if t := best.At + 24*time.Hour; best.Peak > 0 && o.start <= t && t <= o.start+o.hold {
+			best.Jobs = append(best.Jobs, o.job)
 		}
 	}
 	return best, nil
