@@ -52,6 +52,7 @@ func init() {
 				Moderation: moderationstore.New(db, moderationstore.Gate{}),
 				Publisher:  bus.NewPublisher(c.PubSub, c.Config.PubSub.ErasureTopic),
 				Prepared:   c.Objects.Bucket(c.Config.Objects.ExportsBucket),
+				AsyncAbove: c.Config.Export.AsyncAbove,
 			}), nil
 		})
 }
@@ -113,8 +114,8 @@ type Deps struct {
 	// streams every export.
 	Prepared *objects.Bucket
 	// AsyncAbove is the bound over which an export is prepared
-	// asynchronously (default 1000): more reactions and history entries
-	// in the first pages it reads before answering.
+	// asynchronously (EXPORT_ASYNC_ABOVE; ≤ 0: 1000): more reactions and
+	// history entries in the first pages it reads before answering.
 	AsyncAbove int
 	// ExportTimeout bounds one export (default 10 minutes): it outlives the
 	// request deadline of the other routes, since a large account streams

@@ -304,6 +304,11 @@ type Export struct {
 	// An export reads everything held about the user, for up to ten
 	// minutes: three a day cover a retry or two of a failed download.
 	PerDay int `env:"EXPORTS_PER_DAY, default=3"`
+	// AsyncAbove is the size over which an export is prepared in the
+	// exports bucket by PrepareExport and handed over by a signed URL
+	// rather than streamed: reactions and history entries in the first
+	// pages the export reads.
+	AsyncAbove int `env:"EXPORT_ASYNC_ABOVE, default=1000"`
 }
 
 type Erasure struct {

@@ -6,13 +6,17 @@ import (
 	"time"
 )
 
+// operatorRoles are the roles the erasure log's operators are granted.
+var operatorRoles = map[string]bool{"roles/storage.objectViewer": true, "roles/storage.objectCreator": true}
+
 // ErasureLogRule: the erasure log's bucket (erasurelog.tf) is private
 // (uniform access, public access prevention enforced), unversioned, keeps
 // every entry by a retention policy at least a day longer than the longest
 // backup a restore could start from, deletes it by a lifecycle rule once
-// that retention is over, and is granted to one identity only, to create
-// objects (Account): an entry outlives every backup that could bring its
-// user back, and no longer.
+// that retention is over, and is granted to Account, to create objects, and
+// to the operators who replay it (erasure_log_operators), to read and create
+// them: an entry outlives every backup that could bring its user back, and
+// no longer, and nobody may replace or delete it before.
 func ErasureLogRule(p *Plan, _ *Graph) []error {
 	buckets := p.Instances("google_storage_bucket", "erasure_log")
 	if len(buckets) != 1 {
@@ -74,13 +78,20 @@ func ErasureLogRule(p *Plan, _ *Graph) []error {
 			}
 		}
 	}
+	writers := 0
 	for _, g := range grants {
-		if g.Type != "google_storage_bucket_iam_member" || g.Str("role") != "roles/storage.objectCreator" {
-			fail("%s grants %q on the erasure log: only Account's roles/storage.objectCreator belongs there (operators are granted by hand)", g.Address, g.Str("role"))
+		switch {
+		case g.Type != "google_storage_bucket_iam_member":
+			fail("%s is a %s on the erasure log: only members are granted there, each by its role", g.Address, g.Type)
+		case g.Name == "erasure_log_writer" && g.Str("role") == "roles/storage.objectCreator":
+			writers++
+		case g.Name == "erasure_log_operator" && operatorRoles[g.Str("role")]:
+		default:
+			fail("%s grants %q on the erasure log: only Account's roles/storage.objectCreator and the operators' roles/storage.objectViewer and objectCreator (erasure_log_operators) belong there", g.Address, g.Str("role"))
 		}
 	}
-	if len(grants) != 1 {
-		fail("%d grants on the erasure log, want 1 (Account, roles/storage.objectCreator)", len(grants))
+	if writers != 1 {
+		fail("%d grants of roles/storage.objectCreator to Account on the erasure log, want 1", writers)
 	}
 	return errs
 }

@@ -55,6 +55,26 @@ func TestSecurityRules(t *testing.T) {
 			t.Error(e)
 		}
 	})
+	t.Run("dev with erasure log operators", func(t *testing.T) {
+		t.Parallel()
+		r, err := toolchain.CheckEnvironment(copyOf(t, nil), "dev", "-var", `erasure_log_operators=["group:ops@example.com"]`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		roles := map[string]bool{}
+		for _, g := range r.PlanJSON.Instances("google_storage_bucket_iam_member", "erasure_log_operator") {
+			if g.Str("member") != "group:ops@example.com" {
+				t.Errorf("%s grants %q", g.Address, g.Str("member"))
+			}
+			roles[g.Str("role")] = true
+		}
+		if len(roles) != 2 || !roles["roles/storage.objectViewer"] || !roles["roles/storage.objectCreator"] {
+			t.Errorf("the operators are granted %v, want roles/storage.objectViewer and objectCreator", roles)
+		}
+		for _, e := range SecurityRules(r.PlanJSON, r.Graph) {
+			t.Error(e)
+		}
+	})
 	t.Run("dev with anonymous sign-in allowed", func(t *testing.T) {
 		t.Parallel()
 		r, err := toolchain.CheckEnvironment(copyOf(t, nil), "dev", "-var", "allow_anonymous_sign_in=true")
@@ -102,19 +122,21 @@ func TestSecurityRulesFailWhenBroken(t *testing.T) {
 			},
 		},
 		{
-			name: "proxy without SSL policy, no Adaptive Protection, SQLi rule after the throttle, budget only at 100%",
+			name: "proxy without SSL policy, no Adaptive Protection, SQLi rule after the throttle, budget only at 100%, erasure log operators may delete",
 			edit: func(root string) {
 				replaceIn(t, "api.tf", "  ssl_policy       = google_compute_ssl_policy.api.id\n", "")(root)
 				replaceIn(t, "api.tf", "      enable          = true\n", "      enable          = false\n")(root)
 				replaceIn(t, "billing.tf", "current    = [0.5, 0.9, 1.0]", "current    = [1.0]")(root)
 				replaceIn(t, "api.tf", `"sqli-v33-stable" = { priority = 900,`, `"sqli-v33-stable" = { priority = 2000,`)(root)
+				replaceIn(t, "erasurelog.tf", `erasure_log_operator_roles = ["roles/storage.objectViewer", "roles/storage.objectCreator"]`, `erasure_log_operator_roles = ["roles/storage.objectViewer", "roles/storage.objectAdmin"]`)(root)
 			},
-			vars: []string{"-var", "billing_account=" + testBillingAccount},
+			vars: []string{"-var", "billing_account=" + testBillingAccount, "-var", `erasure_log_operators=["group:ops@example.com"]`},
 			want: []string{
 				"TLS rule: module.engagement.google_compute_target_https_proxy.api has no SSL policy of this configuration",
 				"armor rule: module.engagement.google_compute_security_policy.api has no Adaptive Protection",
 				"armor rule: module.engagement.google_compute_security_policy.api evaluates sqli-* at priority 2000, after the throttle rule for every address at priority 1000: it is never reached",
 				"budget rule: module.engagement.google_billing_budget.monthly[0] alerts on current spend at [1], want 100% and at least one threshold below it",
+				`erasure log rule: module.engagement.google_storage_bucket_iam_member.erasure_log_operator["group:ops@example.com roles/storage.objectAdmin"] grants "roles/storage.objectAdmin" on the erasure log`,
 			},
 		},
 	}

@@ -172,6 +172,12 @@ variable "firestore_location" {
   default = "us-central1"
 }
 
+# Who replays the erasure log after a restore (docs/operations.md).
+variable "erasure_log_operators" {
+  type    = list(string)
+  default = []
+}
+
 # Identity Platform and the accounts the functions accept (docs/identity.md).
 variable "allow_anonymous_sign_in" {
   type    = bool

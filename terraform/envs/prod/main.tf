@@ -55,6 +55,8 @@ module "engagement" {
   auth_audience        = var.auth_audience
   cors_allowed_origins = var.cors_allowed_origins
 
+  erasure_log_operators = var.erasure_log_operators
+
   allow_anonymous_sign_in = var.allow_anonymous_sign_in
   auth_sign_in_providers  = var.auth_sign_in_providers
   auth_tenant             = var.auth_tenant

@@ -46,10 +46,28 @@ resource "google_storage_bucket" "erasure_log" {
 }
 
 # Account writes the entries and can do nothing else with the log: create
-# objects, not read, list, replace or delete them. The operators who run the
-# replay are granted roles/storage.objectViewer and objectCreator by hand.
+# objects, not read, list, replace or delete them.
 resource "google_storage_bucket_iam_member" "erasure_log_writer" {
   bucket = google_storage_bucket.erasure_log.name
   role   = "roles/storage.objectCreator"
   member = google_service_account.fn["Account"].member
+}
+
+# The operators who replay the log after a restore (cmd/replayerasures,
+# docs/operations.md) read it and, asking each erasure again, append to it;
+# on this bucket only, and still unable to replace or delete an entry.
+locals {
+  erasure_log_operator_roles = ["roles/storage.objectViewer", "roles/storage.objectCreator"]
+  erasure_log_operator_grants = {
+    for pair in setproduct(var.erasure_log_operators, local.erasure_log_operator_roles) :
+    "${pair[0]} ${pair[1]}" => { member = pair[0], role = pair[1] }
+  }
+}
+
+resource "google_storage_bucket_iam_member" "erasure_log_operator" {
+  for_each = local.erasure_log_operator_grants
+
+  bucket = google_storage_bucket.erasure_log.name
+  role   = each.value.role
+  member = each.value.member
 }

@@ -69,6 +69,7 @@ locals {
     RATE_LIMIT_MODERATION           = "30"
     EXPORTS_PER_DAY                 = "3"
     EXPORTS_BUCKET                  = google_storage_bucket.exports.name
+    EXPORT_ASYNC_ABOVE              = "1000"
     UNFLAG_PROTECTION               = "720h"
     DETECTION_PARTITIONS            = tostring(var.detection.partitions)
     DETECTION_MERGE_BUCKETS         = tostring(var.detection.merge_buckets)

@@ -500,6 +500,12 @@ variable "monthly_budget" {
 
 # --- Erasure log ------------------------------------------------------------
 
+variable "erasure_log_operators" {
+  description = "Principals (user:, group:, serviceAccount:) who replay the erasure log after a restore (cmd/replayerasures, docs/operations.md): granted roles/storage.objectViewer and roles/storage.objectCreator on the erasure log's bucket only."
+  type        = list(string)
+  default     = []
+}
+
 variable "erasure_log_location" {
   description = "Location of the erasure log's bucket (erasurelog.tf): a multi-region (e.g. US) in prod, so that DELETE /v1/me writes it while a region is lost; null: region."
   type        = string
