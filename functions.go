@@ -32,6 +32,7 @@ import (
 	_ "github.com/videngage/engagement/functions/history"
 	"github.com/videngage/engagement/functions/host"
 	_ "github.com/videngage/engagement/functions/moderation"
+	_ "github.com/videngage/engagement/functions/prepareexport"
 	_ "github.com/videngage/engagement/functions/reactions"
 	_ "github.com/videngage/engagement/functions/reconcile"
 	_ "github.com/videngage/engagement/functions/resumeerasures"

@@ -1,8 +1,8 @@
 // Package accountfn is the Account function: the caller's own data.
 //
 //	GET    /v1/me/export   everything held about the caller as one JSON document: streamed,
-//	                       or for a large account prepared in the exports bucket and handed
-//	                       over by a signed URL
+//	                       or for a large account prepared in the exports bucket
+//	                       (PrepareExport does the work) and handed over by a signed URL
 //	DELETE /v1/me          erase the caller's account (202; EraseAccount does the work)
 //
 // It is a function of its own, not part of Counts (which serves
@@ -23,12 +23,9 @@ import (
 	"github.com/videngage/engagement/shared/account/accountstore"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/bus"
-	"github.com/videngage/engagement/shared/comment"
 	"github.com/videngage/engagement/shared/comment/commentstore"
-	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
 	"github.com/videngage/engagement/shared/httpx"
-	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/moderation/moderationstore"
 	"github.com/videngage/engagement/shared/objects"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
@@ -49,10 +46,11 @@ func init() {
 				ErasureLog: accountstore.NewErasureLog(c.Objects.Bucket(c.Config.Erasure.LogBucket)),
 				Exports:    accountstore.NewExports(c.Firestore, c.Config.UserLimits().ExportsPerDay),
 				// The export only reads the trail: no gate.
-				Moderation: moderationstore.New(db, moderationstore.Gate{}),
-				Publisher:  bus.NewPublisher(c.PubSub, c.Config.PubSub.ErasureTopic),
-				Prepared:   c.Objects.Bucket(c.Config.Objects.ExportsBucket),
-				AsyncAbove: c.Config.Export.AsyncAbove,
+				Moderation:  moderationstore.New(db, moderationstore.Gate{}),
+				Publisher:   bus.NewPublisher(c.PubSub, c.Config.PubSub.ErasureTopic),
+				Prepared:    c.Objects.Bucket(c.Config.Objects.ExportsBucket),
+				ExportTopic: bus.NewPublisher(c.PubSub, c.Config.PubSub.ExportTopic),
+				AsyncAbove:  c.Config.Export.AsyncAbove,
 			}), nil
 		})
 }
@@ -62,22 +60,9 @@ type (
 	Verifier interface {
 		FromRequest(*http.Request) (auth.User, error)
 	}
-	Reactions interface {
-		ListByUser(ctx context.Context, userID, after string, limit int) ([]reactionstore.UserReaction, error)
-	}
-	Comments interface {
-		ListByAuthor(ctx context.Context, userID, after string, limit int) ([]comment.Comment, error)
-	}
-	History interface {
-		List(ctx context.Context, userID string, after *history.Cursor, horizon time.Time, size int) (history.Page, error)
-	}
 	Settings interface {
-		Get(ctx context.Context, userID string) (history.Settings, error)
+		account.ExportSettings
 		MarkErasing(ctx context.Context, userID string) error
-	}
-	// Moderation reads the audit trail's entries about the caller.
-	Moderation interface {
-		List(ctx context.Context, f moderation.Filter, after *moderation.EntryCursor, limit int) ([]moderation.Entry, *moderation.EntryCursor, error)
 	}
 	Erasures interface {
 		Request(ctx context.Context, userID string) (account.Erasure, error)
@@ -101,18 +86,20 @@ type (
 // Deps are the handler's collaborators.
 type Deps struct {
 	Verifier   Verifier
-	Reactions  Reactions
-	Comments   Comments
-	History    History
+	Reactions  account.ExportReactions
+	Comments   account.ExportComments
+	History    account.ExportHistory
 	Settings   Settings
-	Moderation Moderation
+	Moderation account.ExportModeration
 	Erasures   Erasures
 	ErasureLog ErasureLog
 	Exports    Exports
 	Publisher  Publisher // the erasure topic
-	// Prepared is the bucket of the exports prepared asynchronously; nil
+	// Prepared is the bucket of the exports prepared by PrepareExport; nil
 	// streams every export.
 	Prepared *objects.Bucket
+	// ExportTopic carries the exports to prepare to PrepareExport.
+	ExportTopic Publisher
 	// AsyncAbove is the bound over which an export is prepared
 	// asynchronously (EXPORT_ASYNC_ABOVE; ≤ 0: 1000): more reactions and
 	// history entries in the first pages it reads before answering.
@@ -161,44 +148,12 @@ func (h *handler) erase(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// Page sizes of the export's reads: each page is one bounded read.
-const (
-	reactionPage = 500
-	commentPage  = 200
-	historyPage  = 1000
-	actionPage   = 500
-)
-
-type reactionJSON struct {
-	ContentID  string    `json:"contentId"`
-	Reaction   string    `json:"reaction"`
-	Version    int64     `json:"version"`
-	UpdateTime time.Time `json:"updateTime"`
-}
-
-type commentJSON struct {
-	ID         string    `json:"id"`
-	VideoID    string    `json:"videoId"`
-	ParentID   string    `json:"parentId,omitempty"`
-	Text       string    `json:"text"`
-	Status     string    `json:"status"`
-	CreateTime time.Time `json:"createTime"`
-	UpdateTime time.Time `json:"updateTime"`
-}
-
-type entryJSON struct {
-	VideoID         string    `json:"videoId"`
-	WatchedAt       time.Time `json:"watchedAt"`
-	PositionSeconds float64   `json:"positionSeconds"`
-}
-
-// export streams {"reactions":[…],"comments":[…],"history":[…],"moderation":[…],"settings":{…}}:
-// each store is read a page at a time and each item written as it is read,
-// so that the function holds one page, never the account. The first page is
-// read before the answer starts, so that a backend down at the start is a
-// 503; a failure after the first byte can no longer change the status, so
-// the connection is aborted and the client sees a truncated document (an
-// unterminated chunked body), never a complete-looking partial one.
+// export streams the caller's export (account.Exporter), or for a large
+// account has PrepareExport prepare it. The first pages are read before the
+// answer starts, so that a backend down at the start is a 503; a failure
+// after the first byte can no longer change the status, so the connection
+// is aborted and the client sees a truncated document (an unterminated
+// chunked body), never a complete-looking partial one.
 func (h *handler) export(w http.ResponseWriter, r *http.Request) error {
 	user, err := h.Verifier.FromRequest(r)
 	if err != nil {
@@ -218,18 +173,19 @@ func (h *handler) export(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.ExportTimeout)
+	defer cancel()
 	end := func() {
 		if err := h.Exports.End(ctx, user.ID, lease); err != nil {
 			// The lease lapses at the export's deadline anyway.
 			slog.WarnContext(ctx, "account: export not marked over", "error", err.Error())
 		}
 	}
-	first, err := h.firstPages(ctx, user.ID)
-	if err == nil && h.Prepared != nil && first.size() > h.AsyncAbove {
-		// The lease and the deadline go with the preparation.
-		return h.prepare(ctx, cancel, end, w, user.ID, first)
+	exporter := account.Exporter{Reactions: h.Reactions, Comments: h.Comments, History: h.History, Settings: h.Settings, Moderation: h.Moderation}
+	first, err := exporter.FirstPages(ctx, user.ID)
+	if err == nil && h.Prepared != nil && first.Size() > h.AsyncAbove {
+		// The lease goes with the message: PrepareExport ends it.
+		return h.prepare(ctx, w, user.ID, lease, end)
 	}
-	defer cancel()
 	defer end()
 	if err != nil {
 		return err
@@ -237,112 +193,9 @@ func (h *handler) export(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.Header().Set("Cache-Control", "private, no-store")
 	w.WriteHeader(http.StatusOK)
-	s := newObjectStream(w)
-	if err := h.stream(ctx, s, user.ID, first); err != nil {
+	if err := exporter.Write(ctx, w, user.ID, first); err != nil {
 		slog.ErrorContext(ctx, "account: export failed after its answer started; aborting the connection", "error", err.Error())
 		panic(http.ErrAbortHandler)
 	}
 	return nil
-}
-
-// firstPages are the pages an export reads before it answers: a backend
-// down then is a 503, and their size decides whether the export is
-// streamed or prepared.
-type firstPages struct {
-	reactions []reactionstore.UserReaction
-	history   history.Page
-}
-
-func (f firstPages) size() int { return len(f.reactions) + len(f.history.Entries) }
-
-func (h *handler) firstPages(ctx context.Context, userID string) (firstPages, error) {
-	var f firstPages
-	var err error
-	if f.reactions, err = h.Reactions.ListByUser(ctx, userID, "", reactionPage); err != nil {
-		return f, err
-	}
-	f.history, err = h.History.List(ctx, userID, nil, time.Time{}, historyPage)
-	return f, err
-}
-
-func (h *handler) stream(ctx context.Context, s *objectStream, userID string, first firstPages) error {
-	page := first.reactions
-	s.beginArray("reactions")
-	for len(page) > 0 {
-		for _, r := range page {
-			s.item(reactionJSON{ContentID: r.ContentID, Reaction: string(r.State.Current()), Version: r.State.Version, UpdateTime: r.UpdateTime.UTC()})
-		}
-		if s.err != nil || len(page) < reactionPage {
-			break
-		}
-		var err error
-		if page, err = h.Reactions.ListByUser(ctx, userID, page[len(page)-1].ContentID, reactionPage); err != nil {
-			return err
-		}
-	}
-	s.endArray()
-
-	s.beginArray("comments")
-	for lastID := ""; s.err == nil; {
-		cs, err := h.Comments.ListByAuthor(ctx, userID, lastID, commentPage)
-		if err != nil {
-			return err
-		}
-		for _, c := range cs {
-			s.item(commentJSON{ID: c.ID, VideoID: c.VideoID, ParentID: c.ParentID, Text: c.Text, Status: string(c.Status),
-				CreateTime: c.CreateTime.UTC(), UpdateTime: c.UpdateTime.UTC()})
-		}
-		if len(cs) < commentPage {
-			break
-		}
-		lastID = cs[len(cs)-1].ID
-	}
-	s.endArray()
-
-	// Every entry held, also those past the user's auto-delete horizon that
-	// are not deleted yet: the export shows what is stored, not what the
-	// history listing shows.
-	s.beginArray("history")
-	var after *history.Cursor
-	for p := first.history; s.err == nil; {
-		if after != nil {
-			var err error
-			if p, err = h.History.List(ctx, userID, after, time.Time{}, historyPage); err != nil {
-				return err
-			}
-		}
-		for _, e := range p.Entries {
-			s.item(entryJSON{VideoID: e.VideoID, WatchedAt: e.WatchedAt.UTC(), PositionSeconds: e.PositionSeconds})
-		}
-		if p.Next == nil {
-			break
-		}
-		after = p.Next
-	}
-	s.endArray()
-
-	// The moderation audit trail's entries about the user: one key range.
-	s.beginArray("moderation")
-	var afterAction *moderation.EntryCursor
-	for s.err == nil {
-		es, next, err := h.Moderation.List(ctx, moderation.Filter{UserID: userID}, afterAction, actionPage)
-		if err != nil {
-			return err
-		}
-		for _, e := range es {
-			s.item(e)
-		}
-		if next == nil {
-			break
-		}
-		afterAction = next
-	}
-	s.endArray()
-
-	settings, err := h.Settings.Get(ctx, userID)
-	if err != nil {
-		return err
-	}
-	s.member("settings", settings)
-	return s.end()
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/reaction"
-	"github.com/videngage/engagement/shared/reaction/reactionstore"
 )
 
 type fakeVerifier struct{}
@@ -85,7 +84,7 @@ func (f *fakeTrail) List(_ context.Context, fl moderation.Filter, after *moderat
 	return out, nil, nil
 }
 
-func (a *fakeAccount) ListByUser(_ context.Context, _ string, after string, limit int) ([]reactionstore.UserReaction, error) {
+func (a *fakeAccount) ListByUser(_ context.Context, _ string, after string, limit int) ([]reaction.UserReaction, error) {
 	if a.maxPage == 0 {
 		a.exports.runningAtRead = a.exports.running
 	}
@@ -95,9 +94,9 @@ func (a *fakeAccount) ListByUser(_ context.Context, _ string, after string, limi
 		fmt.Sscanf(after, "v%06d", &start)
 		start++
 	}
-	var out []reactionstore.UserReaction
+	var out []reaction.UserReaction
 	for i := start; i < a.reactions && len(out) < limit; i++ {
-		out = append(out, reactionstore.UserReaction{ContentID: fmt.Sprintf("v%06d", i),
+		out = append(out, reaction.UserReaction{ContentID: fmt.Sprintf("v%06d", i),
 			State: reaction.State{Reaction: reaction.Like, Version: 1}, UpdateTime: time.Unix(1700000000, 0)})
 	}
 	return out, nil

@@ -2,26 +2,22 @@ package accountfn
 
 import (
 	"context"
-	"encoding/base64"
-	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/videngage/engagement/shared/account"
+	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/objects"
 )
 
-// A large account's export is prepared in the exports bucket by the same
-// writer the streamed export uses, under exports/<user key>/<start>:
-// <start>.pending while it is prepared, <start>.json once whole (an object
-// exists only once its upload completed). The bucket's lifecycle deletes
-// both a day later.
+// A large account's export is prepared in the exports bucket
+// (account.PreparedExport) by PrepareExport, and handed over from there
+// by signed URLs. The bucket's lifecycle deletes its objects a day later.
 const (
-	preparedPrefix = "exports/"
 	// handOverFor is how long after it is prepared an export is handed
 	// over by every GET, counting no new export.
 	handOverFor = time.Hour
@@ -30,12 +26,6 @@ const (
 	// pollAfter is the Retry-After of an export being prepared.
 	pollAfter = 5 * time.Second
 )
-
-// preparedDir is the prefix of a user's prepared exports: base64url of the
-// user id, since user ids may hold any character.
-func preparedDir(userID string) string {
-	return preparedPrefix + base64.RawURLEncoding.EncodeToString([]byte(userID)) + "/"
-}
 
 type exportLinkJSON struct {
 	URL       string    `json:"url"`
@@ -55,9 +45,10 @@ func writePreparing(w http.ResponseWriter) {
 // handOver answers for the user's export prepared within handOverFor (200
 // with a signed URL) or being prepared (202), and reports whether it
 // answered. A preparation older than the export's deadline was lost with
-// its instance: its lease has lapsed too, and the next export may start.
+// its message or its preparation: its lease has lapsed too, and the next
+// export may start.
 func (h *handler) handOver(w http.ResponseWriter, r *http.Request, userID string) (bool, error) {
-	objs, err := h.Prepared.List(r.Context(), preparedDir(userID))
+	objs, err := h.Prepared.List(r.Context(), account.PreparedDir(userID))
 	if err != nil {
 		return false, err
 	}
@@ -66,11 +57,11 @@ func (h *handler) handOver(w http.ResponseWriter, r *http.Request, userID string
 	preparing := false
 	for i, o := range objs {
 		switch {
-		case strings.HasSuffix(o.Name, ".json") && now.Sub(o.Created) < handOverFor:
+		case strings.HasSuffix(o.Name, account.DocumentSuffix) && now.Sub(o.Created) < handOverFor:
 			if ready == nil || o.Created.After(ready.Created) {
 				ready = &objs[i]
 			}
-		case strings.HasSuffix(o.Name, ".pending") && now.Sub(o.Created) < h.ExportTimeout:
+		case strings.HasSuffix(o.Name, account.PendingSuffix) && now.Sub(o.Created) < h.ExportTimeout:
 			preparing = true
 		}
 	}
@@ -91,46 +82,31 @@ func (h *handler) handOver(w http.ResponseWriter, r *http.Request, userID string
 	return true, nil
 }
 
-// prepare marks the export being prepared, answers 202 and writes the
-// document to the bucket after the answer, within the export's deadline
-// (ctx); end frees the user's lease when it is over, however it ends.
-func (h *handler) prepare(ctx context.Context, cancel context.CancelFunc, end func(), w http.ResponseWriter, userID string, first firstPages) error {
-	base := fmt.Sprintf("%s%d", preparedDir(userID), time.Now().UnixNano())
-	marker := h.Prepared.Write(ctx, base+".pending", "text/plain")
-	if err := marker.Close(); err != nil {
+// prepare marks the export being prepared, publishes it to PrepareExport
+// with the user's lease, which PrepareExport ends, and answers 202. A
+// publish that fails withdraws the marker and ends the lease, so that the
+// client's retry starts the export again; were either left behind, it
+// lapses at the export's deadline (ctx's).
+func (h *handler) prepare(ctx context.Context, w http.ResponseWriter, userID, lease string, end func()) error {
+	deadline, _ := ctx.Deadline()
+	export := account.NewPreparedExport(userID, time.Now())
+	if err := h.Prepared.Write(ctx, export.Pending(), "text/plain").Close(); err != nil {
 		end()
-		cancel()
 		return err
 	}
-	go func() {
-		defer cancel()
-		defer end()
-		defer func() {
-			dctx, stop := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			defer stop()
-			if err := h.Prepared.Delete(dctx, base+".pending"); err != nil {
-				// Past the deadline it no longer counts; the lifecycle deletes it.
-				slog.WarnContext(dctx, "account: prepared export's marker not deleted", "error", err.Error())
-			}
-		}()
-		if err := h.writePrepared(ctx, base+".json", userID, first); err != nil {
-			slog.ErrorContext(ctx, "account: export not prepared; the next request starts another", "error", err.Error())
+	msg, err := account.ExportMessage{UserID: userID, Export: export, Lease: lease, Deadline: deadline.UTC()}.Encode()
+	if err == nil {
+		_, err = h.ExportTopic.Publish(ctx, msg, map[string]string{events.AttrKind: account.ExportKind})
+	}
+	if err != nil {
+		if derr := h.Prepared.Delete(ctx, export.Pending()); derr != nil {
+			slog.WarnContext(ctx, "account: unpublished export's marker not deleted; it lapses at the export's deadline", "error", derr.Error())
 		}
-	}()
+		end()
+		return err
+	}
 	writePreparing(w)
 	return nil
-}
-
-// writePrepared writes the export to the object name: whole, or not at all.
-func (h *handler) writePrepared(ctx context.Context, name, userID string, first firstPages) error {
-	wctx, abandon := context.WithCancel(ctx)
-	defer abandon()
-	ow := h.Prepared.Write(wctx, name, "application/json; charset=utf-8")
-	if err := h.stream(ctx, newObjectStream(ow), userID, first); err != nil {
-		abandon() // the upload is dropped, not completed
-		return errors.Join(err, ow.Close())
-	}
-	return ow.Close()
 }
 
 // deletePrepared deletes the user's prepared exports (the account erasure).
@@ -138,7 +114,7 @@ func (h *handler) deletePrepared(ctx context.Context, userID string) error {
 	if h.Prepared == nil {
 		return nil
 	}
-	objs, err := h.Prepared.List(ctx, preparedDir(userID))
+	objs, err := h.Prepared.List(ctx, account.PreparedDir(userID))
 	if err != nil {
 		return err
 	}

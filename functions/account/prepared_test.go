@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,34 +13,17 @@ import (
 	"testing"
 	"time"
 
+	prepareexportfn "github.com/videngage/engagement/functions/prepareexport"
 	"github.com/videngage/engagement/internal/apitest"
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
+	"github.com/videngage/engagement/internal/pushtest"
+	"github.com/videngage/engagement/shared/account"
+	"github.com/videngage/engagement/shared/bus"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/objects"
 )
 
 func TestMain(m *testing.M) { emulatortest.Main(m) }
-
-// syncExports is fakeExports behind a lock, for an export that ends after
-// its answer; ended is closed by the first End.
-type syncExports struct {
-	mu    sync.Mutex
-	f     *fakeExports
-	ended chan struct{}
-	once  sync.Once
-}
-
-func (s *syncExports) Begin(ctx context.Context, user string, timeout time.Duration) (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.f.Begin(ctx, user, timeout)
-}
-
-func (s *syncExports) End(ctx context.Context, user, lease string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	defer s.once.Do(func() { close(s.ended) })
-	return s.f.End(ctx, user, lease)
-}
 
 func exportsBucket(t *testing.T) *objects.Bucket {
 	t.Helper()
@@ -64,12 +48,41 @@ func get(t *testing.T, h http.Handler, user string) *httptest.ResponseRecorder {
 	return w
 }
 
+// exportTopic is the exports topic: it keeps the messages for the test to
+// deliver, and refuses them while fail is set.
+type exportTopic struct {
+	mu   sync.Mutex
+	msgs []bus.Message
+	fail error
+}
+
+func (q *exportTopic) Publish(_ context.Context, data []byte, attrs map[string]string) (string, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.fail != nil {
+		return "", q.fail
+	}
+	id := fmt.Sprintf("export-%d", len(q.msgs))
+	q.msgs = append(q.msgs, bus.Message{ID: id, Data: data, Attributes: attrs})
+	return id, nil
+}
+
+func (q *exportTopic) take() []bus.Message {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := q.msgs
+	q.msgs = nil
+	return out
+}
+
 // TestExportPreparedForALargeAccount: over the bound (lowered here), the
-// export is prepared in the bucket on the emulator: 202 with Retry-After,
-// 202 again while it is prepared, then 200 with a signed URL whose plain
-// download is byte for byte the document the streamed export gives. The
-// preparation holds the user's lease until it is over, and the account
-// erasure deletes the prepared export.
+// export is published to the exports topic and answered 202 with
+// Retry-After, and 202 again until PrepareExport, handed the push the
+// subscription delivers, has written it to the bucket on the emulator;
+// then 200 with a signed URL whose plain download is byte for byte the
+// document the streamed export gives. The user's lease goes with the
+// message and PrepareExport ends it; the message redelivered changes
+// nothing; the account erasure deletes the prepared export.
 func TestExportPreparedForALargeAccount(t *testing.T) {
 	bucket := exportsBucket(t)
 	newAccount := func() *fakeAccount {
@@ -86,44 +99,50 @@ func TestExportPreparedForALargeAccount(t *testing.T) {
 	want := w.Body.Bytes()
 
 	a := newAccount()
-	exports := &syncExports{f: &a.exports, ended: make(chan struct{})}
+	topic := &exportTopic{}
 	h := New(Deps{Verifier: fakeVerifier{}, Reactions: a, Comments: a, History: a, Settings: a,
-		Moderation: &a.trail, Exports: exports, Prepared: bucket, AsyncAbove: 100})
+		Moderation: &a.trail, Exports: &a.exports, Prepared: bucket, ExportTopic: topic, AsyncAbove: 100})
+	prepare := prepareexportfn.New(prepareexportfn.Deps{
+		Exporter: account.Exporter{Reactions: a, Comments: a, History: a, Settings: a, Moderation: &a.trail},
+		Exports:  &a.exports, Prepared: bucket}, nil)
+
 	w = get(t, h, "alice")
 	if w.Code != http.StatusAccepted || w.Header().Get("Retry-After") == "" || !strings.Contains(w.Body.String(), `"preparing"`) {
 		t.Fatalf("over the bound: %d %q %s; want 202 preparing with Retry-After", w.Code, w.Header().Get("Retry-After"), w.Body)
 	}
+	msgs := topic.take()
+	if len(msgs) != 1 || msgs[0].Attributes["kind"] != account.ExportKind {
+		t.Fatalf("published %v; want one export message", msgs)
+	}
+	if a.exports.running != 1 {
+		t.Errorf("exports %+v: want the lease held while the export waits to be prepared", a.exports)
+	}
+	// Asked again before it is prepared: 202, never another export.
+	if w = get(t, h, "alice"); w.Code != http.StatusAccepted || len(a.exports.begun) != 1 || len(topic.take()) != 0 {
+		t.Fatalf("while prepared: %d %s, %d exports begun", w.Code, w.Body, len(a.exports.begun))
+	}
 
-	// Asked again until handed over: 202 meanwhile, never another export.
+	if got := pushtest.Deliver(t, prepare, msgs[0], "account-export"); got != pushtest.Acked {
+		t.Fatalf("PrepareExport: %v, want acknowledged", got)
+	}
+	if len(a.exports.begun) != 1 || a.exports.running != 0 {
+		t.Errorf("exports %+v: want one begun, and ended once prepared", a.exports)
+	}
+	objs, err := bucket.List(t.Context(), account.PreparedDir("alice"))
+	if err != nil || len(objs) != 1 || !strings.HasSuffix(objs[0].Name, account.DocumentSuffix) {
+		t.Fatalf("objects of alice's export %v, %v: want the document alone, its marker deleted", objs, err)
+	}
+
 	var link exportLinkJSON
-	deadline := time.Now().Add(time.Minute)
-	for {
-		w = get(t, h, "alice")
-		if w.Code == http.StatusOK {
-			if err := json.Unmarshal(w.Body.Bytes(), &link); err != nil || link.URL == "" {
-				t.Fatalf("200 without a link: %v %s", err, w.Body)
-			}
-			break
-		}
-		if w.Code != http.StatusAccepted {
-			t.Fatalf("while prepared: %d %s", w.Code, w.Body)
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the export was not prepared within a minute")
-		}
-		time.Sleep(50 * time.Millisecond) // polling the condition, as a client does
+	if w = get(t, h, "alice"); w.Code != http.StatusOK {
+		t.Fatalf("once prepared: %d %s; want 200 with a link", w.Code, w.Body)
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &link); err != nil || link.URL == "" {
+		t.Fatalf("200 without a link: %v %s", err, w.Body)
 	}
 	if left := time.Until(link.ExpiresAt); left <= 0 || left > linkFor {
 		t.Errorf("link expires at %v, in %v; want within %v", link.ExpiresAt, left, linkFor)
 	}
-
-	<-exports.ended
-	exports.mu.Lock()
-	if len(a.exports.begun) != 1 || a.exports.running != 0 {
-		t.Errorf("exports %+v: want one begun, and ended once prepared", a.exports)
-	}
-	exports.mu.Unlock()
-
 	resp, err := http.Get(link.URL) // no credentials: the URL is enough
 	if err != nil {
 		t.Fatal(err)
@@ -137,12 +156,21 @@ func TestExportPreparedForALargeAccount(t *testing.T) {
 		t.Errorf("the downloaded document: %v", err)
 	}
 
+	// Redelivered: acknowledged, the document as it was, nothing read.
+	a.maxPage = 0
+	if got := pushtest.Deliver(t, prepare, msgs[0], "account-export"); got != pushtest.Acked {
+		t.Fatalf("PrepareExport redelivered: %v, want acknowledged", got)
+	}
+	if again, err := bucket.List(t.Context(), account.PreparedDir("alice")); err != nil || len(again) != 1 || again[0] != objs[0] || a.maxPage != 0 {
+		t.Errorf("after a redelivery alice's objects are %v, %v (were %v), pages read %d; want them unchanged and nothing read", again, err, objs, a.maxPage)
+	}
+	if len(a.exports.begun) != 1 || len(a.exports.ended) != 1 || a.exports.running != 0 {
+		t.Errorf("exports after a redelivery %+v: want one begun and ended once", a.exports)
+	}
+
 	// Handed over again without another export; the others see nothing.
 	if w = get(t, h, "alice"); w.Code != http.StatusOK || len(a.exports.begun) != 1 {
 		t.Errorf("asked again: %d, %d exports begun; want the link again and no new export", w.Code, len(a.exports.begun))
-	}
-	if objs, _ := bucket.List(t.Context(), preparedDir("alice")); len(objs) != 1 || !strings.HasSuffix(objs[0].Name, ".json") {
-		t.Errorf("objects of alice's export %v: want the document alone, its marker deleted", objs)
 	}
 
 	// The erasure deletes the prepared export.
@@ -155,8 +183,35 @@ func TestExportPreparedForALargeAccount(t *testing.T) {
 	if ew.Code != http.StatusAccepted {
 		t.Fatalf("erase: %d %s", ew.Code, ew.Body)
 	}
-	if objs, err := bucket.List(t.Context(), preparedDir("alice")); err != nil || len(objs) != 0 {
+	if objs, err := bucket.List(t.Context(), account.PreparedDir("alice")); err != nil || len(objs) != 0 {
 		t.Errorf("after the erasure alice's prepared exports are %v, %v; want none", objs, err)
+	}
+}
+
+// TestExportNotPublished: when the exports topic refuses the message, the
+// answer is 503 in the error format, no marker is left and the user's lease
+// is ended, so the retry is another export, prepared as usual.
+func TestExportNotPublished(t *testing.T) {
+	bucket := exportsBucket(t)
+	a := &fakeAccount{reactions: 700, entries: 2500, written: func() int { return 0 }}
+	topic := &exportTopic{fail: fmt.Errorf("%w: pubsub is down", errs.ErrBackendUnavailable)}
+	h := New(Deps{Verifier: fakeVerifier{}, Reactions: a, Comments: a, History: a, Settings: a,
+		Moderation: &a.trail, Exports: &a.exports, Prepared: bucket, ExportTopic: topic, AsyncAbove: 100})
+
+	w := get(t, h, "alice")
+	apitest.CheckError(t, "publish refused", apitest.Answer{Code: w.Code, Header: w.Header(), Body: w.Body.Bytes()}, 503, "UNAVAILABLE")
+	if objs, err := bucket.List(t.Context(), account.PreparedDir("alice")); err != nil || len(objs) != 0 {
+		t.Errorf("after the refused publish alice's objects are %v, %v; want none", objs, err)
+	}
+	if a.exports.running != 0 || len(a.exports.ended) != 1 {
+		t.Errorf("exports %+v: want the lease ended", a.exports)
+	}
+
+	topic.mu.Lock()
+	topic.fail = nil
+	topic.mu.Unlock()
+	if w = get(t, h, "alice"); w.Code != http.StatusAccepted || len(topic.take()) != 1 || len(a.exports.begun) != 2 {
+		t.Errorf("the retry: %d %s, exports %+v; want 202 and the export published", w.Code, w.Body, a.exports)
 	}
 }
 
@@ -166,7 +221,7 @@ func TestExportPreparedForALargeAccount(t *testing.T) {
 // lapsed too, the next request starts an export again.
 func TestExportPreparationLost(t *testing.T) {
 	bucket := exportsBucket(t)
-	marker := preparedDir("alice") + "1.pending"
+	marker := account.PreparedDir("alice") + "1.pending"
 	if err := bucket.Write(t.Context(), marker, "text/plain").Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -491,7 +491,7 @@ func provisionPubSub(ctx context.Context, host string, t Target, top topology.Pu
 						Name:                     SubscriptionName(t.Project, s.Name),
 						Topic:                    TopicName(t.Project, topic.Name),
 						PushConfig:               push,
-						AckDeadlineSeconds:       int32(d.AckDeadlineSeconds),
+						AckDeadlineSeconds:       int32(s.AckDeadline(d)),
 						MessageRetentionDuration: retention,
 						// No retry policy (the topology's backoff is set in the
 						// cloud by Terraform): the emulator's exponential

@@ -73,6 +73,9 @@ type PubSub struct {
 	CounterTopic string `env:"COUNTER_TOPIC, default=counter-events"`
 	// ErasureTopic carries the account erasures' steps (DELETE /v1/me).
 	ErasureTopic string `env:"ERASURE_TOPIC, default=account-erasures"`
+	// ExportTopic carries the exports to prepare (GET /v1/me/export of a
+	// large account) to PrepareExport.
+	ExportTopic  string `env:"EXPORT_TOPIC, default=account-exports"`
 	EmulatorHost string `env:"PUBSUB_EMULATOR_HOST"`
 }
 

@@ -156,3 +156,11 @@ func (t Transition) Event(user, content string, at time.Time) events.Event {
 		},
 	}
 }
+
+// UserReaction is one of a user's stored reactions: the item, its state and
+// when it last changed.
+type UserReaction struct {
+	ContentID  string
+	State      State
+	UpdateTime time.Time
+}

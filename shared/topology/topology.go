@@ -92,6 +92,17 @@ type Topic struct {
 type Subscription struct {
 	Name     string `json:"name"`
 	Function string `json:"function"`
+	// AckDeadlineSeconds, when set, is this subscription's ack deadline in
+	// place of Delivery's: for a function whose delivery may take longer.
+	AckDeadlineSeconds int `json:"ackDeadlineSeconds,omitempty"`
+}
+
+// AckDeadline is the subscription's ack deadline in seconds under d.
+func (s Subscription) AckDeadline(d Delivery) int {
+	if s.AckDeadlineSeconds > 0 {
+		return s.AckDeadlineSeconds
+	}
+	return d.AckDeadlineSeconds
 }
 
 type Delivery struct {

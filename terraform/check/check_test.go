@@ -317,7 +317,7 @@ func TestEnvironmentDifferences(t *testing.T) {
 			prof, _ := rc.Get("service_config", 0, "environment_variables", "BIGTABLE_APP_PROFILE").(string)
 			// The account's export and erasure read the rows History and
 			// ApplyHistory write.
-			ownHistory := ep == "History" || ep == "ApplyHistory" || ep == "Account" || ep == "EraseAccount"
+			ownHistory := ep == "History" || ep == "ApplyHistory" || ep == "Account" || ep == "PrepareExport" || ep == "EraseAccount"
 			if ownHistory != (prof == hist.Str("app_profile_id")) {
 				t.Errorf("%s: %s uses app profile %q", env, ep, prof)
 			}

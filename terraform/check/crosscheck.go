@@ -204,8 +204,14 @@ func CrossCheck(p *Plan, c *Code) []error {
 		}
 		// A push still running at the ack deadline is delivered again
 		// while it runs: the function must answer within the deadline.
-		if timeout := rc.Num("service_config", 0, "timeout_seconds"); f.Kind == "event" && timeout > float64(top.PubSub.Delivery.AckDeadlineSeconds) {
-			add(fmt.Errorf("event function %s may run %vs, longer than the push subscriptions' ack deadline of %ds", f.Name, timeout, top.PubSub.Delivery.AckDeadlineSeconds))
+		if timeout := rc.Num("service_config", 0, "timeout_seconds"); f.Kind == "event" {
+			for _, t := range top.PubSub.Topics {
+				for _, s := range t.Subscriptions {
+					if ack := s.AckDeadline(top.PubSub.Delivery); s.Function == f.Name && timeout > float64(ack) {
+						add(fmt.Errorf("event function %s may run %vs, longer than the push subscriptions' ack deadline of %ds (%s)", f.Name, timeout, ack, s.Name))
+					}
+				}
+			}
 		}
 		wantIngress := "ALLOW_INTERNAL_ONLY"
 		if f.Kind == "http" && f.Public {
@@ -309,8 +315,8 @@ func CrossCheck(p *Plan, c *Code) []error {
 			if got := rc.Num("dead_letter_policy", 0, "max_delivery_attempts"); got != float64(d.MaxDeliveryAttempts) {
 				add(fmt.Errorf("subscription %s: max_delivery_attempts %v, topology.json says %d", s.Name, got, d.MaxDeliveryAttempts))
 			}
-			if got := rc.Num("ack_deadline_seconds"); got != float64(d.AckDeadlineSeconds) {
-				add(fmt.Errorf("subscription %s: ack deadline %v, topology.json says %d", s.Name, got, d.AckDeadlineSeconds))
+			if got := rc.Num("ack_deadline_seconds"); got != float64(s.AckDeadline(d)) {
+				add(fmt.Errorf("subscription %s: ack deadline %v, topology.json says %d", s.Name, got, s.AckDeadline(d)))
 			}
 			if got, want := rc.Str("retry_policy", 0, "minimum_backoff"), fmt.Sprintf("%ds", d.MinimumBackoffSeconds); got != want {
 				add(fmt.Errorf("subscription %s: minimum backoff %q, want %q", s.Name, got, want))
@@ -325,7 +331,7 @@ func CrossCheck(p *Plan, c *Code) []error {
 	}
 	add(diffSets("topic", "Terraform", topicsTF, "topology.json", topicsTopo)...)
 	add(diffSets("subscription", "Terraform", subsTF, "topology.json", subsTopo)...)
-	for _, k := range []string{"HISTORY_TOPIC", "COUNTER_TOPIC"} {
+	for _, k := range []string{"HISTORY_TOPIC", "COUNTER_TOPIC", "ERASURE_TOPIC", "EXPORT_TOPIC"} {
 		if def, ok := c.EnvVars[k]; ok && !topicsTopo[def] {
 			add(fmt.Errorf("shared/config's default %s=%q is not a topic of topology.json", k, def))
 		}

@@ -265,7 +265,7 @@ func TestSubscriptionsFromTopology(t *testing.T) {
 			}{
 				{"topic", got.Topic, emulators.TopicName(cfg.Project, topic.Name)},
 				{"push endpoint", got.GetPushConfig().GetPushEndpoint(), endpoint(s.Function)},
-				{"ack deadline", got.AckDeadlineSeconds, int32(d.AckDeadlineSeconds)},
+				{"ack deadline", got.AckDeadlineSeconds, int32(s.AckDeadline(d))},
 				{"dead-letter topic", got.GetDeadLetterPolicy().GetDeadLetterTopic(), emulators.TopicName(cfg.Project, topic.DeadLetterTopic)},
 				{"max delivery attempts", got.GetDeadLetterPolicy().GetMaxDeliveryAttempts(), int32(d.MaxDeliveryAttempts)},
 				// The emulator strands refused messages under a retry

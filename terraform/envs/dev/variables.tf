@@ -112,6 +112,9 @@ variable "function_overrides" {
     Reconcile = { timeout_seconds = 1800, memory = "1Gi", max_instances = 24 }
     # An export streams for up to its own 10-minute deadline.
     Account = { timeout_seconds = 660 }
+    # An export is prepared within its 10-minute deadline, under its
+    # subscription's 600 s ack deadline (topology.json).
+    PrepareExport = { timeout_seconds = 600 }
     # Its per-minute partition and merge runs hold a request up to 9 minutes,
     # so about ten overlap; a merge of a busy step holds its candidates
     # in memory (docs/design/manipulation.md).

@@ -135,6 +135,9 @@ variable "function_overrides" {
     Reconcile = { timeout_seconds = 1800, memory = "1Gi", max_instances = 24 }
     # An export streams for up to its own 10-minute deadline.
     Account = { timeout_seconds = 660 }
+    # An export is prepared within its 10-minute deadline, under its
+    # subscription's 600 s ack deadline (topology.json).
+    PrepareExport = { timeout_seconds = 600 }
     # Its detection.jobs per-minute jobs hold a request up to 9 minutes each,
     # so ten times as many overlap; one request an instance, since a merge
     # share holds up to 1.4 GiB of candidates (docs/design/manipulation.md).

@@ -38,10 +38,11 @@ locals {
 
   # Functions that write or read a user's own history use the row-affinity
   # profile; everything else the plain multi-cluster one. The account's
-  # export and erasure read what History and ApplyHistory wrote: an erasure
+  # export (Account, PrepareExport) and erasure read what History and
+  # ApplyHistory wrote: an erasure
   # that scanned another cluster could miss a row not yet replicated and
   # move past it.
-  history_functions = ["History", "ApplyHistory", "Account", "EraseAccount"]
+  history_functions = ["History", "ApplyHistory", "Account", "PrepareExport", "EraseAccount"]
 }
 
 resource "google_bigtable_instance" "main" {

@@ -49,6 +49,7 @@ locals {
     HISTORY_TOPIC                   = local.history_topic
     COUNTER_TOPIC                   = local.counter_topic
     ERASURE_TOPIC                   = local.erasure_topic
+    EXPORT_TOPIC                    = local.export_topic
     ERASURE_LOG_BUCKET              = google_storage_bucket.erasure_log.name
     AUTH_AUDIENCE                   = local.auth_audience
     AUTH_ISSUER                     = "https://securetoken.google.com/${local.auth_audience}"

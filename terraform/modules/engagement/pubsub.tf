@@ -13,11 +13,12 @@ locals {
     t.deadLetterTopic => "${t.deadLetterTopic}${local.topology.pubsub.deadLetterSubscriptionSuffix}"
   }
 
-  # The topics shared/config names: HISTORY_TOPIC, COUNTER_TOPIC and
-  # ERASURE_TOPIC. The lookups fail on a name that topology.json does not have.
+  # The topics shared/config names: HISTORY_TOPIC, COUNTER_TOPIC,
+  # ERASURE_TOPIC and EXPORT_TOPIC. The lookups fail on a name that topology.json does not have.
   history_topic = google_pubsub_topic.topic["history-events"].name
   counter_topic = google_pubsub_topic.topic["counter-events"].name
   erasure_topic = google_pubsub_topic.topic["account-erasures"].name
+  export_topic  = google_pubsub_topic.topic["account-exports"].name
 
   push_subscriptions = merge([
     for t in local.topology.pubsub.topics : {
@@ -25,6 +26,9 @@ locals {
         topic       = t.name
         dead_letter = t.deadLetterTopic
         function    = s.function
+        # A subscription's own ack deadline, for a function whose delivery
+        # may take longer than the others'.
+        ack_deadline_seconds = try(s.ackDeadlineSeconds, local.delivery.ackDeadlineSeconds)
       }
     }
   ]...)
@@ -62,7 +66,7 @@ resource "google_pubsub_subscription" "push" {
   project                    = var.project_id
   name                       = each.key
   topic                      = google_pubsub_topic.topic[each.value.topic].id
-  ack_deadline_seconds       = local.delivery.ackDeadlineSeconds
+  ack_deadline_seconds       = each.value.ack_deadline_seconds
   message_retention_duration = "${local.delivery.messageRetentionSeconds}s"
   labels                     = merge(local.labels, { function = local.functions[each.value.function].id })
 

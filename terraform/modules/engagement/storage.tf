@@ -29,10 +29,11 @@ resource "google_storage_bucket" "exports" {
   depends_on = [google_project_service.api]
 }
 
-# Account writes, reads, lists and deletes the exports' objects, on this
-# bucket only.
+# Account (the markers, the hand-over, the erasure's deletions) and
+# PrepareExport (the documents) write, read, list and delete the exports'
+# objects, on this bucket only.
 resource "google_storage_bucket_iam_member" "fn_objects" {
-  for_each = toset(["Account"])
+  for_each = toset(["Account", "PrepareExport"])
 
   bucket = google_storage_bucket.exports.name
   role   = "roles/storage.objectAdmin"
