@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -260,4 +261,52 @@ func TestAccountErasure(t *testing.T) {
 	waitCounts(t, base, map[string]map[string]int64{
 		"er-a": {"likes": 1}, "er-b": {"dislikes": 0}, "er-v": {"comments": 1, "threads": 1, "views": 1}, franksTop: {"replies": 0},
 	})
+}
+
+// TestAccountExportPrepared: through the whole stack, with the bound
+// lowered to one item, the export of an account over it is answered 202,
+// published on account-exports, pushed by the Pub/Sub emulator to
+// PrepareExport, which writes it to the exports bucket, and then handed
+// over by a URL whose download is the account's document.
+func TestAccountExportPrepared(t *testing.T) {
+	t.Setenv("EXPORT_ASYNC_ABOVE", "1")
+	base := startLocal(t)
+	erin := client{t: t, base: base, token: token(t, base, "export-erin")}
+	for _, item := range []string{"prep-a", "prep-b"} {
+		if code, _, resp := erin.do("PUT", "/v1/reactions/"+item, `{"reaction":"like"}`); code != 200 {
+			t.Fatalf("PUT %s: %d %s", item, code, resp)
+		}
+	}
+	code, _, body := erin.do("GET", "/v1/me/export", "")
+	if code != 202 {
+		t.Fatalf("over the bound: %d %s; want 202", code, body)
+	}
+	var link struct {
+		URL string `json:"url"`
+	}
+	for deadline := time.Now().Add(30 * time.Second); code != 200; code, _, body = erin.do("GET", "/v1/me/export", "") {
+		if code != 202 || time.Now().After(deadline) {
+			t.Fatalf("while prepared: %d %s; want 202 until a 200 within 30 s", code, body)
+		}
+		time.Sleep(200 * time.Millisecond) // polling the condition, as a client does
+	}
+	if err := json.Unmarshal([]byte(body), &link); err != nil || link.URL == "" {
+		t.Fatalf("200 without a link: %v %s", err, body)
+	}
+	resp, err := http.Get(link.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc exportDoc
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("download: %s, %v", resp.Status, err)
+	}
+	var reactions []string
+	for _, r := range doc.Reactions {
+		reactions = append(reactions, r.ContentID+"="+r.Reaction)
+	}
+	if want := []string{"prep-a=like", "prep-b=like"}; !slices.Equal(reactions, want) {
+		t.Errorf("the prepared export's reactions are %v, want %v", reactions, want)
+	}
 }
