@@ -98,10 +98,11 @@ type Deps struct {
 	// Prepared is the bucket of the exports prepared by PrepareExport; nil
 	// streams every export.
 	Prepared *objects.Bucket
-	// ExportTopic carries the exports to prepare to PrepareExport.
+	// ExportTopic carries the exports to prepare to PrepareExport; needed
+	// with Prepared.
 	ExportTopic Publisher
-	// AsyncAbove is the bound over which an export is prepared
-	// asynchronously (EXPORT_ASYNC_ABOVE; ≤ 0: 1000): more reactions and
+	// AsyncAbove is the bound over which an export is prepared by
+	// PrepareExport (EXPORT_ASYNC_ABOVE; ≤ 0: 1000): more reactions and
 	// history entries in the first pages it reads before answering.
 	AsyncAbove int
 	// ExportTimeout bounds one export (default 10 minutes): it outlives the

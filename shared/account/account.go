@@ -1,8 +1,9 @@
 // Package account is the logic of a user's own data beyond one domain: the
 // erasure of an account (DELETE /v1/me), its phases and the message that
-// drives it. Eraser works the phases through the domains' stores, declared
-// here as the small interfaces it needs; accountstore keeps the erasure
-// records in Spanner.
+// drives it, and the export (GET /v1/me/export): its document, the limit on
+// exports and the prepared exports' names and message. Eraser and Exporter
+// work through the domains' stores, declared here as the small interfaces
+// they need; accountstore keeps the erasure records in Spanner.
 package account
 
 import (
