@@ -16,7 +16,7 @@ locals {
   # name; terraform/check's privilege rule derives them from the code).
   function_access = {
     Account            = { spanner = "user", bigtable = "reader", firestore = "user", publish = [local.erasure_topic, local.export_topic], tables = [local.bt["rate_limits"], local.bt["watch_history"], local.bt["watch_latest"]] }
-    PrepareExport      = { spanner = "reader", bigtable = "reader", firestore = "user", publish = [], tables = [local.bt["watch_history"], local.bt["watch_latest"]] }
+    PrepareExport      = { spanner = "reader", bigtable = "reader", firestore = "user", publish = [], tables = [local.bt["rate_limits"], local.bt["watch_history"], local.bt["watch_latest"]] }
     EraseAccount       = { spanner = "user", bigtable = "user", firestore = "user", publish = [local.counter_topic, local.erasure_topic], tables = [local.bt["rate_limits"], local.bt["watch_history"], local.bt["watch_latest"]] }
     ResumeErasures     = { spanner = "reader", bigtable = "", firestore = "", publish = [local.erasure_topic], tables = [] }
     History            = { spanner = "", bigtable = "user", firestore = "user", publish = [local.history_topic], tables = [local.bt["rate_limits"], local.bt["watch_history"], local.bt["watch_latest"]] }
