@@ -520,6 +520,15 @@ func TestCrossCheckEventFunctions(t *testing.T) {
 			`function ApplyViews serves 0 requests at a time`},
 		{"a timeout past the ack deadline", broken(func(sc map[string]any) { sc["timeout_seconds"] = float64(300) }), nil,
 			`event function ApplyViews may run 300s, longer than the push subscriptions' ack deadline`},
+		// PrepareExport runs 600 s under its subscription's own ack
+		// deadline; the topics' common 60 s would not hold it.
+		{"a subscription's own ack deadline dropped", res["prod"].PlanJSON, func(c *Code) {
+			for i := range c.Topology.PubSub.Topics {
+				for j := range c.Topology.PubSub.Topics[i].Subscriptions {
+					c.Topology.PubSub.Topics[i].Subscriptions[j].AckDeadlineSeconds = 0
+				}
+			}
+		}, `event function PrepareExport may run 600s, longer than the push subscriptions' ack deadline of 60s (account-export)`},
 		{"an event function registered as a plain HTTP function", res["prod"].PlanJSON, func(c *Code) {
 			r := c.Registered["ApplyViews"]
 			r.Kind = "HTTP"
