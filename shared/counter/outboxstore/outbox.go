@@ -87,8 +87,7 @@ func takeOutbox(ctx context.Context, tx *spanner.ReadWriteTransaction, evs []eve
 	// whole: the batches of which rows were found, each true while every
 	// row read of it belongs to an event in the message.
 	whole := make(map[string]bool, len(batches))
-	cols := append([]string{"EventId", "CounterKey"}, counterdb.ValueColumns...)
-	err = tx.Read(ctx, counterdb.Pending, spanner.KeySets(sets...), cols).Do(func(r *spanner.Row) error {
+	err = tx.Read(ctx, counterdb.Pending, spanner.KeySets(sets...), pendingColumns).Do(func(r *spanner.Row) error {
 		var id, key string
 		if err := counterdb.Columns(r, &id, &key); err != nil {
 			return err
@@ -244,6 +243,21 @@ func UpdateSummed(k RowKey, v counter.Values) *spanner.Mutation {
 	return spanner.Update(counterdb.Pending, cols, vals)
 }
 
+// pendingColumns are the columns a PendingDeltas row is read with:
+// readPending decodes them.
+var pendingColumns = append([]string{"EventId", "CounterKey"}, counterdb.ValueColumns...)
+
+// readPending is the key and values of a PendingDeltas row read with
+// pendingColumns.
+func readPending(r *spanner.Row) (RowKey, counter.Values, error) {
+	var k RowKey
+	if err := counterdb.Columns(r, &k.EventID, &k.Key); err != nil {
+		return RowKey{}, counter.Values{}, err
+	}
+	v, err := counterdb.ReadValues(r, 2)
+	return k, v, err
+}
+
 // ReadRows returns the values of the PendingDeltas rows keys that exist at
 // tx's timestamp (a share's row missing: counted, or taken out).
 func ReadRows(ctx context.Context, tx interface {
@@ -257,18 +271,10 @@ func ReadRows(ctx context.Context, tx interface {
 	for i, k := range keys {
 		ks[i] = spanner.Key{k.EventID, k.Key}
 	}
-	cols := append([]string{"EventId", "CounterKey"}, counterdb.ValueColumns...)
-	err := tx.Read(ctx, counterdb.Pending, spanner.KeySetFromKeys(ks...), cols).Do(func(r *spanner.Row) error {
-		var k RowKey
-		if err := counterdb.Columns(r, &k.EventID, &k.Key); err != nil {
-			return err
-		}
-		v, err := counterdb.ReadValues(r, 2)
-		if err != nil {
-			return err
-		}
+	err := tx.Read(ctx, counterdb.Pending, spanner.KeySetFromKeys(ks...), pendingColumns).Do(func(r *spanner.Row) error {
+		k, v, err := readPending(r)
 		out[k] = v
-		return nil
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("outboxstore.ReadRows: %w", err)
@@ -286,20 +292,12 @@ func ReadCounterRows(ctx context.Context, tx *spanner.ReadOnlyTransaction, ids [
 	if len(ids) == 0 {
 		return rows, 0, nil
 	}
-	cols := append([]string{"EventId", "CounterKey"}, counterdb.ValueColumns...)
 	opts := &spanner.ReadOptions{Index: counterdb.PendingByCounter, Limit: limit}
-	err = tx.ReadWithOptions(ctx, counterdb.Pending, counterdb.PrefixSet(ids), cols, opts).Do(func(r *spanner.Row) error {
-		var k RowKey
-		if err := counterdb.Columns(r, &k.EventID, &k.Key); err != nil {
-			return err
-		}
-		v, err := counterdb.ReadValues(r, 2)
-		if err != nil {
-			return err
-		}
+	err = tx.ReadWithOptions(ctx, counterdb.Pending, counterdb.PrefixSet(ids), pendingColumns, opts).Do(func(r *spanner.Row) error {
+		k, v, err := readPending(r)
 		rows[k] = v
 		n++
-		return nil
+		return err
 	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("outboxstore.ReadCounterRows: %w", err)
@@ -363,26 +361,21 @@ FROM PendingDeltas WHERE CreateTime < @before ORDER BY EventId LIMIT @limit`,
 func PendingEvents(ctx context.Context, tx interface {
 	ReadUsingIndex(ctx context.Context, table, index string, keys spanner.KeySet, columns []string) *spanner.RowIterator
 }, userID, key string) ([]events.Event, error) {
-	cols := append([]string{"EventId", "CounterKey"}, counterdb.ValueColumns...)
-	it := tx.ReadUsingIndex(ctx, counterdb.Pending, counterdb.PendingByUser, spanner.Key{userID, key}.AsPrefix(), cols)
+	it := tx.ReadUsingIndex(ctx, counterdb.Pending, counterdb.PendingByUser, spanner.Key{userID, key}.AsPrefix(), pendingColumns)
 	var out []events.Event
 	idx := map[string]int{}
 	err := it.Do(func(r *spanner.Row) error {
-		var id, k string
-		if err := counterdb.Columns(r, &id, &k); err != nil {
-			return err
-		}
-		v, err := counterdb.ReadValues(r, 2)
+		k, v, err := readPending(r)
 		if err != nil {
 			return err
 		}
-		i, ok := idx[id]
+		i, ok := idx[k.EventID]
 		if !ok {
 			i = len(out)
-			idx[id] = i
-			out = append(out, events.Event{ID: id, Kind: events.KindCounterDelta, Outbox: true})
+			idx[k.EventID] = i
+			out = append(out, events.Event{ID: k.EventID, Kind: events.KindCounterDelta, Outbox: true})
 		}
-		out[i].Deltas = append(out[i].Deltas, counter.Deltas(k, v)...)
+		out[i].Deltas = append(out[i].Deltas, counter.Deltas(k.Key, v)...)
 		return nil
 	})
 	if err != nil {
