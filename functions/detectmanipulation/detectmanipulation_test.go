@@ -37,6 +37,15 @@ func TestMain(m *testing.M) {
 }
 
 // seed writes the world's reactions as reaction rows.
+// ringOf30 is the reactions of the merge's tests: 600 ordinary accounts
+// on 3,000 items and a ring of 30 on 4 items, over the 20 minutes before now.
+func ringOf30(now time.Time) moderationtest.World {
+	return moderationtest.Population{
+		Seed: 5, Ordinary: 600, PerUser: 2, Catalogue: 3000, NewShare: 0.1,
+		Rings: []moderationtest.Ring{{Size: 30, Items: 4, Spread: 5 * time.Minute}},
+	}.Generate(now.Add(-20 * time.Minute))
+}
+
 func seed(t *testing.T, db *spannerdb.DB, w moderationtest.World) {
 	t.Helper()
 	for _, ms := range w.Mutations(500) {
@@ -414,10 +423,7 @@ func TestAKilledMergeShareIsRedone(t *testing.T) {
 	ctx := context.Background()
 	db := emulatortest.Spanner(t, cfg)
 	now := time.Now().UTC()
-	world := moderationtest.Population{
-		Seed: 5, Ordinary: 600, PerUser: 2, Catalogue: 3000, NewShare: 0.1,
-		Rings: []moderationtest.Ring{{Size: 30, Items: 4, Spread: 5 * time.Minute}},
-	}.Generate(now.Add(-20 * time.Minute))
+	world := ringOf30(now)
 	seed(t, db, world)
 	rs := moderationstore.New(db, moderationstore.Gate{})
 	store := &killedShare{Store: detectmanipulationfn.Stores(reactionstore.New(db), rs), share: 4}
@@ -533,10 +539,7 @@ func TestInvocationsAtOnceShareTheSteps(t *testing.T) {
 	ctx := context.Background()
 	db := emulatortest.Spanner(t, cfg)
 	now := time.Now().UTC()
-	world := moderationtest.Population{
-		Seed: 5, Ordinary: 600, PerUser: 2, Catalogue: 3000, NewShare: 0.1,
-		Rings: []moderationtest.Ring{{Size: 30, Items: 4, Spread: 5 * time.Minute}},
-	}.Generate(now.Add(-20 * time.Minute))
+	world := ringOf30(now)
 	seed(t, db, world)
 	rs := moderationstore.New(db, moderationstore.Gate{})
 	store := newCounting(detectmanipulationfn.Stores(reactionstore.New(db), rs))
@@ -614,10 +617,7 @@ func TestALayoutChangeFinishesTheStepsBegunUnderTheOld(t *testing.T) {
 	ctx := context.Background()
 	db := emulatortest.Spanner(t, cfg)
 	now := time.Now().UTC()
-	world := moderationtest.Population{
-		Seed: 5, Ordinary: 600, PerUser: 2, Catalogue: 3000, NewShare: 0.1,
-		Rings: []moderationtest.Ring{{Size: 30, Items: 4, Spread: 5 * time.Minute}},
-	}.Generate(now.Add(-20 * time.Minute))
+	world := ringOf30(now)
 	start := now.Add(-10 * time.Second).Add(-time.Hour).Truncate(time.Minute)
 	spikeAt(&world, "spiked", start.Add(40*time.Minute))
 	seed(t, db, world)
@@ -723,10 +723,7 @@ func TestAShareSavedMeanwhileIsNotCountedAgain(t *testing.T) {
 	cfg := emulatortest.New(t)
 	db := emulatortest.Spanner(t, cfg)
 	now := time.Now().UTC()
-	world := moderationtest.Population{
-		Seed: 5, Ordinary: 600, PerUser: 2, Catalogue: 3000, NewShare: 0.1,
-		Rings: []moderationtest.Ring{{Size: 30, Items: 4, Spread: 5 * time.Minute}},
-	}.Generate(now.Add(-20 * time.Minute))
+	world := ringOf30(now)
 	seed(t, db, world)
 	rs := moderationstore.New(db, moderationstore.Gate{})
 	counted := newCounting(detectmanipulationfn.Stores(reactionstore.New(db), rs))
