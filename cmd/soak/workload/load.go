@@ -152,6 +152,12 @@ func Start(c *Client, tokens Tokens, spec Spec) (*Load, error) {
 func (l *Load) Stop() []error {
 	close(l.stop)
 	l.wg.Wait()
+	return l.Errors()
+}
+
+// Errors returns the writes that were never accepted so far. A user whose
+// write fails stops, so a caller waiting for the load's effects checks it.
+func (l *Load) Errors() []error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.errs)
