@@ -20,21 +20,9 @@ import (
 	"github.com/videngage/engagement/shared/account"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/errs"
-	"github.com/videngage/engagement/shared/objects"
 )
 
 func TestMain(m *testing.M) { emulatortest.Main(m) }
-
-func exportsBucket(t *testing.T) *objects.Bucket {
-	t.Helper()
-	cfg := emulatortest.New(t)
-	c, err := objects.New(t.Context(), cfg.Objects)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c.Bucket(cfg.Objects.ExportsBucket)
-}
 
 func get(t *testing.T, h http.Handler, user string) *httptest.ResponseRecorder {
 	t.Helper()
@@ -84,7 +72,7 @@ func (q *exportTopic) take() []bus.Message {
 // message and PrepareExport ends it; the message redelivered changes
 // nothing; the account erasure deletes the prepared export.
 func TestExportPreparedForALargeAccount(t *testing.T) {
-	bucket := exportsBucket(t)
+	bucket := emulatortest.ExportsBucket(t)
 	newAccount := func() *fakeAccount {
 		return &fakeAccount{reactions: 700, comments: 450, entries: 2500, trail: fakeTrail{n: 30}, written: func() int { return 0 }}
 	}
@@ -192,7 +180,7 @@ func TestExportPreparedForALargeAccount(t *testing.T) {
 // answer is 503 in the error format, no marker is left and the user's lease
 // is ended, so the retry is another export, prepared as usual.
 func TestExportNotPublished(t *testing.T) {
-	bucket := exportsBucket(t)
+	bucket := emulatortest.ExportsBucket(t)
 	a := &fakeAccount{reactions: 700, entries: 2500, written: func() int { return 0 }}
 	topic := &exportTopic{fail: fmt.Errorf("%w: pubsub is down", errs.ErrBackendUnavailable)}
 	h := New(Deps{Verifier: fakeVerifier{}, Reactions: a, Comments: a, History: a, Settings: a,
@@ -220,7 +208,7 @@ func TestExportNotPublished(t *testing.T) {
 // nothing and starting nothing; past the deadline, when its lease has
 // lapsed too, the next request starts an export again.
 func TestExportPreparationLost(t *testing.T) {
-	bucket := exportsBucket(t)
+	bucket := emulatortest.ExportsBucket(t)
 	marker := account.PreparedDir("alice") + "1.pending"
 	if err := bucket.Write(t.Context(), marker, "text/plain").Close(); err != nil {
 		t.Fatal(err)

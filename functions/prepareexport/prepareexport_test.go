@@ -102,13 +102,7 @@ type world struct {
 
 func newWorld(t *testing.T, n int) *world {
 	t.Helper()
-	cfg := emulatortest.New(t)
-	c, err := objects.New(t.Context(), cfg.Objects)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	w := &world{bucket: c.Bucket(cfg.Objects.ExportsBucket), store: &store{n: n}, leases: &leases{}}
+	w := &world{bucket: emulatortest.ExportsBucket(t), store: &store{n: n}, leases: &leases{}}
 	h := prepareexportfn.New(prepareexportfn.Deps{
 		Exporter: account.Exporter{Reactions: w.store, Comments: w.store, History: w.store, Settings: w.store, Moderation: w.store.Trail()},
 		Exports:  w.leases,

@@ -23,17 +23,6 @@ import (
 
 func TestMain(m *testing.M) { emulatortest.Main(m) }
 
-func newBucket(t *testing.T) *objects.Bucket {
-	t.Helper()
-	cfg := emulatortest.New(t)
-	c, err := objects.New(t.Context(), cfg.Objects)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c.Bucket(cfg.Objects.ExportsBucket)
-}
-
 func write(t *testing.T, b *objects.Bucket, name string, chunks ...[]byte) error {
 	t.Helper()
 	w := b.Write(t.Context(), name, "application/json")
@@ -56,7 +45,7 @@ func read(t *testing.T, b *objects.Bucket, name string) ([]byte, error) {
 }
 
 func TestWriteReadListDelete(t *testing.T) {
-	b := newBucket(t)
+	b := emulatortest.ExportsBucket(t)
 	// More than the client library's 16 MiB chunk: a resumable upload of
 	// several requests.
 	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<20+1)
@@ -112,7 +101,7 @@ func TestWriteReadListDelete(t *testing.T) {
 
 // A write abandoned by its context leaves no object behind.
 func TestWriteAbandoned(t *testing.T) {
-	b := newBucket(t)
+	b := emulatortest.ExportsBucket(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	w := b.Write(ctx, "half", "application/json")
 	if _, err := w.Write([]byte(`{"partial":`)); err != nil {
@@ -130,7 +119,7 @@ func TestWriteAbandoned(t *testing.T) {
 // The signed URL downloads the object with no credentials, and is a V4
 // signed URL that expires when asked.
 func TestSignedURL(t *testing.T) {
-	b := newBucket(t)
+	b := emulatortest.ExportsBucket(t)
 	body := []byte(`{"export":"of alice"}`)
 	if err := write(t, b, "u/alice/x.json", body); err != nil {
 		t.Fatal(err)
@@ -164,7 +153,7 @@ func TestSignedURL(t *testing.T) {
 }
 
 func TestReadMissing(t *testing.T) {
-	b := newBucket(t)
+	b := emulatortest.ExportsBucket(t)
 	if _, err := read(t, b, "nothing"); !errors.Is(err, objects.ErrNotExist) {
 		t.Errorf("read of a missing object: %v, want ErrNotExist", err)
 	}
