@@ -26,6 +26,7 @@ import (
 	countsfn "github.com/videngage/engagement/functions/counts"
 	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/internal/otelcount"
+	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/countstore"
 	"github.com/videngage/engagement/shared/events"
@@ -62,6 +63,31 @@ type countingStore struct {
 	// handlerNanos sums the handler's time per request, and handled the
 	// requests.
 	handlerNanos, handled atomic.Int64
+	// authNanos sums the time the handler spent verifying the caller's
+	// token, and queueNanos each query's wait from then until the OwnMany
+	// call that answers it starts (the batch's queue), over queued
+	// queries.
+	authNanos, queueNanos, queued atomic.Int64
+	// verified holds, by user id, when the handler last verified the
+	// user's token: each client has one request in flight at a time.
+	verified sync.Map
+}
+
+// timedVerifier is a Verifier whose calls c times.
+type timedVerifier struct {
+	countsfn.Verifier
+	c *countingStore
+}
+
+func (v timedVerifier) FromRequest(r *http.Request) (auth.User, error) {
+	t0 := time.Now()
+	u, err := v.Verifier.FromRequest(r)
+	t1 := time.Now()
+	v.c.authNanos.Add(int64(t1.Sub(t0)))
+	if err == nil {
+		v.c.verified.Store(u.ID, t1)
+	}
+	return u, err
 }
 
 // timed is h, with its time per request added to c.
@@ -82,6 +108,12 @@ func (c *countingStore) Public(ctx context.Context, ids []string, maxStaleness t
 func (c *countingStore) OwnMany(ctx context.Context, qs []countstore.OwnQuery) ([]countstore.Own, error) {
 	c.queries.Add(1)
 	t0 := time.Now()
+	for _, q := range qs {
+		if t, ok := c.verified.LoadAndDelete(q.Viewer); ok {
+			c.queueNanos.Add(int64(t0.Sub(t.(time.Time))))
+			c.queued.Add(1)
+		}
+	}
 	out, err := c.Store.OwnMany(ctx, qs)
 	c.ownNanos.Add(int64(time.Since(t0)) * int64(len(qs)))
 	c.ownQueries.Add(int64(len(qs)))
@@ -110,6 +142,10 @@ type readResult struct {
 	// the store read's is the wait for a batch; the client's less the
 	// handler's is HTTP and scheduling in the one process.
 	meanClient, meanHandler, meanOwn time.Duration
+	// meanAuth is the handler's time verifying the caller's token, and
+	// meanQueue a query's wait from then until its batch's store read
+	// starts.
+	meanAuth, meanQueue time.Duration
 }
 
 // The settings, side by side: "no cache" reads Spanner for every request, a
@@ -180,6 +216,7 @@ func countsReadBench(ctx context.Context, es *emulators.Stack, cpuProfile string
 				d.OwnInFlight = 0
 			}
 			d.Store, stores[name] = cs, cs
+			d.Verifier = timedVerifier{d.Verifier, cs}
 			mux.Handle("/"+slug(name)+"/", cs.timed(http.StripPrefix("/"+slug(name), countsfn.New(d))))
 		}
 		return nil
@@ -548,8 +585,12 @@ func (r sessionResult) print(inFlight, hot, cold int) {
 	row("   reads/s (each after a write)", func(s string) string { return fmt.Sprintf("%.0f", r.sides[s].perSec) })
 	row("   mean read: in the client", func(s string) string { return ms(r.sides[s].meanClient) })
 	row("      HTTP and scheduling (client - handler)", func(s string) string { return ms(r.sides[s].meanClient - r.sides[s].meanHandler) })
-	row("      queued for a batch, encoding (handler - store)", func(s string) string { return ms(r.sides[s].meanHandler - r.sides[s].meanOwn) })
-	row("      its batch's store read (OwnMany)", func(s string) string { return ms(r.sides[s].meanOwn) })
+	row("      handler: verifying the token", func(s string) string { return ms(r.sides[s].meanAuth) })
+	row("      handler: queued for a batch", func(s string) string { return ms(r.sides[s].meanQueue) })
+	row("      handler: its batch's store read (OwnMany)", func(s string) string { return ms(r.sides[s].meanOwn) })
+	row("      handler: the rest (cache, encoding)", func(s string) string {
+		return ms(r.sides[s].meanHandler - r.sides[s].meanAuth - r.sides[s].meanQueue - r.sides[s].meanOwn)
+	})
 	row("   failed requests", func(s string) string { return fmt.Sprint(r.sides[s].failed) })
 	row("   emulator clock lead, first → last round", func(s string) string { return ms(r.sides[s].lead0) + " → " + ms(r.sides[s].lead1) })
 	for _, e := range r.examples {
@@ -617,6 +658,7 @@ type phase struct {
 	cpu              time.Duration
 	// The countingStore's timings over the phase.
 	handlerNanos, handled, ownNanos, ownQueries int64
+	authNanos, queueNanos, queued               int64
 }
 
 // timings adds store's timings since before to p.
@@ -625,11 +667,15 @@ func (p *phase) timings(store *countingStore, before phase) {
 	p.handled = store.handled.Load() - before.handled
 	p.ownNanos = store.ownNanos.Load() - before.ownNanos
 	p.ownQueries = store.ownQueries.Load() - before.ownQueries
+	p.authNanos = store.authNanos.Load() - before.authNanos
+	p.queueNanos = store.queueNanos.Load() - before.queueNanos
+	p.queued = store.queued.Load() - before.queued
 }
 
 // storeTimings is store's timings so far, to subtract (phase.timings).
 func storeTimings(store *countingStore) phase {
-	return phase{handlerNanos: store.handlerNanos.Load(), handled: store.handled.Load(), ownNanos: store.ownNanos.Load(), ownQueries: store.ownQueries.Load()}
+	return phase{handlerNanos: store.handlerNanos.Load(), handled: store.handled.Load(), ownNanos: store.ownNanos.Load(), ownQueries: store.ownQueries.Load(),
+		authNanos: store.authNanos.Load(), queueNanos: store.queueNanos.Load(), queued: store.queued.Load()}
 }
 
 // merged folds the rounds of one setting into its figures.
@@ -640,8 +686,10 @@ func merged(rounds []phase) readResult {
 	var queries, rpcs int64
 	var cpu time.Duration
 	var handlerNanos, handled, ownNanos, ownQueries, clientNanos int64
+	var authNanos, queueNanos, queued int64
 	for _, p := range rounds {
 		handlerNanos, handled, ownNanos, ownQueries = handlerNanos+p.handlerNanos, handled+p.handled, ownNanos+p.ownNanos, ownQueries+p.ownQueries
+		authNanos, queueNanos, queued = authNanos+p.authNanos, queueNanos+p.queueNanos, queued+p.queued
 		for _, l := range p.lats {
 			clientNanos += int64(l)
 		}
@@ -663,6 +711,10 @@ func merged(rounds []phase) readResult {
 	r.meanClient = time.Duration(clientNanos / int64(len(all)))
 	if handled > 0 {
 		r.meanHandler = time.Duration(handlerNanos / handled)
+		r.meanAuth = time.Duration(authNanos / handled)
+	}
+	if queued > 0 {
+		r.meanQueue = time.Duration(queueNanos / queued)
 	}
 	if ownQueries > 0 {
 		r.meanOwn = time.Duration(ownNanos / ownQueries)
