@@ -102,6 +102,13 @@ type Object struct {
 	Created time.Time
 }
 
+// ChunkSize is the most of an object a Writer buffers, and sends in one
+// request of its resumable upload: the client library allocates a buffer
+// of that size for every writer (its default, 16 MiB, would take most of
+// an instance's memory with its concurrent writes) and resends it on a
+// retry. The library requires a multiple of 256 KiB.
+const ChunkSize = 1 << 20
+
 // Writer streams one new object to the bucket. The object exists once Close
 // returns nil; a write abandoned by cancelling the context given to Write
 // leaves nothing behind.
@@ -118,6 +125,7 @@ type Writer struct {
 func (b *Bucket) Write(ctx context.Context, name, contentType string) *Writer {
 	w := b.h.Object(name).If(storage.Conditions{DoesNotExist: true}).NewWriter(ctx)
 	w.ContentType = contentType
+	w.ChunkSize = ChunkSize
 	return &Writer{w: w, op: fmt.Sprintf("objects.Write(%s/%s)", b.name, name), name: name}
 }
 

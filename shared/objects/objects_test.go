@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"testing"
@@ -46,8 +48,8 @@ func read(t *testing.T, b *objects.Bucket, name string) ([]byte, error) {
 
 func TestWriteReadListDelete(t *testing.T) {
 	b := emulatortest.ExportsBucket(t)
-	// More than the client library's 16 MiB chunk: a resumable upload of
-	// several requests.
+	// Many times the writer's chunk: a resumable upload of several
+	// requests.
 	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<20+1)
 	if err := write(t, b, "u/alice/1.json", big[:len(big)/2], big[len(big)/2:]); err != nil {
 		t.Fatal(err)
@@ -96,6 +98,56 @@ func TestWriteReadListDelete(t *testing.T) {
 	}
 	if list, _ := b.List(t.Context(), "u/alice/"); len(list) != 1 {
 		t.Errorf("after the delete List holds %v", list)
+	}
+}
+
+// A writer holds one chunk of ChunkSize, a multiple of 256 KiB as the
+// client library requires, not the library's default 16 MiB: the memory
+// of an instance's concurrent writes (docs/benchmarks/prepareexport.md).
+func TestWriterHoldsOneChunk(t *testing.T) {
+	if ChunkSize := objects.ChunkSize; ChunkSize <= 0 || ChunkSize%(256<<10) != 0 {
+		t.Fatalf("ChunkSize %d is not a positive multiple of 256 KiB", ChunkSize)
+	}
+	b := emulatortest.ExportsBucket(t)
+	liveHeap := func() uint64 {
+		runtime.GC()
+		s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64()
+	}
+	// A first write sets up what the client keeps between writes.
+	if err := write(t, b, "warm-up", []byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	const writers = 16
+	before := liveHeap()
+	var open []*objects.Writer
+	for i := range writers {
+		w := b.Write(t.Context(), fmt.Sprintf("one-chunk-%d", i), "application/octet-stream")
+		// The first byte makes the writer start its upload and take its
+		// buffer.
+		if _, err := w.Write([]byte{1}); err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, w)
+	}
+	perWriter := (int64(liveHeap()) - int64(before)) / writers
+	for _, w := range open {
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if perWriter < objects.ChunkSize/2 || perWriter > 2*objects.ChunkSize {
+		t.Errorf("an open writer holds %d bytes; want its chunk, %d, and little more", perWriter, objects.ChunkSize)
+	}
+
+	// An object of several chunks and a part is stored whole.
+	data := bytes.Repeat([]byte("0123456789abcdef"), (5*objects.ChunkSize/2)/16)
+	if err := write(t, b, "chunks", data); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := read(t, b, "chunks"); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("read back %d bytes, %v; want the %d written", len(got), err, len(data))
 	}
 }
 
