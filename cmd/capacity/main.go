@@ -13,23 +13,16 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/videngage/engagement/cmd/internal/benchreport"
+	"github.com/videngage/engagement/cmd/internal/cmdmain"
 	"github.com/videngage/engagement/internal/capacity"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := realMain(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "capacity:", err)
-		os.Exit(1)
-	}
-}
+func main() { cmdmain.Run("capacity", realMain) }
 
 func realMain(_ context.Context) error {
 	root := flag.String("root", ".", "repository root")

@@ -6,22 +6,21 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 
 	_ "github.com/videngage/engagement"
+	"github.com/videngage/engagement/cmd/internal/cmdmain"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	stopWithParent()
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
-	if err := realMain(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		fmt.Fprintln(os.Stderr, "local:", err)
-		os.Exit(1)
-	}
+	cmdmain.Run("local", func(ctx context.Context) error {
+		// An interrupt or SIGTERM is how the local stack stops.
+		if err := realMain(ctx); !errors.Is(err, context.Canceled) {
+			return err
+		}
+		return nil
+	})
 }

@@ -20,9 +20,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"time"
 
+	"github.com/videngage/engagement/cmd/internal/cmdmain"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/moderation/moderationstore"
@@ -30,12 +30,7 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := realMain(ctx, os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "moderators:", err)
-		os.Exit(1)
-	}
+	cmdmain.Run("moderators", func(ctx context.Context) error { return realMain(ctx, os.Args[1:], os.Stdout) })
 }
 
 const usage = `usage:

@@ -20,25 +20,17 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"strings"
 
 	"cloud.google.com/go/pubsub/v2"
 
+	"github.com/videngage/engagement/cmd/internal/cmdmain"
 	"github.com/videngage/engagement/cmd/internal/replay"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/topology"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := realMain(ctx); err != nil {
-		stop()
-		fmt.Fprintln(os.Stderr, "replay:", err)
-		os.Exit(1)
-	}
-}
+func main() { cmdmain.Run("replay", realMain) }
 
 func realMain(ctx context.Context) error {
 	o := replay.Options{Out: os.Stdout}

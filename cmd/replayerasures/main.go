@@ -22,22 +22,16 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"time"
 
+	"github.com/videngage/engagement/cmd/internal/cmdmain"
 	"github.com/videngage/engagement/cmd/internal/erasurereplay"
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/config"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := realMain(ctx, os.Args[1:], os.Stdout); err != nil {
-		stop()
-		fmt.Fprintln(os.Stderr, "replayerasures:", err)
-		os.Exit(1)
-	}
+	cmdmain.Run("replayerasures", func(ctx context.Context) error { return realMain(ctx, os.Args[1:], os.Stdout) })
 }
 
 func realMain(ctx context.Context, args []string, out io.Writer) error {

@@ -22,18 +22,17 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"cloud.google.com/go/spanner"
 	"github.com/sethvargo/go-envconfig"
 
+	"github.com/videngage/engagement/cmd/internal/cmdmain"
 	"github.com/videngage/engagement/cmd/soak/faults"
 	"github.com/videngage/engagement/cmd/soak/workload"
 	"github.com/videngage/engagement/internal/emulators"
@@ -55,7 +54,7 @@ type options struct {
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := cmdmain.Context()
 	defer stop()
 	var o options
 	flag.DurationVar(&o.duration, "duration", 10*time.Minute, "how long the load runs")

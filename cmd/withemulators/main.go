@@ -6,15 +6,13 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
-	"syscall"
 	"time"
 
+	"github.com/videngage/engagement/cmd/internal/cmdmain"
 	"github.com/videngage/engagement/internal/emulators"
 )
 
@@ -31,7 +29,7 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "usage: withemulators -- command [args...]")
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := cmdmain.Context()
 	defer stop()
 	started := time.Now()
 	stack, err := emulators.Start(ctx, emulators.Options{LogDir: os.Getenv("EMULATOR_LOG_DIR")})

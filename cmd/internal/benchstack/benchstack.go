@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"sort"
 	"strings"
 	"sync"
@@ -25,6 +24,7 @@ import (
 	"cloud.google.com/go/spanner"
 	"github.com/sethvargo/go-envconfig"
 
+	"github.com/videngage/engagement/cmd/internal/cmdmain"
 	"github.com/videngage/engagement/cmd/internal/localstack"
 	applycountersfn "github.com/videngage/engagement/functions/applycounters"
 	countsfn "github.com/videngage/engagement/functions/counts"
@@ -355,19 +355,11 @@ func Percentiles(d []time.Duration) (p50, p99 time.Duration) {
 	return at(0.50), at(0.99)
 }
 
-// Main runs the benchmark command name with the global meter provider read
-// by otelcount: run gets a context that an interrupt cancels, with warnings
-// and worse logged to stderr; its error is printed as "name: error" and
-// exits 1.
+// Main runs the benchmark command name as cmdmain.Run does, with the global
+// meter provider read by otelcount and warnings and worse logged to stderr.
 func Main(name string, run func(ctx context.Context) error) {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	// Call counts come from the OpenTelemetry instruments, read in process.
 	otelcount.Global()
-	if err := run(ctx); err != nil {
-		stop()
-		fmt.Fprintln(os.Stderr, name+":", err)
-		os.Exit(1)
-	}
+	cmdmain.Run(name, run)
 }
