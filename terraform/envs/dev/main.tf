@@ -65,7 +65,6 @@ module "engagement" {
   billing_account         = var.billing_account
   monthly_budget          = var.monthly_budget
   rate_limits             = var.rate_limits
-  detection               = var.detection
 
   page_token_secret_version  = var.page_token_secret_version
   page_token_secret_accepted = var.page_token_secret_accepted

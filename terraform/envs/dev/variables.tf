@@ -50,23 +50,6 @@ variable "page_token_secret_accepted" {
   default = null
 }
 
-# Manipulation detection at a thousandth of the design rate: one per-minute
-# job's overlapping runs keep up (make capacity).
-variable "detection" {
-  type = object({
-    partitions           = number
-    merge_buckets        = number
-    max_share_candidates = number
-    jobs                 = number
-  })
-  default = {
-    partitions           = 16
-    merge_buckets        = 4
-    max_share_candidates = 4000000
-    jobs                 = 1
-  }
-}
-
 variable "rate_limits" {
   type    = string
   default = "on"

@@ -204,6 +204,8 @@ variable "detection" {
     max_share_candidates = number
     jobs                 = number
   })
+  # A thousandth of the design rate, as in dev: one per-minute job's
+  # overlapping runs keep up (make capacity).
   default = {
     partitions           = 16
     merge_buckets        = 4
