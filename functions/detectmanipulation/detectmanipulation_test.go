@@ -36,7 +36,6 @@ func TestMain(m *testing.M) {
 	emulatortest.Main(m)
 }
 
-// seed writes the world's reactions as reaction rows.
 // ringOf30 is the reactions of the merge's tests: 600 ordinary accounts
 // on 3,000 items and a ring of 30 on 4 items, over the 20 minutes before now.
 func ringOf30(now time.Time) moderationtest.World {
@@ -46,6 +45,7 @@ func ringOf30(now time.Time) moderationtest.World {
 	}.Generate(now.Add(-20 * time.Minute))
 }
 
+// seed writes the world's reactions as reaction rows.
 func seed(t *testing.T, db *spannerdb.DB, w moderationtest.World) {
 	t.Helper()
 	for _, ms := range w.Mutations(500) {
@@ -55,10 +55,40 @@ func seed(t *testing.T, db *spannerdb.DB, w moderationtest.World) {
 	}
 }
 
-func run(t *testing.T, h http.Handler) detectmanipulationfn.Report {
-	t.Helper()
+// stores are the detection's stores over db, and the moderation store
+// among them.
+func stores(db *spannerdb.DB) (detectmanipulationfn.Store, *moderationstore.Store) {
+	rs := moderationstore.New(db, moderationstore.Gate{})
+	return detectmanipulationfn.Stores(reactionstore.New(db), rs), rs
+}
+
+// newDeps is the detection the tests run, on store with leases over db, at
+// now: 4 partitions merged in 3 buckets, half-hour steps, the first run
+// reading the hour before now (ringOf30's). Each test changes what it is
+// about.
+func newDeps(db *spannerdb.DB, store detectmanipulationfn.Store, now time.Time) detectmanipulationfn.Deps {
+	return detectmanipulationfn.Deps{Store: store, Leases: leasestore.New(db, nil), Partitions: 4, MergeBuckets: 3,
+		Step: 30 * time.Minute, FirstLookback: time.Hour, Now: func() time.Time { return now }}
+}
+
+// invoke sends h the scheduler's request.
+func invoke(h http.Handler) *httptest.ResponseRecorder {
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/internal/detect-manipulation", strings.NewReader("{}")))
+	return rec
+}
+
+// killedRun invokes h, which is to fail as a run killed midway does.
+func killedRun(t *testing.T, h http.Handler) {
+	t.Helper()
+	if rec := invoke(h); rec.Code < 500 {
+		t.Fatalf("killed run: %d %s", rec.Code, rec.Body)
+	}
+}
+
+func run(t *testing.T, h http.Handler) detectmanipulationfn.Report {
+	t.Helper()
+	rec := invoke(h)
 	if rec.Code != http.StatusOK {
 		t.Fatalf("run: %d %s", rec.Code, rec.Body)
 	}
@@ -86,6 +116,19 @@ func flagged(t *testing.T, rs *moderationstore.Store) map[string]moderation.Flag
 		}
 		cur = next
 	}
+}
+
+// flaggedOnce returns the accounts flagged, sorted, and wants one audit
+// entry for each: its flag.
+func flaggedOnce(t *testing.T, db *spannerdb.DB, rs *moderationstore.Store) []string {
+	t.Helper()
+	got := slices.Sorted(maps.Keys(flagged(t, rs)))
+	for _, u := range got {
+		if es := trail(t, db, moderation.Filter{UserID: u}); len(es) != 1 {
+			t.Errorf("%s has %d audit entries, want one flag", u, len(es))
+		}
+	}
+	return got
 }
 
 // spikeAt adds to w an item whose likes rise a thousandfold within the
@@ -202,19 +245,14 @@ func TestPartitionsFlagTheRingAndOnlyTheRing(t *testing.T) {
 	started := time.Now()
 	seed(t, db, world)
 	t.Logf("seeded %d reactions in %v", len(world.Reactions), time.Since(started))
-	rs := moderationstore.New(db, moderationstore.Gate{})
-	store := &breaking{Store: detectmanipulationfn.Stores(reactionstore.New(db), rs), name: detectmanipulationfn.PartitionName(4, 2)}
-	deps := detectmanipulationfn.Deps{Store: store, Leases: leasestore.New(db, nil),
-		Partitions: 4, Step: 15 * time.Minute, Ahead: 2, FirstLookback: 2 * time.Hour, Now: func() time.Time { return now }}
+	s, rs := stores(db)
+	deps := newDeps(db, &breaking{Store: s, name: detectmanipulationfn.PartitionName(4, 2)}, now)
+	deps.MergeBuckets, deps.Step, deps.Ahead, deps.FirstLookback = 4, 15*time.Minute, 2, 2*time.Hour
 	h := detectmanipulationfn.New(deps)
 
 	// The killed invocation answers an error and leaves what it did not
 	// commit to the next one.
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/internal/detect-manipulation", strings.NewReader("{}")))
-	if rec.Code < 500 {
-		t.Fatalf("killed run: %d %s", rec.Code, rec.Body)
-	}
+	killedRun(t, h)
 	before, started := otelcount.Global().Spanner(), time.Now()
 	rep := run(t, h)
 	cost := otelcount.Global().Spanner().Minus(before)
@@ -227,24 +265,14 @@ func TestPartitionsFlagTheRingAndOnlyTheRing(t *testing.T) {
 		t.Errorf("merge watermark %v: want the last whole 15-minute step from %v", mark, want)
 	}
 	flags := flagged(t, rs)
-	var got []string
 	for u, f := range flags {
-		got = append(got, u)
 		if f.Reason != moderation.Automatic || f.Evidence == nil || f.Evidence.GroupSize != 50 || len(f.Evidence.Items) != 4 ||
 			f.Evidence.WindowEnd.Sub(f.Evidence.WindowStart) > 5*time.Minute || f.Evidence.YoungAccounts != 50 {
 			t.Errorf("flag %v: %s at %v, evidence %+v", u, f.Reason, f.FlaggedAt, f.Evidence)
 		}
-		if es := trail(t, db, moderation.Filter{UserID: u}); len(es) != 1 {
-			t.Errorf("%s has %d audit entries, want one flag", u, len(es))
-		}
 	}
-	slices.Sort(got)
-	var ring []string
-	for u := range world.Ring {
-		ring = append(ring, u)
-	}
-	slices.Sort(ring)
-	if !slices.Equal(got, ring) {
+	ring := slices.Sorted(maps.Keys(world.Ring))
+	if got := flaggedOnce(t, db, rs); !slices.Equal(got, ring) {
 		t.Fatalf("flagged %d accounts %v, want the ring's %d", len(got), got, len(ring))
 	}
 
@@ -328,9 +356,10 @@ func TestSkippedStepIsCounted(t *testing.T) {
 	}.Generate(now.Add(-10 * time.Minute))
 	seed(t, db, world)
 	metrics, reader := newMetrics(t)
-	h := detectmanipulationfn.New(detectmanipulationfn.Deps{Store: detectmanipulationfn.Stores(reactionstore.New(db), moderationstore.New(db, moderationstore.Gate{})), Partitions: 2, Step: 30 * time.Minute,
-		MaxCandidates: 100, FirstLookback: time.Hour + 10*time.Minute, Metrics: metrics, Now: func() time.Time { return now }})
-	rep := run(t, h)
+	s, _ := stores(db)
+	deps := newDeps(db, s, now)
+	deps.Partitions, deps.MaxCandidates, deps.FirstLookback, deps.Metrics = 2, 100, time.Hour+10*time.Minute, metrics
+	rep := run(t, detectmanipulationfn.New(deps))
 	if rep.Steps != 2 || rep.SkippedSteps == 0 || rep.Flagged != 0 {
 		t.Fatalf("report %+v: want 2 steps merged, some skipped, nobody flagged", rep)
 	}
@@ -382,15 +411,16 @@ func TestAgesFromTheIdentityProvider(t *testing.T) {
 		}
 		n++
 	}
-	deps := detectmanipulationfn.Deps{Store: detectmanipulationfn.Stores(reactionstore.New(db), moderationstore.New(db, moderationstore.Gate{})), Accounts: old, Partitions: 2, Step: 30 * time.Minute,
-		FirstLookback: 90 * time.Minute, Now: func() time.Time { return now }}
+	s, rs := stores(db)
+	deps := newDeps(db, s, now)
+	deps.Accounts, deps.Partitions, deps.FirstLookback = old, 2, 90*time.Minute
 	rep := run(t, detectmanipulationfn.New(deps))
 	// The ring is found (its members' ages are asked, once per step that
 	// reads it) and judged established: 25 of 30 by the provider.
 	if rep.Flagged != 0 || rep.AgesFromProvider == 0 || rep.AgesFromProvider != 5*rep.AgesFromReactions {
 		t.Errorf("report %+v: want the ring's 30 aged, 25 by the provider as established, 5 by their reactions, nobody flagged", rep)
 	}
-	if f := flagged(t, moderationstore.New(db, moderationstore.Gate{})); len(f) != 0 {
+	if f := flagged(t, rs); len(f) != 0 {
 		t.Errorf("%d accounts flagged, want none", len(f))
 	}
 }
@@ -425,16 +455,10 @@ func TestAKilledMergeShareIsRedone(t *testing.T) {
 	now := time.Now().UTC()
 	world := ringOf30(now)
 	seed(t, db, world)
-	rs := moderationstore.New(db, moderationstore.Gate{})
-	store := &killedShare{Store: detectmanipulationfn.Stores(reactionstore.New(db), rs), share: 4}
-	h := detectmanipulationfn.New(detectmanipulationfn.Deps{Store: store, Leases: leasestore.New(db, nil), Partitions: 4, MergeBuckets: 3,
-		Step: 30 * time.Minute, FirstLookback: time.Hour, Now: func() time.Time { return now }})
+	s, rs := stores(db)
+	h := detectmanipulationfn.New(newDeps(db, &killedShare{Store: s, share: 4}, now))
 
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/internal/detect-manipulation", strings.NewReader("{}")))
-	if rec.Code < 500 {
-		t.Fatalf("killed run: %d %s", rec.Code, rec.Body)
-	}
+	killedRun(t, h)
 	start := now.Add(-10 * time.Second).Add(-time.Hour).Truncate(time.Minute)
 	if mark, err := rs.Watermark(ctx, detectmanipulationfn.Job); err != nil || !mark.Equal(start) {
 		t.Fatalf("merge watermark after the killed share: %v (%v), want %v", mark, err, start)
@@ -454,22 +478,8 @@ func TestAKilledMergeShareIsRedone(t *testing.T) {
 	if rep.Steps != 2 || rep.MergeShares != 2*6-len(saved) {
 		t.Errorf("report %+v: want 2 steps merged, counting the %d shares not saved", rep, 2*6-len(saved))
 	}
-	var got, ring []string
-	for u := range flagged(t, rs) {
-		got = append(got, u)
-	}
-	for u := range world.Ring {
-		ring = append(ring, u)
-	}
-	slices.Sort(got)
-	slices.Sort(ring)
-	if !slices.Equal(got, ring) {
+	if got, ring := flaggedOnce(t, db, rs), slices.Sorted(maps.Keys(world.Ring)); !slices.Equal(got, ring) {
 		t.Errorf("flagged %d accounts, want the ring's %d", len(got), len(ring))
-	}
-	for _, u := range ring {
-		if es := trail(t, db, moderation.Filter{UserID: u}); len(es) != 1 {
-			t.Errorf("%s has %d audit entries, want one flag", u, len(es))
-		}
 	}
 }
 
@@ -514,8 +524,7 @@ func runAll(t *testing.T, h http.Handler, n int) []detectmanipulationfn.Report {
 	var wg sync.WaitGroup
 	for k := range n {
 		wg.Go(func() {
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/internal/detect-manipulation", strings.NewReader("{}")))
+			rec := invoke(h)
 			if rec.Code != http.StatusOK {
 				errs[k] = fmt.Errorf("invocation %d: %d %s", k, rec.Code, rec.Body)
 				return
@@ -541,10 +550,9 @@ func TestInvocationsAtOnceShareTheSteps(t *testing.T) {
 	now := time.Now().UTC()
 	world := ringOf30(now)
 	seed(t, db, world)
-	rs := moderationstore.New(db, moderationstore.Gate{})
-	store := newCounting(detectmanipulationfn.Stores(reactionstore.New(db), rs))
-	h := detectmanipulationfn.New(detectmanipulationfn.Deps{Store: store, Leases: leasestore.New(db, nil), Partitions: 4, MergeBuckets: 3,
-		Step: 30 * time.Minute, FirstLookback: time.Hour, Now: func() time.Time { return now }})
+	s, rs := stores(db)
+	store := newCounting(s)
+	h := detectmanipulationfn.New(newDeps(db, store, now))
 
 	start := now.Add(-10 * time.Second).Add(-time.Hour).Truncate(time.Minute)
 	want := start.Add(time.Hour)
@@ -589,20 +597,13 @@ func TestInvocationsAtOnceShareTheSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var one, got []string
+	var one []string
 	for _, g := range groups {
 		one = append(one, g.Members...)
 	}
-	for u := range flagged(t, rs) {
-		got = append(got, u)
-		if es := trail(t, db, moderation.Filter{UserID: u}); len(es) != 1 {
-			t.Errorf("%s has %d audit entries, want one flag", u, len(es))
-		}
-	}
 	slices.Sort(one)
 	one = slices.Compact(one)
-	slices.Sort(got)
-	if len(one) != len(world.Ring) || !slices.Equal(got, one) {
+	if got := flaggedOnce(t, db, rs); len(one) != len(world.Ring) || !slices.Equal(got, one) {
 		t.Errorf("flagged %d accounts, one detection flags %d (the ring has %d)", len(got), len(one), len(world.Ring))
 	}
 }
@@ -621,19 +622,16 @@ func TestALayoutChangeFinishesTheStepsBegunUnderTheOld(t *testing.T) {
 	start := now.Add(-10 * time.Second).Add(-time.Hour).Truncate(time.Minute)
 	spikeAt(&world, "spiked", start.Add(40*time.Minute))
 	seed(t, db, world)
-	rs := moderationstore.New(db, moderationstore.Gate{})
-	store := newCounting(&killedShare{Store: detectmanipulationfn.Stores(reactionstore.New(db), rs), share: 4})
+	s, rs := stores(db)
+	store := newCounting(&killedShare{Store: s, share: 4})
 	deps := func(partitions, buckets int, at time.Time) detectmanipulationfn.Deps {
-		return detectmanipulationfn.Deps{Store: store, Leases: leasestore.New(db, nil), Partitions: partitions, MergeBuckets: buckets,
-			Step: 30 * time.Minute, FirstLookback: time.Hour, Now: func() time.Time { return at }}
+		d := newDeps(db, store, at)
+		d.Partitions, d.MergeBuckets = partitions, buckets
+		return d
 	}
 
 	// Under 4 partitions in 3 buckets: both steps read, the merge killed.
-	rec := httptest.NewRecorder()
-	detectmanipulationfn.New(deps(4, 3, now)).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/internal/detect-manipulation", strings.NewReader("{}")))
-	if rec.Code < 500 {
-		t.Fatalf("killed run: %d %s", rec.Code, rec.Body)
-	}
+	killedRun(t, detectmanipulationfn.New(deps(4, 3, now)))
 
 	// The next run is configured for 6 partitions in 2 buckets.
 	rep := run(t, detectmanipulationfn.New(deps(6, 2, now)))
@@ -657,19 +655,7 @@ func TestALayoutChangeFinishesTheStepsBegunUnderTheOld(t *testing.T) {
 	if len(store.shares) != 2*6 || oldShares != 2*6 {
 		t.Errorf("shares saved %v, want the old layout's 6 of each step", slices.Sorted(maps.Keys(store.shares)))
 	}
-	var got, ring []string
-	for u := range flagged(t, rs) {
-		got = append(got, u)
-		if es := trail(t, db, moderation.Filter{UserID: u}); len(es) != 1 {
-			t.Errorf("%s has %d audit entries, want one flag", u, len(es))
-		}
-	}
-	for u := range world.Ring {
-		ring = append(ring, u)
-	}
-	slices.Sort(got)
-	slices.Sort(ring)
-	if !slices.Equal(got, ring) {
+	if got, ring := flaggedOnce(t, db, rs), slices.Sorted(maps.Keys(world.Ring)); !slices.Equal(got, ring) {
 		t.Errorf("flagged %d accounts, want the ring's %d", len(got), len(ring))
 	}
 
@@ -725,16 +711,14 @@ func TestAShareSavedMeanwhileIsNotCountedAgain(t *testing.T) {
 	now := time.Now().UTC()
 	world := ringOf30(now)
 	seed(t, db, world)
-	rs := moderationstore.New(db, moderationstore.Gate{})
-	counted := newCounting(detectmanipulationfn.Stores(reactionstore.New(db), rs))
+	s, rs := stores(db)
+	counted := newCounting(s)
 	st := &stale{Store: counted}
 	st.read.Do(func() {}) // the killed run reads truly
-	h := detectmanipulationfn.New(detectmanipulationfn.Deps{Store: st, Leases: leasestore.New(db, nil), Partitions: 4, MergeBuckets: 3,
-		Step: 30 * time.Minute, FirstLookback: time.Hour, Now: func() time.Time { return now }})
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/internal/detect-manipulation", strings.NewReader("{}")))
-	if rec.Code < 500 || len(counted.shares) != 6 {
-		t.Fatalf("killed run: %d %s, %d shares saved; want a failure with the first step's 6 saved", rec.Code, rec.Body, len(counted.shares))
+	h := detectmanipulationfn.New(newDeps(db, st, now))
+	killedRun(t, h)
+	if len(counted.shares) != 6 {
+		t.Fatalf("killed run: %d shares saved, want the first step's 6", len(counted.shares))
 	}
 	st.read = sync.Once{}
 	rep := run(t, h)
