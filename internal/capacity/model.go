@@ -322,6 +322,7 @@ func Model(d *Deployment, c *Costs, prof Profile) (*Plan, error) {
 	if err := p.planDetection(f); err != nil {
 		return nil, err
 	}
+	p.planPrepareExport()
 	p.planSpanner(d.Spanner)
 	p.planBigtable(d.Bigtable)
 	p.cost()
