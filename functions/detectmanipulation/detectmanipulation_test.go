@@ -36,13 +36,24 @@ func TestMain(m *testing.M) {
 	emulatortest.Main(m)
 }
 
-// ringOf30 is the reactions of the merge's tests: 600 ordinary accounts
+// ringOf30 is the reactions of most tests: 600 ordinary accounts
 // on 3,000 items and a ring of 30 on 4 items, over the 20 minutes before now.
 func ringOf30(now time.Time) moderationtest.World {
 	return moderationtest.Population{
 		Seed: 5, Ordinary: 600, PerUser: 2, Catalogue: 3000, NewShare: 0.1,
 		Rings: []moderationtest.Ring{{Size: 30, Items: 4, Spread: 5 * time.Minute}},
 	}.Generate(now.Add(-20 * time.Minute))
+}
+
+// seededRing is a Spanner database of the test's own holding ringOf30's
+// reactions before now.
+func seededRing(t *testing.T) (*spannerdb.DB, time.Time, moderationtest.World) {
+	t.Helper()
+	db := emulatortest.Spanner(t, emulatortest.New(t))
+	now := time.Now().UTC()
+	w := ringOf30(now)
+	seed(t, db, w)
+	return db, now, w
 }
 
 // seed writes the world's reactions as reaction rows.
@@ -395,14 +406,7 @@ func (r records) Created(_ context.Context, uids []string) (map[string]time.Time
 // is a group of established accounts, not flagged on 4 items; the accounts
 // it has no record of are aged by their first reaction.
 func TestAgesFromTheIdentityProvider(t *testing.T) {
-	cfg := emulatortest.New(t)
-	db := emulatortest.Spanner(t, cfg)
-	now := time.Now().UTC()
-	world := moderationtest.Population{
-		Seed: 5, Ordinary: 500, PerUser: 2, Catalogue: 5000, NewShare: 0.1,
-		Rings: []moderationtest.Ring{{Size: 30, Items: 4, Spread: 5 * time.Minute}},
-	}.Generate(now.Add(-20 * time.Minute))
-	seed(t, db, world)
+	db, now, world := seededRing(t)
 	old := records{}
 	n := 0
 	for u := range world.Ring {
@@ -449,12 +453,8 @@ func (k *killedShare) SaveMergeShare(ctx context.Context, stepEnd time.Time, par
 // is saved, and the next invocation counts the missing share and flags the
 // ring, once.
 func TestAKilledMergeShareIsRedone(t *testing.T) {
-	cfg := emulatortest.New(t)
 	ctx := context.Background()
-	db := emulatortest.Spanner(t, cfg)
-	now := time.Now().UTC()
-	world := ringOf30(now)
-	seed(t, db, world)
+	db, now, world := seededRing(t)
 	s, rs := stores(db)
 	h := detectmanipulationfn.New(newDeps(db, &killedShare{Store: s, share: 4}, now))
 
@@ -544,12 +544,8 @@ func runAll(t *testing.T, h http.Handler, n int) []detectmanipulationfn.Report {
 // share of every step's merge is saved exactly once, and the accounts
 // flagged are the ones one detection over the reactions flags, each once.
 func TestInvocationsAtOnceShareTheSteps(t *testing.T) {
-	cfg := emulatortest.New(t)
 	ctx := context.Background()
-	db := emulatortest.Spanner(t, cfg)
-	now := time.Now().UTC()
-	world := ringOf30(now)
-	seed(t, db, world)
+	db, now, world := seededRing(t)
 	s, rs := stores(db)
 	store := newCounting(s)
 	h := detectmanipulationfn.New(newDeps(db, store, now))
@@ -706,11 +702,7 @@ func (s *stale) FlagGroups(ctx context.Context, groups []moderation.Group, job s
 // the step was saved by a run killed in its last stage, the next run reads
 // the saved shares as none, and still counts only the next step's.
 func TestAShareSavedMeanwhileIsNotCountedAgain(t *testing.T) {
-	cfg := emulatortest.New(t)
-	db := emulatortest.Spanner(t, cfg)
-	now := time.Now().UTC()
-	world := ringOf30(now)
-	seed(t, db, world)
+	db, now, world := seededRing(t)
 	s, rs := stores(db)
 	counted := newCounting(s)
 	st := &stale{Store: counted}
