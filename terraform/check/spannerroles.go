@@ -14,17 +14,56 @@ import (
 	"golang.org/x/tools/go/packages"
 )
 
-// Spanner table privileges of a database role, as GRANT names them.
+// Privileges is a set of Spanner table privileges of a database role, as
+// GRANT names them.
+type Privileges uint8
+
 const (
-	privSelect = "SELECT"
-	privInsert = "INSERT"
-	privUpdate = "UPDATE"
-	privDelete = "DELETE"
+	PrivSelect Privileges = 1 << iota
+	PrivInsert
+	PrivUpdate
+	PrivDelete
 )
 
-// writePrivileges are what a table the code writes needs: mutations insert,
-// update or delete rows, and every write transaction reads them first.
-var writePrivileges = []string{privSelect, privInsert, privUpdate, privDelete}
+// privAll is every table privilege: what a table stored needs, since what
+// is done with it is not seen.
+const privAll = PrivSelect | PrivInsert | PrivUpdate | PrivDelete
+
+// privWrite is the privileges that change rows.
+const privWrite = PrivInsert | PrivUpdate | PrivDelete
+
+var privNames = []struct {
+	p    Privileges
+	name string
+}{{PrivSelect, "SELECT"}, {PrivInsert, "INSERT"}, {PrivUpdate, "UPDATE"}, {PrivDelete, "DELETE"}}
+
+// privilegeNamed is the privilege GRANT names name (any case), or 0.
+func privilegeNamed(name string) Privileges {
+	for _, n := range privNames {
+		if strings.EqualFold(n.name, name) {
+			return n.p
+		}
+	}
+	return 0
+}
+
+// Names lists the privileges in the order GRANT statements list them.
+func (p Privileges) Names() []string {
+	var out []string
+	for _, n := range privNames {
+		if p&n.p != 0 {
+			out = append(out, n.name)
+		}
+	}
+	return out
+}
+
+func (p Privileges) String() string {
+	if p == 0 {
+		return "none"
+	}
+	return strings.Join(p.Names(), ",")
+}
 
 // Schema is what the DDL says about tables and database roles, statement by
 // statement in order.
@@ -36,7 +75,7 @@ type Schema struct {
 	Cascade map[string][]string
 	Roles   map[string]bool
 	// Grants maps a role to its tables and their privileges.
-	Grants map[string]map[string]map[string]bool
+	Grants map[string]map[string]Privileges
 }
 
 var (
@@ -54,7 +93,7 @@ var (
 // another shape (on columns, views, change streams, roles to roles) is an
 // error: the privilege rule could not account for it.
 func ParseSchema(ddl []string) (*Schema, error) {
-	s := &Schema{Tables: map[string]bool{}, Cascade: map[string][]string{}, Roles: map[string]bool{}, Grants: map[string]map[string]map[string]bool{}}
+	s := &Schema{Tables: map[string]bool{}, Cascade: map[string][]string{}, Roles: map[string]bool{}, Grants: map[string]map[string]Privileges{}}
 	for _, stmt := range ddl {
 		if m := createTableRE.FindStringSubmatch(stmt); m != nil {
 			s.Tables[m[1]] = true
@@ -85,12 +124,13 @@ func ParseSchema(ddl []string) (*Schema, error) {
 		}
 		grant := strings.EqualFold(m[1], "GRANT")
 		privs, tables, roles := splitList(m[2]), splitList(m[3]), splitList(m[4])
+		var set Privileges
 		for _, p := range privs {
-			switch p = strings.ToUpper(p); p {
-			case privSelect, privInsert, privUpdate, privDelete:
-			default:
+			q := privilegeNamed(p)
+			if q == 0 {
 				return nil, fmt.Errorf("DDL statement %q: privilege %q on a whole table is not one of SELECT, INSERT, UPDATE, DELETE", stmt, p)
 			}
+			set |= q
 		}
 		for _, r := range roles {
 			if !s.Roles[r] {
@@ -101,19 +141,14 @@ func ParseSchema(ddl []string) (*Schema, error) {
 					return nil, fmt.Errorf("DDL statement %q: table %s does not exist", stmt, t)
 				}
 				if s.Grants[r] == nil {
-					s.Grants[r] = map[string]map[string]bool{}
+					s.Grants[r] = map[string]Privileges{}
 				}
-				if s.Grants[r][t] == nil {
-					s.Grants[r][t] = map[string]bool{}
+				if grant {
+					s.Grants[r][t] |= set
+				} else {
+					s.Grants[r][t] &^= set
 				}
-				for _, p := range privs {
-					if grant {
-						s.Grants[r][t][strings.ToUpper(p)] = true
-					} else {
-						delete(s.Grants[r][t], strings.ToUpper(p))
-					}
-				}
-				if len(s.Grants[r][t]) == 0 {
+				if s.Grants[r][t] == 0 {
 					delete(s.Grants[r], t)
 				}
 			}
@@ -132,25 +167,23 @@ func splitList(s string) []string {
 	return out
 }
 
-// Table access as the code does it.
-const (
-	accessRead  = "read"
-	accessWrite = "write"
-)
-
-// mutationFuncs are the spanner package's mutation constructors: their first
-// argument is the table written.
-var mutationFuncs = map[string]bool{}
+// mutationFuncs are the spanner package's mutation constructors, each with
+// the privileges it needs on the table of its first argument. A replace
+// deletes the row it replaces.
+var mutationFuncs = map[string]Privileges{}
 
 func init() {
-	for _, op := range []string{"Insert", "InsertOrUpdate", "Update", "Replace", "Delete"} {
+	for op, p := range map[string]Privileges{
+		"Insert":         PrivInsert,
+		"InsertOrUpdate": PrivInsert | PrivUpdate,
+		"Update":         PrivUpdate,
+		"Replace":        PrivInsert | PrivUpdate | PrivDelete,
+	} {
 		for _, suffix := range []string{"", "Map", "Struct"} {
-			if op == "Delete" && suffix != "" {
-				continue
-			}
-			mutationFuncs[op+suffix] = true
+			mutationFuncs[op+suffix] = p
 		}
 	}
+	mutationFuncs["Delete"] = PrivDelete
 }
 
 // readMethods are the row reads of the spanner package's transactions:
@@ -161,31 +194,60 @@ var readMethods = map[string]bool{
 }
 
 var (
-	sqlWriteRE = regexp.MustCompile(`(?i)\b(?:INSERT\s+(?:OR\s+UPDATE\s+|OR\s+IGNORE\s+)?(?:INTO\s+)?|UPDATE\s+|DELETE\s+(?:FROM\s+)?)(\w+)`)
+	// sqlWriteRE is DML: its verb (INSERT, INSERT OR UPDATE, INSERT OR
+	// IGNORE, UPDATE, DELETE) and its table.
+	sqlWriteRE = regexp.MustCompile(`(?i)\b(INSERT\s+(?:OR\s+UPDATE\s+|OR\s+IGNORE\s+)?(?:INTO\s+)?|UPDATE\s+|DELETE\s+(?:FROM\s+)?)(\w+)`)
 	sqlReadRE  = regexp.MustCompile(`(?i)\b(?:FROM|JOIN)\s+(\w+)`)
 	// hintedTableRE is a table with a hint, spliced after FROM.
 	hintedTableRE = regexp.MustCompile(`^(\w+)@\{`)
 )
 
+// dmlPrivileges is what a DML statement's verb needs on its table: an
+// UPDATE or DELETE also reads the rows its WHERE selects.
+func dmlPrivileges(verb string) Privileges {
+	f := strings.Fields(strings.ToUpper(verb))
+	switch {
+	case f[0] == "UPDATE":
+		return PrivUpdate | PrivSelect
+	case f[0] == "DELETE":
+		return PrivDelete | PrivSelect
+	case len(f) > 2 && f[1] == "OR" && f[2] == "UPDATE":
+		return PrivInsert | PrivUpdate
+	default:
+		return PrivInsert
+	}
+}
+
 // SpannerTablesOf maps each function registered under functions/ to the
-// Spanner tables its code can touch, each "write" or "read". What the code
+// Spanner tables its code can touch, each with the privileges the code
+// uses on it. What the code
 // can reach is found on the call graph of the module's declarations, with
 // types: a call or reference reaches the function or method it names, and a
 // method of an interface reaches that method of every module type that
 // implements the interface. The walk starts from every declaration of the
 // function's package and every init and package-level variable of the
 // module packages it links. In a declaration, a table (a string constant
-// naming it) is written when it is the table of a mutation (spanner.Insert,
-// InsertOrUpdate, Update, Replace, Delete and their Map and Struct forms) or
-// of DML in a literal, or when it is handed to another function or stored
-// (as the rate limiter's table is: it reads and writes what it is given); it
-// is read when it is the table of a row read (Read, ReadRow, ...), named
-// after FROM or JOIN in a query, or spliced into one. A table written is
-// written with its ON DELETE CASCADE children.
-func SpannerTablesOf(repo string, c *Code, schema *Schema) (map[string]map[string]string, error) {
+// naming it, or a local variable given only that table's name, bare or with
+// a hint) is inserted into, updated or deleted from as the mutation whose
+// table it is says (spanner.Insert: INSERT; InsertOrUpdate: INSERT and
+// UPDATE; Update: UPDATE; Replace: all three; Delete: DELETE; and their Map
+// and Struct forms), or as the verb of DML in a literal; it is read (SELECT)
+// when it is the table of a row read (Read, ReadRow, ...), named after FROM
+// or JOIN in a query, or spliced into one; handed to another function, it
+// needs what that function does with it; stored anywhere else (a field, a
+// package variable, a result), it is assumed to need every privilege. A
+// table deleted from is deleted from with its ON DELETE CASCADE children.
+func SpannerTablesOf(repo string, c *Code, schema *Schema) (map[string]map[string]Privileges, error) {
+	return spannerTablesOf(repo, c, schema, nil)
+}
+
+// spannerTablesOf is SpannerTablesOf on the code with the files of overlay
+// (absolute path -> content) in place of those on disk.
+func spannerTablesOf(repo string, c *Code, schema *Schema, overlay map[string][]byte) (map[string]map[string]Privileges, error) {
 	cfg := &packages.Config{
-		Mode: packages.NeedName | packages.NeedSyntax | packages.NeedTypes | packages.NeedTypesInfo | packages.NeedImports | packages.NeedDeps,
-		Dir:  repo,
+		Mode:    packages.NeedName | packages.NeedSyntax | packages.NeedTypes | packages.NeedTypesInfo | packages.NeedImports | packages.NeedDeps,
+		Dir:     repo,
+		Overlay: overlay,
 	}
 	pkgs, err := packages.Load(cfg, "./shared/...", "./functions/...")
 	if err != nil {
@@ -304,7 +366,7 @@ func SpannerTablesOf(repo string, c *Code, schema *Schema) (map[string]map[strin
 		callees []*decl
 		param   int
 	}
-	access := map[*decl]map[string]string{}
+	access := map[*decl]map[string]Privileges{}
 	forwards := map[*decl][]forward{}
 	calls := map[*decl][]*decl{}
 	// callees are the module declarations a call's function may be.
@@ -352,19 +414,37 @@ func SpannerTablesOf(repo string, c *Code, schema *Schema) (map[string]map[strin
 				}
 			}
 		}
-		got := map[string]string{}
-		note := func(table, a string) {
-			if got[table] != accessWrite {
-				got[table] = a
+		got := map[string]Privileges{}
+		note := func(table string, p Privileges) { got[table] |= p }
+		// constTable is the table a string constant names.
+		constTable := func(e ast.Expr) (string, bool) {
+			var id *ast.Ident
+			switch e := e.(type) {
+			case *ast.Ident:
+				id = e
+			case *ast.SelectorExpr:
+				id = e.Sel
+			default:
+				return "", false
 			}
+			k, ok := info.Uses[id].(*types.Const)
+			if !ok || k.Val().Kind() != constant.String {
+				return "", false
+			}
+			t := constant.StringVal(k.Val())
+			return t, schema.Tables[t]
 		}
-		// table resolves an expression to the table a constant names, or
-		// to a parameter of the declaration ("#i").
+		aliases, aliasing := localTables(dc.node, info, constTable)
+		// table resolves an expression to the table a constant names or a
+		// local variable holds, or to a parameter of the declaration ("#i").
 		table := func(e ast.Expr) (string, bool) {
 			var id *ast.Ident
 			switch e := e.(type) {
 			case *ast.Ident:
 				id = e
+				if t, ok := aliases[info.Uses[id]]; ok {
+					return t, true
+				}
 				if i, ok := params[info.Uses[id]]; ok {
 					if b, ok := info.Uses[id].Type().Underlying().(*types.Basic); ok && b.Kind() == types.String {
 						return "#" + strconv.Itoa(i), true
@@ -382,13 +462,18 @@ func SpannerTablesOf(repo string, c *Code, schema *Schema) (map[string]map[strin
 			t := constant.StringVal(k.Val())
 			return t, schema.Tables[t]
 		}
-		isSpanner := func(e ast.Expr, names map[string]bool) bool {
+		// isMutation is what the spanner package's mutation constructor
+		// called needs on its table (0: not one).
+		isMutation := func(e ast.Expr) Privileges {
 			sel, ok := e.(*ast.SelectorExpr)
-			if !ok || !names[sel.Sel.Name] {
-				return false
+			if !ok || mutationFuncs[sel.Sel.Name] == 0 {
+				return 0
 			}
 			fn, ok := info.Uses[sel.Sel].(*types.Func)
-			return ok && fn.Pkg() != nil && fn.Pkg().Path() == "cloud.google.com/go/spanner"
+			if !ok || fn.Pkg() == nil || fn.Pkg().Path() != "cloud.google.com/go/spanner" {
+				return 0
+			}
+			return mutationFuncs[sel.Sel.Name]
 		}
 		// isReadMethod: a row read of a transaction, the spanner package's
 		// or an interface's with its signature.
@@ -400,32 +485,34 @@ func SpannerTablesOf(repo string, c *Code, schema *Schema) (map[string]map[strin
 		// with a hint (Comments@{FORCE_INDEX=...}) spliced into a query.
 		sqlText := func(s string) {
 			for _, m := range sqlWriteRE.FindAllStringSubmatch(s, -1) {
-				if schema.Tables[m[1]] {
-					note(m[1], accessWrite)
+				if schema.Tables[m[2]] {
+					note(m[2], dmlPrivileges(m[1]))
 				}
 			}
 			for _, m := range sqlReadRE.FindAllStringSubmatch(s, -1) {
 				if schema.Tables[m[1]] {
-					note(m[1], accessRead)
+					note(m[1], PrivSelect)
 				}
 			}
 			if m := hintedTableRE.FindStringSubmatch(s); m != nil && schema.Tables[m[1]] {
-				note(m[1], accessRead)
+				note(m[1], PrivSelect)
 			}
 		}
-		seen := map[ast.Expr]bool{} // table expressions already classified
+		// seen: table expressions already classified; a local variable's
+		// assignments of a table are no access of their own.
+		seen := aliasing
 		ast.Inspect(dc.node, func(n ast.Node) bool {
 			switch n := n.(type) {
 			case *ast.CallExpr:
 				switch {
-				case isSpanner(n.Fun, mutationFuncs) && len(n.Args) > 0:
+				case isMutation(n.Fun) != 0 && len(n.Args) > 0:
 					if t, ok := table(n.Args[0]); ok {
-						note(t, accessWrite)
+						note(t, isMutation(n.Fun))
 						seen[n.Args[0]] = true
 					}
 				case isReadMethod(n.Fun) && len(n.Args) > 1:
 					if t, ok := table(n.Args[1]); ok {
-						note(t, accessRead)
+						note(t, PrivSelect)
 						seen[n.Args[1]] = true
 					}
 				default:
@@ -445,7 +532,7 @@ func SpannerTablesOf(repo string, c *Code, schema *Schema) (map[string]map[strin
 						if fn, ok := info.Uses[sel.Sel].(*types.Func); ok && fn.Pkg() != nil && fn.Pkg().Path() == "fmt" {
 							for _, a := range n.Args {
 								if t, ok := table(a); ok {
-									note(t, accessRead) // spliced into a query
+									note(t, PrivSelect) // spliced into a query
 									seen[a] = true
 								}
 							}
@@ -455,7 +542,7 @@ func SpannerTablesOf(repo string, c *Code, schema *Schema) (map[string]map[strin
 			case *ast.BinaryExpr:
 				for _, e := range []ast.Expr{n.X, n.Y} {
 					if t, ok := table(e); ok && !seen[e] {
-						note(t, accessRead) // spliced into a query
+						note(t, PrivSelect) // spliced into a query
 						seen[e] = true
 					}
 				}
@@ -467,13 +554,13 @@ func SpannerTablesOf(repo string, c *Code, schema *Schema) (map[string]map[strin
 			case *ast.SelectorExpr:
 				if t, ok := table(n); ok {
 					if !seen[n] {
-						note(t, accessWrite) // handed on or stored: assume the worst
+						note(t, privAll) // stored: assume the worst
 					}
 					return false // its Sel is the same constant
 				}
 			case *ast.Ident:
 				if t, ok := table(n); ok && !seen[n] {
-					note(t, accessWrite) // handed on or stored: assume the worst
+					note(t, privAll) // stored: assume the worst
 				} else if k, ok := info.Uses[n].(*types.Const); ok && k.Val().Kind() == constant.String {
 					sqlText(constant.StringVal(k.Val())) // a query, or a table with a hint
 				}
@@ -491,14 +578,14 @@ func SpannerTablesOf(repo string, c *Code, schema *Schema) (map[string]map[strin
 		d *decl
 		i int
 	}
-	memo := map[paramRef]string{}
-	var paramAccess func(d *decl, i int) string
-	paramAccess = func(d *decl, i int) string {
+	memo := map[paramRef]Privileges{}
+	var paramAccess func(d *decl, i int) Privileges
+	paramAccess = func(d *decl, i int) Privileges {
 		ref := paramRef{d, i}
 		if a, ok := memo[ref]; ok {
 			return a
 		}
-		memo[ref] = "" // a cycle adds nothing
+		memo[ref] = 0 // a cycle adds nothing
 		key := "#" + strconv.Itoa(i)
 		a := access[d][key]
 		for _, f := range forwards[d] {
@@ -506,10 +593,8 @@ func SpannerTablesOf(repo string, c *Code, schema *Schema) (map[string]map[strin
 				continue
 			}
 			for _, c := range f.callees {
-				if c != nil && a != accessWrite {
-					if got := paramAccess(c, f.param); got != "" {
-						a = got
-					}
+				if c != nil {
+					a |= paramAccess(c, f.param)
 				}
 			}
 		}
@@ -517,7 +602,7 @@ func SpannerTablesOf(repo string, c *Code, schema *Schema) (map[string]map[strin
 		return a
 	}
 
-	byFunction := map[string]map[string]string{}
+	byFunction := map[string]map[string]Privileges{}
 	for name, r := range c.Registered {
 		linked := deps[r.Package]
 		var work []*decl
@@ -526,7 +611,7 @@ func SpannerTablesOf(repo string, c *Code, schema *Schema) (map[string]map[strin
 		}
 		work = append(work, pkgDecls[r.Package]...)
 		reached := map[*decl]bool{}
-		got := map[string]string{}
+		got := map[string]Privileges{}
 		for len(work) > 0 {
 			dc := work[len(work)-1]
 			work = work[:len(work)-1]
@@ -535,8 +620,8 @@ func SpannerTablesOf(repo string, c *Code, schema *Schema) (map[string]map[strin
 			}
 			reached[dc] = true
 			for t, a := range access[dc] {
-				if !strings.HasPrefix(t, "#") && got[t] != accessWrite {
-					got[t] = a
+				if !strings.HasPrefix(t, "#") {
+					got[t] |= a
 				}
 			}
 			for _, f := range forwards[dc] {
@@ -547,9 +632,7 @@ func SpannerTablesOf(repo string, c *Code, schema *Schema) (map[string]map[strin
 					if c == nil {
 						continue
 					}
-					if a := paramAccess(c, f.param); a != "" && got[f.key] != accessWrite {
-						got[f.key] = a
-					}
+					got[f.key] |= paramAccess(c, f.param)
 				}
 			}
 			work = append(work, calls[dc]...)
@@ -558,15 +641,20 @@ func SpannerTablesOf(repo string, c *Code, schema *Schema) (map[string]map[strin
 		for changed := true; changed; {
 			changed = false
 			for t, a := range got {
-				if a != accessWrite {
+				if a&PrivDelete == 0 {
 					continue
 				}
 				for _, child := range schema.Cascade[t] {
-					if got[child] != accessWrite {
-						got[child] = accessWrite
+					if got[child]&PrivDelete == 0 {
+						got[child] |= PrivDelete
 						changed = true
 					}
 				}
+			}
+		}
+		for t, a := range got {
+			if a == 0 {
+				delete(got, t)
 			}
 		}
 		byFunction[name] = got
@@ -574,17 +662,103 @@ func SpannerTablesOf(repo string, c *Code, schema *Schema) (map[string]map[strin
 	return byFunction, nil
 }
 
-// privilegesFor is what access needs: every write privilege for a table
-// written, SELECT for one read.
-func privilegesFor(access string) map[string]bool {
-	if access == accessWrite {
-		out := map[string]bool{}
-		for _, p := range writePrivileges {
-			out[p] = true
+// localTables finds the local variables of a declaration that hold a
+// table's name, bare or with a hint spliced after it (T + "@{...}"): every
+// value assigned to one that starts with a table names the same table. It
+// returns each with its table, and the expressions of those assignments (the
+// variable assigned, a bare constant assigned), which are no access of their
+// own: what the code does with the variable is.
+func localTables(node ast.Node, info *types.Info, constTable func(ast.Expr) (string, bool)) (map[types.Object]string, map[ast.Expr]bool) {
+	var held func(e ast.Expr) (string, bool)
+	held = func(e ast.Expr) (string, bool) {
+		if b, ok := e.(*ast.BinaryExpr); ok && b.Op == token.ADD {
+			return held(b.X)
 		}
-		return out
+		return constTable(e)
 	}
-	return map[string]bool{privSelect: true}
+	type assigned struct {
+		tables map[string]bool
+		exprs  []ast.Expr
+	}
+	vars := map[types.Object]*assigned{}
+	assign := func(lhs, rhs ast.Expr) {
+		id, ok := lhs.(*ast.Ident)
+		if !ok {
+			return
+		}
+		obj := info.ObjectOf(id)
+		v, ok := obj.(*types.Var)
+		if !ok || v.IsField() || v.Parent() == nil || v.Pkg() == nil || v.Parent() == v.Pkg().Scope() {
+			return
+		}
+		t, ok := held(rhs)
+		if !ok {
+			return
+		}
+		a := vars[obj]
+		if a == nil {
+			a = &assigned{tables: map[string]bool{}}
+			vars[obj] = a
+		}
+		a.tables[t] = true
+		a.exprs = append(a.exprs, lhs)
+		if _, bare := constTable(rhs); bare {
+			a.exprs = append(a.exprs, rhs)
+		}
+	}
+	ast.Inspect(node, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.AssignStmt:
+			if (n.Tok == token.ASSIGN || n.Tok == token.DEFINE) && len(n.Lhs) == len(n.Rhs) {
+				for i := range n.Lhs {
+					assign(n.Lhs[i], n.Rhs[i])
+				}
+			}
+		case *ast.ValueSpec:
+			if len(n.Names) == len(n.Values) {
+				for i := range n.Names {
+					assign(n.Names[i], n.Values[i])
+				}
+			}
+		}
+		return true
+	})
+	tables, exprs := map[types.Object]string{}, map[ast.Expr]bool{}
+	for obj, a := range vars {
+		if len(a.tables) != 1 {
+			continue // two tables in one variable: each assignment stores one
+		}
+		for t := range a.tables {
+			tables[obj] = t
+		}
+		for _, e := range a.exprs {
+			exprs[e] = true
+		}
+	}
+	return tables, exprs
+}
+
+// appendOnlyTables are the tables whose rows the service only ever inserts
+// and reads: the moderation audit trail (docs/moderation.md). No role may
+// update or delete their rows, and each role holds on them exactly the
+// privileges its code uses, so that a role that only reads the trail
+// cannot add to it either.
+var appendOnlyTables = map[string]bool{"ModerationLog": true}
+
+// wantPrivileges is what a role must hold on table for code that uses the
+// privileges p on it (0: does not touch it). On an append-only table, p
+// itself. On any other, SELECT where the code only reads it and all four
+// where it writes it: mutations insert, update or delete rows, and every
+// write transaction reads them first.
+func wantPrivileges(table string, p Privileges) Privileges {
+	switch {
+	case appendOnlyTables[table]:
+		return p
+	case p&privWrite != 0:
+		return privAll
+	default:
+		return p
+	}
 }
 
 // SpannerRoleRule holds each function identity's Spanner access against
@@ -592,9 +766,10 @@ func privilegesFor(access string) map[string]bool {
 // on the database and roles/spanner.databaseRoleUser conditioned on its own
 // database role, named by its SPANNER_DATABASE_ROLE, and no other Spanner
 // role anywhere (schema changes are the deploy identity's alone). The role
-// is created in the DDL and granted exactly the privileges of touches: every
-// write privilege on a table written, SELECT on one only read, nothing else.
-func SpannerRoleRule(p *Plan, c *Code, schema *Schema, touches map[string]map[string]string) []error {
+// is created in the DDL and granted exactly what wantPrivileges says of
+// touches, nothing else; code that may update or delete rows of an
+// append-only table fails, whatever the grants.
+func SpannerRoleRule(p *Plan, c *Code, schema *Schema, touches map[string]map[string]Privileges) []error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	users := p.Instances("google_spanner_database_iam_member", "fn")
@@ -638,21 +813,22 @@ func SpannerRoleRule(p *Plan, c *Code, schema *Schema, touches map[string]map[st
 		granted := schema.Grants[role]
 		need := touches[fn]
 		for _, t := range sortedKeys(granted) {
-			wantPrivs := map[string]bool{}
-			if a, ok := need[t]; ok {
-				wantPrivs = privilegesFor(a)
-			}
-			for _, priv := range sortedSet(granted[t]) {
-				if !wantPrivs[priv] {
-					add("spanner role rule: function %s's database role %s is granted %s on table %s, which its code (%s and what it links) does not need", fn, role, priv, t, reg.Package)
-				}
+			for _, priv := range (granted[t] &^ wantPrivileges(t, need[t])).Names() {
+				add("spanner role rule: function %s's database role %s is granted %s on table %s, which its code (%s and what it links) does not need", fn, role, priv, t, reg.Package)
 			}
 		}
 		for _, t := range sortedKeys(need) {
-			for _, priv := range sortedSet(privilegesFor(need[t])) {
-				if !granted[t][priv] {
-					add("spanner role rule: function %s %ss table %s but its database role %s is not granted %s on it", fn, need[t], t, role, priv)
+			if appendOnlyTables[t] {
+				for _, priv := range (need[t] & (PrivUpdate | PrivDelete)).Names() {
+					add("spanner role rule: function %s's code (%s and what it links) needs %s on table %s, whose rows the service only ever inserts and reads (append-only: docs/moderation.md)", fn, reg.Package, priv, t)
 				}
+			}
+			what := "reads"
+			if need[t]&privWrite != 0 {
+				what = "writes"
+			}
+			for _, priv := range (wantPrivileges(t, need[t]) &^ granted[t]).Names() {
+				add("spanner role rule: function %s %s table %s but its database role %s is not granted %s on it", fn, what, t, role, priv)
 			}
 		}
 	}
