@@ -46,6 +46,7 @@ bench:
 	$(GO) test -run '^$$' -bench BenchmarkVerify ./shared/auth/
 	$(GO) run ./cmd/withemulators -- $(GO) test -run '^$$' -bench BenchmarkHistoryFirstPage -benchtime 200x ./shared/history/historystore/
 	$(GO) run ./cmd/withemulators -- $(GO) test -run '^$$' -bench BenchmarkExpireHistoryCost -benchtime 1x ./functions/expirehistory/
+	$(GO) run ./cmd/withemulators -- $(GO) test -run '^$$' -bench BenchmarkPrepareExportMemory -benchtime 1x ./functions/prepareexport/
 
 ## capacity: each environment's capacity plan from its Terraform, topology.json and docs/benchmarks/costs.json (docs/capacity.md)
 capacity:
