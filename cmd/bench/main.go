@@ -38,6 +38,7 @@ import (
 	"github.com/videngage/engagement/cmd/internal/benchreport"
 	"github.com/videngage/engagement/cmd/internal/benchstack"
 	"github.com/videngage/engagement/cmd/internal/localstack"
+	"github.com/videngage/engagement/cmd/soak/workload"
 	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/internal/otelcount"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -259,26 +260,7 @@ func do(c *http.Client, method, url, token, body string, hdr ...string) (int, []
 
 // doHeader is do with the answer's headers.
 func doHeader(c *http.Client, method, url, token, body string, hdr ...string) (int, http.Header, []byte, error) {
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, b, err
+	return (&workload.Client{HTTP: c}).Send(method, url, token, body, hdr...)
 }
 
 // hotItem: o.reactions users like one item as fast as o.concurrency clients

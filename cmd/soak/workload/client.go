@@ -61,7 +61,7 @@ func (r *Recorder) Samples() []Sample {
 // answer in rec, when rec is not nil, as op.
 func (c *Client) Do(rec *Recorder, op, method, path, token, body string, hdr ...string) (int, http.Header, []byte) {
 	s := Sample{At: time.Now(), Op: op}
-	code, h, b, err := c.do(method, path, token, body, hdr...)
+	code, h, b, err := c.Send(method, path, token, body, hdr...)
 	s.Latency, s.Code = time.Since(s.At), code
 	if err != nil {
 		s.Err = err.Error()
@@ -74,7 +74,10 @@ func (c *Client) Do(rec *Recorder, op, method, path, token, body string, hdr ...
 	return code, h, b
 }
 
-func (c *Client) do(method, path, token, body string, hdr ...string) (int, http.Header, []byte, error) {
+// Send sends one request to Base+path, with token as its bearer (none when
+// "") and body as JSON (none when ""), and returns the answer's status,
+// headers and body.
+func (c *Client) Send(method, path, token, body string, hdr ...string) (int, http.Header, []byte, error) {
 	req, err := http.NewRequest(method, c.Base+path, strings.NewReader(body))
 	if err != nil {
 		return 0, nil, nil, err
