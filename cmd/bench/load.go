@@ -55,46 +55,14 @@ func runLoadChild() {
 	if job.Pushes != nil {
 		method, want, n = http.MethodPost, http.StatusNoContent, len(job.Pushes)
 	}
-	client := newClient(job.Concurrency)
-	var next, failures atomic.Int64
-	var firstErr atomic.Value
-	var wg sync.WaitGroup
 	start := time.Now()
-	for c := 0; c < job.Concurrency; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				token, body := "", ""
-				if job.Pushes != nil {
-					body = job.Pushes[i]
-				} else {
-					token, body = job.Tokens[i], job.Body
-				}
-				for attempt := 0; ; attempt++ {
-					code, b, err := do(client, method, job.URL, token, body)
-					if err == nil && code == want {
-						break
-					}
-					if attempt == 5 {
-						failures.Add(1)
-						firstErr.CompareAndSwap(nil, fmt.Sprintf("%d %s %v", code, b, err))
-						break
-					}
-					time.Sleep(50 * time.Millisecond)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	res := loadResult{Elapsed: time.Since(start), Failures: failures.Load()}
-	if s, ok := firstErr.Load().(string); ok {
-		res.FirstErr = s
-	}
+	failures, first := sendAll(newClient(job.Concurrency), job.Concurrency, n, want, func(i int) (string, string, string, string) {
+		if job.Pushes != nil {
+			return method, job.URL, "", job.Pushes[i]
+		}
+		return method, job.URL, job.Tokens[i], job.Body
+	})
+	res := loadResult{Elapsed: time.Since(start), Failures: failures, FirstErr: first}
 	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
 		os.Exit(2)
 	}
@@ -155,6 +123,31 @@ func (c *loadChild) run() (loadResult, error) {
 		return res, fmt.Errorf("load child: %w", err)
 	}
 	return res, nil
+}
+
+// sendAll sends request(i) — method, URL, token, body — for i in [0, n)
+// from conc clients of c, each tried up to six times 50 ms apart until it is
+// answered want, and returns how many never were and the first such answer.
+func sendAll(c *http.Client, conc, n, want int, request func(i int) (method, url, token, body string)) (failures int64, first string) {
+	var failed atomic.Int64
+	var firstAnswer atomic.Value
+	forEach(conc, n, func(i int) error {
+		method, url, token, body := request(i)
+		for attempt := 0; ; attempt++ {
+			code, b, err := do(c, method, url, token, body)
+			if err == nil && code == want {
+				return nil
+			}
+			if attempt == 5 {
+				failed.Add(1)
+				firstAnswer.CompareAndSwap(nil, fmt.Sprintf("%d %s %v", code, b, err))
+				return nil
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	first, _ = firstAnswer.Load().(string)
+	return failed.Load(), first
 }
 
 // forEach runs f(0..n-1) on conc goroutines and returns the first error.

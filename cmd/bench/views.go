@@ -20,7 +20,6 @@ import (
 	"net/http"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/spanner"
@@ -296,40 +295,14 @@ func viewsMode(ctx context.Context, es *emulators.Stack, mode, counting string, 
 	vn0, vbusy0 := srv.Pushes("ApplyViews")
 	cpu0 := processCPU()
 	start := time.Now()
-	var next atomic.Int64
-	var failures atomic.Int64
-	var firstErr atomic.Value
-	var wg sync.WaitGroup
-	for range o.watchers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				j := int(next.Add(1)) - 1
-				if j >= len(jobs) {
-					return
-				}
-				i := jobs[j]
-				body := fmt.Sprintf(`{"videoId":"hot","watchedAt":%q}`, base.Add(time.Duration(i)*time.Millisecond).Format(time.RFC3339Nano))
-				for attempt := 0; ; attempt++ {
-					code, b, err := do(client, "POST", srv.URL+"/v1/history", tokens[i], body)
-					if err == nil && code == 202 {
-						break
-					}
-					if attempt == 5 {
-						failures.Add(1)
-						firstErr.CompareAndSwap(nil, fmt.Sprintf("%d %s %v", code, b, err))
-						break
-					}
-					time.Sleep(50 * time.Millisecond)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	failures, first := sendAll(client, o.watchers, len(jobs), http.StatusAccepted, func(j int) (string, string, string, string) {
+		i := jobs[j]
+		body := fmt.Sprintf(`{"videoId":"hot","watchedAt":%q}`, base.Add(time.Duration(i)*time.Millisecond).Format(time.RFC3339Nano))
+		return http.MethodPost, srv.URL + "/v1/history", tokens[i], body
+	})
 	acceptedIn := time.Since(start)
-	if f := failures.Load(); f > 0 {
-		return r, fmt.Errorf("%d watches failed, first: %v", f, firstErr.Load())
+	if failures > 0 {
+		return r, fmt.Errorf("%d watches failed, first: %v", failures, first)
 	}
 	if err := waitViews(ctx, st, "hot", int64(o.watches), o.timeout); err != nil {
 		return r, err
