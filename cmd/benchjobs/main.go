@@ -95,11 +95,7 @@ func realMain(ctx context.Context) error {
 		return err
 	}
 	defer w.Close()
-	db, err := spannerdb.New(ctx, w.Config)
-	if err != nil {
-		return err
-	}
-	defer db.Client.Close()
+	db := w.DB
 	cs := foldstore.New(db, foldstore.Options{})
 
 	fmt.Printf("\nBackground jobs on the Spanner emulator (one read-write transaction at a time), 2 cores\n\n")

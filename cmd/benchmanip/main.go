@@ -454,11 +454,7 @@ func onEmulator(ctx context.Context, b *strings.Builder, n int) error {
 		return err
 	}
 	defer w.Close()
-	db, err := spannerdb.New(ctx, w.Config)
-	if err != nil {
-		return err
-	}
-	defer db.Client.Close()
+	db := w.DB
 	now := time.Now().UTC()
 	pop := moderationtest.Scenarios()[4].Population // a ring of 200 beside a viral video
 	pop.Ordinary = max(n/4, 1000)

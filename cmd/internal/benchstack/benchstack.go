@@ -159,17 +159,18 @@ func Provision(ctx context.Context, es *emulators.Stack, srv *Server, project st
 }
 
 // World is one benchmark's emulators, its push server and one provisioned
-// world on them.
+// world on them, with a Spanner client of its database.
 type World struct {
 	Emulators *emulators.Stack
 	Server    *Server
 	Config    *config.Config
+	DB        *spannerdb.DB
 	teardown  func()
 }
 
-// Start attaches to (or starts) the emulators as name, starts a push server
-// and provisions project on them with env (see Provision). Close undoes all
-// three.
+// Start attaches to (or starts) the emulators as name, starts a push server,
+// provisions project on them with env (see Provision) and opens its
+// database. Close undoes all four.
 func Start(ctx context.Context, name, project string, env map[string]string) (*World, error) {
 	es, err := localstack.Emulators(ctx, name, emulators.Options{})
 	if err != nil {
@@ -186,11 +187,20 @@ func Start(ctx context.Context, name, project string, env map[string]string) (*W
 		es.Stop()
 		return nil, err
 	}
-	return &World{Emulators: es, Server: srv, Config: cfg, teardown: teardown}, nil
+	db, err := spannerdb.New(ctx, cfg)
+	if err != nil {
+		teardown()
+		srv.Close()
+		es.Stop()
+		return nil, err
+	}
+	return &World{Emulators: es, Server: srv, Config: cfg, DB: db, teardown: teardown}, nil
 }
 
-// Close tears the world down, stops the server and the emulators it started.
+// Close closes the database's client, tears the world down, stops the
+// server and the emulators it started.
 func (w *World) Close() {
+	w.DB.Client.Close()
 	w.teardown()
 	w.Server.Close()
 	w.Emulators.Stop()
