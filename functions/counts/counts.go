@@ -92,7 +92,8 @@ type Deps struct {
 	CacheEntries int
 	// OwnInFlight is how many reads of signed-in callers' own rows run at
 	// once; the requests that arrive meanwhile are read together in the
-	// next one (0: each request reads alone).
+	// next one, those with a session token apart from those without (0:
+	// each request reads alone).
 	OwnInFlight int
 }
 
@@ -118,7 +119,7 @@ func New(d Deps) http.Handler {
 		load: d.Store.Public, maxStaleness: d.MaxStaleness, ttl: d.CacheTTL, max: d.CacheEntries, now: time.Now,
 	}}
 	if d.OwnInFlight > 0 {
-		h.own = batch.NewBatcher(batch.BatcherOptions{MaxItems: maxOwnBatch, MaxInFlight: d.OwnInFlight, Timeout: fetchTimeout}, d.Store.OwnMany)
+		h.own = batch.NewBatcherBy(batch.BatcherOptions{MaxItems: maxOwnBatch, MaxInFlight: d.OwnInFlight, Timeout: fetchTimeout}, strong, d.Store.OwnMany)
 	}
 	h.cacheControl = fmt.Sprintf("public, max-age=%d", int(d.MaxAge/time.Second))
 	rt := httpx.NewRouter()
@@ -276,10 +277,8 @@ func (h *handler) readTime(token, since time.Time) time.Time {
 }
 
 // readOwn reads the caller's part of a signed-in read: together with the
-// other signed-in requests waiting for a read when batched (at the newest
-// timestamp the batch's queries name when they all name one, else strongly:
-// the strong read starts after the request arrived, so it sees every write
-// acknowledged before it), else alone.
+// other signed-in requests of its kind (strong) waiting for a read when
+// batched, else alone.
 func (h *handler) readOwn(ctx context.Context, q countstore.OwnQuery) (countstore.Own, error) {
 	if h.own != nil {
 		return h.own.Do(ctx, q)
@@ -290,6 +289,15 @@ func (h *handler) readOwn(ctx context.Context, q countstore.OwnQuery) (countstor
 	}
 	return out[0], nil
 }
+
+// strong reports whether q is read strongly: it names no timestamp (no
+// session token). Strong and timestamped queries are batched apart: a batch
+// of timestamped ones reads at the newest timestamp they name, which holds
+// each caller's writes, with no round trip to the leader; a batch with a
+// strong one reads strongly, and would make the others wait for it. A
+// strong read starts after its request arrived, so it sees every write
+// acknowledged before it.
+func strong(q countstore.OwnQuery) bool { return q.At.IsZero() }
 
 // write answers body with a strong ETag over its bytes, or 304 when the
 // caller's If-None-Match already names it.

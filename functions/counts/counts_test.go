@@ -31,6 +31,7 @@ import (
 	"github.com/videngage/engagement/shared/counter/outboxstore"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/session"
 )
 
 func TestMain(m *testing.M) { emulatortest.Main(m) }
@@ -501,21 +502,37 @@ func (headerVerifier) FromRequest(r *http.Request) (auth.User, error) {
 }
 
 // gatedStore holds its first OwnMany call until release is closed and
-// records the viewers of every call.
+// records the viewers of every call, and which calls read strongly (a query
+// names no timestamp) and which at a timestamp, as countstore.OwnMany does.
 type gatedStore struct {
 	*fakeStore
 	release chan struct{}
 	mu      sync.Mutex
 	calls   [][]string
+	// strongCalls and timestampedCalls count the calls of each kind, and
+	// tokenReadStrongly the queries that name a timestamp in strong calls.
+	strongCalls, timestampedCalls, tokenReadStrongly int
 }
 
 func (g *gatedStore) OwnMany(ctx context.Context, qs []countstore.OwnQuery) ([]countstore.Own, error) {
 	var viewers []string
+	strong, named := false, 0
 	for _, q := range qs {
 		viewers = append(viewers, q.Viewer)
+		if q.At.IsZero() {
+			strong = true
+		} else {
+			named++
+		}
 	}
 	g.mu.Lock()
 	g.calls = append(g.calls, viewers)
+	if strong {
+		g.strongCalls++
+		g.tokenReadStrongly += named
+	} else {
+		g.timestampedCalls++
+	}
 	first := len(g.calls) == 1
 	g.mu.Unlock()
 	if first {
@@ -567,6 +584,60 @@ func TestSignedInReadsTogether(t *testing.T) {
 			}
 			if got.Counts["a"].Likes != 3+int64(i) || got.Viewer.Reactions["a"].Version != int64(i+1) {
 				t.Errorf("%s got %s, want a 3 likes + their own %d, their reaction version %d", users[i], a.Body, i, i+1)
+			}
+		}
+	})
+}
+
+// TestTokenReadsBatchApartFromStrongReads: signed-in requests with a
+// Session-Token that wait for a read beside requests without one are read
+// together at their timestamp, and those without strongly, in batches of
+// their own: a tokened read never waits for a strong one's round trip to
+// the leader. Every caller still gets their own rows.
+func TestTokenReadsBatchApartFromStrongReads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		users := make([]string, 7)
+		for i := range users {
+			users[i] = fmt.Sprintf("user-%d", i)
+			f.reactions[users[i]] = map[string]countstore.ViewerReaction{"a": {Reaction: "like", Version: int64(i + 1)}}
+		}
+		g := &gatedStore{fakeStore: f, release: make(chan struct{})}
+		h := countsfn.New(countsfn.Deps{Verifier: headerVerifier{}, Store: g, MaxAge: 2 * time.Second, MaxStaleness: time.Minute, OwnInFlight: 1})
+		token := session.Encode(time.Now())
+		answers := make([]*httptest.ResponseRecorder, len(users))
+		var wg sync.WaitGroup
+		read := func(i int) {
+			wg.Go(func() {
+				r := httptest.NewRequest("GET", "/v1/me/counts?ids=a", nil)
+				r.Header.Set("Authorization", "Bearer "+users[i])
+				if i%2 == 1 {
+					r.Header.Set(session.Header, token)
+				}
+				answers[i] = httptest.NewRecorder()
+				h.ServeHTTP(answers[i], r)
+			})
+		}
+		read(0)
+		synctest.Wait() // the first read (strong) runs and holds
+		for i := 1; i < len(users); i++ {
+			read(i) // with a token and without, in turn
+		}
+		synctest.Wait() // the others wait behind it
+		close(g.release)
+		wg.Wait()
+
+		if g.tokenReadStrongly != 0 || g.timestampedCalls != 1 || g.strongCalls != 2 {
+			t.Errorf("store calls %v: %d strong, %d at a timestamp, %d tokened queries read strongly; want the first alone, then users 1, 3, 5 at their timestamp and 2, 4, 6 strongly, none tokened read strongly",
+				g.calls, g.strongCalls, g.timestampedCalls, g.tokenReadStrongly)
+		}
+		for i, a := range answers {
+			var got countsfn.Body
+			if err := json.Unmarshal(a.Body.Bytes(), &got); err != nil || a.Code != 200 {
+				t.Fatalf("%s: %d %s", users[i], a.Code, a.Body)
+			}
+			if got.Viewer.Reactions["a"].Version != int64(i+1) {
+				t.Errorf("%s got %s, want their reaction version %d", users[i], a.Body, i+1)
 			}
 		}
 	})

@@ -23,6 +23,9 @@ type Batcher[T, R any] struct {
 	gather      time.Duration
 	maxGather   time.Duration
 	timeout     time.Duration
+	// sameBatch reports whether two items may share a batch (NewBatcherBy);
+	// nil: any two may.
+	sameBatch func(a, b T) bool
 
 	mu       sync.Mutex
 	queue    []*call[T, R]
@@ -81,6 +84,18 @@ func NewBatcher[T, R any](opts BatcherOptions, run func(ctx context.Context, ite
 		gather: opts.Gather, maxGather: opts.MaxGather, timeout: opts.Timeout}
 }
 
+// NewBatcherBy is NewBatcher whose batches each hold items of one key: a
+// batch takes the oldest queued item and the queued items of its key, and
+// the others keep their place for a later batch. Items that one run cannot
+// serve alike (a read that must wait for the leader and one that need not)
+// so never share a batch, while the batches of every key share MaxInFlight
+// and take turns in the order their oldest items came.
+func NewBatcherBy[T, R any, K comparable](opts BatcherOptions, key func(T) K, run func(ctx context.Context, items []T) ([]R, error)) *Batcher[T, R] {
+	b := NewBatcher(opts, run)
+	b.sameBatch = func(x, y T) bool { return key(x) == key(y) }
+	return b
+}
+
 // Do adds item to the next batch and waits for its result. When ctx ends
 // first, Do returns ctx's error, but the item may still be run: callers make
 // items idempotent (a client retries after a timeout).
@@ -119,18 +134,38 @@ func (b *Batcher[T, R]) work() {
 			b.gatherCalls(last)
 		}
 		b.mu.Lock()
-		n := min(len(b.queue), b.maxItems)
-		if n == 0 {
+		batch := b.take()
+		if len(batch) == 0 {
 			b.inFlight--
 			b.mu.Unlock()
 			return
 		}
-		batch := b.queue[:n:n]
-		b.queue = append([]*call[T, R](nil), b.queue[n:]...)
 		b.mu.Unlock()
 		b.runBatch(batch)
-		last = n
+		last = len(batch)
 	}
+}
+
+// take removes the next batch from the queue: up to maxItems calls, the
+// oldest first, all of the oldest's key (NewBatcherBy). b.mu is held.
+func (b *Batcher[T, R]) take() []*call[T, R] {
+	n := min(len(b.queue), b.maxItems)
+	if b.sameBatch == nil || n == 0 {
+		batch := b.queue[:n:n]
+		b.queue = append([]*call[T, R](nil), b.queue[n:]...)
+		return batch
+	}
+	head := b.queue[0].item
+	var batch, rest []*call[T, R]
+	for _, c := range b.queue {
+		if len(batch) < b.maxItems && b.sameBatch(head, c.item) {
+			batch = append(batch, c)
+		} else {
+			rest = append(rest, c)
+		}
+	}
+	b.queue = rest
+	return batch
 }
 
 // gatherCalls waits for company (BatcherOptions.Gather) after a batch of

@@ -3,6 +3,7 @@ package batch
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -186,6 +187,58 @@ func TestBatcherGatherFollowsLoad(t *testing.T) {
 		}
 		if len(sizes) > 8 {
 			t.Errorf("%d batches for 40 ms of steady calls, want waits of about MaxGather (batches %v)", len(sizes), sizes)
+		}
+	})
+}
+
+// TestBatcherByKeepsKeysApart: a batch holds the oldest queued call and the
+// queued calls of its key only, the others run in a later batch in their
+// order, and the batches of every key share MaxInFlight.
+func TestBatcherByKeepsKeysApart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var batches [][]int
+		var running, most int
+		release := make(chan struct{})
+		odd := func(i int) bool { return i%2 == 1 }
+		b := NewBatcherBy(BatcherOptions{MaxItems: 3, MaxInFlight: 2}, odd, func(ctx context.Context, items []int) ([]int, error) {
+			mu.Lock()
+			batches = append(batches, items)
+			running++
+			most = max(most, running)
+			first := len(batches) <= 2
+			mu.Unlock()
+			if first {
+				<-release // hold the first two batches so that the others queue
+			}
+			mu.Lock()
+			running--
+			mu.Unlock()
+			return items, nil
+		})
+		var wg sync.WaitGroup
+		call := func(i int) {
+			wg.Go(func() {
+				if got, err := b.Do(context.Background(), i); err != nil || got != i {
+					t.Errorf("Do(%d) = %d, %v", i, got, err)
+				}
+			})
+			synctest.Wait() // queued in this order
+		}
+		call(0)
+		call(1)
+		for _, i := range []int{3, 2, 5, 7, 4, 9} {
+			call(i)
+		}
+		close(release)
+		wg.Wait()
+		// Two workers run at once: batches may start in another order.
+		slices.SortFunc(batches, func(x, y []int) int { return x[0] - y[0] })
+		if want := [][]int{{0}, {1}, {2, 4}, {3, 5, 7}, {9}}; !slices.EqualFunc(batches, want, slices.Equal) {
+			t.Errorf("batches %v, want %v", batches, want)
+		}
+		if most > 2 {
+			t.Errorf("%d batches ran at once, want at most MaxInFlight (2) over both keys", most)
 		}
 	})
 }
