@@ -355,21 +355,6 @@ func TestEnvironmentDifferences(t *testing.T) {
 // Broken copies of the configuration must fail the checks.
 func TestBrokenConfigurationsFail(t *testing.T) {
 	needToolchain(t)
-	edit := func(file, old, new string) func(root string) {
-		return func(root string) {
-			p := filepath.Join(root, ModuleDir, file)
-			b, err := os.ReadFile(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !strings.Contains(string(b), old) {
-				t.Fatalf("%s does not contain %q", file, old)
-			}
-			if err := os.WriteFile(p, []byte(strings.Replace(string(b), old, new, 1)), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	cases := []struct {
 		name string
 		edit func(root string)
@@ -377,27 +362,27 @@ func TestBrokenConfigurationsFail(t *testing.T) {
 	}{
 		{
 			name: "unknown argument",
-			edit: edit("pubsub.tf", "  ack_deadline_seconds       = local.delivery.ackDeadlineSeconds\n", "  ack_deadline_seconds       = local.delivery.ackDeadlineSeconds\n  ack_deadline_minutes       = 1\n"),
+			edit: replaceIn(t, "pubsub.tf", "  ack_deadline_seconds       = local.delivery.ackDeadlineSeconds\n", "  ack_deadline_seconds       = local.delivery.ackDeadlineSeconds\n  ack_deadline_minutes       = 1\n"),
 			want: `An argument named "ack_deadline_minutes" is not expected here`,
 		},
 		{
 			name: "misspelt block",
-			edit: edit("pubsub.tf", "  retry_policy {", "  retry_polcy {"),
+			edit: replaceIn(t, "pubsub.tf", "  retry_policy {", "  retry_polcy {"),
 			want: `Blocks of type "retry_polcy" are not expected here`,
 		},
 		{
 			name: "dangling reference",
-			edit: edit("pubsub.tf", "google_pubsub_topic.dead_letter[each.value.dead_letter].id", "google_pubsub_topic.dead_letters[each.value.dead_letter].id"),
+			edit: replaceIn(t, "pubsub.tf", "google_pubsub_topic.dead_letter[each.value.dead_letter].id", "google_pubsub_topic.dead_letters[each.value.dead_letter].id"),
 			want: "Reference to undeclared resource",
 		},
 		{
 			name: "wrong type",
-			edit: edit("spanner.tf", "processing_units = var.spanner_autoscaling == null ? var.spanner_processing_units : null", "processing_units = [var.spanner_processing_units]"),
+			edit: replaceIn(t, "spanner.tf", "processing_units = var.spanner_autoscaling == null ? var.spanner_processing_units : null", "processing_units = [var.spanner_processing_units]"),
 			want: "Incorrect attribute value type",
 		},
 		{
 			name: "missing required argument",
-			edit: edit("firestore.tf", "  retention = \"604800s\"\n", ""),
+			edit: replaceIn(t, "firestore.tf", "  retention = \"604800s\"\n", ""),
 			want: `The argument "retention" is required`,
 		},
 	}
@@ -419,7 +404,7 @@ func TestBrokenConfigurationsFail(t *testing.T) {
 	// must catch it.
 	t.Run("function the code does not register", func(t *testing.T) {
 		t.Parallel()
-		root := copyOf(t, edit("functions.tf", "entry_point     = each.value.name", `entry_point     = each.value.name == "ApplyHistory" ? "ApplyHistoryV0" : each.value.name`))
+		root := copyOf(t, replaceIn(t, "functions.tf", "entry_point     = each.value.name", `entry_point     = each.value.name == "ApplyHistory" ? "ApplyHistoryV0" : each.value.name`))
 		r, err := toolchain.CheckEnvironment(root, "dev")
 		if err != nil {
 			t.Fatal(err)
@@ -432,7 +417,7 @@ func TestBrokenConfigurationsFail(t *testing.T) {
 
 	t.Run("name written out by hand", func(t *testing.T) {
 		t.Parallel()
-		root := copyOf(t, edit("pubsub.tf", "  name                       = each.value\n", "  name                       = \"history-events-dead-sub\"\n"))
+		root := copyOf(t, replaceIn(t, "pubsub.tf", "  name                       = each.value\n", "  name                       = \"history-events-dead-sub\"\n"))
 		if errs := StaticCheck(root, loadCode(t)); !containsErr(errs, `dead-letter subscription name "history-events-dead-sub" written out by hand`) {
 			t.Fatalf("the static check did not report the literal name: %v", errors.Join(errs...))
 		}

@@ -52,10 +52,9 @@ func decodeBuild(b []byte) (cloudBuild, error) {
 	return cb, err
 }
 
-// loadBuild decodes a Cloud Build file with unknown fields rejected, so a
-// misspelt key fails, and checks its substitutions: every one used is
-// declared (or built in), every declared one is used.
-func loadBuild(t *testing.T, file string) (cloudBuild, map[string]buildStep, []string) {
+// readBuild reads the repository's Cloud Build file and decodes it, with
+// unknown fields rejected; it returns the text too.
+func readBuild(t *testing.T, file string) (cloudBuild, string) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(repo, file))
 	if err != nil {
@@ -65,6 +64,15 @@ func loadBuild(t *testing.T, file string) (cloudBuild, map[string]buildStep, []s
 	if err != nil {
 		t.Fatalf("%s: %v", file, err)
 	}
+	return cb, string(b)
+}
+
+// loadBuild decodes a Cloud Build file with unknown fields rejected, so a
+// misspelt key fails, and checks its substitutions: every one used is
+// declared (or built in), every declared one is used.
+func loadBuild(t *testing.T, file string) (cloudBuild, map[string]buildStep, []string) {
+	t.Helper()
+	cb, _ := readBuild(t, file)
 	used := map[string]bool{}
 	refs := func(s string) {
 		for _, m := range substRef.FindAllStringSubmatch(s, -1) {

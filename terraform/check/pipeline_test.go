@@ -44,15 +44,7 @@ func pipelineBuilds(t *testing.T) (map[string]cloudBuild, map[string]string) {
 	t.Helper()
 	builds, texts := map[string]cloudBuild{}, map[string]string{}
 	for id, file := range pipelineFiles {
-		b, err := os.ReadFile(filepath.Join(repo, file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cb, err := decodeBuild(b)
-		if err != nil {
-			t.Fatalf("%s: %v", file, err)
-		}
-		builds[id], texts[id] = cb, string(b)
+		builds[id], texts[id] = readBuild(t, file)
 	}
 	return builds, texts
 }

@@ -438,10 +438,7 @@ func spannerTablesOf(repo string, c *Code, schema *Schema, overlay map[string][]
 		// table resolves an expression to the table a constant names or a
 		// local variable holds, or to a parameter of the declaration ("#i").
 		table := func(e ast.Expr) (string, bool) {
-			var id *ast.Ident
-			switch e := e.(type) {
-			case *ast.Ident:
-				id = e
+			if id, ok := e.(*ast.Ident); ok {
 				if t, ok := aliases[info.Uses[id]]; ok {
 					return t, true
 				}
@@ -450,17 +447,8 @@ func spannerTablesOf(repo string, c *Code, schema *Schema, overlay map[string][]
 						return "#" + strconv.Itoa(i), true
 					}
 				}
-			case *ast.SelectorExpr:
-				id = e.Sel
-			default:
-				return "", false
 			}
-			k, ok := info.Uses[id].(*types.Const)
-			if !ok || k.Val().Kind() != constant.String {
-				return "", false
-			}
-			t := constant.StringVal(k.Val())
-			return t, schema.Tables[t]
+			return constTable(e)
 		}
 		// isMutation is what the spanner package's mutation constructor
 		// called needs on its table (0: not one).
