@@ -27,6 +27,7 @@ import (
 	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/internal/otelcount"
 	"github.com/videngage/engagement/shared/auth"
+	"github.com/videngage/engagement/shared/batch"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/countstore"
 	"github.com/videngage/engagement/shared/events"
@@ -45,6 +46,7 @@ var (
 	countsInFlight  = flag.String("counts-own-in-flight", "", "counts benchmark: COUNTS_OWN_IN_FLIGHT of the \"after\" column (default: the configuration's)")
 	sessionClients  = flag.Int("counts-session-clients", 64, "counts benchmark, read after write: concurrent clients, each reading its counts right after its own write (0: skip)")
 	sessionRequests = flag.Int("counts-session-requests", 1280, "counts benchmark, read after write: measured reads per side (with and without the Session-Token)")
+	mixedRequests   = flag.Int("counts-mixed-requests", 1280, "counts benchmark, mixed reads after writes: measured reads per setting, half the clients sending the Session-Token and half not, at once (0: skip)")
 	sessionOnly     = flag.Bool("counts-session-only", false, "counts benchmark: only the read-after-write phase")
 )
 
@@ -68,6 +70,10 @@ type countingStore struct {
 	// call that answers it starts (the batch's queue), over queued
 	// queries.
 	authNanos, queueNanos, queued atomic.Int64
+	// batches counts the OwnMany calls, strongBatches those that read strongly (a query
+	// names no timestamp), and tokensReadStrongly the queries that name a
+	// timestamp (a Session-Token's) read in them.
+	batches, strongBatches, tokensReadStrongly atomic.Int64
 	// verified holds, by user id, when the handler last verified the
 	// user's token: each client has one request in flight at a time.
 	verified sync.Map
@@ -113,6 +119,19 @@ func (c *countingStore) OwnMany(ctx context.Context, qs []countstore.OwnQuery) (
 			c.queueNanos.Add(int64(t0.Sub(t.(time.Time))))
 			c.queued.Add(1)
 		}
+	}
+	strong, named := false, int64(0)
+	for _, q := range qs {
+		if q.At.IsZero() {
+			strong = true
+		} else {
+			named++
+		}
+	}
+	c.batches.Add(1)
+	if strong {
+		c.strongBatches.Add(1)
+		c.tokensReadStrongly.Add(named)
 	}
 	out, err := c.Store.OwnMany(ctx, qs)
 	c.ownNanos.Add(int64(time.Since(t0)) * int64(len(qs)))
@@ -219,6 +238,20 @@ func countsReadBench(ctx context.Context, es *emulators.Stack, cpuProfile string
 			d.Verifier = timedVerifier{d.Verifier, cs}
 			mux.Handle("/"+slug(name)+"/", cs.timed(http.StripPrefix("/"+slug(name), countsfn.New(d))))
 		}
+		// The mixed phase's baseline (mixedBaseline): the deployed handler
+		// reading each request alone, into one batcher below it that reads
+		// the requests waiting together whatever they carry.
+		d, err := countsfn.Build(st.Clients)
+		if err != nil {
+			return err
+		}
+		cs := &countingStore{Store: st.Counts}
+		d.OwnInFlight = 0
+		d.Store, stores[mixedBaseline] = &oneBatchStore{countingStore: cs, own: batch.NewBatcher(batch.BatcherOptions{
+			MaxItems: 64, MaxInFlight: cfg.HTTP.CountsOwnInFlight, Timeout: 10 * time.Second,
+		}, cs.OwnMany)}, cs
+		d.Verifier = timedVerifier{d.Verifier, cs}
+		mux.Handle("/"+slug(mixedBaseline)+"/", cs.timed(http.StripPrefix("/"+slug(mixedBaseline), countsfn.New(d))))
 		return nil
 	})
 	if err != nil {
@@ -295,8 +328,12 @@ func countsReadBench(ctx context.Context, es *emulators.Stack, cpuProfile string
 		kinds, settings = nil, nil
 	}
 	var session sessionResult
+	var mixed mixedResult
 	if *sessionClients > 0 {
 		session, firstErr = sessionReads(ctx, s, newClient(*sessionClients+4), srv.URL, hot, cold, stores["after"])
+		if firstErr == nil && *mixedRequests > 0 {
+			mixed, firstErr = mixedReads(ctx, s, newClient(*sessionClients+4), srv.URL, hot, cold, stores)
+		}
 	}
 	for _, signed := range kinds {
 		path := func(name string) string {
@@ -349,6 +386,9 @@ func countsReadBench(ctx context.Context, es *emulators.Stack, cpuProfile string
 	}
 	if *sessionOnly {
 		session.print(cfg.HTTP.CountsOwnInFlight, len(hot), len(cold))
+		if *mixedRequests > 0 {
+			mixed.print(cfg.HTTP.CountsOwnInFlight)
+		}
 		fmt.Printf("hot-id likes accepted during the reads: %d (errors %d)\n", written.Load(), writeErrs.Load())
 		return nil
 	}
@@ -409,6 +449,9 @@ func countsReadBench(ctx context.Context, es *emulators.Stack, cpuProfile string
 	fmt.Printf("hot-id likes accepted during the reads: %d (errors %d)\n", written.Load(), writeErrs.Load())
 	if *sessionClients > 0 {
 		session.print(cfg.HTTP.CountsOwnInFlight, len(hot), len(cold))
+		if *mixedRequests > 0 {
+			mixed.print(cfg.HTTP.CountsOwnInFlight)
+		}
 	}
 	if r, ok := results["false after"]; ok {
 		recordCounts("counts.anonymous", "anonymous GET /v1/counts", r)
@@ -458,84 +501,9 @@ func sessionReads(ctx context.Context, s *stack, client *http.Client, api string
 			side := sessionSides[(round+i)%len(sessionSides)]
 			withToken := side == "Session-Token"
 			run := func(n int) (phase, error) {
-				var next, fails atomic.Int64
-				lats := make([][]time.Duration, len(tokens))
-				errs := make([]error, len(tokens))
-				q0, wire0 := store.queries.Load(), otelcount.Global().Spanner().Reads
-				t0 := storeTimings(store)
-				start := time.Now()
-				var wg sync.WaitGroup
-				for c := range tokens {
-					wg.Go(func() {
-						rnd := rand.New(rand.NewPCG(uint64(c), uint64(time.Now().UnixNano())))
-						own := fmt.Sprintf("solo-%d", c)
-						kinds := []string{"like", "dislike", "none"}
-						ids := make([]string, 0, 50)
-						for k := 0; next.Add(1) <= int64(n); k++ {
-							kind := kinds[rnd.IntN(len(kinds))]
-							code, h, b, err := doHeader(client, "PUT", api+"/v1/reactions/"+own, tokens[c], `{"reaction":"`+kind+`"}`)
-							if err == nil && code != 200 {
-								err = fmt.Errorf("PUT status %d: %s", code, b)
-							}
-							if err != nil {
-								fails.Add(1)
-								errs[c] = cmp.Or(errs[c], err)
-								continue
-							}
-							var hdr []string
-							if withToken {
-								hdr = []string{session.Header, h.Get(session.Header)}
-							}
-							ids = append(append(ids[:0], own), pick(rnd, hot, 10)...)
-							ids = append(ids, pick(rnd, cold, 39)...)
-							t0 := time.Now()
-							code, b, err = do(client, "GET", api+"/after/v1/me/counts?ids="+strings.Join(ids, ","), tokens[c], "", hdr...)
-							lat := time.Since(t0)
-							if err == nil && code != 200 {
-								err = fmt.Errorf("GET status %d: %s", code, b)
-							}
-							if err != nil {
-								fails.Add(1)
-								errs[c] = cmp.Or(errs[c], err)
-								continue
-							}
-							lats[c] = append(lats[c], lat)
-							var body countsfn.Body
-							if err := json.Unmarshal(b, &body); err != nil {
-								fails.Add(1)
-								errs[c] = cmp.Or(errs[c], fmt.Errorf("GET answer %s: %w", b, err))
-								continue
-							}
-							want := counter.Values{}
-							switch kind {
-							case "like":
-								want.Likes = 1
-							case "dislike":
-								want.Dislikes = 1
-							}
-							got := body.Counts[own]
-							mu.Lock()
-							res.checked[side]++
-							if got.Likes != want.Likes || got.Dislikes != want.Dislikes || body.Viewer == nil || body.Viewer.Reactions[own].Reaction != kind {
-								res.wrong[side]++
-								if len(res.examples) < 10 {
-									res.examples = append(res.examples, fmt.Sprintf("%s, %s right after %s: %d likes, %d dislikes, reaction %+v", side, own, kind, got.Likes, got.Dislikes, body.Viewer))
-								}
-							}
-							mu.Unlock()
-						}
-					})
-				}
-				wg.Wait()
-				if err := errors.Join(errs...); err != nil && fails.Load() > int64(n/10) {
-					return phase{}, fmt.Errorf("read after write: %d of %d failed: %w", fails.Load(), n, err)
-				}
-				p := phase{elapsed: time.Since(start), failed: int(fails.Load()), queries: store.queries.Load() - q0, readRPC: otelcount.Global().Spanner().Reads - wire0}
-				p.timings(store, t0)
-				for _, l := range lats {
-					p.lats = append(p.lats, l...)
-				}
-				return p, nil
+				p, _, err := afterWrites(client, api, api+"/after", tokens, n,
+					func(int) bool { return withToken }, func(int) string { return side }, hot, cold, store, &res, &mu)
+				return p, err
 			}
 			// A warm-up (its reads are checked too), then the measured share.
 			if _, err := run(*sessionRequests / 5 / *countsRounds); err != nil {
@@ -570,6 +538,99 @@ func sessionReads(ctx context.Context, s *stack, client *http.Client, api string
 	return res, nil
 }
 
+// afterWrites is one run of n reads right after the caller's own write
+// (sessionReads): each of len(tokens) clients in turn sets its reaction on
+// an item of its own (solo-<i>) and reads GET /v1/me/counts of it and 49
+// others (10 hot, 39 cold) from the Counts handler at counts (its write
+// through api), with the write's
+// Session-Token when token(c); only the read is timed. Each read must show
+// the client's item exactly as just set; res counts the checks and the
+// wrong reads by side(c), under mu. It returns the run's phase, all its
+// reads, and their latencies by side.
+func afterWrites(client *http.Client, api, counts string, tokens []string, n int, token func(c int) bool, side func(c int) string,
+	hot, cold []string, store *countingStore, res *sessionResult, mu *sync.Mutex) (phase, map[string][]time.Duration, error) {
+	var next, fails atomic.Int64
+	lats := make([][]time.Duration, len(tokens))
+	errs := make([]error, len(tokens))
+	q0, wire0 := store.queries.Load(), otelcount.Global().Spanner().Reads
+	t0 := storeTimings(store)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for c := range tokens {
+		wg.Go(func() {
+			rnd := rand.New(rand.NewPCG(uint64(c), uint64(time.Now().UnixNano())))
+			own := fmt.Sprintf("solo-%d", c)
+			kinds := []string{"like", "dislike", "none"}
+			ids := make([]string, 0, 50)
+			for k := 0; next.Add(1) <= int64(n); k++ {
+				kind := kinds[rnd.IntN(len(kinds))]
+				code, h, b, err := doHeader(client, "PUT", api+"/v1/reactions/"+own, tokens[c], `{"reaction":"`+kind+`"}`)
+				if err == nil && code != 200 {
+					err = fmt.Errorf("PUT status %d: %s", code, b)
+				}
+				if err != nil {
+					fails.Add(1)
+					errs[c] = cmp.Or(errs[c], err)
+					continue
+				}
+				var hdr []string
+				if token(c) {
+					hdr = []string{session.Header, h.Get(session.Header)}
+				}
+				ids = append(append(ids[:0], own), pick(rnd, hot, 10)...)
+				ids = append(ids, pick(rnd, cold, 39)...)
+				t0 := time.Now()
+				code, b, err = do(client, "GET", counts+"/v1/me/counts?ids="+strings.Join(ids, ","), tokens[c], "", hdr...)
+				lat := time.Since(t0)
+				if err == nil && code != 200 {
+					err = fmt.Errorf("GET status %d: %s", code, b)
+				}
+				if err != nil {
+					fails.Add(1)
+					errs[c] = cmp.Or(errs[c], err)
+					continue
+				}
+				lats[c] = append(lats[c], lat)
+				var body countsfn.Body
+				if err := json.Unmarshal(b, &body); err != nil {
+					fails.Add(1)
+					errs[c] = cmp.Or(errs[c], fmt.Errorf("GET answer %s: %w", b, err))
+					continue
+				}
+				want := counter.Values{}
+				switch kind {
+				case "like":
+					want.Likes = 1
+				case "dislike":
+					want.Dislikes = 1
+				}
+				got := body.Counts[own]
+				mu.Lock()
+				res.checked[side(c)]++
+				if got.Likes != want.Likes || got.Dislikes != want.Dislikes || body.Viewer == nil || body.Viewer.Reactions[own].Reaction != kind {
+					res.wrong[side(c)]++
+					if len(res.examples) < 10 {
+						res.examples = append(res.examples, fmt.Sprintf("%s, %s right after %s: %d likes, %d dislikes, reaction %+v", side(c), own, kind, got.Likes, got.Dislikes, body.Viewer))
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil && fails.Load() > int64(n/10) {
+		return phase{}, nil, fmt.Errorf("read after write: %d of %d failed: %w", fails.Load(), n, err)
+	}
+	p := phase{elapsed: time.Since(start), failed: int(fails.Load()), queries: store.queries.Load() - q0, readRPC: otelcount.Global().Spanner().Reads - wire0}
+	p.timings(store, t0)
+	bySide := map[string][]time.Duration{}
+	for c, l := range lats {
+		p.lats = append(p.lats, l...)
+		bySide[side(c)] = append(bySide[side(c)], l...)
+	}
+	return p, bySide, nil
+}
+
 // print writes the read-after-write table.
 func (r sessionResult) print(inFlight, hot, cold int) {
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
@@ -594,6 +655,172 @@ func (r sessionResult) print(inFlight, hot, cold int) {
 	row("   failed requests", func(s string) string { return fmt.Sprint(r.sides[s].failed) })
 	row("   emulator clock lead, first → last round", func(s string) string { return ms(r.sides[s].lead0) + " → " + ms(r.sides[s].lead1) })
 	for _, e := range r.examples {
+		fmt.Println("   wrong: " + e)
+	}
+}
+
+// mixedBaseline is the mixed phase's baseline setting: signed-in requests
+// with a Session-Token and without read in one batch (oneBatchStore), so a
+// batch that holds one without reads strongly, the tokened ones too.
+const mixedBaseline = "one batch"
+
+// mixedSettings are the mixed phase's settings: the baseline, and the
+// deployed handler ("after"), which batches the two kinds apart.
+var mixedSettings = []string{mixedBaseline, "after"}
+
+// oneBatchStore reads every OwnMany query through one batcher, whatever
+// the queries carry: the baseline of the mixed phase, under a handler that
+// reads each request alone (OwnInFlight 0).
+type oneBatchStore struct {
+	*countingStore
+	own *batch.Batcher[countstore.OwnQuery, countstore.Own]
+}
+
+func (o *oneBatchStore) OwnMany(ctx context.Context, qs []countstore.OwnQuery) ([]countstore.Own, error) {
+	out := make([]countstore.Own, len(qs))
+	for i, q := range qs {
+		var err error
+		if out[i], err = o.own.Do(ctx, q); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// The halves of the mixed phase's clients.
+const (
+	withTokenHalf    = "Session-Token"
+	withoutTokenHalf = "no token"
+)
+
+// mixedResult is what the mixed phase measured, per setting.
+type mixedResult struct {
+	all map[string]readResult
+	// p50 and p99 by setting and half (key setting+"/"+half).
+	p50, p99 map[string]time.Duration
+	// reads by setting and half, and by setting the measured batches read
+	// strongly and the tokened reads among them.
+	reads                               map[string]int
+	batches, strongBatches, tokenStrong map[string]int64
+	checks                              sessionResult
+}
+
+// mixedReads is the mixed phase: the read-after-write clients
+// (sessionReads) at once, the even ones with their write's Session-Token
+// and the odd ones without, against each of mixedSettings in turn, in
+// rounds, as the settings of the other phases take turns.
+func mixedReads(ctx context.Context, s *stack, client *http.Client, api string, hot, cold []string, stores map[string]*countingStore) (mixedResult, error) {
+	fmt.Fprintf(os.Stderr, "bench: counts reads right after the caller's write, %d clients, half with the token…\n", *sessionClients)
+	tokens := make([]string, *sessionClients)
+	for i := range tokens {
+		var err error
+		if tokens[i], err = s.token(fmt.Sprintf("mixed-%d", i), false); err != nil {
+			return mixedResult{}, err
+		}
+	}
+	res := mixedResult{all: map[string]readResult{}, p50: map[string]time.Duration{}, p99: map[string]time.Duration{},
+		reads: map[string]int{}, batches: map[string]int64{}, strongBatches: map[string]int64{}, tokenStrong: map[string]int64{},
+		checks: sessionResult{checked: map[string]int{}, wrong: map[string]int{}, clients: len(tokens)}}
+	rounds := map[string][]phase{}
+	lats := map[string][]time.Duration{}
+	leads := map[string][2]time.Duration{}
+	token := func(c int) bool { return c%2 == 0 }
+	var mu sync.Mutex
+	for round := 0; round < *countsRounds; round++ {
+		for i := range mixedSettings {
+			name := mixedSettings[(round+i)%len(mixedSettings)]
+			store := stores[name]
+			side := func(c int) string {
+				if token(c) {
+					return name + "/" + withTokenHalf
+				}
+				return name + "/" + withoutTokenHalf
+			}
+			counts := api + "/" + slug(name)
+			// A warm-up (its reads are checked too), then the measured share.
+			if _, _, err := afterWrites(client, api, counts, tokens, *mixedRequests/5 / *countsRounds, token, side, hot, cold, store, &res.checks, &mu); err != nil {
+				return res, err
+			}
+			lead0, err := benchstack.SpannerClockLead(ctx, s.DB)
+			if err != nil {
+				return res, err
+			}
+			batches0, strong0, tokenStrong0 := store.batches.Load(), store.strongBatches.Load(), store.tokensReadStrongly.Load()
+			p, bySide, err := afterWrites(client, api, counts, tokens, *mixedRequests / *countsRounds, token, side, hot, cold, store, &res.checks, &mu)
+			if err != nil {
+				return res, err
+			}
+			res.batches[name] += store.batches.Load() - batches0
+			res.strongBatches[name] += store.strongBatches.Load() - strong0
+			res.tokenStrong[name] += store.tokensReadStrongly.Load() - tokenStrong0
+			lead1, err := benchstack.SpannerClockLead(ctx, s.DB)
+			if err != nil {
+				return res, err
+			}
+			rounds[name] = append(rounds[name], p)
+			for k, l := range bySide {
+				lats[k] = append(lats[k], l...)
+			}
+			l := leads[name]
+			if round == 0 {
+				l[0] = lead0
+			}
+			l[1] = lead1
+			leads[name] = l
+		}
+	}
+	for _, name := range mixedSettings {
+		r := merged(rounds[name])
+		r.lead0, r.lead1 = leads[name][0], leads[name][1]
+		res.all[name] = r
+	}
+	for k, l := range lats {
+		res.p50[k], res.p99[k] = benchstack.Percentiles(l)
+		res.reads[k] = len(l)
+	}
+	return res, nil
+}
+
+// print writes the mixed phase's table.
+func (r mixedResult) print(inFlight int) {
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+	labels := map[string]string{mixedBaseline: "one batch (before)", "after": "kinds apart (after)"}
+	fmt.Printf("\nSigned-in reads right after the caller's own write, mixed: %d clients at once, half with the write's Session-Token\nand half without, as the phase above (%d reads in flight); only the GET timed\n\n", r.checks.clients, inFlight)
+	fmt.Printf("%-50s", "")
+	for _, name := range mixedSettings {
+		fmt.Printf(" %24s", labels[name])
+	}
+	fmt.Println()
+	row := func(label string, f func(name string) string) {
+		fmt.Printf("%-50s", label)
+		for _, name := range mixedSettings {
+			fmt.Printf(" %24s", f(name))
+		}
+		fmt.Println()
+	}
+	for _, half := range []string{withTokenHalf, withoutTokenHalf} {
+		row(half+" half: p50 / p99", func(n string) string { return ms(r.p50[n+"/"+half]) + " / " + ms(r.p99[n+"/"+half]) })
+		row("   read-your-own-writes: wrong / checked", func(n string) string {
+			return fmt.Sprintf("%d / %d", r.checks.wrong[n+"/"+half], r.checks.checked[n+"/"+half])
+		})
+	}
+	per1000 := func(n int64, of int) string {
+		if of == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f", float64(n)*1000/float64(of))
+	}
+	reads := func(n string) int { return r.reads[n+"/"+withTokenHalf] + r.reads[n+"/"+withoutTokenHalf] }
+	row("batches (OwnMany calls) per 1,000 reads", func(n string) string { return per1000(r.batches[n], reads(n)) })
+	row("   of them strong", func(n string) string { return per1000(r.strongBatches[n], reads(n)) })
+	row("token reads read strongly, per 1,000", func(n string) string { return per1000(r.tokenStrong[n], r.reads[n+"/"+withTokenHalf]) })
+	row("mean read: queued for a batch", func(n string) string { return ms(r.all[n].meanQueue) })
+	row("   its batch's store read (OwnMany)", func(n string) string { return ms(r.all[n].meanOwn) })
+	row("Spanner read calls per 1,000 (all, wire)", func(n string) string { return fmt.Sprintf("%.0f", r.all[n].wire1000) })
+	row("reads/s (each after a write)", func(n string) string { return fmt.Sprintf("%.0f", r.all[n].perSec) })
+	row("failed requests", func(n string) string { return fmt.Sprint(r.all[n].failed) })
+	row("emulator clock lead, first → last round", func(n string) string { return ms(r.all[n].lead0) + " → " + ms(r.all[n].lead1) })
+	for _, e := range r.checks.examples {
 		fmt.Println("   wrong: " + e)
 	}
 }
