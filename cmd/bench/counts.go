@@ -501,7 +501,7 @@ func sessionReads(ctx context.Context, s *stack, client *http.Client, api string
 			side := sessionSides[(round+i)%len(sessionSides)]
 			withToken := side == "Session-Token"
 			run := func(n int) (phase, error) {
-				p, _, err := afterWrites(client, api, api+"/after", tokens, n,
+				p, _, err := afterWrites(client, api, api+"/after", "solo", tokens, n,
 					func(int) bool { return withToken }, func(int) string { return side }, hot, cold, store, &res, &mu)
 				return p, err
 			}
@@ -540,14 +540,14 @@ func sessionReads(ctx context.Context, s *stack, client *http.Client, api string
 
 // afterWrites is one run of n reads right after the caller's own write
 // (sessionReads): each of len(tokens) clients in turn sets its reaction on
-// an item of its own (solo-<i>) and reads GET /v1/me/counts of it and 49
-// others (10 hot, 39 cold) from the Counts handler at counts (its write
-// through api), with the write's
-// Session-Token when token(c); only the read is timed. Each read must show
-// the client's item exactly as just set; res counts the checks and the
-// wrong reads by side(c), under mu. It returns the run's phase, all its
-// reads, and their latencies by side.
-func afterWrites(client *http.Client, api, counts string, tokens []string, n int, token func(c int) bool, side func(c int) string,
+// an item of its own (<item>-<c>, which no other client touches), through
+// api, and reads GET /v1/me/counts of it and 49 others (10 hot, 39 cold)
+// from the Counts handler at counts, with the write's Session-Token when
+// token(c); only the read is timed. Each read must show the client's item
+// exactly as just set; res counts the checks and the wrong reads by
+// side(c), under mu. It returns the run's phase, all its reads, and their
+// latencies by side.
+func afterWrites(client *http.Client, api, counts, item string, tokens []string, n int, token func(c int) bool, side func(c int) string,
 	hot, cold []string, store *countingStore, res *sessionResult, mu *sync.Mutex) (phase, map[string][]time.Duration, error) {
 	var next, fails atomic.Int64
 	lats := make([][]time.Duration, len(tokens))
@@ -559,7 +559,7 @@ func afterWrites(client *http.Client, api, counts string, tokens []string, n int
 	for c := range tokens {
 		wg.Go(func() {
 			rnd := rand.New(rand.NewPCG(uint64(c), uint64(time.Now().UnixNano())))
-			own := fmt.Sprintf("solo-%d", c)
+			own := fmt.Sprintf("%s-%d", item, c)
 			kinds := []string{"like", "dislike", "none"}
 			ids := make([]string, 0, 50)
 			for k := 0; next.Add(1) <= int64(n); k++ {
@@ -610,7 +610,11 @@ func afterWrites(client *http.Client, api, counts string, tokens []string, n int
 				if got.Likes != want.Likes || got.Dislikes != want.Dislikes || body.Viewer == nil || body.Viewer.Reactions[own].Reaction != kind {
 					res.wrong[side(c)]++
 					if len(res.examples) < 10 {
-						res.examples = append(res.examples, fmt.Sprintf("%s, %s right after %s: %d likes, %d dislikes, reaction %+v", side(c), own, kind, got.Likes, got.Dislikes, body.Viewer))
+						var seen any = "none"
+						if body.Viewer != nil {
+							seen = body.Viewer.Reactions[own]
+						}
+						res.examples = append(res.examples, fmt.Sprintf("%s, %s right after %s: %d likes, %d dislikes, reaction %+v", side(c), own, kind, got.Likes, got.Dislikes, seen))
 					}
 				}
 				mu.Unlock()
@@ -738,7 +742,7 @@ func mixedReads(ctx context.Context, s *stack, client *http.Client, api string, 
 			}
 			counts := api + "/" + slug(name)
 			// A warm-up (its reads are checked too), then the measured share.
-			if _, _, err := afterWrites(client, api, counts, tokens, *mixedRequests/5 / *countsRounds, token, side, hot, cold, store, &res.checks, &mu); err != nil {
+			if _, _, err := afterWrites(client, api, counts, "mixed-solo", tokens, *mixedRequests/5 / *countsRounds, token, side, hot, cold, store, &res.checks, &mu); err != nil {
 				return res, err
 			}
 			lead0, err := benchstack.SpannerClockLead(ctx, s.DB)
@@ -746,7 +750,7 @@ func mixedReads(ctx context.Context, s *stack, client *http.Client, api string, 
 				return res, err
 			}
 			batches0, strong0, tokenStrong0 := store.batches.Load(), store.strongBatches.Load(), store.tokensReadStrongly.Load()
-			p, bySide, err := afterWrites(client, api, counts, tokens, *mixedRequests / *countsRounds, token, side, hot, cold, store, &res.checks, &mu)
+			p, bySide, err := afterWrites(client, api, counts, "mixed-solo", tokens, *mixedRequests / *countsRounds, token, side, hot, cold, store, &res.checks, &mu)
 			if err != nil {
 				return res, err
 			}
