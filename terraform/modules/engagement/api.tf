@@ -55,6 +55,14 @@ resource "google_compute_region_network_endpoint_group" "fn" {
   }
 }
 
+locals {
+  # Each public function's NEGs, one a region it runs in, by deployment:
+  # the backends of its backend services.
+  function_negs = { for k in keys(local.public_functions) : k => {
+    for d, neg in google_compute_region_network_endpoint_group.fn : d => neg.id if local.function_deployments[d].name == k
+  } }
+}
+
 resource "google_compute_backend_service" "fn" {
   for_each = local.public_functions
 
@@ -71,7 +79,7 @@ resource "google_compute_backend_service" "fn" {
   # Every region the function runs in: the load balancer sends each request
   # to the nearest healthy one.
   dynamic "backend" {
-    for_each = { for d, neg in google_compute_region_network_endpoint_group.fn : d => neg.id if local.function_deployments[d].name == each.key }
+    for_each = local.function_negs[each.key]
     content {
       group = backend.value
     }
@@ -130,7 +138,7 @@ resource "google_compute_backend_service" "cdn" {
   # Every region the function runs in: the load balancer sends each request
   # to the nearest healthy one.
   dynamic "backend" {
-    for_each = { for d, neg in google_compute_region_network_endpoint_group.fn : d => neg.id if local.function_deployments[d].name == each.key }
+    for_each = local.function_negs[each.key]
     content {
       group = backend.value
     }
