@@ -343,8 +343,7 @@ func countsReadBench(ctx context.Context, es *emulators.Stack, cpuProfile string
 			return srv.URL + "/" + slug(name) + "/v1/counts?ids="
 		}
 		fmt.Fprintf(os.Stderr, "bench: counts reads, signed in %v…\n", signed)
-		rounds := map[string][]phase{}
-		leads := map[string][2]time.Duration{}
+		rounds := newSettingRounds()
 		for round := 0; round < *countsRounds && firstErr == nil; round++ {
 			for i := range settings {
 				name := settings[(round+i)%len(settings)]
@@ -364,19 +363,11 @@ func countsReadBench(ctx context.Context, es *emulators.Stack, cpuProfile string
 					firstErr = err
 					break
 				}
-				rounds[name] = append(rounds[name], p)
-				l := leads[name]
-				if round == 0 {
-					l[0] = lead0
-				}
-				l[1] = lead1
-				leads[name] = l
+				rounds.add(name, p, lead0, lead1)
 			}
 		}
 		for _, name := range settings {
-			r := merged(rounds[name])
-			r.lead0, r.lead1 = leads[name][0], leads[name][1]
-			results[fmt.Sprint(signed, name)] = r
+			results[fmt.Sprint(signed, name)] = rounds.result(name)
 		}
 	}
 	stopWriting()
@@ -493,8 +484,7 @@ func sessionReads(ctx context.Context, s *stack, client *http.Client, api string
 		}
 	}
 	res := sessionResult{sides: map[string]readResult{}, checked: map[string]int{}, wrong: map[string]int{}, clients: len(tokens)}
-	rounds := map[string][]phase{}
-	leads := map[string][2]time.Duration{}
+	rounds := newSettingRounds()
 	var mu sync.Mutex
 	for round := 0; round < *countsRounds; round++ {
 		for i := range sessionSides {
@@ -521,19 +511,11 @@ func sessionReads(ctx context.Context, s *stack, client *http.Client, api string
 			if err != nil {
 				return res, err
 			}
-			rounds[side] = append(rounds[side], p)
-			l := leads[side]
-			if round == 0 {
-				l[0] = lead0
-			}
-			l[1] = lead1
-			leads[side] = l
+			rounds.add(side, p, lead0, lead1)
 		}
 	}
 	for _, side := range sessionSides {
-		r := merged(rounds[side])
-		r.lead0, r.lead1 = leads[side][0], leads[side][1]
-		res.sides[side] = r
+		res.sides[side] = rounds.result(side)
 	}
 	return res, nil
 }
@@ -725,9 +707,8 @@ func mixedReads(ctx context.Context, s *stack, client *http.Client, api string, 
 	res := mixedResult{all: map[string]readResult{}, p50: map[string]time.Duration{}, p99: map[string]time.Duration{},
 		reads: map[string]int{}, batches: map[string]int64{}, strongBatches: map[string]int64{}, tokenStrong: map[string]int64{},
 		checks: sessionResult{checked: map[string]int{}, wrong: map[string]int{}, clients: len(tokens)}}
-	rounds := map[string][]phase{}
+	rounds := newSettingRounds()
 	lats := map[string][]time.Duration{}
-	leads := map[string][2]time.Duration{}
 	token := func(c int) bool { return c%2 == 0 }
 	var mu sync.Mutex
 	for round := 0; round < *countsRounds; round++ {
@@ -761,22 +742,14 @@ func mixedReads(ctx context.Context, s *stack, client *http.Client, api string, 
 			if err != nil {
 				return res, err
 			}
-			rounds[name] = append(rounds[name], p)
+			rounds.add(name, p, lead0, lead1)
 			for k, l := range bySide {
 				lats[k] = append(lats[k], l...)
 			}
-			l := leads[name]
-			if round == 0 {
-				l[0] = lead0
-			}
-			l[1] = lead1
-			leads[name] = l
 		}
 	}
 	for _, name := range mixedSettings {
-		r := merged(rounds[name])
-		r.lead0, r.lead1 = leads[name][0], leads[name][1]
-		res.all[name] = r
+		res.all[name] = rounds.result(name)
 	}
 	for k, l := range lats {
 		res.p50[k], res.p99[k] = benchstack.Percentiles(l)
@@ -907,6 +880,36 @@ func (p *phase) timings(store *countingStore, before phase) {
 func storeTimings(store *countingStore) phase {
 	return phase{handlerNanos: store.handlerNanos.Load(), handled: store.handled.Load(), ownNanos: store.ownNanos.Load(), ownQueries: store.ownQueries.Load(),
 		authNanos: store.authNanos.Load(), queueNanos: store.queueNanos.Load(), queued: store.queued.Load()}
+}
+
+// settingRounds gathers each setting's measured rounds, and the emulator's
+// clock lead before its first round and after its last.
+type settingRounds struct {
+	rounds map[string][]phase
+	leads  map[string][2]time.Duration
+}
+
+func newSettingRounds() *settingRounds {
+	return &settingRounds{rounds: map[string][]phase{}, leads: map[string][2]time.Duration{}}
+}
+
+// add records a round of the setting name, measured between the leads
+// lead0 and lead1.
+func (s *settingRounds) add(name string, p phase, lead0, lead1 time.Duration) {
+	l, seen := s.leads[name]
+	if !seen {
+		l[0] = lead0
+	}
+	l[1] = lead1
+	s.leads[name] = l
+	s.rounds[name] = append(s.rounds[name], p)
+}
+
+// result is the setting's rounds merged, with its leads.
+func (s *settingRounds) result(name string) readResult {
+	r := merged(s.rounds[name])
+	r.lead0, r.lead1 = s.leads[name][0], s.leads[name][1]
+	return r
 }
 
 // merged folds the rounds of one setting into its figures.
