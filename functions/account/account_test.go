@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/videngage/engagement/internal/accounttest"
 	"github.com/videngage/engagement/internal/apitest"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/comment"
@@ -59,8 +60,7 @@ func (f *fakeTrail) List(_ context.Context, fl moderation.Filter, after *moderat
 	f.users = append(f.users, fl.UserID)
 	start := 0
 	if after != nil {
-		fmt.Sscanf(after.ID, "e%06d", &start)
-		start++
+		start = accounttest.Next("e%06d", after.ID)
 	}
 	base := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	var out []moderation.Entry
@@ -89,11 +89,7 @@ func (a *fakeAccount) ListByUser(_ context.Context, _ string, after string, limi
 		a.exports.runningAtRead = a.exports.running
 	}
 	a.maxPage = max(a.maxPage, limit)
-	start := 0
-	if after != "" {
-		fmt.Sscanf(after, "v%06d", &start)
-		start++
-	}
+	start := accounttest.Next("v%06d", after)
 	var out []reaction.UserReaction
 	for i := start; i < a.reactions && len(out) < limit; i++ {
 		out = append(out, reaction.UserReaction{ContentID: fmt.Sprintf("v%06d", i),
@@ -104,11 +100,7 @@ func (a *fakeAccount) ListByUser(_ context.Context, _ string, after string, limi
 
 func (a *fakeAccount) ListByAuthor(_ context.Context, user, after string, limit int) ([]comment.Comment, error) {
 	a.maxPage = max(a.maxPage, limit)
-	start := 0
-	if after != "" {
-		fmt.Sscanf(after, "c%06d", &start)
-		start++
-	}
+	start := accounttest.Next("c%06d", after)
 	var out []comment.Comment
 	for i := start; i < a.comments && len(out) < limit; i++ {
 		st := comment.Visible
@@ -125,8 +117,7 @@ func (a *fakeAccount) List(_ context.Context, _ string, after *history.Cursor, _
 	a.maxPage = max(a.maxPage, size)
 	start := 0
 	if after != nil {
-		fmt.Sscanf(after.VideoID, "h%06d", &start)
-		start++
+		start = accounttest.Next("h%06d", after.VideoID)
 	}
 	if a.failHistoryAt > 0 && start >= a.failHistoryAt {
 		return history.Page{}, fmt.Errorf("%w: bigtable is down", errs.ErrBackendUnavailable)

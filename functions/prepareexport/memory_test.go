@@ -16,6 +16,7 @@ import (
 	"time"
 
 	prepareexportfn "github.com/videngage/engagement/functions/prepareexport"
+	"github.com/videngage/engagement/internal/accounttest"
 	"github.com/videngage/engagement/internal/capacity"
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/internal/pushtest"
@@ -297,19 +298,8 @@ type bigAccount struct {
 
 var exportEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// next is the index of the item after the one named after (format names
-// the i-th), or 0 when after is empty: the fakes' pages start there.
-func next(format, after string) int {
-	if after == "" {
-		return 0
-	}
-	var i int
-	fmt.Sscanf(after, format, &i)
-	return i + 1
-}
-
 func (a *bigAccount) ListByUser(_ context.Context, _ string, after string, limit int) ([]reaction.UserReaction, error) {
-	start := next("video-%08d", after)
+	start := accounttest.Next("video-%08d", after)
 	var out []reaction.UserReaction
 	for i := start; i < a.size.reactions && len(out) < limit; i++ {
 		out = append(out, reaction.UserReaction{ContentID: fmt.Sprintf("video-%08d", i),
@@ -319,7 +309,7 @@ func (a *bigAccount) ListByUser(_ context.Context, _ string, after string, limit
 }
 
 func (a *bigAccount) ListByAuthor(_ context.Context, user, after string, limit int) ([]comment.Comment, error) {
-	start := next("comment-%08d", after)
+	start := accounttest.Next("comment-%08d", after)
 	var out []comment.Comment
 	for i := start; i < a.size.comments && len(out) < limit; i++ {
 		out = append(out, comment.Comment{ID: fmt.Sprintf("comment-%08d", i), VideoID: fmt.Sprintf("video-%08d", i), AuthorID: user,
@@ -332,7 +322,7 @@ func (a *bigAccount) ListByAuthor(_ context.Context, user, after string, limit i
 func (a *bigAccount) List(_ context.Context, _ string, after *history.Cursor, _ time.Time, size int) (history.Page, error) {
 	start := 0
 	if after != nil {
-		start = next("video-%08d", after.VideoID)
+		start = accounttest.Next("video-%08d", after.VideoID)
 	}
 	var p history.Page
 	for i := start; i < a.size.entries && len(p.Entries) < size; i++ {
@@ -361,7 +351,7 @@ type auditTrail struct{ n int }
 func (t auditTrail) List(_ context.Context, f moderation.Filter, after *moderation.EntryCursor, limit int) ([]moderation.Entry, *moderation.EntryCursor, error) {
 	start := 0
 	if after != nil {
-		start = next("entry-%08d", after.ID)
+		start = accounttest.Next("entry-%08d", after.ID)
 	}
 	var out []moderation.Entry
 	for i := start; i < t.n && len(out) < limit; i++ {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	prepareexportfn "github.com/videngage/engagement/functions/prepareexport"
+	"github.com/videngage/engagement/internal/accounttest"
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/internal/pushtest"
 	"github.com/videngage/engagement/shared/account"
@@ -36,11 +37,7 @@ type store struct {
 
 func (s *store) ListByUser(_ context.Context, _ string, after string, limit int) ([]reaction.UserReaction, error) {
 	s.reads++
-	start := 0
-	if after != "" {
-		fmt.Sscanf(after, "v%06d", &start)
-		start++
-	}
+	start := accounttest.Next("v%06d", after)
 	var out []reaction.UserReaction
 	for i := start; i < s.n && len(out) < limit; i++ {
 		out = append(out, reaction.UserReaction{ContentID: fmt.Sprintf("v%06d", i), State: reaction.State{Reaction: reaction.Like, Version: 1}, UpdateTime: time.Unix(1700000000, 0)})
@@ -59,8 +56,7 @@ func (s *store) List(_ context.Context, _ string, after *history.Cursor, _ time.
 	}
 	start := 0
 	if after != nil {
-		fmt.Sscanf(after.VideoID, "h%06d", &start)
-		start++
+		start = accounttest.Next("h%06d", after.VideoID)
 	}
 	var p history.Page
 	for i := start; i < s.n && len(p.Entries) < size; i++ {
