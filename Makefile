@@ -1,14 +1,15 @@
 # README command 1: make run. README command 2: make test.
 GO       ?= go
 PORT     ?= 8080
+REGIONS  ?= 1
 TESTARGS ?=
 
 .PHONY: run test test-go test-terraform vet bench capacity fuzz fuzz-brief soak
 
-## run: start the emulators and every function at http://localhost:$(PORT)
+## run: start the emulators and every function at http://localhost:$(PORT); REGIONS=2: two region processes behind one endpoint
 # exec: the runner's parent is make itself, whose death it notices.
 run:
-	$(GO) build -o bin/local ./cmd/local && PORT=$(PORT) exec ./bin/local
+	$(GO) build -o bin/local ./cmd/local && PORT=$(PORT) REGIONS=$(REGIONS) exec ./bin/local
 
 ## test: every test: vet, unit and emulator-backed Go tests, brief fuzzing, Terraform checks
 test: vet test-go fuzz-brief test-terraform

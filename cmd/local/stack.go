@@ -2,23 +2,21 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/videngage/engagement/internal/localauth"
-
-	"github.com/robfig/cron/v3"
 
 	"github.com/videngage/engagement/cmd/internal/localstack"
 	"github.com/videngage/engagement/functions/host"
@@ -26,12 +24,13 @@ import (
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/telemetry"
-	"github.com/videngage/engagement/shared/topology"
 )
 
-const allNeeds = host.NeedSpanner | host.NeedBigtable | host.NeedPubSub | host.NeedFirestore | host.NeedVerifier | host.NeedObjects
-
 func realMain(ctx context.Context) error {
+	regions, err := regionCount()
+	if err != nil {
+		return err
+	}
 	// Listen first: push subscriptions and /healthz need an answer as soon
 	// as they exist; /healthz says 503 until everything is ready.
 	ln, err := listen()
@@ -39,13 +38,33 @@ func realMain(ctx context.Context) error {
 		return err
 	}
 	base := "http://127.0.0.1:" + envOr("PORT", "8080")
-	var ready readiness
+	var ready localstack.Readiness
+	var balancer atomic.Pointer[localstack.Balancer]
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", ready.serve)
 	// Every answer, the functions' and the stack's own, carries the
 	// security headers; unknown paths and bad query strings get the error
 	// body, as from a deployed function.
 	root := httpx.Chain(httpx.ServeMux(mux), httpx.SecurityHeaders, httpx.StrictQuery)
+	if regions == 1 {
+		mux.Handle("GET /healthz", &ready)
+	} else {
+		// The stack's own routes are served here; every other request,
+		// /healthz included, goes to a live region, whose answer carries
+		// its headers.
+		own := root
+		starting := httpx.SecurityHeaders(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			httpx.WriteError(w, r, httpx.Unavailable(time.Second, "starting"))
+		}))
+		root = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if _, pattern := mux.Handler(r); pattern != "" {
+				own.ServeHTTP(w, r)
+			} else if b := balancer.Load(); b != nil {
+				b.ServeHTTP(w, r)
+			} else {
+				starting.ServeHTTP(w, r)
+			}
+		})
+	}
 	srv := &http.Server{Handler: root, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -70,7 +89,8 @@ func realMain(ctx context.Context) error {
 		return err
 	}
 	// The event functions read their configuration from the environment, as
-	// in the cloud; the rest of this process uses the same values.
+	// in the cloud; the rest of this process, and the regions' processes,
+	// use the same values.
 	env := map[string]string{
 		"GOOGLE_CLOUD_PROJECT": project,
 		"AUTH_AUDIENCE":        project,
@@ -115,17 +135,6 @@ func realMain(ctx context.Context) error {
 		return err
 	}
 
-	clients, err := host.New(ctx, cfg, allNeeds)
-	if err != nil {
-		return err
-	}
-	defer clients.Close()
-
-	events, err := localstack.EventFunctions(nil)
-	if err != nil {
-		return err
-	}
-
 	// A page on another local origin gets its token as it calls the API:
 	// with CORS, but for loopback origins only, so that no web site a
 	// developer visits can mint tokens from their stack.
@@ -133,23 +142,32 @@ func realMain(ctx context.Context) error {
 	mux.Handle("GET /{$}", playgroundHandler())
 	mux.Handle("GET /dev/jwks", issuer.JWKSHandler())
 	mux.Handle("/identitytoolkit.googleapis.com/v1/projects/"+project+"/accounts:lookup", issuer.AccountsHandler())
-	mux.Handle("POST /events/{function}", events)
-	functions, err := localstack.MountHTTP(ctx, mux, clients, nil)
-	if err != nil {
-		return err
-	}
-	sched, err := startScheduler(topology.MustLoad(), functions)
-	if err != nil {
-		return err
-	}
-	defer sched.stop()
 
-	// The first Firestore call on a fresh emulator is slow: wait for every
-	// backend once, so that /healthz turning 200 means ready.
-	if err := localstack.WaitBackends(ctx, clients); err != nil {
-		return err
+	if regions == 1 {
+		clients, err := host.New(ctx, cfg, localstack.AllNeeds)
+		if err != nil {
+			return err
+		}
+		defer clients.Close()
+		stop, err := localstack.ServeFunctions(ctx, mux, clients)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		// The first Firestore call on a fresh emulator is slow: wait for
+		// every backend once, so that /healthz turning 200 means ready.
+		if err := localstack.WaitBackends(ctx, clients); err != nil {
+			return err
+		}
+		ready.Set(clients)
+	} else {
+		b, stop, err := startRegions(ctx, localstack.Regions[:regions])
+		if err != nil {
+			return err
+		}
+		defer stop()
+		balancer.Store(b)
 	}
-	ready.set(clients)
 	slog.Info("serving", "playground", base+"/", "api", base+"/v1/", "health", base+"/healthz", "tokens", base+"/dev/token?uid=alice")
 	<-ctx.Done()
 	slog.Info("stopping")
@@ -157,6 +175,67 @@ func realMain(ctx context.Context) error {
 	defer cancel()
 	_ = srv.Shutdown(shutdown)
 	return nil
+}
+
+// regionCount reads REGIONS: 1 (the default) serves every function in this
+// process; 2 runs each region in a process of its own.
+func regionCount() (int, error) {
+	switch v := envOr("REGIONS", "1"); v {
+	case "1":
+		return 1, nil
+	case "2":
+		return 2, nil
+	default:
+		return 0, fmt.Errorf("REGIONS=%q: want 1 or 2", v)
+	}
+}
+
+// startRegions starts one process of this program per region
+// (`local -region <name>`), each serving every function with its own
+// scheduler over this process's world, and returns the balancer in front
+// of them, watching their health, and the function that stops them. A
+// region that dies is not restarted: killing one is the region-loss drill.
+func startRegions(ctx context.Context, names []string) (*localstack.Balancer, func(), error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, nil, err
+	}
+	children := make([]*localstack.Child, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() {
+			cmd := exec.Command(exe, "-region", name)
+			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+			children[i], errs[i] = localstack.StartChild(cmd, 2*time.Minute)
+		})
+	}
+	wg.Wait()
+	stop := func() {
+		for _, c := range children {
+			if c != nil {
+				c.Stop(10 * time.Second)
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("start the regions: %w", err)
+	}
+	var backends []localstack.Backend
+	for i, c := range children {
+		backends = append(backends, localstack.Backend{Name: names[i], Addr: c.Addr})
+		slog.Info("region started", "region", names[i], "pid", c.Cmd.Process.Pid, "addr", c.Addr)
+		go func() {
+			<-c.Exited
+			if ctx.Err() == nil {
+				slog.Warn("region exited", "region", names[i], "pid", c.Cmd.Process.Pid, "code", c.Code)
+			}
+		}()
+	}
+	b := localstack.NewBalancer(backends)
+	go b.Watch(ctx)
+	return b, stop, nil
 }
 
 // newIssuer makes the stack's token issuer. Tests replace it to keep the
@@ -195,97 +274,4 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
-}
-
-// scheduler calls the scheduled functions on their Cloud Scheduler
-// schedules, in process.
-type scheduler struct {
-	cron *cron.Cron
-	// jobs is the context of the jobs' requests and stops their runs
-	// (httpx.JobStopsWith) when stopJobs ends it.
-	jobs     context.Context
-	stopJobs context.CancelFunc
-	// atOnce are the runs started with the stack, outside cron.
-	atOnce sync.WaitGroup
-}
-
-// startScheduler starts the jobs' schedules. The jobs of every minute also
-// run at once: in the cloud their scheduler has been calling them all
-// along, and a stack started mid-minute would otherwise fold no staged
-// views (nor anything else of theirs) until the next minute.
-func startScheduler(top *topology.Topology, handlers map[string]http.Handler) (*scheduler, error) {
-	s := &scheduler{cron: cron.New()}
-	var now []func()
-	for _, job := range top.Scheduler {
-		h, ok := handlers[job.Function]
-		fn, _ := top.Function(job.Function)
-		if !ok || len(fn.Routes) == 0 {
-			return nil, fmt.Errorf("scheduler job %s: no function %s", job.Name, job.Function)
-		}
-		// Cloud Scheduler calls the function's URL at its route, as here.
-		route := fn.Routes[0]
-		body, err := json.Marshal(job.Body)
-		if err != nil {
-			return nil, err
-		}
-		name := job.Name
-		run := func() {
-			req := httptest.NewRequestWithContext(httpx.JobStopsWith(s.jobs, s.jobs), http.MethodPost, route, strings.NewReader(string(body)))
-			req.Header.Set("Content-Type", "application/json")
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, req)
-			slog.Info("scheduled job ran", "job", name, "status", rec.Code)
-		}
-		if _, err := s.cron.AddFunc(job.Schedule, run); err != nil {
-			return nil, fmt.Errorf("scheduler job %s: %w", name, err)
-		}
-		if job.Schedule == "* * * * *" {
-			now = append(now, run)
-		}
-	}
-	s.jobs, s.stopJobs = context.WithCancel(context.Background())
-	s.cron.Start()
-	for _, run := range now {
-		s.atOnce.Go(run)
-	}
-	return s, nil
-}
-
-// stop starts no more jobs, ends the running ones (httpx.JobStopsWith) and
-// waits for them to return: a job cut off by the clients closing under it
-// would log its work as failed.
-func (s *scheduler) stop() {
-	s.stopJobs()
-	<-s.cron.Stop().Done()
-	s.atOnce.Wait()
-}
-
-// readiness answers /healthz: 200 once every backend answers.
-type readiness struct {
-	mu      sync.Mutex
-	clients *host.Clients
-}
-
-func (r *readiness) set(c *host.Clients) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.clients = c
-}
-
-func (r *readiness) serve(w http.ResponseWriter, req *http.Request) {
-	r.mu.Lock()
-	c := r.clients
-	r.mu.Unlock()
-	if c == nil {
-		httpx.WriteError(w, req, httpx.Unavailable(time.Second, "starting"))
-		return
-	}
-	ctx, cancel := context.WithTimeout(req.Context(), 3*time.Second)
-	defer cancel()
-	if err := c.Check(ctx); err != nil {
-		slog.Warn("health check failed", "error", err)
-		httpx.WriteError(w, req, httpx.Unavailable(time.Second, "a backend does not answer"))
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }

@@ -1,4 +1,4 @@
-package main
+package localstack
 
 import (
 	"context"
@@ -35,14 +35,14 @@ func TestSchedulerRunOutlivesTheRequestAndStopsWithTheStack(t *testing.T) {
 		Functions: []topology.Function{{Name: "Job", Kind: topology.KindScheduled, Routes: []string{"/internal/job"}}},
 		Scheduler: []topology.Scheduled{{Name: "job", Function: "Job", Schedule: "* * * * *", Body: map[string]any{}}},
 	}
-	sched, err := startScheduler(top, map[string]http.Handler{"Job": h})
+	sched, err := StartScheduler(top, map[string]http.Handler{"Job": h})
 	if err != nil {
 		t.Fatal(err)
 	}
 	stopping := false
 	defer func() {
 		if !stopping {
-			sched.stop()
+			sched.Stop()
 		}
 	}()
 
@@ -60,7 +60,7 @@ func TestSchedulerRunOutlivesTheRequestAndStopsWithTheStack(t *testing.T) {
 	stopping = true
 	done := make(chan struct{})
 	go func() {
-		sched.stop()
+		sched.Stop()
 		close(done)
 	}()
 	select {
