@@ -50,6 +50,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envChild) != "" {
 		os.Exit(runEventsChild())
 	}
+	if os.Getenv(envRegion) != "" {
+		os.Exit(runRegionChild())
+	}
 	os.Exit(runDrills(m))
 }
 
@@ -112,6 +115,11 @@ type stackOptions struct {
 	childEnv map[string]string
 	// viewsFold, when set, is the Rollup's views fold's staging and store.
 	viewsFold *foldProbe
+	// regions, when set, runs each named region in a child process of its
+	// own serving every function with its own scheduler, as `make run`
+	// with REGIONS=2 does, behind the local balancer; this process serves
+	// none of them.
+	regions []string
 }
 
 // drillStack is the whole system in one isolated project of the drills'
@@ -145,6 +153,9 @@ type drillStack struct {
 	child    atomic.Pointer[eventsChild]
 	children atomic.Int64
 	inproc   *inProcess
+	// regions and balancer: the stack's regions, when it has some.
+	regions  []*regionProcess
+	balancer *localstack.Balancer
 
 	stopScheduler func()
 }
@@ -220,6 +231,14 @@ func startStack(t *testing.T, o stackOptions) *drillStack {
 	st.db = spannerdb.Wrap(st.clients.Spanner, cfg)
 	st.outbox, st.counts, st.folds = outboxstore.New(st.db), countstore.New(st.db), foldstore.New(st.db, foldstore.Options{})
 
+	if len(o.regions) > 0 {
+		st.startRegions(o.regions)
+		mux.Handle("/", st.balancer)
+		st.startScheduler()
+		st.waitReady()
+		return st
+	}
+
 	instead := map[string]http.Handler{}
 	if o.viewsFold != nil {
 		instead["Rollup"] = st.rollupWithViewsFold(o.viewsFold)
@@ -277,8 +296,16 @@ func (st *drillStack) startScheduler() {
 }
 
 // internal calls a scheduled function's handler with a bare POST, as an
-// operator would, and returns its answer.
+// operator would, and returns its answer; a stack of regions is called
+// through its balancer.
 func (st *drillStack) internal(function, route string) (int, []byte) {
+	if st.balancer != nil {
+		code, _, b, err := st.api.Send(http.MethodPost, route, "", "")
+		if err != nil {
+			return 0, []byte(err.Error())
+		}
+		return code, b
+	}
 	h, ok := st.handlers[function]
 	if !ok {
 		return http.StatusNotFound, nil
@@ -522,6 +549,9 @@ const childWait = 30 * time.Second
 // forward passes d to the event function and returns its answer: 503 when
 // no instance runs within childWait.
 func (p *eventProxy) forward(ctx context.Context, d delivery) int {
+	if b := p.st.balancer; b != nil {
+		return p.throughBalancer(ctx, b, d)
+	}
 	var url string
 	if in := p.st.inproc; in != nil {
 		url = "http://" + in.addr + "/events/" + d.function
