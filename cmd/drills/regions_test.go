@@ -183,20 +183,23 @@ func TestDrillRegionLost(t *testing.T) {
 		t.Errorf("live regions after the kill: %v", live)
 	}
 	waitAccepted(t, l, killed)
-	// Detection goes on: its job answers through the balancer. A job that
-	// fails is run again by its next minute; here at once, a few times.
-	detected := false
-	for try := 1; try <= 5 && !detected; try++ {
-		code, b := st.internal("DetectManipulation", "/internal/detect-manipulation")
-		if detected = code == http.StatusOK; !detected {
+	time.Sleep(4 * time.Second)
+	finish(t, l)
+	stopped := time.Now()
+	// Detection goes on: its job answers through the balancer. A run that
+	// fails is run again by the job's next minute; here at once. (Its
+	// merge shares are written outside spannerdb's turn, which the
+	// emulator may drop for another process's transaction.)
+	detected := 0
+	for try := 1; try <= 10 && detected == 0; try++ {
+		if code, b := st.internal("DetectManipulation", "/internal/detect-manipulation"); code == http.StatusOK {
+			detected = try
+		} else {
 			t.Logf("POST /internal/detect-manipulation after the kill, try %d: %d %s", try, code, b)
 			time.Sleep(time.Second)
 		}
 	}
-	expect(t, "detection ran after the kill", detected)
-	time.Sleep(4 * time.Second)
-	finish(t, l)
-	stopped := time.Now()
+	expect(t, "detection ran after the kill", detected > 0)
 
 	// Counts current again: every accepted write counted, nothing pending.
 	var current time.Time
@@ -400,6 +403,7 @@ func (st *drillStack) checkLeasedJobs(t *testing.T) string {
 		}
 	}
 	var summary []string
+	overlaps := 0
 	for _, job := range slices.Sorted(maps.Keys(leases)) {
 		rs := runs[job]
 		var holders []*run
@@ -413,6 +417,7 @@ func (st *drillStack) checkLeasedJobs(t *testing.T) string {
 		for i, a := range holders {
 			for _, b := range holders[i+1:] {
 				if a.start.Before(b.end) && b.start.Before(a.end) {
+					overlaps++
 					t.Errorf("%s: two runs held %s at once: in %s from %s to %s and in %s from %s to %s", job, leases[job],
 						a.region, a.start.Format("15:04:05.000"), a.end.Format("15:04:05.000"), b.region, b.start.Format("15:04:05.000"), b.end.Format("15:04:05.000"))
 				}
@@ -425,7 +430,7 @@ func (st *drillStack) checkLeasedJobs(t *testing.T) string {
 		if len(regions) < len(st.regions) {
 			t.Errorf("%s ran in %d regions, want every one: %v", job, len(regions), regions)
 		}
-		summary = append(summary, fmt.Sprintf("%s ran %d times in %d regions, %d holding %s, never two at once", job, len(rs), len(regions), len(holders), leases[job]))
+		summary = append(summary, fmt.Sprintf("%s ran %d times in %d regions, %d of them holding %s", job, len(rs), len(regions), len(holders), leases[job]))
 	}
-	return strings.Join(summary, "; ")
+	return fmt.Sprintf("%s; %d pairs of runs held a partition at once", strings.Join(summary, "; "), overlaps)
 }
