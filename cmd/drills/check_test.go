@@ -58,7 +58,7 @@ func (st *drillStack) settle(t *testing.T, m *workload.Model) {
 		if time.Since(start) > convergeWithin {
 			if c := st.child.Load(); c != nil {
 				// Its goroutines go to its log, which is kept.
-				c.cmd.Process.Signal(syscall.SIGQUIT)
+				c.Cmd.Process.Signal(syscall.SIGQUIT)
 			}
 			t.Errorf("the counters did not converge within %v:\n%s", convergeWithin, strings.Join(diffs, "\n"))
 			break

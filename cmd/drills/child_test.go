@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -41,9 +40,10 @@ import (
 // per call and, at the chosen call, exits the process before or after the
 // store's commit — the crash of an instance between its commit and its ack.
 func runEventsChild() int {
+	gone, _ := localstack.ParentGone(context.Background())
 	go func() {
-		// EOF on the lifeline: the test process is gone, so is this one.
-		io.Copy(io.Discard, os.NewFile(childLifeFD, "lifeline"))
+		// The test process is gone, so is this one.
+		<-gone.Done()
 		os.Exit(0)
 	}()
 	targets := map[string]string{}
@@ -70,9 +70,10 @@ func runEventsChild() int {
 		fmt.Fprintln(os.Stderr, "events child:", err)
 		return 1
 	}
-	ready := os.NewFile(childReadyFD, "ready")
-	fmt.Fprintln(ready, ln.Addr().String())
-	ready.Close()
+	if err := localstack.ChildReady(ln.Addr().String()); err != nil {
+		fmt.Fprintln(os.Stderr, "events child:", err)
+		return 1
+	}
 	err = (&http.Server{Handler: front, ReadHeaderTimeout: 10 * time.Second}).Serve(ln)
 	fmt.Fprintln(os.Stderr, "events child:", err)
 	return 1

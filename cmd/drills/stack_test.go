@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"flag"
@@ -328,22 +327,17 @@ func (st *drillStack) token(uid string) string {
 // ---- the event functions' instance: a child process
 
 const (
-	envChild     = "DRILLS_EVENTS_CHILD" // set in the child
-	envCrash     = "DRILLS_CRASH"        // <function>:<before-commit|after-commit>:<call number>
-	envStats     = "DRILLS_STATS_FILE"   // where the child's store probes write a line per call
-	childReadyFD = 3                     // the child writes its address there
-	childLifeFD  = 4                     // EOF there: the test process is gone
+	envChild = "DRILLS_EVENTS_CHILD" // set in the child
+	envCrash = "DRILLS_CRASH"        // <function>:<before-commit|after-commit>:<call number>
+	envStats = "DRILLS_STATS_FILE"   // where the child's store probes write a line per call
 )
 
-// eventsChild is one run of the event functions' process.
+// eventsChild is one run of the event functions' process, started and
+// tied to this one as the local stack's regions are (localstack.StartChild).
 type eventsChild struct {
-	n        int64
-	cmd      *exec.Cmd
-	addr     string
-	log      string
-	lifeline *os.File
-	exited   chan struct{}
-	code     int
+	*localstack.Child
+	n   int64
+	log string
 }
 
 // startChild starts a new events child and makes the event proxy use it.
@@ -354,82 +348,48 @@ func (st *drillStack) startChild(extra map[string]string) *eventsChild {
 		st.t.Fatal(err)
 	}
 	n := st.children.Add(1)
-	c := &eventsChild{n: n, exited: make(chan struct{})}
+	c := &eventsChild{n: n}
 	c.log = filepath.Join(logRoot, fmt.Sprintf("%s-events-%d.log", strings.ReplaceAll(st.t.Name(), "/", "_"), n))
 	logf, err := os.Create(c.log)
 	if err != nil {
 		st.t.Fatal(err)
 	}
 	defer logf.Close()
-	readyR, readyW, err := os.Pipe()
-	if err != nil {
-		st.t.Fatal(err)
-	}
-	lifeR, lifeW, err := os.Pipe()
-	if err != nil {
-		st.t.Fatal(err)
-	}
-	c.lifeline = lifeW
-	c.cmd = exec.Command(exe)
-	c.cmd.Env = append(os.Environ(), envChild+"=1")
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), envChild+"=1")
 	for k, v := range st.env {
-		c.cmd.Env = append(c.cmd.Env, k+"="+v)
+		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	for k, v := range extra {
-		c.cmd.Env = append(c.cmd.Env, k+"="+v)
+		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	c.cmd.Stdout, c.cmd.Stderr = logf, logf
-	c.cmd.ExtraFiles = []*os.File{readyW, lifeR} // fds 3 and 4
-	if err := c.cmd.Start(); err != nil {
-		st.t.Fatal(err)
-	}
-	readyW.Close()
-	lifeR.Close()
-	go func() {
-		c.cmd.Wait()
-		c.code = c.cmd.ProcessState.ExitCode()
-		st.child.CompareAndSwap(c, nil)
-		close(c.exited)
-	}()
-	addr := make(chan string, 1)
-	go func() {
-		line, _ := bufio.NewReader(readyR).ReadString('\n')
-		readyR.Close()
-		addr <- strings.TrimSpace(line)
-	}()
-	select {
-	case a := <-addr:
-		if a == "" {
-			<-c.exited
-			st.t.Fatalf("events child %d exited before serving (code %d); log:\n%s", n, c.code, tail(c.log, 40))
-		}
-		c.addr = a
-	case <-time.After(60 * time.Second):
-		c.cmd.Process.Kill()
-		st.t.Fatalf("events child %d did not start within 60 s; log:\n%s", n, tail(c.log, 40))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if c.Child, err = localstack.StartChild(cmd, 60*time.Second); err != nil {
+		st.t.Fatalf("events child %d: %v; log:\n%s", n, err, tail(c.log, 40))
 	}
 	st.child.Store(c)
+	go func() {
+		<-c.Exited
+		st.child.CompareAndSwap(c, nil)
+	}()
 	return c
 }
 
 // stopChild kills the current events child, if any.
 func (st *drillStack) stopChild() {
-	c := st.child.Swap(nil)
-	if c == nil {
-		return
+	if c := st.child.Swap(nil); c != nil {
+		c.Kill()
 	}
-	c.cmd.Process.Kill()
-	c.lifeline.Close()
-	<-c.exited
 }
 
 // waitExit waits for child c to exit by itself and returns its exit code.
 func (st *drillStack) waitExit(c *eventsChild, within time.Duration) int {
 	st.t.Helper()
 	select {
-	case <-c.exited:
-		c.lifeline.Close()
-		return c.code
+	case <-c.Exited:
+		st.child.CompareAndSwap(c, nil)
+		c.Release()
+		return c.Code
 	case <-time.After(within):
 		st.t.Fatalf("events child %d still running after %v; log:\n%s", c.n, within, tail(c.log, 40))
 		return 0
@@ -556,7 +516,7 @@ func (p *eventProxy) forward(ctx context.Context, d delivery) int {
 	if in := p.st.inproc; in != nil {
 		url = "http://" + in.addr + "/events/" + d.function
 	} else if c := p.waitChild(ctx); c != nil {
-		url = "http://" + c.addr + "/events/" + d.function
+		url = "http://" + c.Addr + "/events/" + d.function
 	} else {
 		return http.StatusServiceUnavailable
 	}
