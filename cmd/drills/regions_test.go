@@ -165,7 +165,7 @@ func (st *drillStack) kill(r *regionProcess) {
 // two runs at once.
 func TestDrillRegionLost(t *testing.T) {
 	stamp := benchreport.Start("go run ./cmd/withemulators -- env " + envRegionsReport + "=$PWD/docs/benchmarks/regions.md go test -count=1 -run TestDrillRegionLost -v ./cmd/drills/")
-	st := startStack(t, stackOptions{regions: localstack.Regions, env: map[string]string{
+	st := startStack(t, stackOptions{regions: localstack.Regions(), env: map[string]string{
 		// The deployed deadline: three processes share the Spanner
 		// emulator's one transaction at a time.
 		"REQUEST_TIMEOUT": "10s",

@@ -161,7 +161,7 @@ func realMain(ctx context.Context) error {
 		}
 		ready.Set(clients)
 	} else {
-		b, stop, err := startRegions(ctx, localstack.Regions[:regions])
+		b, stop, err := startRegions(ctx, localstack.Regions()[:regions])
 		if err != nil {
 			return err
 		}

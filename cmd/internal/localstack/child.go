@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -52,7 +53,8 @@ func StartChild(cmd *exec.Cmd, within time.Duration) (*Child, error) {
 	if cmd.Env == nil {
 		cmd.Env = os.Environ()
 	}
-	cmd.Env = append(cmd.Env, envChild+"=1")
+	// A copy: callers may share one environment between children.
+	cmd.Env = append(slices.Clone(cmd.Env), envChild+"=1")
 	err = cmd.Start()
 	readyW.Close()
 	lifeR.Close()

@@ -9,6 +9,11 @@
 // backend answers. The benchmarks' counter stack (cmd/internal/benchstack)
 // is built on the same world.
 //
+// It also runs the stack as two regions (REGIONS=2): each region a child
+// process (StartChild) serving every function with its own scheduler
+// (ServeRegion), behind a local load balancer (Balancer) that passes each
+// request to a live one.
+//
 // The per-package tests use internal/emulators/emulatortest instead: the
 // same emulators and the same provisioning (internal/emulators), one world
 // per test, with the package's own handlers built directly.

@@ -21,7 +21,7 @@ const AllNeeds = host.NeedSpanner | host.NeedBigtable | host.NeedPubSub | host.N
 
 // Regions names the local stack's regions when it runs two (REGIONS=2), as
 // prod's two.
-var Regions = []string{"us-central1", "us-east1"}
+func Regions() []string { return []string{"us-central1", "us-east1"} }
 
 // ServeFunctions serves every function of the system on mux over c: the
 // HTTP and scheduled functions at their topology routes (MountHTTP), the
