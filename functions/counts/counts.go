@@ -192,7 +192,14 @@ func (h *handler) mine(w http.ResponseWriter, r *http.Request) error {
 	}
 	q := countstore.OwnQuery{Viewer: user.ID, IDs: ids, Cached: cached, Since: since}
 	if !token.IsZero() {
-		q.At = h.readTime(token, since)
+		// A timestamp ahead of the instance's clock (a token within
+		// maxTokenLead of it) is read strongly instead: a read at it would
+		// wait until then, and so would every read batched with it. A
+		// strong read holds every write acknowledged before the request,
+		// the token's among them, and joins the strong reads' batch.
+		if at := h.readTime(token, since); !at.After(time.Now()) {
+			q.At = at
+		}
 	}
 	own, err := h.readOwn(r.Context(), q)
 	if err != nil {
@@ -240,8 +247,8 @@ func redirectToCanonical(w http.ResponseWriter, r *http.Request, canonical strin
 
 // maxTokenLead is how far past the instance's clock a session token may
 // be: the clock skew between the instance and Spanner's commit timestamps
-// (on the emulator, its clock's lead). A read at a later timestamp would
-// wait for it.
+// (on the emulator, its clock's lead); one further ahead is refused. A
+// token ahead at all is read strongly (mine), never at its timestamp.
 const maxTokenLead = time.Second
 
 // sessionToken is the commit timestamp of the request's Session-Token
