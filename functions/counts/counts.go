@@ -192,14 +192,7 @@ func (h *handler) mine(w http.ResponseWriter, r *http.Request) error {
 	}
 	q := countstore.OwnQuery{Viewer: user.ID, IDs: ids, Cached: cached, Since: since}
 	if !token.IsZero() {
-		// A timestamp ahead of the instance's clock (a token within
-		// maxTokenLead of it) is read strongly instead: a read at it would
-		// wait until then, and so would every read batched with it. A
-		// strong read holds every write acknowledged before the request,
-		// the token's among them, and joins the strong reads' batch.
-		if at := h.readTime(token, since); !at.After(time.Now()) {
-			q.At = at
-		}
+		q.At = h.readTime(token, since)
 	}
 	own, err := h.readOwn(r.Context(), q)
 	if err != nil {
@@ -248,7 +241,7 @@ func redirectToCanonical(w http.ResponseWriter, r *http.Request, canonical strin
 // maxTokenLead is how far past the instance's clock a session token may
 // be: the clock skew between the instance and Spanner's commit timestamps
 // (on the emulator, its clock's lead); one further ahead is refused. A
-// token ahead at all is read strongly (mine), never at its timestamp.
+// token ahead at all is read alone (readOwn).
 const maxTokenLead = time.Second
 
 // sessionToken is the commit timestamp of the request's Session-Token
@@ -285,9 +278,12 @@ func (h *handler) readTime(token, since time.Time) time.Time {
 
 // readOwn reads the caller's part of a signed-in read: together with the
 // other signed-in requests of its kind (strong) waiting for a read when
-// batched, else alone.
+// batched, else alone. A read at a timestamp ahead of the instance's clock
+// is always alone: it waits until then, and a batch reads at the newest
+// timestamp its requests name, so batched it would make every other
+// request in the batch wait with it.
 func (h *handler) readOwn(ctx context.Context, q countstore.OwnQuery) (countstore.Own, error) {
-	if h.own != nil {
+	if h.own != nil && !q.At.After(time.Now()) {
 		return h.own.Do(ctx, q)
 	}
 	out, err := h.Store.OwnMany(ctx, []countstore.OwnQuery{q})
