@@ -10,10 +10,10 @@ import (
 	"github.com/videngage/engagement/shared/config"
 )
 
-// A deployed instance (K_SERVICE set, no emulator) with an unsafe setting
-// exits at start with a log line naming it; a safe one starts. The test
-// binary, which imports this package, is the instance: its init runs the
-// check before any test.
+// A deployed instance (K_SERVICE set) with an unsafe setting, an emulator
+// variable among them, exits at start with a log line naming it; a safe one
+// starts. The test binary, which imports this package, is the instance: its
+// init runs the check before any test.
 func TestDeployedInstanceRefusesUnsafeSettings(t *testing.T) {
 	run := func(extra ...string) (string, error) {
 		var env []string
@@ -33,8 +33,13 @@ func TestDeployedInstanceRefusesUnsafeSettings(t *testing.T) {
 	if out, err := run(); err != nil {
 		t.Fatalf("a safe deployed instance did not start: %v\n%s", err, out)
 	}
-	for _, bad := range []string{"RATE_LIMITS=off", "CORS_ALLOWED_ORIGINS=*", "AUTH_AUDIENCE=local-project",
-		"PAGE_TOKEN_SECRET=local-page-token-secret", "AUTH_JWKS_URL=http://keys.example/jwks"} {
+	bads := []string{"RATE_LIMITS=off", "CORS_ALLOWED_ORIGINS=*", "AUTH_AUDIENCE=local-project",
+		"PAGE_TOKEN_SECRET=local-page-token-secret", "AUTH_JWKS_URL=http://keys.example/jwks"}
+	// An emulator variable does not make the instance local: it is refused.
+	for _, k := range config.EmulatorHostVars {
+		bads = append(bads, k+"=localhost:1")
+	}
+	for _, bad := range bads {
 		out, err := run(bad)
 		name, _, _ := strings.Cut(bad, "=")
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http/httptest"
 	"net/url"
@@ -221,37 +222,42 @@ func drivePlayground(t *testing.T, browser context.Context, apiBase, pageURL, na
 	p.waitFor("the caller's reaction", textIs("#viewer-reaction", "none"), stepWait)
 
 	// Like: the count and the viewer's reaction, and the ETag to send next.
+	// The versions (ETags) start at the row's creation time and grow by one
+	// per change: the like's is read back, the next ones follow from it.
+	device := client{t: t, base: apiBase, token: token(t, apiBase, uid)}
 	p.click("#like")
-	p.waitFor("the like stored", logged("PUT", "/v1/reactions/"+video, 200, `e.dataset.etag === '"1"' && e.dataset.issuedToken.length === 11`), stepWait)
+	p.waitFor("the like stored", logged("PUT", "/v1/reactions/"+video, 200, `e.dataset.issuedToken.length === 11`), stepWait)
+	tag := func(n int64) string { return fmt.Sprintf(`'"%d"'`, n) }
+	liked := reactionVersion(t, device, video)
+	p.waitFor("the like's ETag", logged("PUT", "/v1/reactions/"+video, 200, `e.dataset.etag === `+tag(liked)), stepWait)
 	p.waitFor("the counts read at the like's Session-Token", `(() => {
 		const es = [...document.querySelectorAll("#log .entry")];
-		const put = es.find(e => e.dataset.method === "PUT" && e.dataset.etag === '"1"');
+		const put = es.find(e => e.dataset.method === "PUT" && e.dataset.etag === `+tag(liked)+`);
 		return put && es.some(e => e.dataset.path.startsWith("/v1/me/counts") && e.dataset.status === "200" && e.dataset.sessionToken === put.dataset.issuedToken);
 	})()`, stepWait)
 	p.waitFor("one like counted and shown as mine",
-		textIs("#count-likes", "1")+" && "+pressed("#like")+" && "+textIs("#viewer-reaction", "like")+` && document.querySelector("#if-match").value === '"1"'`, stepWait)
+		textIs("#count-likes", "1")+" && "+pressed("#like")+" && "+textIs("#viewer-reaction", "like")+` && document.querySelector("#if-match").value === `+tag(liked), stepWait)
 
 	// Dislike, conditional on the ETag of the like.
 	p.click("#dislike")
-	p.waitFor("the dislike sent with If-Match", logged("PUT", "/v1/reactions/"+video, 200, `e.dataset.ifMatch === '"1"' && e.dataset.etag === '"2"'`), stepWait)
+	p.waitFor("the dislike sent with If-Match", logged("PUT", "/v1/reactions/"+video, 200, `e.dataset.ifMatch === `+tag(liked)+` && e.dataset.etag === `+tag(liked+1)), stepWait)
 	p.waitFor("the dislike counted",
 		textIs("#count-likes", "0")+" && "+textIs("#count-dislikes", "1")+" && "+pressed("#dislike")+" && !("+pressed("#like")+")", stepWait)
 
 	// Another device of the same user changes the reaction: the page's
 	// If-Match is stale, the API answers 412, and the page shows the API's
 	// message and corrects itself from the server's state.
-	device := client{t: t, base: apiBase, token: token(t, apiBase, uid)}
-	if code, hdr, body := device.do("PUT", "/v1/reactions/"+video, `{"reaction":"like"}`); code != 200 || hdr.Get("ETag") != `"3"` {
+	if code, hdr, body := device.do("PUT", "/v1/reactions/"+video, `{"reaction":"like"}`); code != 200 || hdr.Get("ETag") != fmt.Sprintf(`"%d"`, liked+2) {
 		t.Fatalf("PUT from another device: %d ETag %s %s", code, hdr.Get("ETag"), body)
 	}
 	p.click("#dislike")
-	p.waitFor("a 412 on the stale If-Match", logged("PUT", "/v1/reactions/"+video, 412, `e.dataset.ifMatch === '"2"' && e.dataset.etag === '"3"'`), stepWait)
+	p.waitFor("a 412 on the stale If-Match", logged("PUT", "/v1/reactions/"+video, 412, `e.dataset.ifMatch === `+tag(liked+1)+` && e.dataset.etag === `+tag(liked+2)), stepWait)
 	p.waitFor("the API's error message shown",
-		`document.querySelector("#error.shown .msg").textContent.includes("412 FAILED_PRECONDITION: the reaction is at version 3")`, stepWait)
+		`document.querySelector("#error.shown .msg").textContent.includes("412 FAILED_PRECONDITION: the reaction is at version `+fmt.Sprint(liked+2)+`")`, stepWait)
 	p.waitFor("the page corrected to the server's state",
-		textIs("#count-likes", "1")+" && "+textIs("#count-dislikes", "0")+" && "+pressed("#like")+` && document.querySelector("#if-match").value === '"3"'`, stepWait)
+		textIs("#count-likes", "1")+" && "+textIs("#count-dislikes", "0")+" && "+pressed("#like")+` && document.querySelector("#if-match").value === `+tag(liked+2), stepWait)
 	p.click("#dislike")
-	p.waitFor("the retry with the fresh ETag", logged("PUT", "/v1/reactions/"+video, 200, `e.dataset.ifMatch === '"3"' && e.dataset.etag === '"4"'`), stepWait)
+	p.waitFor("the retry with the fresh ETag", logged("PUT", "/v1/reactions/"+video, 200, `e.dataset.ifMatch === `+tag(liked+2)+` && e.dataset.etag === `+tag(liked+3)), stepWait)
 	p.waitFor("the dislike counted again", textIs("#count-likes", "0")+" && "+textIs("#count-dislikes", "1"), stepWait)
 
 	// A comment, a reply, and the reply deleted.
@@ -344,4 +350,20 @@ func drivePlayground(t *testing.T, browser context.Context, apiBase, pageURL, na
 		t.Fatal(err)
 	}
 	t.Logf("screenshot: %s", file)
+}
+
+// reactionVersion is the caller's reaction version on video, as
+// GET /v1/reactions answers it.
+func reactionVersion(t *testing.T, c client, video string) int64 {
+	t.Helper()
+	code, _, body := c.do("GET", "/v1/reactions?ids="+video, "")
+	var got struct {
+		Reactions map[string]struct {
+			Version int64 `json:"version"`
+		} `json:"reactions"`
+	}
+	if code != 200 || json.Unmarshal([]byte(body), &got) != nil || got.Reactions[video].Version < 1 {
+		t.Fatalf("GET /v1/reactions: %d %s", code, body)
+	}
+	return got.Reactions[video].Version
 }

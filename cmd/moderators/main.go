@@ -4,12 +4,13 @@
 // and each change is written to the moderation audit trail. It reads the
 // database from the environment the functions read (GOOGLE_CLOUD_PROJECT,
 // SPANNER_INSTANCE, SPANNER_DATABASE, SPANNER_EMULATOR_HOST) and runs with
-// the operator's credentials (docs/moderation.md).
+// the operator's credentials (docs/moderation.md): the audit trail names the
+// account of those credentials as the actor, not a name the operator types.
 //
 // Usage:
 //
-//	moderators revoke  -by OPERATOR [-reason TEXT] USER_ID
-//	moderators restore -by OPERATOR [-reason TEXT] USER_ID
+//	moderators revoke  [-reason TEXT] USER_ID
+//	moderators restore [-reason TEXT] USER_ID
 //	moderators list
 package main
 
@@ -34,8 +35,8 @@ func main() {
 }
 
 const usage = `usage:
-  moderators revoke  -by OPERATOR [-reason TEXT] USER_ID
-  moderators restore -by OPERATOR [-reason TEXT] USER_ID
+  moderators revoke  [-reason TEXT] USER_ID
+  moderators restore [-reason TEXT] USER_ID
   moderators list`
 
 // Store is what the command changes: the list of revoked moderators.
@@ -58,11 +59,15 @@ func realMain(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer db.Client.Close()
-	return run(ctx, moderationstore.New(db, moderationstore.Gate{}), args, out)
+	by, err := operator(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("who is acting: %w", err)
+	}
+	return run(ctx, moderationstore.New(db, moderationstore.Gate{}), by, args, out)
 }
 
-// run carries out one command on store.
-func run(ctx context.Context, store Store, args []string, out io.Writer) error {
+// run carries out one command on store as the operator by.
+func run(ctx context.Context, store Store, by string, args []string, out io.Writer) error {
 	if len(args) == 0 {
 		return errors.New(usage)
 	}
@@ -82,9 +87,8 @@ func run(ctx context.Context, store Store, args []string, out io.Writer) error {
 	case "revoke", "restore":
 		fl := flag.NewFlagSet(cmd, flag.ContinueOnError)
 		fl.SetOutput(io.Discard)
-		by := fl.String("by", "", "who makes the change (the operator), recorded in the audit trail")
 		reason := fl.String("reason", "", "why, recorded in the audit trail")
-		if err := fl.Parse(args[1:]); err != nil || fl.NArg() != 1 || fl.Arg(0) == "" || *by == "" {
+		if err := fl.Parse(args[1:]); err != nil || fl.NArg() != 1 || fl.Arg(0) == "" {
 			return errors.New(usage)
 		}
 		if err := moderation.ValidReason(*reason); err != nil {
@@ -95,7 +99,7 @@ func run(ctx context.Context, store Store, args []string, out io.Writer) error {
 		if cmd == "restore" {
 			change, done = store.Restore, "restored"
 		}
-		changed, err := change(ctx, user, *by, *reason)
+		changed, err := change(ctx, user, by, *reason)
 		if err != nil {
 			return err
 		}

@@ -24,10 +24,12 @@ import (
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/comment/commentstore"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/history/historystore"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/moderation/moderationstore"
 	"github.com/videngage/engagement/shared/objects"
+	"github.com/videngage/engagement/shared/ratelimit"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
 	"github.com/videngage/engagement/shared/spannerdb"
 )
@@ -46,13 +48,26 @@ func init() {
 				ErasureLog: accountstore.NewErasureLog(c.Objects.Bucket(c.Config.Erasure.LogBucket)),
 				Exports:    accountstore.NewExports(c.Firestore, c.Config.UserLimits().ExportsPerDay),
 				// The export only reads the trail: no gate.
-				Moderation:  moderationstore.New(db, moderationstore.Gate{}),
-				Publisher:   bus.NewPublisher(c.PubSub, c.Config.PubSub.ErasureTopic),
-				Prepared:    c.Objects.Bucket(c.Config.Objects.ExportsBucket),
-				ExportTopic: bus.NewPublisher(c.PubSub, c.Config.PubSub.ExportTopic),
-				AsyncAbove:  c.Config.Export.AsyncAbove,
+				Moderation:   moderationstore.New(db, moderationstore.Gate{}),
+				Publisher:    bus.NewPublisher(c.PubSub, c.Config.PubSub.ErasureTopic),
+				Prepared:     c.Objects.Bucket(c.Config.Objects.ExportsBucket),
+				ExportTopic:  bus.NewPublisher(c.PubSub, c.Config.PubSub.ExportTopic),
+				AsyncAbove:   c.Config.Export.AsyncAbove,
+				EraseLimiter: eraseLimiter(c),
 			}), nil
 		})
+}
+
+// eraseLimiter is the per-user limit of erasure requests
+// (RATE_LIMIT_OTHER_WRITES), counted in Bigtable as the other writes'
+// limits are; nil when the limits are off.
+func eraseLimiter(c *host.Clients) Limiter {
+	limit := c.Config.UserLimits().OtherWrites
+	if limit == 0 {
+		return nil
+	}
+	shared := ratelimit.NewBigtable(c.BigtableTx, "account-erase", limit)
+	return ratelimit.NewDegrading(shared, "account-erase", limit, c.Config.HTTP.RateLimitBudget, c.Metrics)
 }
 
 // Interfaces of what the handler uses.
@@ -66,6 +81,11 @@ type (
 	}
 	Erasures interface {
 		Request(ctx context.Context, userID string) (account.Erasure, error)
+		Get(ctx context.Context, userID string) (e account.Erasure, ok bool, err error)
+	}
+	// Limiter admits a user's write or says how long to wait.
+	Limiter interface {
+		Allow(ctx context.Context, userID string) (retryAfter time.Duration, err error)
 	}
 	// ErasureLog appends to the erasure log (accountstore.ErasureLog).
 	ErasureLog interface {
@@ -105,6 +125,9 @@ type Deps struct {
 	// PrepareExport (EXPORT_ASYNC_ABOVE; ≤ 0: 1000): more reactions and
 	// history entries in the first pages it reads before answering.
 	AsyncAbove int
+	// EraseLimiter limits each user's erasure requests that write; nil: no
+	// limit.
+	EraseLimiter Limiter
 	// ExportTimeout bounds one export (default 10 minutes): it outlives the
 	// request deadline of the other routes, since a large account streams
 	// for longer than one backend call.
@@ -132,10 +155,35 @@ func New(d Deps) http.Handler {
 // erasure log, which no restore rolls back, first, then the record, the
 // settings' mark and the message) and answers 202. Each write is
 // idempotent, so a client that gets a 503 retries the whole call.
+//
+// A repeat while the erasure is pending — its record open and the settings
+// marked, so every write of the first call's start committed (the log's
+// entry comes before the record) — answers as the first did and writes
+// nothing: no second erasure-log object, which could not be deleted for the
+// log's retention, and no Spanner, Firestore or Pub/Sub work (ResumeErasures
+// sends on an erasure whose message was lost). A call that would write is
+// limited per user as every other write is (RATE_LIMIT_OTHER_WRITES).
 func (h *handler) erase(w http.ResponseWriter, r *http.Request) error {
 	user, err := h.Verifier.FromRequest(r)
 	if err != nil {
 		return err
+	}
+	pending, err := h.erasurePending(r.Context(), user.ID)
+	if err != nil {
+		return err
+	}
+	if pending {
+		writeErasing(w)
+		return nil
+	}
+	if l := h.EraseLimiter; l != nil {
+		wait, err := l.Allow(r.Context(), user.ID)
+		if err != nil {
+			return err
+		}
+		if wait > 0 {
+			return &errs.RateLimitedError{What: "account erasure requests", RetryAfter: wait}
+		}
 	}
 	start := account.Starter{Log: h.ErasureLog, Records: h.Erasures, Settings: h.Settings, Next: h.Publisher}
 	if err := start.Start(r.Context(), user.ID); err != nil {
@@ -144,9 +192,28 @@ func (h *handler) erase(w http.ResponseWriter, r *http.Request) error {
 	if err := h.deletePrepared(r.Context(), user.ID); err != nil {
 		return err
 	}
+	writeErasing(w)
+	return nil
+}
+
+// erasurePending reports whether the user's erasure was started whole and
+// is still under way: its record open and its history settings marked.
+func (h *handler) erasurePending(ctx context.Context, userID string) (bool, error) {
+	rec, ok, err := h.Erasures.Get(ctx, userID)
+	if err != nil || !ok || !rec.Open() {
+		return false, err
+	}
+	s, err := h.Settings.Get(ctx, userID)
+	if err != nil {
+		return false, err
+	}
+	return s.Erasing, nil
+}
+
+// writeErasing is the answer of an erasure asked for.
+func writeErasing(w http.ResponseWriter) {
 	w.Header().Set("Cache-Control", "no-store")
 	httpx.WriteJSON(w, http.StatusAccepted, map[string]bool{"erasing": true})
-	return nil
 }
 
 // export streams the caller's export (account.Exporter), or for a large

@@ -162,8 +162,8 @@ func TestExportPreparedForALargeAccount(t *testing.T) {
 	}
 
 	// The erasure deletes the prepared export.
-	e := &erasure{}
-	eh := New(Deps{Verifier: fakeVerifier{}, Erasures: e, Settings: e, ErasureLog: e, Publisher: e, Prepared: bucket})
+	e := newErasure("")
+	eh := New(Deps{Verifier: fakeVerifier{}, Erasures: records{e}, Settings: e, ErasureLog: e, Publisher: e, Prepared: bucket})
 	ew := httptest.NewRecorder()
 	er := httptest.NewRequest("DELETE", "/v1/me", nil)
 	er.Header.Set("Authorization", "Bearer alice")

@@ -3,7 +3,7 @@
 //	POST   /v1/videos/{videoId}/comments        post a comment or a reply (Idempotency-Key optional)
 //	GET    /v1/videos/{videoId}/comments        visible top-level comments, newest first
 //	GET    /v1/comments/{commentId}/replies     visible replies, oldest first
-//	DELETE /v1/comments/{commentId}             delete (author or moderator)
+//	DELETE /v1/comments/{commentId}             delete (author, or moderator: gated and audited)
 //
 // Spam sweeps (POST /v1/moderation/spam) are the Moderation function's.
 //
@@ -30,6 +30,7 @@ import (
 	"github.com/videngage/engagement/shared/counter/outboxstore"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/httpx"
+	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/moderation/moderationstore"
 	"github.com/videngage/engagement/shared/ratelimit"
 	"github.com/videngage/engagement/shared/session"
@@ -398,12 +399,22 @@ func (h *handler) delete(w http.ResponseWriter, r *http.Request) error {
 			return &errs.RateLimitedError{What: "comment deletions", RetryAfter: wait}
 		}
 	}
-	res, err := h.Writer.Delete(r.Context(), commentstore.Actor{UserID: user.ID, Moderator: user.Moderator}, id)
+	reason := r.URL.Query().Get("reason")
+	if err := moderation.ValidReason(reason); err != nil {
+		return httpx.InvalidArgument("%s", err.Error())
+	}
+	res, err := h.Writer.Delete(r.Context(), commentstore.Actor{UserID: user.ID, Moderator: user.Moderator, Reason: reason}, id)
+	var limited *errs.RateLimitedError
 	switch {
 	case errors.Is(err, commentstore.ErrNotFound):
 		return httpx.NotFound("no comment %s", id)
 	case errors.Is(err, commentstore.ErrPermissionDenied):
 		return httpx.PermissionDenied("only the author of the comment or a moderator may delete it")
+	case errors.Is(err, moderation.ErrRevoked):
+		return httpx.PermissionDenied("your moderator role was revoked: only your own comments may be deleted")
+	case errors.As(err, &limited):
+		h.Metrics.RateLimited(r.Context(), "moderation")
+		return err
 	case err != nil:
 		return err
 	}

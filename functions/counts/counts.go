@@ -240,8 +240,8 @@ func redirectToCanonical(w http.ResponseWriter, r *http.Request, canonical strin
 
 // maxTokenLead is how far past the instance's clock a session token may
 // be: the clock skew between the instance and Spanner's commit timestamps
-// (on the emulator, its clock's lead). A read at a later timestamp would
-// wait for it.
+// (on the emulator, its clock's lead); one further ahead is refused. A
+// token ahead at all is read alone (readOwn).
 const maxTokenLead = time.Second
 
 // sessionToken is the commit timestamp of the request's Session-Token
@@ -278,9 +278,12 @@ func (h *handler) readTime(token, since time.Time) time.Time {
 
 // readOwn reads the caller's part of a signed-in read: together with the
 // other signed-in requests of its kind (strong) waiting for a read when
-// batched, else alone.
+// batched, else alone. A read at a timestamp ahead of the instance's clock
+// is always alone: it waits until then, and a batch reads at the newest
+// timestamp its requests name, so batched it would make every other
+// request in the batch wait with it.
 func (h *handler) readOwn(ctx context.Context, q countstore.OwnQuery) (countstore.Own, error) {
-	if h.own != nil {
+	if h.own != nil && !q.At.After(time.Now()) {
 		return h.own.Do(ctx, q)
 	}
 	out, err := h.Store.OwnMany(ctx, []countstore.OwnQuery{q})

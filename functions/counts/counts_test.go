@@ -509,6 +509,7 @@ type gatedStore struct {
 	release chan struct{}
 	mu      sync.Mutex
 	calls   [][]string
+	queries [][]countstore.OwnQuery
 	// strongCalls and timestampedCalls count the calls of each kind, and
 	// tokenReadStrongly the queries that name a timestamp in strong calls.
 	strongCalls, timestampedCalls, tokenReadStrongly int
@@ -527,6 +528,7 @@ func (g *gatedStore) OwnMany(ctx context.Context, qs []countstore.OwnQuery) ([]c
 	}
 	g.mu.Lock()
 	g.calls = append(g.calls, viewers)
+	g.queries = append(g.queries, qs)
 	if strong {
 		g.strongCalls++
 		g.tokenReadStrongly += named
@@ -630,6 +632,75 @@ func TestTokenReadsBatchApartFromStrongReads(t *testing.T) {
 		if g.tokenReadStrongly != 0 || g.timestampedCalls != 1 || g.strongCalls != 2 {
 			t.Errorf("store calls %v: %d strong, %d at a timestamp, %d tokened queries read strongly; want the first alone, then users 1, 3, 5 at their timestamp and 2, 4, 6 strongly, none tokened read strongly",
 				g.calls, g.strongCalls, g.timestampedCalls, g.tokenReadStrongly)
+		}
+		for i, a := range answers {
+			var got countsfn.Body
+			if err := json.Unmarshal(a.Body.Bytes(), &got); err != nil || a.Code != 200 {
+				t.Fatalf("%s: %d %s", users[i], a.Code, a.Body)
+			}
+			if got.Viewer.Reactions["a"].Version != int64(i+1) {
+				t.Errorf("%s got %s, want their reaction version %d", users[i], a.Body, i+1)
+			}
+		}
+	})
+}
+
+// TestFutureTokenSlowsNoOne: a Session-Token ahead of the instance's clock
+// (within the lead it accepts) is read alone, at its timestamp; the tokened
+// requests that arrive beside it are read together at a timestamp no later
+// than the instance's clock, so none of them waits for the future one's
+// timestamp. Every caller still gets their own rows.
+func TestFutureTokenSlowsNoOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		users := []string{"first", "normal-1", "future", "normal-2", "plain"}
+		for i, u := range users {
+			f.reactions[u] = map[string]countstore.ViewerReaction{"a": {Reaction: "like", Version: int64(i + 1)}}
+		}
+		g := &gatedStore{fakeStore: f, release: make(chan struct{})}
+		h := countsfn.New(countsfn.Deps{Verifier: headerVerifier{}, Store: g, MaxAge: 2 * time.Second, MaxStaleness: time.Minute, OwnInFlight: 1})
+		now := time.Now()
+		tokens := map[string]string{
+			"normal-1": session.Encode(now.Add(-time.Millisecond)),
+			"normal-2": session.Encode(now),
+			"future":   session.Encode(now.Add(900 * time.Millisecond)),
+		}
+		answers := make([]*httptest.ResponseRecorder, len(users))
+		var wg sync.WaitGroup
+		read := func(i int) {
+			wg.Go(func() {
+				r := httptest.NewRequest("GET", "/v1/me/counts?ids=a", nil)
+				r.Header.Set("Authorization", "Bearer "+users[i])
+				if tok := tokens[users[i]]; tok != "" {
+					r.Header.Set(session.Header, tok)
+				}
+				answers[i] = httptest.NewRecorder()
+				h.ServeHTTP(answers[i], r)
+			})
+		}
+		read(0)
+		synctest.Wait() // the first read (strong) runs and holds
+		for i := 1; i < len(users); i++ {
+			read(i)
+		}
+		synctest.Wait()
+		close(g.release)
+		wg.Wait()
+
+		batchOf := map[string]int{}
+		for i, qs := range g.queries {
+			for _, q := range qs {
+				batchOf[q.Viewer] = i
+				switch {
+				case q.Viewer == "future" && len(qs) != 1:
+					t.Errorf("the future token read in a batch of %d: %v", len(qs), g.calls[i])
+				case q.Viewer != "future" && q.At.After(now):
+					t.Errorf("%s read at %v, after the instance's clock %v: it would wait", q.Viewer, q.At, now)
+				}
+			}
+		}
+		if batchOf["normal-1"] != batchOf["normal-2"] || batchOf["future"] == batchOf["normal-1"] {
+			t.Errorf("batches %v: want the two normal tokens together, the future one alone", g.calls)
 		}
 		for i, a := range answers {
 			var got countsfn.Body

@@ -160,6 +160,16 @@ func (a answer) want(t *testing.T, code int, etag, status string) answer {
 	return a
 }
 
+// etag is the answer's ETag, failing the test when it has none.
+func (a answer) etag(t *testing.T) string {
+	t.Helper()
+	tag := a.Header.Get("ETag")
+	if tag == "" {
+		t.Fatal("no ETag")
+	}
+	return tag
+}
+
 // retryAfter is the answer's Retry-After in whole seconds, failing the test
 // when it is missing or not a positive integer.
 func (a answer) retryAfter(t *testing.T) int {
@@ -176,15 +186,41 @@ func (a answer) retryAfter(t *testing.T) int {
 // reaction unchanged by it.
 func TestPutAnswers(t *testing.T) {
 	e := newEnv(t, 100)
-	e.put("alice", "v1", "like").want(t, 200, `"1"`, "")
-	e.put("alice", "v1", "dislike", "If-Match", `"1"`).want(t, 200, `"2"`, "")
-	// Another tab still holds version 1.
-	e.put("alice", "v1", "like", "If-Match", `"1"`).want(t, http.StatusPreconditionFailed, `"2"`, "FAILED_PRECONDITION")
-	// The refused change changed nothing: version 2 is still current.
-	// "none" deletes the row: version 0, and a new like starts at 1.
-	e.put("alice", "v1", "none", "If-Match", `"2"`).want(t, 200, `"0"`, "")
-	e.put("alice", "v1", "like", "If-Match", "*").want(t, 200, `"1"`, "")
+	first := e.put("alice", "v1", "like").want(t, 200, "", "").etag(t)
+	second := e.put("alice", "v1", "dislike", "If-Match", first).want(t, 200, "", "").etag(t)
+	if second == first {
+		t.Fatalf("a change kept the ETag %s", first)
+	}
+	// Another tab still holds the first version.
+	e.put("alice", "v1", "like", "If-Match", first).want(t, http.StatusPreconditionFailed, second, "FAILED_PRECONDITION")
+	// The refused change changed nothing: the second version is current.
+	e.put("alice", "v1", "dislike").want(t, 200, second, "")
+	// "none" deletes the row: version 0.
+	e.put("alice", "v1", "none", "If-Match", second).want(t, 200, `"0"`, "")
+	e.put("alice", "v1", "like", "If-Match", "*").want(t, 200, "", "")
 	e.put("alice", "v1", "like", "If-Match", "nope").want(t, 400, "", "INVALID_ARGUMENT")
+}
+
+// TestETagNeverRepeats: after like → none → like the new row's ETag is
+// none of the old row's, so an If-Match taken before the undo (another tab,
+// a retried request) is refused with 412 and changes nothing: it names a
+// reaction that no longer exists.
+func TestETagNeverRepeats(t *testing.T) {
+	e := newEnv(t, 100)
+	seen := map[string]bool{}
+	old := e.put("alice", "v1", "like").want(t, 200, "", "").etag(t)
+	seen[old] = true
+	seen[e.put("alice", "v1", "dislike").want(t, 200, "", "").etag(t)] = true
+	for range 3 {
+		e.put("alice", "v1", "none").want(t, 200, `"0"`, "")
+		tag := e.put("alice", "v1", "like").want(t, 200, "", "").etag(t)
+		if seen[tag] {
+			t.Fatalf("after an undo the new like's ETag %s repeats an earlier one (%v)", tag, seen)
+		}
+		seen[tag] = true
+		e.put("alice", "v1", "dislike", "If-Match", old).want(t, http.StatusPreconditionFailed, tag, "FAILED_PRECONDITION")
+		e.put("alice", "v1", "like").want(t, 200, tag, "") // unchanged by the refusal
+	}
 }
 
 // undone reads the reactions taken back so far from the metrics.
@@ -244,8 +280,8 @@ func TestUndoMetric(t *testing.T) {
 // the refused change.
 func TestPutRateLimited(t *testing.T) {
 	e := newEnv(t, 2)
-	e.put("bob", "v1", "like").want(t, 200, `"1"`, "")
-	e.put("bob", "v2", "like").want(t, 200, `"1"`, "")
+	e.put("bob", "v1", "like").want(t, 200, "", "")
+	e.put("bob", "v2", "like").want(t, 200, "", "")
 	sent := e.pub.sent.Load()
 	a := e.put("bob", "v3", "like").want(t, http.StatusTooManyRequests, "", "RESOURCE_EXHAUSTED")
 	if n := a.retryAfter(t); n > 60 {
@@ -254,11 +290,11 @@ func TestPutRateLimited(t *testing.T) {
 	if got := e.pub.sent.Load(); got != sent {
 		t.Errorf("a refused change published %d messages", got-sent)
 	}
-	e.put("carol", "v3", "like").want(t, 200, `"1"`, "")
+	e.put("carol", "v3", "like").want(t, 200, "", "")
 }
 
 // TestPutUnavailable: with Pub/Sub down the change is recorded and
-// answered as done (200, version 1) though not sent (the relay republishes
+// answered as done (200) though not sent (the relay republishes
 // it); the client's retry of the same request sends it at once. With the
 // limiter's Bigtable down nothing is recorded: 503 with Retry-After, and the
 // retry is the first change.
@@ -266,13 +302,13 @@ func TestPutUnavailable(t *testing.T) {
 	e := newEnv(t, 100)
 	e.pub.down.Store(true)
 	sent := e.pub.sent.Load()
-	e.put("dave", "v1", "like").want(t, 200, `"1"`, "")
+	tag := e.put("dave", "v1", "like").want(t, 200, "", "").etag(t)
 	if got := e.pub.sent.Load(); got != sent {
 		t.Errorf("Pub/Sub down, yet %d messages sent", got-sent)
 	}
 	e.pub.down.Store(false)
-	// The retry finds the like recorded (version 1) and sends its event.
-	e.put("dave", "v1", "like").want(t, 200, `"1"`, "")
+	// The retry finds the like recorded (its version) and sends its event.
+	e.put("dave", "v1", "like").want(t, 200, tag, "")
 	if e.pub.sent.Load() == sent {
 		t.Error("the retry published nothing: the recorded like would wait for the relay")
 	}
@@ -280,5 +316,5 @@ func TestPutUnavailable(t *testing.T) {
 	e.limiter.down.Store(true)
 	e.put("dave", "v2", "dislike").want(t, http.StatusServiceUnavailable, "", "UNAVAILABLE").retryAfter(t)
 	e.limiter.down.Store(false)
-	e.put("dave", "v2", "dislike").want(t, 200, `"1"`, "")
+	e.put("dave", "v2", "dislike").want(t, 200, "", "")
 }

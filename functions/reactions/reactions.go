@@ -173,11 +173,11 @@ func (h *handler) put(w http.ResponseWriter, r *http.Request) error {
 	if res.Undone {
 		h.Metrics.ReactionUndone(r.Context())
 	}
-	w.Header().Set("ETag", etag(res.State.Version))
+	w.Header().Set("ETag", etag(res.State.Tag()))
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set(session.Header, session.Encode(res.CommitTime))
 	writeReaction(w, ReactionBody{
-		ContentID: id, Reaction: string(res.State.Current()), Version: res.State.Version, UpdateTime: res.UpdateTime.UTC(),
+		ContentID: id, Reaction: string(res.State.Current()), Version: res.State.Tag(), UpdateTime: res.UpdateTime.UTC(),
 	})
 	return nil
 }
@@ -229,7 +229,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := make(map[string]StateBody, len(states))
 	for id, s := range states {
-		out[id] = StateBody{Reaction: string(s.Current()), Version: s.Version}
+		out[id] = StateBody{Reaction: string(s.Current()), Version: s.Tag()}
 	}
 	w.Header().Set("Cache-Control", "private, no-store")
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{"reactions": out})

@@ -109,7 +109,7 @@ func (e Exporter) Write(ctx context.Context, w io.Writer, userID string, first F
 	s.beginArray("reactions")
 	for len(page) > 0 {
 		for _, r := range page {
-			s.item(reactionJSON{ContentID: r.ContentID, Reaction: string(r.State.Current()), Version: r.State.Version, UpdateTime: r.UpdateTime.UTC()})
+			s.item(reactionJSON{ContentID: r.ContentID, Reaction: string(r.State.Current()), Version: r.State.Tag(), UpdateTime: r.UpdateTime.UTC()})
 		}
 		if s.err != nil || len(page) < exportReactionPage {
 			break

@@ -203,8 +203,8 @@ type Counters struct {
 	YoungCommentsPerMin int `env:"RATE_LIMIT_COMMENTS_YOUNG, default=3"`
 	HistoryPerMin       int `env:"RATE_LIMIT_HISTORY, default=120"`
 	// OtherWritesPerMin limits each other kind of write of a user on its
-	// own: history deletions (one video or a clear), history settings and
-	// comment deletions.
+	// own: history deletions (one video or a clear), history settings,
+	// comment deletions and account erasure requests.
 	OtherWritesPerMin int `env:"RATE_LIMIT_OTHER_WRITES, default=30"`
 	// ShardWritesPerSecond is the commit rate one shard row is meant to
 	// take; the rollup raises a counter's shard count (4..64) above it.

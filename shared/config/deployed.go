@@ -8,22 +8,41 @@ import (
 )
 
 // EmulatorHostVars are the variables that point the client libraries at the
-// local emulators; any of them set means the instance is not deployed.
+// local emulators. A deployed instance refuses to start with any of them
+// set (CheckDeployed).
 var EmulatorHostVars = []string{"SPANNER_EMULATOR_HOST", "BIGTABLE_EMULATOR_HOST", "FIRESTORE_EMULATOR_HOST", "PUBSUB_EMULATOR_HOST", "FIREBASE_AUTH_EMULATOR_HOST", "STORAGE_EMULATOR_HOST"}
 
+// PlatformVars are the variables Cloud Run sets in every instance it runs
+// (Cloud Functions 2nd gen runs on it): services set K_SERVICE, K_REVISION
+// and K_CONFIGURATION, jobs CLOUD_RUN_JOB. Nothing local sets them.
+// FUNCTION_TARGET is not one: the functions framework reads it locally too.
+var PlatformVars = []string{"K_SERVICE", "K_REVISION", "K_CONFIGURATION", "CLOUD_RUN_JOB"}
+
 // Deployed reports whether the process runs as a deployed instance: in
-// Cloud Run's environment (K_SERVICE, which Cloud Functions 2nd gen sets
-// too) and against no emulator.
+// Cloud Run's environment, any of PlatformVars set. Only the platform
+// decides it: no setting of the instance's own (an emulator variable, a
+// flag) turns the deployed checks off; an emulator variable set in a
+// deployed instance is one of the unsafe settings CheckDeployed refuses.
 func Deployed(lookup func(string) (string, bool)) bool {
-	if v, ok := lookup("K_SERVICE"); !ok || v == "" {
-		return false
-	}
-	for _, k := range EmulatorHostVars {
+	for _, k := range PlatformVars {
 		if v, ok := lookup(k); ok && v != "" {
-			return false
+			return true
 		}
 	}
-	return true
+	return false
+}
+
+// emulatorHosts are the emulator variables as the configuration read them,
+// by name (EmulatorHostVars).
+func (c *Config) emulatorHosts() map[string]string {
+	return map[string]string{
+		"SPANNER_EMULATOR_HOST":       c.Spanner.EmulatorHost,
+		"BIGTABLE_EMULATOR_HOST":      c.Bigtable.EmulatorHost,
+		"FIRESTORE_EMULATOR_HOST":     c.Firestore.EmulatorHost,
+		"PUBSUB_EMULATOR_HOST":        c.PubSub.EmulatorHost,
+		"FIREBASE_AUTH_EMULATOR_HOST": c.Auth.EmulatorHost,
+		"STORAGE_EMULATOR_HOST":       c.Objects.EmulatorHost,
+	}
 }
 
 // Local defaults that a deployed instance must never run with: anyone can
@@ -60,6 +79,12 @@ func (c *Config) CheckDeployed(public bool) error {
 		}
 		if err := c.Auth.CheckSignInProviders(); err != nil {
 			bad("%v: every token would be refused", err)
+		}
+	}
+	hosts := c.emulatorHosts()
+	for _, k := range EmulatorHostVars {
+		if hosts[k] != "" {
+			bad("%s is set (%q): a deployed instance talks to Google's services, never to an emulator, and keeps every deployed check", k, hosts[k])
 		}
 	}
 	if !c.HTTP.RateLimits {

@@ -18,6 +18,8 @@ func safe() map[string]string {
 	}
 }
 
+// TestDeployed: Cloud Run's environment alone decides; an emulator variable
+// does not make a deployed instance local.
 func TestDeployed(t *testing.T) {
 	env := safe()
 	if !Deployed(envconfig.MapLookuper(env).Lookup) {
@@ -26,18 +28,27 @@ func TestDeployed(t *testing.T) {
 	for _, k := range EmulatorHostVars {
 		env := safe()
 		env[k] = "localhost:1"
-		if Deployed(envconfig.MapLookuper(env).Lookup) {
-			t.Errorf("%s set: deployed", k)
+		if !Deployed(envconfig.MapLookuper(env).Lookup) {
+			t.Errorf("K_SERVICE and %s set: not deployed, and the deployed checks are off", k)
 		}
 	}
 	delete(env, "K_SERVICE")
 	if Deployed(envconfig.MapLookuper(env).Lookup) {
-		t.Error("no K_SERVICE: deployed")
+		t.Error("no platform variable: deployed")
+	}
+	for _, k := range PlatformVars {
+		if !Deployed(envconfig.MapLookuper(map[string]string{k: "x", "SPANNER_EMULATOR_HOST": "localhost:1"}).Lookup) {
+			t.Errorf("%s alone: not deployed", k)
+		}
+	}
+	if Deployed(envconfig.MapLookuper(map[string]string{"FUNCTION_TARGET": "History"}).Lookup) {
+		t.Error("FUNCTION_TARGET alone (the framework's local runner): deployed")
 	}
 }
 
 // Each unsafe setting alone fails the check, naming the variable; the safe
-// environment passes.
+// environment passes. Every emulator variable is one (the cases name them
+// all: TestEveryEmulatorVariableRefused).
 func TestCheckDeployed(t *testing.T) {
 	check := func(env map[string]string, public bool) error {
 		t.Helper()
@@ -63,6 +74,12 @@ func TestCheckDeployed(t *testing.T) {
 		{"any origin", "CORS_ALLOWED_ORIGINS", "https://a.example,*", "CORS_ALLOWED_ORIGINS", false},
 		{"misspelt sign-in provider", "AUTH_SIGN_IN_PROVIDERS", "password,google", "AUTH_SIGN_IN_PROVIDERS", false},
 		{"rate limits off", "RATE_LIMITS", "off", "RATE_LIMITS", true},
+		{"spanner emulator", "SPANNER_EMULATOR_HOST", "localhost:9010", "SPANNER_EMULATOR_HOST", true},
+		{"bigtable emulator", "BIGTABLE_EMULATOR_HOST", "localhost:8086", "BIGTABLE_EMULATOR_HOST", true},
+		{"firestore emulator", "FIRESTORE_EMULATOR_HOST", "localhost:8080", "FIRESTORE_EMULATOR_HOST", true},
+		{"pubsub emulator", "PUBSUB_EMULATOR_HOST", "localhost:8085", "PUBSUB_EMULATOR_HOST", true},
+		{"auth emulator", "FIREBASE_AUTH_EMULATOR_HOST", "localhost:9099", "FIREBASE_AUTH_EMULATOR_HOST", true},
+		{"storage emulator", "STORAGE_EMULATOR_HOST", "localhost:4443", "STORAGE_EMULATOR_HOST", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			env := safe()
@@ -99,6 +116,22 @@ func TestCheckViewerHashKey(t *testing.T) {
 		err = c.CheckViewerHashKey()
 		if ok != (err == nil) || err != nil && !strings.Contains(err.Error(), "VIEWER_HASH_KEY") {
 			t.Errorf("VIEWER_HASH_KEY %q: %v", key, err)
+		}
+	}
+}
+
+// TestEveryEmulatorVariableRefused: no emulator variable is left out of the
+// deployed check.
+func TestEveryEmulatorVariableRefused(t *testing.T) {
+	for _, k := range EmulatorHostVars {
+		env := safe()
+		env[k] = "localhost:1"
+		c, err := FromLookuper(t.Context(), envconfig.MapLookuper(env))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.CheckDeployed(false); err == nil || !strings.Contains(err.Error(), k) {
+			t.Errorf("%s set: %v, want an error naming it", k, err)
 		}
 	}
 }

@@ -20,6 +20,8 @@ const (
 	ActionUnflag Action = "unflag"
 	// ActionSpam: a comment was marked as spam.
 	ActionSpam Action = "spam"
+	// ActionDelete: a moderator deleted another's comment.
+	ActionDelete Action = "delete"
 	// ActionRevoke and ActionRestore: an operator took a moderator's role
 	// away, or gave it back (cmd/moderators).
 	ActionRevoke  Action = "revoke"
@@ -62,9 +64,10 @@ type Entry struct {
 	Actor     string
 	ActorKind ActorKind
 	// UserID is the account acted on: the flagged or unflagged account, the
-	// author of the spam, the moderator revoked or restored.
+	// author of the spam or of the deleted comment, the moderator revoked or
+	// restored.
 	UserID string
-	// CommentID and VideoID name the comment of a spam mark.
+	// CommentID and VideoID name the comment of a spam mark or a delete.
 	CommentID string
 	VideoID   string
 	// Reason is why: the moderator's words (may be empty), or the

@@ -34,11 +34,33 @@ func Parse(s string) (Kind, error) {
 // State is a user's current reaction on one item. The zero State is "none".
 // Version counts the changes since the row was created (0 for none);
 // Generation is drawn when the row is created, so that a like, an undo and a
-// new like never share an event id.
+// new like never share an event id. Created is the commit timestamp of the
+// row's creation: zero for none, for a row not yet committed and for a row
+// older than the column.
 type State struct {
 	Reaction   Kind
 	Version    int64
 	Generation int64
+	Created    time.Time
+}
+
+// Tag is the version the API shows (the ETag, and the If-Match it takes):
+// unique for the life of a (user, item), across undos. It is the row's
+// creation commit timestamp in microseconds plus its changes since: every
+// change of a row commits at a later microsecond than the one before (they
+// write the same key), and an undo deletes the row at a later one still, so
+// the next row's Tag is above every Tag of the rows before it, and an
+// If-Match taken before an undo never matches a later row. None is 0; a row
+// older than the column (Created zero) shows its Version, below every
+// timestamp-based Tag.
+func (s State) Tag() int64 {
+	switch {
+	case s.Current() == None:
+		return 0
+	case s.Created.IsZero():
+		return s.Version
+	}
+	return s.Created.UnixMicro() + s.Version - 1
 }
 
 // Current normalises the zero value to None.
@@ -63,7 +85,8 @@ type Transition struct {
 	Deltas []counter.Delta
 }
 
-// ErrVersionMismatch is returned by Apply when If-Match names another version.
+// ErrVersionMismatch is returned by Apply when If-Match names another Tag
+// than the current one.
 type ErrVersionMismatch struct{ Current int64 }
 
 func (e *ErrVersionMismatch) Error() string {
@@ -71,15 +94,15 @@ func (e *ErrVersionMismatch) Error() string {
 }
 
 // Apply computes setting reaction to on cur. ifMatch, when not nil, is the
-// version the caller believes current (412 otherwise). newGeneration is
+// Tag the caller believes current (412 otherwise). newGeneration is
 // called only when a row is created.
 func Apply(user, content string, cur State, to Kind, ifMatch *int64, newGeneration func() int64) (Transition, error) {
 	from := cur.Current()
 	if from == None {
 		cur = State{Reaction: None}
 	}
-	if ifMatch != nil && *ifMatch != cur.Version {
-		return Transition{}, &ErrVersionMismatch{Current: cur.Version}
+	if ifMatch != nil && *ifMatch != cur.Tag() {
+		return Transition{}, &ErrVersionMismatch{Current: cur.Tag()}
 	}
 	t := Transition{From: from, To: to, Next: cur}
 	if from == to {
@@ -97,7 +120,7 @@ func Apply(user, content string, cur State, to Kind, ifMatch *int64, newGenerati
 		t.Next = State{Reaction: to, Version: 1, Generation: newGeneration()}
 		t.EventID = EventID(user, content, t.Next.Generation, 1)
 	default:
-		t.Next = State{Reaction: to, Version: cur.Version + 1, Generation: cur.Generation}
+		t.Next = State{Reaction: to, Version: cur.Version + 1, Generation: cur.Generation, Created: cur.Created}
 		t.EventID = EventID(user, content, cur.Generation, t.Next.Version)
 	}
 	t.Deltas = Deltas(content, from, to)

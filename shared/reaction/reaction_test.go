@@ -155,3 +155,50 @@ func TestEvent(t *testing.T) {
 		t.Fatalf("event %+v", e)
 	}
 }
+
+// TestTagsNeverRepeat: the Tags of a (user, item) across lives of its row
+// — changes committed a microsecond or more apart, an undo, a new row
+// created after it — never repeat, and the new row's are above the old's,
+// while the stored Version restarts at 1. A row older than the CreateTime
+// column shows its Version.
+func TestTagsNeverRepeat(t *testing.T) {
+	seen := map[int64]bool{}
+	cur := State{}
+	at := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+	var last int64
+	for life := range 3 {
+		for _, to := range []Kind{Like, Dislike, Like, Dislike} {
+			tr, err := Apply("u", "c", cur, to, nil, gen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cur = tr.Next
+			if cur.Created.IsZero() {
+				cur.Created = at // the creation's commit timestamp
+			}
+			tag := cur.Tag()
+			if seen[tag] || tag <= last {
+				t.Fatalf("life %d: Tag %d after %d (seen %v)", life, tag, last, seen)
+			}
+			seen[tag], last = true, tag
+			at = at.Add(time.Microsecond) // the next change commits later
+		}
+		tr, err := Apply("u", "c", cur, None, &last, gen)
+		if err != nil {
+			t.Fatalf("undo with the current Tag: %v", err)
+		}
+		cur = tr.Next
+		if cur.Tag() != 0 {
+			t.Fatalf("none shows %d", cur.Tag())
+		}
+		at = at.Add(time.Microsecond) // the undo's commit
+	}
+	if got := (State{Reaction: Like, Version: 3}).Tag(); got != 3 {
+		t.Errorf("a row without CreateTime shows %d, want its Version 3", got)
+	}
+	// An If-Match of the first row does not match a later one.
+	old := State{Reaction: Like, Version: 1, Created: at.Add(-time.Hour)}.Tag()
+	if _, err := Apply("u", "c", State{Reaction: Like, Version: 1, Created: at}, Dislike, &old, gen); err == nil {
+		t.Error("an If-Match of an earlier row matched")
+	}
+}

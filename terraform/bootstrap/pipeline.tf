@@ -47,7 +47,9 @@ locals {
       "roles/cloudfunctions.admin",
       "roles/run.admin",
       "roles/pubsub.admin",
-      "roles/spanner.admin",
+      # Not roles/spanner.admin: its data permissions would let a build
+      # rewrite the moderation audit trail (the custom role below).
+      "projects/${var.project_id}/roles/${local.spanner_deployer_role}",
       "roles/bigtable.admin",
       "roles/datastore.owner",
       "roles/storage.admin",
@@ -60,6 +62,42 @@ locals {
       "roles/identityplatform.admin",
     ]
   }
+  # The Spanner resources the apply creates (instance, database and its
+  # DDL, backup schedule, the functions' grants), and no data permission:
+  # no read, write or transaction, so no build can rewrite a table (the
+  # moderation audit trail, ModerationLog, included).
+  spanner_deployer_role = "engagementSpannerDeployer"
+  spanner_deployer_permissions = [
+    "spanner.instanceConfigs.get",
+    "spanner.instanceConfigs.list",
+    "spanner.instanceOperations.get",
+    "spanner.instanceOperations.list",
+    "spanner.instances.create",
+    "spanner.instances.delete",
+    "spanner.instances.get",
+    "spanner.instances.getIamPolicy",
+    "spanner.instances.list",
+    "spanner.instances.setIamPolicy",
+    "spanner.instances.update",
+    "spanner.databaseOperations.get",
+    "spanner.databaseOperations.list",
+    "spanner.databases.create",
+    "spanner.databases.drop",
+    "spanner.databases.get",
+    "spanner.databases.getDdl",
+    "spanner.databases.getIamPolicy",
+    "spanner.databases.list",
+    "spanner.databases.setIamPolicy",
+    "spanner.databases.update",
+    "spanner.databases.updateDdl",
+    "spanner.databaseRoles.list",
+    "spanner.backupSchedules.create",
+    "spanner.backupSchedules.delete",
+    "spanner.backupSchedules.get",
+    "spanner.backupSchedules.list",
+    "spanner.backupSchedules.update",
+  ]
+
   project_grants = merge([
     for id, roles in local.project_roles : { for r in roles : "${id}/${r}" => { id = id, role = r } }
   ]...)
@@ -103,7 +141,15 @@ resource "google_project_iam_member" "pipeline" {
   role    = each.value.role
   member  = "serviceAccount:${local.emails[each.value.id]}"
 
-  depends_on = [google_service_account.pipeline]
+  depends_on = [google_service_account.pipeline, google_project_iam_custom_role.spanner_deployer]
+}
+
+resource "google_project_iam_custom_role" "spanner_deployer" {
+  project     = var.project_id
+  role_id     = local.spanner_deployer_role
+  title       = "Engagement Spanner deployer"
+  description = "Creates and changes the engagement Spanner resources; reads and writes no data."
+  permissions = local.spanner_deployer_permissions
 }
 
 # --- the state bucket ---------------------------------------------------------

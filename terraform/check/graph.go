@@ -121,6 +121,7 @@ var APIs = map[string][]string{
 	// And the API of the service it names (APIRule adds it).
 	"google_project_service_identity":              {"serviceusage.googleapis.com"},
 	"google_project_iam_member":                    {"cloudresourcemanager.googleapis.com"},
+	"google_project_iam_audit_config":              {"cloudresourcemanager.googleapis.com"},
 	"google_service_account":                       {"iam.googleapis.com"},
 	"google_service_account_iam_member":            {"iam.googleapis.com"},
 	"google_bigtable_instance":                     {"bigtableadmin.googleapis.com"},

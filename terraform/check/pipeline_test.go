@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -763,6 +764,15 @@ var planRoles = []string{"roles/logging.logWriter", "roles/viewer", "roles/iam.s
 // account, or change the triggers.
 var actAsRoles = []string{"roles/owner", "roles/editor", "roles/iam.serviceAccountUser", "roles/iam.serviceAccountTokenCreator", "roles/cloudbuild.builds.editor", "roles/cloudbuild.builds.builder"}
 
+// Predefined roles that can write Spanner data, and the permissions that
+// do: no pipeline identity holds one, so no build can rewrite the
+// moderation audit trail (ModerationLog; Data Access audit logs record
+// whoever does, terraform/modules/engagement/audit.tf).
+var (
+	spannerWriteRoles = []string{"roles/owner", "roles/editor", "roles/spanner.admin", "roles/spanner.databaseAdmin", "roles/spanner.databaseUser"}
+	spannerWritePerms = []string{"spanner.databases.write", "spanner.databases.beginOrRollbackReadWriteTransaction", "spanner.databases.beginPartitionedDmlTransaction"}
+)
+
 // BootstrapRule checks the pipeline's identities, grants and triggers in
 // the plan of terraform/bootstrap for environment env.
 func BootstrapRule(p *Plan, env string) []error {
@@ -785,6 +795,7 @@ func BootstrapRule(p *Plan, env string) []error {
 	}
 
 	roles := map[string][]string{}
+	custom := map[string][]string{} // custom role name → its permissions
 	for _, rc := range p.ResourceChanges {
 		if rc.Mode != "managed" {
 			continue
@@ -812,6 +823,7 @@ func BootstrapRule(p *Plan, env string) []error {
 				add("%s: %s gets %s on the state bucket", rc.Address, m, role)
 			}
 		case "google_project_iam_custom_role":
+			custom["projects/"+project+"/roles/"+rc.Str("role_id")] = allStrings(rc.Get("permissions"))
 			for _, perm := range allStrings(rc.Get("permissions")) {
 				if perm == "cloudbuild.builds.update" || strings.HasPrefix(perm, "iam.") || strings.HasPrefix(perm, "resourcemanager.projects.setIam") {
 					add("%s: the runner role holds %s", rc.Address, perm)
@@ -822,6 +834,18 @@ func BootstrapRule(p *Plan, env string) []error {
 	for _, id := range []string{"test", "plan", "apply"} {
 		if !slices.Contains(roles[member(id)], "roles/logging.logWriter") {
 			add("engagement-%s cannot write its build log (roles/logging.logWriter)", id)
+		}
+	}
+	for _, id := range []string{"test", "plan", "apply"} {
+		for _, r := range roles[member(id)] {
+			if slices.Contains(spannerWriteRoles, r) {
+				add("engagement-%s holds %s, which can write Spanner data: a build could rewrite the audit trail", id, r)
+			}
+			for _, perm := range custom[r] {
+				if slices.Contains(spannerWritePerms, perm) {
+					add("engagement-%s holds %s through %s: a build could rewrite the audit trail", id, perm, r)
+				}
+			}
 		}
 	}
 	if got := roles[member("test")]; !slices.Equal(got, []string{"roles/logging.logWriter"}) {
@@ -888,6 +912,8 @@ func TestBootstrap(t *testing.T) {
 		{"plan identity as editor", "pipeline.tf", `plan = ["roles/logging.logWriter", "roles/viewer", "roles/iam.securityReviewer"]`, `plan = ["roles/logging.logWriter", "roles/editor"]`},
 		{"test identity without its log", "pipeline.tf", `test = ["roles/logging.logWriter"]`, `test = []`},
 		{"deployers may act as the apply identity", "pipeline.tf", "# --- triggers ---", "resource \"google_service_account_iam_member\" \"deployers\" {\n  service_account_id = google_service_account.pipeline[\"apply\"].name\n  role               = \"roles/iam.serviceAccountUser\"\n  member             = \"group:deployers@example.test\"\n}\n\n# --- triggers ---"},
+		{"apply identity as Spanner admin", "pipeline.tf", `"projects/${var.project_id}/roles/${local.spanner_deployer_role}",`, `"roles/spanner.admin",`},
+		{"deployer role that writes data", "pipeline.tf", `"spanner.databases.updateDdl",`, `"spanner.databases.updateDdl", "spanner.databases.write",`},
 		{"operators as Cloud Build editors", "pipeline.tf", "role    = google_project_iam_custom_role.runner.id", `role    = "roles/cloudbuild.builds.editor"`},
 		{"plan identity writing the whole state bucket", "pipeline.tf", `expression  = "resource.name == \"projects/_/buckets/${local.state_bucket}/objects/engagement/${var.environment}/default.tflock\" || resource.name.startsWith(\"projects/_/buckets/${local.state_bucket}/objects/plans/${var.environment}/\")"`, `expression  = "true"`},
 		{"plan trigger as the apply identity", "pipeline.tf", `service_account = "projects/${var.project_id}/serviceAccounts/${local.emails[each.key]}"`, `service_account = "projects/${var.project_id}/serviceAccounts/${local.emails.apply}"`},
@@ -906,7 +932,7 @@ func TestBootstrap(t *testing.T) {
 			if len(errs) == 0 {
 				t.Fatal("the broken copy passes")
 			}
-			t.Logf("refused as expected: %v", errs[0])
+			t.Logf("refused as expected: %v", errors.Join(errs...))
 		})
 	}
 }

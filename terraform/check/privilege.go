@@ -142,3 +142,35 @@ func PrivilegeRule(p *Plan, c *Code, touches map[string]map[string]bool) []error
 	}
 	return errs
 }
+
+// auditedWrites are the data APIs of the stores that hold users' data.
+var auditedWrites = []string{"spanner.googleapis.com", "bigtable.googleapis.com", "firestore.googleapis.com", "datastore.googleapis.com", "storage.googleapis.com"}
+
+// AuditLogRule: every store that holds users' data records every write
+// through its data API in Data Access audit logs (an audit config with
+// DATA_WRITE), so a direct edit of a table — the moderation audit trail's
+// included — leaves a record of who made it.
+func AuditLogRule(p *Plan) []error {
+	logged := map[string]bool{}
+	for _, rc := range p.ResourceChanges {
+		if rc.Mode != "managed" || rc.Type != "google_project_iam_audit_config" {
+			continue
+		}
+		for i := 0; ; i++ {
+			lt := rc.Str("audit_log_config", i, "log_type")
+			if lt == "" {
+				break
+			}
+			if lt == "DATA_WRITE" {
+				logged[rc.Str("service")] = true
+			}
+		}
+	}
+	var errs []error
+	for _, s := range auditedWrites {
+		if !logged[s] {
+			errs = append(errs, fmt.Errorf("audit log rule: writes through %s are not recorded (no Data Access audit config with DATA_WRITE)", s))
+		}
+	}
+	return errs
+}

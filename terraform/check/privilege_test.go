@@ -67,3 +67,29 @@ func TestPrivilegeRuleFailsWhenBroken(t *testing.T) {
 		}
 	}
 }
+
+// Every store that holds users' data records its writes, in every
+// environment; a copy that stops recording Spanner's fails the rule.
+func TestAuditLogRule(t *testing.T) {
+	res, errs := envResults(t)
+	for _, env := range Environments {
+		t.Run(env, func(t *testing.T) {
+			if err := errs[env]; err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range AuditLogRule(res[env].PlanJSON) {
+				t.Error(e)
+			}
+		})
+	}
+	needToolchain(t)
+	root := copyOf(t, replaceIn(t, "audit.tf", `"spanner.googleapis.com"   = ["DATA_READ", "DATA_WRITE"]`, `"spanner.googleapis.com"   = ["DATA_READ"]`))
+	r, err := toolchain.CheckEnvironment(root, "dev")
+	if err != nil {
+		t.Fatalf("the broken copy must still plan (only the rule may catch it): %v", err)
+	}
+	want := "audit log rule: writes through spanner.googleapis.com are not recorded (no Data Access audit config with DATA_WRITE)"
+	if got := AuditLogRule(r.PlanJSON); !containsErr(got, want) {
+		t.Errorf("the audit log rule did not report %q; it said: %v", want, errors.Join(got...))
+	}
+}

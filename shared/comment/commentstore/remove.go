@@ -3,6 +3,7 @@ package commentstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"cloud.google.com/go/spanner"
@@ -18,6 +19,9 @@ import (
 type Actor struct {
 	UserID    string
 	Moderator bool
+	// Reason is a moderator's words for removing another's comment
+	// (optional), recorded in the audit trail.
+	Reason string
 }
 
 // RemoveResult says what a removal did.
@@ -33,9 +37,17 @@ type RemoveResult struct {
 
 // Delete removes one comment for its author or a moderator. Unknown is
 // ErrNotFound, someone else's ErrPermissionDenied; a comment already deleted
-// or spam changes nothing (and no count).
+// or spam changes nothing (and no count). A moderator's delete of another's
+// comment is a moderation action, as a spam mark is: in the transaction
+// of the removal, the moderator passes the store's gate (revoked:
+// moderation.ErrRevoked; over the rate: *errs.RateLimitedError) and the
+// delete gets its audit entry with actor.Reason.
 func (s *Store) Delete(ctx context.Context, actor Actor, id string) (RemoveResult, error) {
-	res, err := s.remove(ctx, actor, []string{id}, comment.Deleted, false, nil, func(found map[string]comment.Comment) error {
+	var mark *moderatorMark
+	if actor.Moderator {
+		mark = &moderatorMark{action: moderation.ActionDelete, reason: actor.Reason, othersOnly: true}
+	}
+	res, err := s.remove(ctx, actor, []string{id}, comment.Deleted, false, mark, func(found map[string]comment.Comment) error {
 		c, ok := found[id]
 		if !ok {
 			return ErrNotFound
@@ -62,15 +74,27 @@ func (s *Store) MarkSpam(ctx context.Context, actor Actor, ids []string, reason 
 	if len(ids) > comment.MaxRemoveBatch {
 		return RemoveResult{}, fmt.Errorf("commentstore.MarkSpam: %d ids, at most %d", len(ids), comment.MaxRemoveBatch)
 	}
-	res, err := s.remove(ctx, actor, ids, comment.Spam, false, &spamMark{reason: reason}, nil)
+	res, err := s.remove(ctx, actor, ids, comment.Spam, false, &moderatorMark{action: moderation.ActionSpam, reason: reason}, nil)
 	if err != nil {
 		return RemoveResult{}, fmt.Errorf("commentstore.MarkSpam: %w", err)
 	}
 	return res, nil
 }
 
-// spamMark is a moderator's spam marks: why, in their words.
-type spamMark struct{ reason string }
+// moderatorMark is a removal that is a moderator's action (a spam mark, a
+// delete of another's comment): what the audit trail records, and why in
+// the moderator's words. With othersOnly only the comments of others are
+// moderation (a moderator deleting their own comment is its author).
+type moderatorMark struct {
+	action     moderation.Action
+	reason     string
+	othersOnly bool
+}
+
+// acts reports whether the removal of c is the moderator's action.
+func (m *moderatorMark) acts(actor Actor, c comment.Comment) bool {
+	return m != nil && (!m.othersOnly || c.AuthorID != actor.UserID)
+}
 
 // remove runs one removal in one read-write transaction: the status of every
 // named comment, of the parents of the replies among them, and the visible
@@ -81,20 +105,14 @@ type spamMark struct{ reason string }
 // sees the comment visible and decrements. With eraseRows the named
 // comments' rows are deleted too, in the same transaction (the account
 // erasure): a comment leaves the counts and the table at once. With mark
-// (a moderator's spam marks) the moderator passes the gate and each comment
-// found gets its audit entry.
-func (s *Store) remove(ctx context.Context, actor Actor, ids []string, to comment.Status, eraseRows bool, mark *spamMark, check func(map[string]comment.Comment) error) (RemoveResult, error) {
+// (a moderator's action) the moderator passes the gate, once, and each
+// comment found that the action is the moderator's gets its audit entry.
+func (s *Store) remove(ctx context.Context, actor Actor, ids []string, to comment.Status, eraseRows bool, mark *moderatorMark, check func(map[string]comment.Comment) error) (RemoveResult, error) {
 	var res RemoveResult
 	commitTS, err := s.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		res = RemoveResult{}
 		now := s.now()
 		var ms []*spanner.Mutation
-		if mark != nil {
-			var err error
-			if ms, err = s.gate.Admit(ctx, tx, actor.UserID, now.UTC()); err != nil {
-				return err
-			}
-		}
 		var keys []spanner.Key
 		seen := map[string]bool{}
 		for _, id := range ids {
@@ -109,6 +127,14 @@ func (s *Store) remove(ctx context.Context, actor Actor, ids []string, to commen
 		}
 		if check != nil {
 			if err := check(found); err != nil {
+				return err
+			}
+		}
+		if mark != nil && (!mark.othersOnly || slices.ContainsFunc(keys, func(k spanner.Key) bool {
+			c, ok := found[k[0].(string)]
+			return ok && mark.acts(actor, c)
+		})) {
+			if ms, err = s.gate.Admit(ctx, tx, actor.UserID, now.UTC()); err != nil {
 				return err
 			}
 		}
@@ -183,10 +209,10 @@ func (s *Store) remove(ctx context.Context, actor Actor, ids []string, to commen
 			return err
 		}
 		ms = append(ms, tally...)
-		if mark != nil {
-			for _, c := range r.Targets {
+		for _, c := range r.Targets {
+			if mark.acts(actor, c) {
 				ms = append(ms, moderationstore.Record(moderation.Entry{
-					Action: moderation.ActionSpam, Actor: actor.UserID, ActorKind: moderation.ActorModerator,
+					Action: mark.action, Actor: actor.UserID, ActorKind: moderation.ActorModerator,
 					UserID: c.AuthorID, CommentID: c.ID, VideoID: c.VideoID, Reason: mark.reason, Changed: changed[c.ID],
 				})...)
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/internal/counterdb"
 	"github.com/videngage/engagement/shared/counter/outboxstore"
+	"github.com/videngage/engagement/shared/reaction"
 	"github.com/videngage/engagement/shared/views"
 )
 
@@ -512,7 +513,7 @@ func (o *ownReactions) read(ctx context.Context, tx *spanner.ReadOnlyTransaction
 		o.reactions, o.shares = map[ownKey]ViewerReaction{}, map[ownKey][]outboxstore.Share{}
 	}
 	perViewer = map[string]int{}
-	cols := []string{"UserId", "ContentId", "Reaction", "Version", "PendingShares"}
+	cols := []string{"UserId", "ContentId", "Reaction", "Version", "PendingShares", "CreateTime"}
 	err = tx.ReadWithOptions(ctx, counterdb.Reactions, keys, cols, &spanner.ReadOptions{Limit: limit}).Do(func(r *spanner.Row) error {
 		var k ownKey
 		if err := counterdb.Columns(r, &k.viewer, &k.id); err != nil {
@@ -523,14 +524,18 @@ func (o *ownReactions) read(ctx context.Context, tx *spanner.ReadOnlyTransaction
 		if !requested[k] {
 			return nil
 		}
-		var vr ViewerReaction
+		var st reaction.State
+		var kind string
 		var entries []string
-		for i, p := range []any{&vr.Reaction, &vr.Version, &entries} {
+		var created spanner.NullTime
+		for i, p := range []any{&kind, &st.Version, &entries, &created} {
 			if err := r.Column(2+i, p); err != nil {
 				return err
 			}
 		}
-		o.reactions[k] = vr
+		st.Reaction, st.Created = reaction.Kind(kind), created.Time
+		// The version the reactions API shows: its ETag.
+		o.reactions[k] = ViewerReaction{Reaction: kind, Version: st.Tag()}
 		sh, err := outboxstore.ParseShares(k.id, entries)
 		for _, x := range sh {
 			o.shareRows = append(o.shareRows, x.RowKey())

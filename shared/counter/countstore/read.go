@@ -19,11 +19,16 @@ type Viewer struct {
 	UserID string
 }
 
-// ViewerReaction is the caller's own reaction on an item.
+// ViewerReaction is the caller's own reaction on an item; Version is its
+// reaction.State.Tag, the version the reactions API shows.
 type ViewerReaction struct {
 	Reaction string
 	Version  int64
 }
+
+// reactionTagSQL is reaction.State.Tag of a Reactions row, in SQL: the
+// version the reactions API shows.
+const reactionTagSQL = "IF(CreateTime IS NULL, Version, UNIX_MICROS(CreateTime) + Version - 1)"
 
 // Counts is the answer of one counts read.
 type Counts struct {
@@ -76,8 +81,8 @@ UNION ALL SELECT CounterKey, %[1]d, %[2]s, '', 0, Viewers FROM CounterShards WHE
 		sql += fmt.Sprintf(`
 UNION ALL SELECT CounterKey, %[1]d, %[3]s, '', 0, CAST(NULL AS BYTES) FROM PendingDeltas@{FORCE_INDEX=PendingDeltasByUser} WHERE UserId = @viewer AND CounterKey IN UNNEST(@ids)
 %[4]s
-UNION ALL SELECT ContentId, %[2]d, %[5]s, Reaction, Version, CAST(NULL AS BYTES) FROM Reactions WHERE UserId = @viewer AND ContentId IN UNNEST(@ids)`,
-			srcPending, srcViewer, cols, sharesSQL(srcPending), counterdb.ZeroList)
+UNION ALL SELECT ContentId, %[2]d, %[5]s, Reaction, %[6]s, CAST(NULL AS BYTES) FROM Reactions WHERE UserId = @viewer AND ContentId IN UNNEST(@ids)`,
+			srcPending, srcViewer, cols, sharesSQL(srcPending), counterdb.ZeroList, reactionTagSQL)
 		params["viewer"] = viewer.UserID
 		tx = s.db.Stale(0)
 	}

@@ -97,8 +97,13 @@ type pairKey struct{ user, content string }
 // before.
 func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, error) {
 	var results []SetResult
+	// created marks the results whose row this transaction creates: their
+	// State.Created is its commit timestamp.
+	var created []bool
 	commitTS, err := s.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		results = make([]SetResult, len(reqs))
+		created = make([]bool, len(reqs))
+		newRows := map[pairKey]bool{}
 		now := s.now()
 		// The outbox events of this transaction form one batch: one key
 		// range the consumer deletes at once.
@@ -123,15 +128,16 @@ func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 		states := map[pairKey]stored{}
 		var shareRows []outboxstore.RowKey
 		err := tx.Read(ctx, tableReactions, spanner.KeySetFromKeys(pairKeys...),
-			[]string{"UserId", "ContentId", "Reaction", "Version", "Generation", "UpdateTime", "PendingShares", "Tallied"}).Do(func(r *spanner.Row) error {
+			[]string{"UserId", "ContentId", "Reaction", "Version", "Generation", "UpdateTime", "PendingShares", "Tallied", "CreateTime"}).Do(func(r *spanner.Row) error {
 			var k pairKey
 			var kind string
 			var st stored
 			var entries []string
-			if err := r.Columns(&k.user, &k.content, &kind, &st.state.Version, &st.state.Generation, &st.updated, &entries, &st.tallied); err != nil {
+			var createTime spanner.NullTime
+			if err := r.Columns(&k.user, &k.content, &kind, &st.state.Version, &st.state.Generation, &st.updated, &entries, &st.tallied, &createTime); err != nil {
 				return err
 			}
-			st.state.Reaction = reaction.Kind(kind)
+			st.state.Reaction, st.state.Created = reaction.Kind(kind), createTime.Time
 			var err error
 			if st.shares, err = outboxstore.ParseShares(k.content, entries); err != nil {
 				return err
@@ -190,6 +196,7 @@ func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 			}
 			if !tr.Changed {
 				res.State = tr.Next
+				created[i] = newRows[k]
 				res.UpdateTime = cur.updated
 				pend, err := outboxstore.PendingEvents(ctx, tx, r.UserID, r.ContentID)
 				if err != nil {
@@ -224,6 +231,7 @@ func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 				shares = nil
 				ms = append(ms, spanner.Delete(tableReactions, spanner.Key{r.UserID, r.ContentID}))
 				delete(states, k)
+				delete(newRows, k)
 			} else if !own.IsZero() && len(shares) < maxShares {
 				shares = box.add(shares, r.ContentID, own)
 				summedFor[i] = r.ContentID
@@ -241,9 +249,12 @@ func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 				vals := []any{r.UserID, r.ContentID, string(tr.Next.Reaction), tr.Next.Version, tr.Next.Generation, spanner.CommitTimestamp, outboxstore.Entries(shares), !flagged[r.UserID]}
 				if _, exists := states[k]; !exists {
 					// A new row records its creation in the same mutation:
-					// the account's first-seen time is its earliest row's.
+					// the account's first-seen time is its earliest row's,
+					// and the row's Tags start from it.
 					cols, vals = append(cols, "CreateTime"), append(vals, spanner.CommitTimestamp)
+					newRows[k] = true
 				}
+				created[i] = newRows[k]
 				ms = append(ms, spanner.InsertOrUpdate(tableReactions, cols, vals))
 				states[k] = stored{state: tr.Next, shares: shares, tallied: spanner.NullBool{Bool: !flagged[r.UserID], Valid: true}}
 			}
@@ -271,6 +282,9 @@ func (s *Store) SetMany(ctx context.Context, reqs []SetRequest) ([]SetResult, er
 	for i := range results {
 		if results[i].Err == nil && results[i].UpdateTime.IsZero() {
 			results[i].UpdateTime = commitTS
+		}
+		if created[i] {
+			results[i].State.Created = commitTS
 		}
 		results[i].CommitTime = commitTS
 	}
@@ -382,7 +396,7 @@ func (b *summedOutbox) finish(now time.Time) (map[string]*events.Event, []*spann
 }
 
 // Get returns the user's reactions on ids in one read; items without one are
-// none at version 0.
+// none (Tag 0).
 func (s *Store) Get(ctx context.Context, userID string, ids []string) (map[string]reaction.State, error) {
 	out := make(map[string]reaction.State, len(ids))
 	var keys []spanner.Key
@@ -391,13 +405,14 @@ func (s *Store) Get(ctx context.Context, userID string, ids []string) (map[strin
 		keys = append(keys, spanner.Key{userID, id})
 	}
 	err := s.db.Single().Read(ctx, tableReactions, spanner.KeySetFromKeys(keys...),
-		[]string{"ContentId", "Reaction", "Version", "Generation"}).Do(func(r *spanner.Row) error {
+		[]string{"ContentId", "Reaction", "Version", "Generation", "CreateTime"}).Do(func(r *spanner.Row) error {
 		var id, kind string
 		var st reaction.State
-		if err := r.Columns(&id, &kind, &st.Version, &st.Generation); err != nil {
+		var createTime spanner.NullTime
+		if err := r.Columns(&id, &kind, &st.Version, &st.Generation, &createTime); err != nil {
 			return err
 		}
-		st.Reaction = reaction.Kind(kind)
+		st.Reaction, st.Created = reaction.Kind(kind), createTime.Time
 		out[id] = st
 		return nil
 	})

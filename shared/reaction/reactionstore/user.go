@@ -18,14 +18,15 @@ func (s *Store) ListByUser(ctx context.Context, userID, after string, limit int)
 	kr := spanner.KeyRange{Start: spanner.Key{userID, after}, End: spanner.Key{userID}, Kind: spanner.OpenClosed}
 	var out []reaction.UserReaction
 	err := s.db.Single().ReadWithOptions(ctx, tableReactions, kr,
-		[]string{"ContentId", "Reaction", "Version", "Generation", "UpdateTime"},
+		[]string{"ContentId", "Reaction", "Version", "Generation", "UpdateTime", "CreateTime"},
 		&spanner.ReadOptions{Limit: limit}).Do(func(r *spanner.Row) error {
 		var u reaction.UserReaction
 		var kind string
-		if err := r.Columns(&u.ContentID, &kind, &u.State.Version, &u.State.Generation, &u.UpdateTime); err != nil {
+		var createTime spanner.NullTime
+		if err := r.Columns(&u.ContentID, &kind, &u.State.Version, &u.State.Generation, &u.UpdateTime, &createTime); err != nil {
 			return err
 		}
-		u.State.Reaction = reaction.Kind(kind)
+		u.State.Reaction, u.State.Created = reaction.Kind(kind), createTime.Time
 		out = append(out, u)
 		return nil
 	})

@@ -84,7 +84,8 @@ resource "google_spanner_backup_schedule" "daily" {
 # roles/spanner.fineGrainedAccessUser, which lets it connect, and
 # roles/spanner.databaseRoleUser on its own database role alone, whose
 # GRANTs in shared/topology/ddl (100_roles.sql) say which tables it may read
-# or write. Only the deploy identity (terraform/bootstrap, roles/spanner.admin)
+# or write. Only the deploy identity (terraform/bootstrap, a custom role with no
+# data permission)
 # changes the schema. terraform/check's Spanner role rule holds both halves
 # against the code.
 resource "google_spanner_database_iam_member" "fn" {
