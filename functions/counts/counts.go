@@ -33,6 +33,7 @@ import (
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/countstore"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/session"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -253,10 +254,10 @@ func sessionToken(r *http.Request) (time.Time, error) {
 	}
 	t, err := session.Parse(v)
 	if err != nil {
-		return time.Time{}, httpx.InvalidArgument("%s is not a token this service issued: send the %s of a write's answer, or none", session.Header, session.Header)
+		return time.Time{}, httpx.InvalidField(errs.InvalidSession, session.Header, "%s is not a token this service issued: send the %s of a write's answer, or none", session.Header, session.Header)
 	}
 	if time.Until(t) > maxTokenLead {
-		return time.Time{}, httpx.InvalidArgument("%s is from the future: send the %s of a write's answer, or none", session.Header, session.Header)
+		return time.Time{}, httpx.InvalidField(errs.InvalidSession, session.Header, "%s is from the future: send the %s of a write's answer, or none", session.Header, session.Header)
 	}
 	return t, nil
 }

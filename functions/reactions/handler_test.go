@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -147,15 +148,19 @@ func (e *env) put(user, id, reaction string, hdr ...string) answer {
 type answer struct{ apitest.Answer }
 
 // want fails t unless a has the status code, the ETag etag (when not "")
-// and, when status is not "", the spec's error body with that status.
-func (a answer) want(t *testing.T, code int, etag, status string) answer {
+// and, when status is not "", the spec's error body with that status and
+// reason.
+func (a answer) want(t *testing.T, code int, etag, status string, reason ...errs.Reason) answer {
 	t.Helper()
 	a.Want(t, code, "PUT")
 	if got := a.Header.Get("ETag"); etag != "" && got != etag {
 		t.Errorf("ETag %q, want %q", got, etag)
 	}
 	if status != "" {
-		apitest.CheckError(t, "PUT", a.Answer, code, status)
+		if len(reason) != 1 {
+			t.Fatalf("an error answer is checked with its reason")
+		}
+		apitest.CheckError(t, "PUT", a.Answer, code, status, reason[0])
 	}
 	return a
 }
@@ -179,12 +184,16 @@ func TestPutAnswers(t *testing.T) {
 	e.put("alice", "v1", "like").want(t, 200, `"1"`, "")
 	e.put("alice", "v1", "dislike", "If-Match", `"1"`).want(t, 200, `"2"`, "")
 	// Another tab still holds version 1.
-	e.put("alice", "v1", "like", "If-Match", `"1"`).want(t, http.StatusPreconditionFailed, `"2"`, "FAILED_PRECONDITION")
+	stale := e.put("alice", "v1", "like", "If-Match", `"1"`).want(t, http.StatusPreconditionFailed, `"2"`, "FAILED_PRECONDITION", errs.StaleVersion)
+	if !strings.Contains(string(stale.Body), `"metadata":{"currentVersion":"2"}`) {
+		t.Errorf("412 without the current version in its ErrorInfo: %s", stale.Body)
+	}
 	// The refused change changed nothing: version 2 is still current.
 	// "none" deletes the row: version 0, and a new like starts at 1.
 	e.put("alice", "v1", "none", "If-Match", `"2"`).want(t, 200, `"0"`, "")
 	e.put("alice", "v1", "like", "If-Match", "*").want(t, 200, `"1"`, "")
-	e.put("alice", "v1", "like", "If-Match", "nope").want(t, 400, "", "INVALID_ARGUMENT")
+	e.put("alice", "v1", "like", "If-Match", "nope").want(t, 400, "", "INVALID_ARGUMENT", errs.InvalidValue)
+	e.put("alice", "v1", "like", "If-Match", `"1"`, "If-Match", `"2"`).want(t, 400, "", "INVALID_ARGUMENT", errs.RepeatedParameter)
 }
 
 // undone reads the reactions taken back so far from the metrics.
@@ -247,7 +256,7 @@ func TestPutRateLimited(t *testing.T) {
 	e.put("bob", "v1", "like").want(t, 200, `"1"`, "")
 	e.put("bob", "v2", "like").want(t, 200, `"1"`, "")
 	sent := e.pub.sent.Load()
-	a := e.put("bob", "v3", "like").want(t, http.StatusTooManyRequests, "", "RESOURCE_EXHAUSTED")
+	a := e.put("bob", "v3", "like").want(t, http.StatusTooManyRequests, "", "RESOURCE_EXHAUSTED", errs.RateLimited)
 	if n := a.retryAfter(t); n > 60 {
 		t.Errorf("Retry-After %d s, past the one-minute window", n)
 	}
@@ -278,7 +287,7 @@ func TestPutUnavailable(t *testing.T) {
 	}
 
 	e.limiter.down.Store(true)
-	e.put("dave", "v2", "dislike").want(t, http.StatusServiceUnavailable, "", "UNAVAILABLE").retryAfter(t)
+	e.put("dave", "v2", "dislike").want(t, http.StatusServiceUnavailable, "", "UNAVAILABLE", errs.BackendUnavailable).retryAfter(t)
 	e.limiter.down.Store(false)
 	e.put("dave", "v2", "dislike").want(t, 200, `"1"`, "")
 }
