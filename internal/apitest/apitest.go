@@ -269,6 +269,24 @@ func checkDetails(t testing.TB, what string, a Answer, details []map[string]any,
 	}
 }
 
+// ReasonOf is the ErrorInfo reason of an error body, or "" when it has
+// none: for the answers outside the public API (the jobs', the push
+// endpoints'), which Check does not see.
+func ReasonOf(body []byte) errs.Reason {
+	var e struct {
+		Error struct {
+			Details []struct {
+				Type   string      `json:"@type"`
+				Reason errs.Reason `json:"reason"`
+			} `json:"details"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &e) != nil || len(e.Error.Details) == 0 || e.Error.Details[0].Type != typeErrorInfo {
+		return ""
+	}
+	return e.Error.Details[0].Reason
+}
+
 // DecodeStrict decodes the JSON b into v, failing t at once on a field v
 // does not have.
 func DecodeStrict(t testing.TB, b []byte, v any) {
