@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -189,7 +190,8 @@ func AsError(err error) *Error {
 		if !ok {
 			break
 		}
-		return &Error{Code: code, Reason: refusal.Reason, Message: refusal.Message, Field: refusal.Field, Metadata: refusal.Metadata}
+		// A copy of the metadata: the refusal is often a shared sentinel.
+		return &Error{Code: code, Reason: refusal.Reason, Message: refusal.Message, Field: refusal.Field, Metadata: maps.Clone(refusal.Metadata)}
 	case errors.As(err, &limited):
 		return ResourceExhausted(errs.RateLimited, limited.RetryAfter, "too many %s; retry after the time in Retry-After", limited.What).
 			With("limit", limited.What)

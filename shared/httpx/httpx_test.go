@@ -471,6 +471,7 @@ func TestErrorInfoMetadata(t *testing.T) {
 		{"too large", TooLarge(MaxBodyBytes), map[string]string{"maxBytes": "65536"}},
 		{"method", MethodNotAllowed("GET", "POST"), map[string]string{"allow": "GET, POST"}},
 		{"ids", func() error { _, err := ParseIDs("a,b,c", 2); return err }(), map[string]string{"maxIds": "2"}},
+		{"refusal", fmt.Errorf("post: %w", &errs.Error{Reason: errs.TooManyLinks, Field: "text", Message: "m", Metadata: map[string]string{"maxLinks": "2"}}), map[string]string{"maxLinks": "2"}},
 		{"none", NotFound(errs.CommentNotFound, "no"), nil},
 	} {
 		rec := httptest.NewRecorder()
