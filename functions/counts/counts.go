@@ -248,6 +248,9 @@ const maxTokenLead = time.Second
 // sessionToken is the commit timestamp of the request's Session-Token
 // (zero when it sends none).
 func sessionToken(r *http.Request) (time.Time, error) {
+	if n := len(r.Header.Values(session.Header)); n > 1 {
+		return time.Time{}, httpx.InvalidField(errs.RepeatedParameter, session.Header, "send one %s, the latest write's, not %d", session.Header, n)
+	}
 	v := r.Header.Get(session.Header)
 	if v == "" {
 		return time.Time{}, nil

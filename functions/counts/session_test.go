@@ -92,6 +92,9 @@ func TestSessionTokenReadTime(t *testing.T) {
 			t.Errorf("token %q: %s", tok, a.Body)
 		}
 	}
+	// Two tokens (two devices' writes) are refused, not read as the first.
+	two := e.get("/v1/me/counts?ids=a", append(auth, session.Header, session.Encode(recent), session.Header, session.Encode(old))...)
+	apitest.CheckError(t, "two tokens", two, 400, "INVALID_ARGUMENT", errs.RepeatedParameter)
 }
 
 // TestSessionTokenOlderThanTheLatestWrite runs the handler over the real
