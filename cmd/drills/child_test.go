@@ -23,6 +23,7 @@ import (
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/history"
 	"github.com/videngage/engagement/shared/history/historystore"
@@ -335,7 +336,7 @@ func startFramework() (string, error) {
 		functions.HTTP(inProcessPath(name), func(w http.ResponseWriter, req *http.Request) {
 			fns := current.Load()
 			if fns == nil {
-				httpx.WriteError(w, req, httpx.Unavailable(time.Second, "%s: no drill stack is running", name))
+				httpx.WriteError(w, req, httpx.Unavailable(errs.BackendUnavailable, time.Second, "%s: no drill stack is running", name))
 				return
 			}
 			(*fns)[name].ServeHTTP(w, req)

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/videngage/engagement/shared/errs"
 	"net/http"
 	"slices"
 	"strings"
@@ -211,7 +212,7 @@ func TestAccountErasure(t *testing.T) {
 		{"PUT", "/v1/history/settings", `{"paused":true,"autoDeleteMonths":0}`},
 	} {
 		code, hdr, body := eve.do(w.method, w.path, w.body)
-		checkAnswer(t, w.method+" "+w.path+" while erasing", code, hdr, body, 403)
+		checkAnswer(t, w.method+" "+w.path+" while erasing", code, hdr, body, 403, errs.AccountErasing)
 	}
 	// Others are not affected.
 	must(frank, "PUT", "/v1/reactions/er-c", `{"reaction":"like"}`, 200)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/videngage/engagement/internal/apitest"
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
+	"github.com/videngage/engagement/shared/errs"
 )
 
 func TestMain(m *testing.M) { emulatortest.Main(m) }
@@ -171,7 +172,8 @@ func TestLocalStackPlumbing(t *testing.T) {
 
 	code, hdr, body := anon.do("GET", "/v1/history", "")
 	if code != 401 || hdr.Get("WWW-Authenticate") != "Bearer" ||
-		body != `{"error":{"code":401,"status":"UNAUTHENTICATED","message":"a bearer token is required: send Authorization: Bearer \u003cID token\u003e"}}`+"\n" {
+		body != `{"error":{"code":401,"status":"UNAUTHENTICATED","message":"a bearer token is required: send Authorization: Bearer \u003cID token\u003e",`+
+			`"details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"TOKEN_MISSING","domain":"engagement.videngage.dev"}]}}`+"\n" {
 		t.Errorf("no token: %d %v %s", code, hdr, body)
 	}
 	code, hdr, _ = anon.do("PATCH", "/v1/history", "")
@@ -216,12 +218,17 @@ func TestLocalStackPlumbing(t *testing.T) {
 	// answer the error body.
 	for _, path := range []string{"/nothing-here", "/v1/nothing-here", "/v1/comments/c1/nothing"} {
 		a := apitest.Request(t, "GET", base+path, "", nil)
-		apitest.CheckError(t, "GET "+path, a, 404, "NOT_FOUND")
+		apitest.CheckError(t, "GET "+path, a, 404, "NOT_FOUND", errs.UnknownPath)
 	}
 	// A query string that does not parse is refused, not read as absent.
 	for _, path := range []string{"/v1/videos/v1/comments?pageToken=%%%%", "/v1/counts?ids=a&x=%zz", "/dev/token?uid=%%"} {
 		a := apitest.Request(t, "GET", base+path, "", nil)
-		apitest.CheckError(t, "GET "+path, a, 400, "INVALID_ARGUMENT")
+		apitest.CheckError(t, "GET "+path, a, 400, "INVALID_ARGUMENT", errs.InvalidQuery)
+	}
+	// A parameter sent twice is refused, not read for its first value.
+	for _, path := range []string{"/v1/counts?ids=a&ids=b", "/v1/videos/v1/comments?pageSize=1&pageSize=2", "/dev/token?uid=a&uid=b"} {
+		a := apitest.Request(t, "GET", base+path, "", nil)
+		apitest.CheckError(t, "GET "+path, a, 400, "INVALID_ARGUMENT", errs.RepeatedParameter)
 	}
 	// Every answer carries the security headers: the functions', the
 	// stack's own, errors included.

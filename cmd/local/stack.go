@@ -22,6 +22,7 @@ import (
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/shared/config"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/telemetry"
 )
@@ -53,7 +54,7 @@ func realMain(ctx context.Context) error {
 		// its headers.
 		own := root
 		starting := httpx.SecurityHeaders(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			httpx.WriteError(w, r, httpx.Unavailable(time.Second, "starting"))
+			httpx.WriteError(w, r, httpx.Unavailable(errs.BackendUnavailable, time.Second, "starting"))
 		}))
 		root = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if _, pattern := mux.Handler(r); pattern != "" {

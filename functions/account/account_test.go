@@ -28,7 +28,7 @@ type fakeVerifier struct{}
 func (fakeVerifier) FromRequest(r *http.Request) (auth.User, error) {
 	uid := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if uid == "" {
-		return auth.User{}, httpx.Unauthenticated("a token is required")
+		return auth.User{}, httpx.Unauthenticated(errs.TokenMissing, "a token is required")
 	}
 	return auth.User{ID: uid}, nil
 }
@@ -212,7 +212,7 @@ func TestExportLimited(t *testing.T) {
 		if err := apitest.Check("GET", "/v1/me/export", w.Code, w.Header(), w.Body.Bytes()); err != nil {
 			t.Errorf("%s: %v", refusal.What, err)
 		}
-		apitest.CheckError(t, refusal.What, apitest.Answer{Code: w.Code, Header: w.Header(), Body: w.Body.Bytes()}, 429, "RESOURCE_EXHAUSTED")
+		apitest.CheckError(t, refusal.What, apitest.Answer{Code: w.Code, Header: w.Header(), Body: w.Body.Bytes()}, 429, "RESOURCE_EXHAUSTED", errs.RateLimited)
 		if got, want := w.Header().Get("Retry-After"), fmt.Sprint(int(refusal.RetryAfter.Seconds())); got != want {
 			t.Errorf("%s: Retry-After %q, want %q", refusal.What, got, want)
 		}

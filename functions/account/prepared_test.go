@@ -187,7 +187,7 @@ func TestExportNotPublished(t *testing.T) {
 		Moderation: &a.trail, Exports: &a.exports, Prepared: bucket, ExportTopic: topic, AsyncAbove: 100})
 
 	w := get(t, h, "alice")
-	apitest.CheckError(t, "publish refused", apitest.Answer{Code: w.Code, Header: w.Header(), Body: w.Body.Bytes()}, 503, "UNAVAILABLE")
+	apitest.CheckError(t, "publish refused", apitest.Answer{Code: w.Code, Header: w.Header(), Body: w.Body.Bytes()}, 503, "UNAVAILABLE", errs.BackendUnavailable)
 	if objs, err := bucket.List(t.Context(), account.PreparedDir("alice")); err != nil || len(objs) != 0 {
 		t.Errorf("after the refused publish alice's objects are %v, %v; want none", objs, err)
 	}

@@ -202,20 +202,20 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
 	case 1:
 		key = keys[0]
 		if err := comment.ValidateIdempotencyKey(key); err != nil {
-			return httpx.InvalidArgument("%s", err.Error())
+			return err
 		}
 	default:
-		return httpx.InvalidArgument("send at most one Idempotency-Key header")
+		return httpx.InvalidField(errs.RepeatedParameter, "Idempotency-Key", "send at most one Idempotency-Key header")
 	}
 	var body postBody
 	if err := decodeUTF8JSON(w, r, &body); err != nil {
 		return err
 	}
 	if body.Text == nil {
-		return httpx.InvalidArgument("text is required: 1 to %d characters", comment.MaxTextChars)
+		return httpx.InvalidField(errs.MissingField, "text", "text is required: 1 to %d characters", comment.MaxTextChars)
 	}
 	if err := comment.ValidateText(*body.Text); err != nil {
-		return httpx.InvalidArgument("%s", err.Error())
+		return err
 	}
 	var parent string
 	if body.ParentID != nil {
@@ -232,14 +232,9 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
 		err = res.Err
 	}
 	var limited *errs.RateLimitedError
+	// The refusals (a parent, the spam rules, a reused key) carry their
+	// reason and status.
 	switch {
-	case errors.Is(err, comment.ErrParentNotFound):
-		return httpx.NotFound("%s", err.Error())
-	case errors.Is(err, comment.ErrParentIsReply), errors.Is(err, comment.ErrParentElsewhere),
-		errors.Is(err, comment.ErrDuplicateText), errors.Is(err, comment.ErrYoungAccountLinks):
-		return httpx.InvalidArgument("%s", err.Error())
-	case errors.Is(err, commentstore.ErrKeyReused):
-		return httpx.InvalidArgument("this Idempotency-Key was already used for another comment; send a new key with a new comment")
 	case errors.As(err, &limited):
 		h.Metrics.RateLimited(r.Context(), "comments")
 		return err
@@ -289,12 +284,12 @@ func decodeUTF8JSON(w http.ResponseWriter, r *http.Request, v any) error {
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		return httpx.TooLarge("the body is larger than %d bytes", httpx.MaxBodyBytes)
+		return httpx.TooLarge(httpx.MaxBodyBytes)
 	case err != nil:
-		return httpx.InvalidArgument("the body could not be read")
+		return httpx.InvalidArgument(errs.InvalidJSON, "the body could not be read")
 	}
 	if err := comment.CheckJSONText(raw); err != nil {
-		return httpx.InvalidArgument("the body must be valid UTF-8 and hold no unpaired surrogate escapes")
+		return httpx.InvalidArgument(errs.InvalidJSON, "the body must be valid UTF-8 and hold no unpaired surrogate escapes")
 	}
 	r.Body = io.NopCloser(bytes.NewReader(raw))
 	return httpx.DecodeJSON(w, r, v)
@@ -327,7 +322,7 @@ func (h *handler) replies(w http.ResponseWriter, r *http.Request) error {
 	}
 	page, err := h.Store.ListReplies(r.Context(), id, after, size)
 	if errors.Is(err, commentstore.ErrNotFound) {
-		return httpx.NotFound("no visible comment %s", id)
+		return httpx.NotFound(errs.CommentNotFound, "no visible comment %s", id)
 	}
 	if err != nil {
 		return err
@@ -348,7 +343,7 @@ func (h *handler) paging(r *http.Request, l comment.Listing) (int, *comment.Curs
 	}
 	c, err := h.Tokens.Decode(l, tok)
 	if err != nil {
-		return 0, nil, httpx.InvalidArgument("pageToken is not valid for this listing; use the nextPageToken of its previous page")
+		return 0, nil, httpx.InvalidField(errs.InvalidPageToken, "pageToken", "pageToken is not valid for this listing; use the nextPageToken of its previous page")
 	}
 	return size, &c, nil
 }
@@ -401,17 +396,15 @@ func (h *handler) delete(w http.ResponseWriter, r *http.Request) error {
 	}
 	reason := r.URL.Query().Get("reason")
 	if err := moderation.ValidReason(reason); err != nil {
-		return httpx.InvalidArgument("%s", err.Error())
+		return httpx.InvalidField(errs.InvalidValue, "reason", "%s", err.Error())
 	}
 	res, err := h.Writer.Delete(r.Context(), commentstore.Actor{UserID: user.ID, Moderator: user.Moderator, Reason: reason}, id)
 	var limited *errs.RateLimitedError
 	switch {
 	case errors.Is(err, commentstore.ErrNotFound):
-		return httpx.NotFound("no comment %s", id)
-	case errors.Is(err, commentstore.ErrPermissionDenied):
-		return httpx.PermissionDenied("only the author of the comment or a moderator may delete it")
+		return httpx.NotFound(errs.CommentNotFound, "no comment %s", id)
 	case errors.Is(err, moderation.ErrRevoked):
-		return httpx.PermissionDenied("your moderator role was revoked: only your own comments may be deleted")
+		return httpx.PermissionDenied(errs.ModeratorRevoked, "your moderator role was revoked: only your own comments may be deleted")
 	case errors.As(err, &limited):
 		h.Metrics.RateLimited(r.Context(), "moderation")
 		return err

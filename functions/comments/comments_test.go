@@ -24,6 +24,7 @@ import (
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/countstore"
 	"github.com/videngage/engagement/shared/counter/outboxstore"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/moderation/moderationstore"
@@ -93,16 +94,16 @@ func TestEveryRoute(t *testing.T) {
 	if p := e.list("/v1/videos/vid/comments"); len(p.Comments) != 0 {
 		t.Errorf("spam listed: %+v", p)
 	}
-	apitest.CheckError(t, "replies of a spam comment", e.do("GET", "/v1/comments/"+top.ID+"/replies", "", nil), 404, "NOT_FOUND")
+	apitest.CheckError(t, "replies of a spam comment", e.do("GET", "/v1/comments/"+top.ID+"/replies", "", nil), 404, "NOT_FOUND", errs.CommentNotFound)
 	e.exact("vid", top.ID)
 
 	// Wrong methods answer 405 with Allow.
 	r = e.do("PUT", "/v1/videos/vid/comments", e.token("alice"), `{}`)
-	apitest.CheckError(t, "PUT comments", r, 405, "INVALID_ARGUMENT")
+	apitest.CheckError(t, "PUT comments", r, 405, "INVALID_ARGUMENT", errs.MethodNotAllowed)
 	if allow := r.Header.Get("Allow"); !strings.Contains(allow, "GET") || !strings.Contains(allow, "POST") {
 		t.Errorf("Allow %q", allow)
 	}
-	apitest.CheckError(t, "unknown path", e.do("GET", "/v1/videos/vid/other", "", nil), 404, "NOT_FOUND")
+	apitest.CheckError(t, "unknown path", e.do("GET", "/v1/videos/vid/other", "", nil), 404, "NOT_FOUND", errs.UnknownPath)
 }
 
 func TestPostValidation(t *testing.T) {
@@ -122,37 +123,38 @@ func TestPostValidation(t *testing.T) {
 		hdr    []string
 		code   int
 		status string
+		reason errs.Reason
 	}{
-		{"no token", path, "", `{"text":"x"}`, nil, 401, "UNAUTHENTICATED"},
-		{"bad token", path, "not-a-token", `{"text":"x"}`, nil, 401, "UNAUTHENTICATED"},
-		{"bad video id", "/v1/videos/bad%20id/comments", tok, `{"text":"x"}`, nil, 400, "INVALID_ARGUMENT"},
-		{"long video id", "/v1/videos/" + strings.Repeat("v", 65) + "/comments", tok, `{"text":"x"}`, nil, 400, "INVALID_ARGUMENT"},
-		{"no body", path, tok, nil, nil, 400, "INVALID_ARGUMENT"},
-		{"not JSON", path, tok, `text=x`, nil, 400, "INVALID_ARGUMENT"},
-		{"no text", path, tok, `{}`, nil, 400, "INVALID_ARGUMENT"},
-		{"null text", path, tok, `{"text":null}`, nil, 400, "INVALID_ARGUMENT"},
-		{"text not a string", path, tok, `{"text":5}`, nil, 400, "INVALID_ARGUMENT"},
-		{"empty text", path, tok, `{"text":""}`, nil, 400, "INVALID_ARGUMENT"},
-		{"blank text", path, tok, `{"text":" \n\t "}`, nil, 400, "INVALID_ARGUMENT"},
-		{"three links", path, tok, `{"text":"cheap: https://a.example bit.ly/b www.c.example"}`, nil, 400, "INVALID_ARGUMENT"},
-		{"10,001 characters", path, tok, map[string]string{"text": strings.Repeat("é", comment.MaxTextChars+1)}, nil, 400, "INVALID_ARGUMENT"},
-		{"raw invalid UTF-8", path, tok, []byte("{\"text\":\"bad \xff byte\"}"), nil, 400, "INVALID_ARGUMENT"},
-		{"lone surrogate escape", path, tok, `{"text":"half \ud83d of an emoji"}`, nil, 400, "INVALID_ARGUMENT"},
-		{"unknown field", path, tok, `{"text":"x","videoId":"other"}`, nil, 400, "INVALID_ARGUMENT"},
-		{"two objects", path, tok, `{"text":"x"}{"text":"y"}`, nil, 400, "INVALID_ARGUMENT"},
-		{"bad parent id", path, tok, `{"text":"x","parentId":"a/b"}`, nil, 400, "INVALID_ARGUMENT"},
-		{"empty parent id", path, tok, `{"text":"x","parentId":""}`, nil, 400, "INVALID_ARGUMENT"},
-		{"unknown parent", path, tok, `{"text":"x","parentId":"nope"}`, nil, 404, "NOT_FOUND"},
-		{"deleted parent", path, tok, fmt.Sprintf(`{"text":"x","parentId":%q}`, gone.ID), nil, 404, "NOT_FOUND"},
-		{"reply to a reply", path, tok, fmt.Sprintf(`{"text":"x","parentId":%q}`, reply.ID), nil, 400, "INVALID_ARGUMENT"},
-		{"parent of another video", "/v1/videos/vid2/comments", tok, fmt.Sprintf(`{"text":"x","parentId":%q}`, top.ID), nil, 400, "INVALID_ARGUMENT"},
-		{"body over 64 KiB", path, tok, map[string]string{"text": strings.Repeat("a", 70000)}, nil, 413, "INVALID_ARGUMENT"},
-		{"empty Idempotency-Key", path, tok, `{"text":"x"}`, []string{"Idempotency-Key", ""}, 400, "INVALID_ARGUMENT"},
-		{"long Idempotency-Key", path, tok, `{"text":"x"}`, []string{"Idempotency-Key", strings.Repeat("k", 256)}, 400, "INVALID_ARGUMENT"},
-		{"two Idempotency-Keys", path, tok, `{"text":"x"}`, []string{"Idempotency-Key", "a", "Idempotency-Key", "b"}, 400, "INVALID_ARGUMENT"},
+		{"no token", path, "", `{"text":"x"}`, nil, 401, "UNAUTHENTICATED", errs.TokenMissing},
+		{"bad token", path, "not-a-token", `{"text":"x"}`, nil, 401, "UNAUTHENTICATED", errs.TokenInvalid},
+		{"bad video id", "/v1/videos/bad%20id/comments", tok, `{"text":"x"}`, nil, 400, "INVALID_ARGUMENT", errs.InvalidID},
+		{"long video id", "/v1/videos/" + strings.Repeat("v", 65) + "/comments", tok, `{"text":"x"}`, nil, 400, "INVALID_ARGUMENT", errs.InvalidID},
+		{"no body", path, tok, nil, nil, 400, "INVALID_ARGUMENT", errs.InvalidJSON},
+		{"not JSON", path, tok, `text=x`, nil, 400, "INVALID_ARGUMENT", errs.InvalidJSON},
+		{"no text", path, tok, `{}`, nil, 400, "INVALID_ARGUMENT", errs.MissingField},
+		{"null text", path, tok, `{"text":null}`, nil, 400, "INVALID_ARGUMENT", errs.MissingField},
+		{"text not a string", path, tok, `{"text":5}`, nil, 400, "INVALID_ARGUMENT", errs.WrongFieldType},
+		{"empty text", path, tok, `{"text":""}`, nil, 400, "INVALID_ARGUMENT", errs.InvalidValue},
+		{"blank text", path, tok, `{"text":" \n\t "}`, nil, 400, "INVALID_ARGUMENT", errs.InvalidValue},
+		{"three links", path, tok, `{"text":"cheap: https://a.example bit.ly/b www.c.example"}`, nil, 400, "INVALID_ARGUMENT", errs.TooManyLinks},
+		{"10,001 characters", path, tok, map[string]string{"text": strings.Repeat("é", comment.MaxTextChars+1)}, nil, 400, "INVALID_ARGUMENT", errs.InvalidValue},
+		{"raw invalid UTF-8", path, tok, []byte("{\"text\":\"bad \xff byte\"}"), nil, 400, "INVALID_ARGUMENT", errs.InvalidJSON},
+		{"lone surrogate escape", path, tok, `{"text":"half \ud83d of an emoji"}`, nil, 400, "INVALID_ARGUMENT", errs.InvalidJSON},
+		{"unknown field", path, tok, `{"text":"x","videoId":"other"}`, nil, 400, "INVALID_ARGUMENT", errs.UnknownField},
+		{"two objects", path, tok, `{"text":"x"}{"text":"y"}`, nil, 400, "INVALID_ARGUMENT", errs.InvalidJSON},
+		{"bad parent id", path, tok, `{"text":"x","parentId":"a/b"}`, nil, 400, "INVALID_ARGUMENT", errs.InvalidID},
+		{"empty parent id", path, tok, `{"text":"x","parentId":""}`, nil, 400, "INVALID_ARGUMENT", errs.InvalidID},
+		{"unknown parent", path, tok, `{"text":"x","parentId":"nope"}`, nil, 404, "NOT_FOUND", errs.ParentNotFound},
+		{"deleted parent", path, tok, fmt.Sprintf(`{"text":"x","parentId":%q}`, gone.ID), nil, 404, "NOT_FOUND", errs.ParentNotFound},
+		{"reply to a reply", path, tok, fmt.Sprintf(`{"text":"x","parentId":%q}`, reply.ID), nil, 400, "INVALID_ARGUMENT", errs.ParentIsReply},
+		{"parent of another video", "/v1/videos/vid2/comments", tok, fmt.Sprintf(`{"text":"x","parentId":%q}`, top.ID), nil, 400, "INVALID_ARGUMENT", errs.ParentOnOtherVideo},
+		{"body over 64 KiB", path, tok, map[string]string{"text": strings.Repeat("a", 70000)}, nil, 413, "INVALID_ARGUMENT", errs.BodyTooLarge},
+		{"empty Idempotency-Key", path, tok, `{"text":"x"}`, []string{"Idempotency-Key", ""}, 400, "INVALID_ARGUMENT", errs.InvalidValue},
+		{"long Idempotency-Key", path, tok, `{"text":"x"}`, []string{"Idempotency-Key", strings.Repeat("k", 256)}, 400, "INVALID_ARGUMENT", errs.InvalidValue},
+		{"two Idempotency-Keys", path, tok, `{"text":"x"}`, []string{"Idempotency-Key", "a", "Idempotency-Key", "b"}, 400, "INVALID_ARGUMENT", errs.RepeatedParameter},
 	}
 	for _, c := range cases {
-		apitest.CheckError(t, c.name, e.do("POST", c.path, c.token, c.body, c.hdr...), c.code, c.status)
+		apitest.CheckError(t, c.name, e.do("POST", c.path, c.token, c.body, c.hdr...), c.code, c.status, c.reason)
 	}
 	// Accepted edges: exactly 10,000 characters (of 4 bytes each), an explicit
 	// null parentId, escaped non-ASCII, a surrogate pair, two links.
@@ -205,7 +207,7 @@ func TestIdempotencyKey(t *testing.T) {
 		t.Errorf("bob's post with alice's key: %+v", bobs)
 	}
 	// The same key for another comment is refused.
-	apitest.CheckError(t, "key reused", e.do("POST", path, e.token("alice"), `{"text":"different"}`, "Idempotency-Key", "k1"), 400, "INVALID_ARGUMENT")
+	apitest.CheckError(t, "key reused", e.do("POST", path, e.token("alice"), `{"text":"different"}`, "Idempotency-Key", "k1"), 400, "INVALID_ARGUMENT", errs.IdempotencyKeyReused)
 	// Counted once: alice's comment, bob's reply, bob's comment.
 	if got := e.counts(e.token("alice"), "vid")["vid"].Comments; got != 3 {
 		t.Errorf("alice reads %d comments, want 3", got)
@@ -253,18 +255,23 @@ func TestListingPagesAndTokens(t *testing.T) {
 		t.Errorf("parent's replyCount %d, want 7", last.Comments[len(last.Comments)-1].ReplyCount)
 	}
 	tok := url.QueryEscape(def.NextPageToken)
-	for name, path := range map[string]string{
-		"pageSize 0":                        "/v1/videos/vid/comments?pageSize=0",
-		"pageSize 101":                      "/v1/videos/vid/comments?pageSize=101",
-		"pageSize abc":                      "/v1/videos/vid/comments?pageSize=abc",
-		"garbage token":                     "/v1/videos/vid/comments?pageToken=garbage",
-		"token of other video":              "/v1/videos/vid2/comments?pageToken=" + tok,
-		"token of a video used for replies": "/v1/comments/" + parent + "/replies?pageToken=" + tok,
-		"bad comment id":                    "/v1/comments/bad.id/replies",
+	for name, c := range map[string]struct {
+		path   string
+		reason errs.Reason
+	}{
+		"pageSize 0":                        {"/v1/videos/vid/comments?pageSize=0", errs.InvalidValue},
+		"pageSize 101":                      {"/v1/videos/vid/comments?pageSize=101", errs.InvalidValue},
+		"pageSize abc":                      {"/v1/videos/vid/comments?pageSize=abc", errs.InvalidValue},
+		"pageSize twice":                    {"/v1/videos/vid/comments?pageSize=5&pageSize=5", errs.RepeatedParameter},
+		"pageToken twice":                   {"/v1/videos/vid/comments?pageToken=" + tok + "&pageToken=" + tok, errs.RepeatedParameter},
+		"garbage token":                     {"/v1/videos/vid/comments?pageToken=garbage", errs.InvalidPageToken},
+		"token of other video":              {"/v1/videos/vid2/comments?pageToken=" + tok, errs.InvalidPageToken},
+		"token of a video used for replies": {"/v1/comments/" + parent + "/replies?pageToken=" + tok, errs.InvalidPageToken},
+		"bad comment id":                    {"/v1/comments/bad.id/replies", errs.InvalidID},
 	} {
-		apitest.CheckError(t, name, e.do("GET", path, "", nil), 400, "INVALID_ARGUMENT")
+		apitest.CheckError(t, name, e.do("GET", c.path, "", nil), 400, "INVALID_ARGUMENT", c.reason)
 	}
-	apitest.CheckError(t, "replies of unknown", e.do("GET", "/v1/comments/unknown/replies", "", nil), 404, "NOT_FOUND")
+	apitest.CheckError(t, "replies of unknown", e.do("GET", "/v1/comments/unknown/replies", "", nil), 404, "NOT_FOUND", errs.CommentNotFound)
 	if p := e.list("/v1/videos/novideo/comments"); len(p.Comments) != 0 || p.NextPageToken != "" {
 		t.Errorf("a video without comments: %+v", p)
 	}
@@ -316,7 +323,7 @@ func TestDeletesRateLimited(t *testing.T) {
 	e.do("DELETE", "/v1/comments/"+ids[0], tok, nil).Want(t, http.StatusNoContent, "first deletion")
 	e.do("DELETE", "/v1/comments/"+ids[0], tok, nil).Want(t, http.StatusNoContent, "the same deletion again")
 	r := e.do("DELETE", "/v1/comments/"+ids[1], tok, nil)
-	apitest.CheckError(t, "a deletion over the limit", r, http.StatusTooManyRequests, "RESOURCE_EXHAUSTED")
+	apitest.CheckError(t, "a deletion over the limit", r, http.StatusTooManyRequests, "RESOURCE_EXHAUSTED", errs.RateLimited)
 	if s, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || s < 1 || s > 60 {
 		t.Errorf("Retry-After %q, want 1 to 60 seconds", r.Header.Get("Retry-After"))
 	}
@@ -333,29 +340,32 @@ func TestDeleteAndSpamRules(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{})
 	c := e.post("alice", "vid", "", "mine")
-	apitest.CheckError(t, "delete without token", e.do("DELETE", "/v1/comments/"+c.ID, "", nil), 401, "UNAUTHENTICATED")
-	apitest.CheckError(t, "delete by another user", e.do("DELETE", "/v1/comments/"+c.ID, e.token("bob"), nil), 403, "PERMISSION_DENIED")
-	apitest.CheckError(t, "delete unknown", e.do("DELETE", "/v1/comments/unknown", e.token("alice"), nil), 404, "NOT_FOUND")
-	apitest.CheckError(t, "delete bad id", e.do("DELETE", "/v1/comments/a.b", e.token("alice"), nil), 400, "INVALID_ARGUMENT")
+	apitest.CheckError(t, "delete without token", e.do("DELETE", "/v1/comments/"+c.ID, "", nil), 401, "UNAUTHENTICATED", errs.TokenMissing)
+	apitest.CheckError(t, "delete by another user", e.do("DELETE", "/v1/comments/"+c.ID, e.token("bob"), nil), 403, "PERMISSION_DENIED", errs.NotAuthor)
+	apitest.CheckError(t, "delete unknown", e.do("DELETE", "/v1/comments/unknown", e.token("alice"), nil), 404, "NOT_FOUND", errs.CommentNotFound)
+	apitest.CheckError(t, "delete bad id", e.do("DELETE", "/v1/comments/a.b", e.token("alice"), nil), 400, "INVALID_ARGUMENT", errs.InvalidID)
 	d := e.post("carol", "vid", "", "rude")
 	e.do("DELETE", "/v1/comments/"+d.ID, e.moderator("mod"), nil).Want(t, 204, "moderator's delete")
 	e.do("DELETE", "/v1/comments/"+d.ID, e.token("carol"), nil).Want(t, 204, "author deletes again")
 
 	spam := "/v1/moderation/spam"
-	apitest.CheckError(t, "spam without token", e.do("POST", spam, "", `{"commentIds":["a"]}`), 401, "UNAUTHENTICATED")
-	apitest.CheckError(t, "spam by a user", e.do("POST", spam, e.token("alice"), `{"commentIds":["a"]}`), 403, "PERMISSION_DENIED")
+	apitest.CheckError(t, "spam without token", e.do("POST", spam, "", `{"commentIds":["a"]}`), 401, "UNAUTHENTICATED", errs.TokenMissing)
+	apitest.CheckError(t, "spam by a user", e.do("POST", spam, e.token("alice"), `{"commentIds":["a"]}`), 403, "PERMISSION_DENIED", errs.NotModerator)
 	many := make([]string, comment.MaxRemoveBatch+1)
 	for i := range many {
 		many[i] = fmt.Sprint("c", i)
 	}
-	for name, body := range map[string]any{
-		"no ids":        `{"commentIds":[]}`,
-		"missing ids":   `{}`,
-		"1,001 ids":     map[string]any{"commentIds": many},
-		"bad id":        `{"commentIds":["ok","not ok"]}`,
-		"unknown field": `{"commentIds":["a"],"all":true}`,
+	for name, c := range map[string]struct {
+		body   any
+		reason errs.Reason
+	}{
+		"no ids":        {`{"commentIds":[]}`, errs.InvalidValue},
+		"missing ids":   {`{}`, errs.InvalidValue},
+		"1,001 ids":     {map[string]any{"commentIds": many}, errs.InvalidValue},
+		"bad id":        {`{"commentIds":["ok","not ok"]}`, errs.InvalidID},
+		"unknown field": {`{"commentIds":["a"],"all":true}`, errs.UnknownField},
 	} {
-		apitest.CheckError(t, name, e.do("POST", spam, e.moderator("mod"), body), 400, "INVALID_ARGUMENT")
+		apitest.CheckError(t, name, e.do("POST", spam, e.moderator("mod"), c.body), 400, "INVALID_ARGUMENT", c.reason)
 	}
 	r := e.do("POST", spam, e.moderator("mod"), map[string]any{"commentIds": many[:comment.MaxRemoveBatch]}).Want(t, 200, "1,000 unknown ids")
 	if strings.TrimSpace(string(r.Body)) != `{"updated":0}` {
@@ -402,7 +412,7 @@ func TestParentDeleteWithRepliesThroughTheAPI(t *testing.T) {
 	if len(p.Comments) != 1 || p.Comments[0].ID != other.ID {
 		t.Errorf("listing %+v", p)
 	}
-	apitest.CheckError(t, "replies of the deleted parent", e.do("GET", "/v1/comments/"+parent.ID+"/replies", "", nil), 404, "NOT_FOUND")
+	apitest.CheckError(t, "replies of the deleted parent", e.do("GET", "/v1/comments/"+parent.ID+"/replies", "", nil), 404, "NOT_FOUND", errs.CommentNotFound)
 	e.exact("vid", parent.ID)
 }
 
@@ -510,7 +520,7 @@ func TestBuildThroughPubSub(t *testing.T) {
 			r := e.do("POST", "/v1/videos/vid/comments", e.token("alice"), fmt.Sprintf(`{"text":"hi %d"}`, i))
 			switch {
 			case limits == "on" && i >= 3:
-				apitest.CheckError(t, "over the limit", r, 429, "RESOURCE_EXHAUSTED")
+				apitest.CheckError(t, "over the limit", r, 429, "RESOURCE_EXHAUSTED", errs.RateLimited)
 				if ra := r.Header.Get("Retry-After"); ra == "" || ra == "0" {
 					t.Errorf("429 without Retry-After: %v", r.Header)
 				}
@@ -579,7 +589,7 @@ func TestSpamMarksAreOnTheRecord(t *testing.T) {
 	b := e.post("bob", "vid2", "", "buy later")
 	spam := "/v1/moderation/spam"
 	apitest.CheckError(t, "reason too long", e.do("POST", spam, e.moderator("mod"),
-		map[string]any{"commentIds": []string{a.ID}, "reason": strings.Repeat("x", 501)}), 400, "INVALID_ARGUMENT")
+		map[string]any{"commentIds": []string{a.ID}, "reason": strings.Repeat("x", 501)}), 400, "INVALID_ARGUMENT", errs.InvalidValue)
 	e.do("POST", spam, e.moderator("mod"), map[string]any{"commentIds": []string{a.ID, b.ID, "unknown"}, "reason": "link farm"}).
 		Want(t, 200, "spam with a reason")
 	trail := moderationstore.New(e.db, moderationstore.Gate{})
@@ -599,14 +609,14 @@ func TestSpamMarksAreOnTheRecord(t *testing.T) {
 	if _, err := trail.Revoke(context.Background(), "mod", "ops", "stolen token"); err != nil {
 		t.Fatal(err)
 	}
-	apitest.CheckError(t, "revoked moderator", e.do("POST", spam, e.moderator("mod"), map[string]any{"commentIds": []string{c.ID}}), 403, "PERMISSION_DENIED")
+	apitest.CheckError(t, "revoked moderator", e.do("POST", spam, e.moderator("mod"), map[string]any{"commentIds": []string{c.ID}}), 403, "PERMISSION_DENIED", errs.ModeratorRevoked)
 	// The third call of mod2 at once passes (the refused one above was
 	// mod's), the fourth waits.
 	for i := range 3 {
 		e.do("POST", spam, e.moderator("mod2"), map[string]any{"commentIds": []string{"unknown"}}).Want(t, 200, fmt.Sprint("call ", i))
 	}
 	r := e.do("POST", spam, e.moderator("mod2"), map[string]any{"commentIds": []string{c.ID}})
-	apitest.CheckError(t, "over the limit", r, 429, "RESOURCE_EXHAUSTED")
+	apitest.CheckError(t, "over the limit", r, 429, "RESOURCE_EXHAUSTED", errs.RateLimited)
 	if es, _, _ := trail.List(context.Background(), moderation.Filter{UserID: "carol"}, nil, 10); len(es) != 0 {
 		t.Errorf("refused calls wrote %+v", es)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/videngage/engagement/internal/apitest"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/moderation/moderationstore"
 )
@@ -48,7 +49,7 @@ func TestEveryModeratorPowerIsGatedAndAudited(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range powers {
-		apitest.CheckError(t, "revoked "+p.name, e.do(p.method, p.path, e.moderator("mod"), p.body), 403, "PERMISSION_DENIED")
+		apitest.CheckError(t, "revoked "+p.name, e.do(p.method, p.path, e.moderator("mod"), p.body), 403, "PERMISSION_DENIED", errs.ModeratorRevoked)
 		if es := entries(p.target); len(es) != 0 {
 			t.Errorf("revoked %s wrote %+v", p.name, es)
 		}
@@ -86,5 +87,5 @@ func TestEveryModeratorPowerIsGatedAndAudited(t *testing.T) {
 	for i := range long {
 		long[i] = 'x'
 	}
-	apitest.CheckError(t, "reason too long", e.do("DELETE", "/v1/comments/"+c.ID+"?reason="+string(long), e.moderator("mod"), nil), 400, "INVALID_ARGUMENT")
+	apitest.CheckError(t, "reason too long", e.do("DELETE", "/v1/comments/"+c.ID+"?reason="+string(long), e.moderator("mod"), nil), 400, "INVALID_ARGUMENT", errs.InvalidValue)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/videngage/engagement/internal/apitest"
 	"github.com/videngage/engagement/internal/localauth"
 	"github.com/videngage/engagement/shared/comment"
+	"github.com/videngage/engagement/shared/errs"
 )
 
 // TestDuplicateTextRefused: a user's same text again, on any video and
@@ -29,7 +30,7 @@ func TestDuplicateTextRefused(t *testing.T) {
 		{"v3", `{"text":"  FREE followers   at https://other.example/x "}`},
 	} {
 		r := e.do("POST", path(c.video), e.token("alice"), c.body)
-		apitest.CheckError(t, "the same text on "+c.video, r, http.StatusBadRequest, "INVALID_ARGUMENT")
+		apitest.CheckError(t, "the same text on "+c.video, r, http.StatusBadRequest, "INVALID_ARGUMENT", errs.DuplicateComment)
 	}
 	// The retry of the first post answers the first comment.
 	var again commentJSON
@@ -61,10 +62,10 @@ func TestYoungAccounts(t *testing.T) {
 	unknown := e.token("young-unrecorded")
 	path := "/v1/videos/yv/comments"
 	const link = `{"text":"my channel: example.com/me"}`
-	apitest.CheckError(t, "a young account's link", e.do("POST", path, young, link), http.StatusBadRequest, "INVALID_ARGUMENT")
+	apitest.CheckError(t, "a young account's link", e.do("POST", path, young, link), http.StatusBadRequest, "INVALID_ARGUMENT", errs.YoungAccountLinks)
 	e.do("POST", path, young, `{"text":"hello"}`).Want(t, http.StatusCreated, "a young account's first comment")
 	r := e.do("POST", path, young, `{"text":"hello again"}`)
-	apitest.CheckError(t, "a young account's second comment at once", r, http.StatusTooManyRequests, "RESOURCE_EXHAUSTED")
+	apitest.CheckError(t, "a young account's second comment at once", r, http.StatusTooManyRequests, "RESOURCE_EXHAUSTED", errs.RateLimited)
 	if ra := r.Header.Get("Retry-After"); ra == "" || ra == "0" {
 		t.Errorf("429 without Retry-After: %v", r.Header)
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/countstore"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/session"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -247,16 +248,19 @@ const maxTokenLead = time.Second
 // sessionToken is the commit timestamp of the request's Session-Token
 // (zero when it sends none).
 func sessionToken(r *http.Request) (time.Time, error) {
+	if n := len(r.Header.Values(session.Header)); n > 1 {
+		return time.Time{}, httpx.InvalidField(errs.RepeatedParameter, session.Header, "send one %s, the latest write's, not %d", session.Header, n)
+	}
 	v := r.Header.Get(session.Header)
 	if v == "" {
 		return time.Time{}, nil
 	}
 	t, err := session.Parse(v)
 	if err != nil {
-		return time.Time{}, httpx.InvalidArgument("%s is not a token this service issued: send the %s of a write's answer, or none", session.Header, session.Header)
+		return time.Time{}, httpx.InvalidField(errs.InvalidSession, session.Header, "%s is not a token this service issued: send the %s of a write's answer, or none", session.Header, session.Header)
 	}
 	if time.Until(t) > maxTokenLead {
-		return time.Time{}, httpx.InvalidArgument("%s is from the future: send the %s of a write's answer, or none", session.Header, session.Header)
+		return time.Time{}, httpx.InvalidField(errs.InvalidSession, session.Header, "%s is from the future: send the %s of a write's answer, or none", session.Header, session.Header)
 	}
 	return t, nil
 }

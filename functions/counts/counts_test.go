@@ -29,6 +29,7 @@ import (
 	"github.com/videngage/engagement/shared/counter/countstore"
 	"github.com/videngage/engagement/shared/counter/foldstore"
 	"github.com/videngage/engagement/shared/counter/outboxstore"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/session"
@@ -355,15 +356,16 @@ func TestMyCounts(t *testing.T) {
 	}
 
 	for _, c := range []struct {
-		hdr  []string
-		code int
+		hdr    []string
+		reason errs.Reason
 	}{
-		{nil, 401},
-		{[]string{"Authorization", "Bearer garbage"}, 401},
-		{[]string{"Authorization", "Basic YWxpY2U6"}, 401},
+		{nil, errs.TokenMissing},
+		{[]string{"Authorization", "Bearer garbage"}, errs.TokenInvalid},
+		{[]string{"Authorization", "Basic YWxpY2U6"}, errs.TokenMissing},
 	} {
-		r := e.get("/v1/me/counts?ids=a", c.hdr...).Want(t, c.code, "GET")
-		if r.Header.Get("WWW-Authenticate") != "Bearer" || !strings.Contains(string(r.Body), `"UNAUTHENTICATED"`) {
+		r := e.get("/v1/me/counts?ids=a", c.hdr...)
+		apitest.CheckError(t, fmt.Sprint(c.hdr), r, 401, "UNAUTHENTICATED", c.reason)
+		if r.Header.Get("WWW-Authenticate") != "Bearer" {
 			t.Errorf("%v: %v %s", c.hdr, r.Header, r.Body)
 		}
 	}
@@ -375,11 +377,25 @@ func TestBadIDs(t *testing.T) {
 	for i := range many {
 		many[i] = fmt.Sprintf("i%d", i)
 	}
-	for _, q := range []string{"", "?ids=", "?ids=a/b", "?ids=a,,b", "?ids=" + strings.Join(many, ",")} {
+	for _, c := range []struct {
+		query  string
+		reason errs.Reason
+	}{
+		{"", errs.MissingField},
+		{"?ids=", errs.MissingField},
+		{"?ids=a/b", errs.InvalidID},
+		{"?ids=a,,b", errs.InvalidID},
+		{"?ids=" + strings.Join(many, ","), errs.InvalidValue},
+		// One list, never answered for its first part alone.
+		{"?ids=a&ids=b", errs.RepeatedParameter},
+		{"?ids=a,b&ids=c", errs.RepeatedParameter},
+		{"?ids=a&ids=a", errs.RepeatedParameter},
+	} {
 		for _, path := range []string{"/v1/counts", "/v1/me/counts"} {
-			a := e.get(path+q, "Authorization", "Bearer "+e.alice).Want(t, 400, "GET")
-			if !strings.Contains(string(a.Body), `"INVALID_ARGUMENT"`) || a.Header.Get("Cache-Control") != "no-store" {
-				t.Errorf("%s%s: %s %v", path, q, a.Body, a.Header)
+			a := e.get(path+c.query, "Authorization", "Bearer "+e.alice)
+			apitest.CheckError(t, path+c.query, a, 400, "INVALID_ARGUMENT", c.reason)
+			if a.Header.Get("Cache-Control") != "no-store" {
+				t.Errorf("%s%s: %s %v", path, c.query, a.Body, a.Header)
 			}
 		}
 	}
@@ -392,8 +408,9 @@ func TestBackendDown(t *testing.T) {
 	e := serve(t, f, deps)
 	f.down.Store(true)
 	for _, path := range []string{"/v1/counts?ids=a", "/v1/me/counts?ids=a"} {
-		a := e.get(path, "Authorization", "Bearer "+e.alice).Want(t, http.StatusServiceUnavailable, "GET")
-		if a.Header.Get("Retry-After") == "" || a.Header.Get("Cache-Control") != "no-store" || !strings.Contains(string(a.Body), `"UNAVAILABLE"`) {
+		a := e.get(path, "Authorization", "Bearer "+e.alice)
+		apitest.CheckError(t, path, a, http.StatusServiceUnavailable, "UNAVAILABLE", errs.BackendUnavailable)
+		if a.Header.Get("Retry-After") == "" || a.Header.Get("Cache-Control") != "no-store" {
 			t.Errorf("%s: %v %s", path, a.Header, a.Body)
 		}
 		if why := cdnCacheable(a.Code, a.Header); why == "" {

@@ -12,11 +12,13 @@ import (
 	"cloud.google.com/go/spanner"
 
 	countsfn "github.com/videngage/engagement/functions/counts"
+	"github.com/videngage/engagement/internal/apitest"
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/countstore"
 	"github.com/videngage/engagement/shared/counter/foldstore"
 	"github.com/videngage/engagement/shared/counter/outboxstore"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/session"
 )
@@ -84,11 +86,15 @@ func TestSessionTokenReadTime(t *testing.T) {
 	}
 
 	for _, tok := range []string{"garbage", session.Encode(recent) + "A", session.Encode(time.Now().Add(time.Minute))} {
-		a := e.get("/v1/me/counts?ids=a", append(auth, session.Header, tok)...).Want(t, 400, "GET")
-		if !strings.Contains(string(a.Body), `"INVALID_ARGUMENT"`) || !strings.Contains(string(a.Body), session.Header) {
+		a := e.get("/v1/me/counts?ids=a", append(auth, session.Header, tok)...)
+		apitest.CheckError(t, "token "+tok, a, 400, "INVALID_ARGUMENT", errs.InvalidSession)
+		if !strings.Contains(string(a.Body), session.Header) {
 			t.Errorf("token %q: %s", tok, a.Body)
 		}
 	}
+	// Two tokens (two devices' writes) are refused, not read as the first.
+	two := e.get("/v1/me/counts?ids=a", append(auth, session.Header, session.Encode(recent), session.Header, session.Encode(old))...)
+	apitest.CheckError(t, "two tokens", two, 400, "INVALID_ARGUMENT", errs.RepeatedParameter)
 }
 
 // TestSessionTokenOlderThanTheLatestWrite runs the handler over the real

@@ -20,10 +20,12 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	detectmanipulationfn "github.com/videngage/engagement/functions/detectmanipulation"
+	"github.com/videngage/engagement/internal/apitest"
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/internal/moderationtest"
 	"github.com/videngage/engagement/internal/otelcount"
 	"github.com/videngage/engagement/shared/counter/leasestore"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/moderation"
 	"github.com/videngage/engagement/shared/moderation/moderationstore"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
@@ -383,7 +385,7 @@ func TestRefusesABody(t *testing.T) {
 	h := detectmanipulationfn.New(detectmanipulationfn.Deps{})
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/internal/detect-manipulation", strings.NewReader(`{"step":"1h"}`)))
-	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "INVALID_ARGUMENT") {
+	if rec.Code != http.StatusBadRequest || apitest.ReasonOf(rec.Body.Bytes()) != errs.UnknownField {
 		t.Fatalf("unknown field: %d %s", rec.Code, rec.Body)
 	}
 }

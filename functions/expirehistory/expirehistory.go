@@ -36,6 +36,7 @@ import (
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/leasestore"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/history/historystore"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -186,10 +187,10 @@ func (r *Report) add(o Report) {
 
 func (h *handler) post(ctx context.Context, b body) (Report, error) {
 	if b.Partitions < 1 || b.Partitions > counter.Parts {
-		return Report{}, httpx.InvalidArgument("partitions must be between 1 and %d", counter.Parts)
+		return Report{}, httpx.InvalidField(errs.InvalidValue, "partitions", "partitions must be between 1 and %d", counter.Parts)
 	}
 	if b.Parallel < 1 || b.Parallel > maxParallel {
-		return Report{}, httpx.InvalidArgument("parallel must be between 1 and %d", maxParallel)
+		return Report{}, httpx.InvalidField(errs.InvalidValue, "parallel", "parallel must be between 1 and %d", maxParallel)
 	}
 	started := time.Now()
 	rep, err := h.run(ctx, b, started.Add(h.Budget))
@@ -222,7 +223,7 @@ func (h *handler) run(ctx context.Context, b body, until time.Time) (Report, err
 	for i := range b.Partitions {
 		lo, hi, err := counter.PartRange(i, b.Partitions)
 		if err != nil {
-			return rep, httpx.InvalidArgument("%v", err)
+			return rep, httpx.InvalidField(errs.InvalidValue, "partitions", "%v", err)
 		}
 		pieces = append(pieces, piece{name: PartitionName(i, b.Partitions), lo: lo, hi: hi})
 	}

@@ -17,6 +17,7 @@ import (
 
 	expirehistoryfn "github.com/videngage/engagement/functions/expirehistory"
 	"github.com/videngage/engagement/functions/host"
+	"github.com/videngage/engagement/internal/apitest"
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/shared/counter/leasestore"
 	"github.com/videngage/engagement/shared/errs"
@@ -435,10 +436,15 @@ func TestExpireHistoryStampsOldDocuments(t *testing.T) {
 func TestExpireHistoryBadRequest(t *testing.T) {
 	t.Parallel()
 	h := expirehistoryfn.New(expirehistoryfn.Deps{Users: failingUsers{}, Store: nil})
-	for _, body := range []string{`{"partitions":0}`, `{"partitions":-1}`, `{"partitions":4097}`, `{"partitions":4,"parallel":0}`,
-		`{"parallel":257}`, `{"partitions":"x"}`, `{"users":1}`, `{"partitions":1,"x":1}`, `[`} {
-		if code, _ := post(t, h, body); code != http.StatusBadRequest {
-			t.Errorf("body %s: status %d, want 400", body, code)
+	for body, reason := range map[string]errs.Reason{
+		`{"partitions":0}`: errs.InvalidValue, `{"partitions":-1}`: errs.InvalidValue, `{"partitions":4097}`: errs.InvalidValue,
+		`{"partitions":4,"parallel":0}`: errs.InvalidValue, `{"parallel":257}`: errs.InvalidValue,
+		`{"partitions":"x"}`: errs.WrongFieldType, `{"users":1}`: errs.UnknownField, `{"partitions":1,"x":1}`: errs.UnknownField, `[`: errs.InvalidJSON,
+	} {
+		rec := httptest.NewRecorder()
+		httpx.Standard("ExpireHistory", "p", nil, time.Minute)(h).ServeHTTP(rec, httptest.NewRequest("POST", "/internal/expire-history", strings.NewReader(body)))
+		if rec.Code != http.StatusBadRequest || apitest.ReasonOf(rec.Body.Bytes()) != reason {
+			t.Errorf("body %s: %d %s, want 400 %s", body, rec.Code, rec.Body, reason)
 		}
 	}
 	if code, _ := post(t, h, `{"partitions":10}`); code != http.StatusServiceUnavailable {

@@ -164,20 +164,20 @@ func (h *handler) record(w http.ResponseWriter, r *http.Request) error {
 	at := now
 	if req.WatchedAt != nil {
 		if at, err = time.Parse(time.RFC3339Nano, *req.WatchedAt); err != nil {
-			return httpx.InvalidArgument("watchedAt must be an RFC 3339 time such as 2026-01-02T15:04:05Z")
+			return httpx.InvalidField(errs.InvalidValue, "watchedAt", "watchedAt must be an RFC 3339 time such as 2026-01-02T15:04:05Z")
 		}
 		if at.After(now.Add(history.MaxFuture)) {
-			return httpx.InvalidArgument("watchedAt is more than 5 minutes in the future")
+			return httpx.InvalidField(errs.InvalidValue, "watchedAt", "watchedAt is more than 5 minutes in the future")
 		}
 		if at.UnixMilli() <= 0 {
-			return httpx.InvalidArgument("watchedAt must be after 1970-01-01T00:00:00Z")
+			return httpx.InvalidField(errs.InvalidValue, "watchedAt", "watchedAt must be after 1970-01-01T00:00:00Z")
 		}
 	}
 	var pos float64
 	if req.PositionSeconds != nil {
 		pos = *req.PositionSeconds
 		if !history.ValidPosition(pos) {
-			return httpx.InvalidArgument("positionSeconds must be from 0 to %d", history.MaxPositionSeconds)
+			return httpx.InvalidField(errs.InvalidValue, "positionSeconds", "positionSeconds must be from 0 to %d", history.MaxPositionSeconds)
 		}
 	}
 	if err := h.admit(r.Context(), h.Limiter, "history", "history writes", user.ID); err != nil {
@@ -261,7 +261,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) error {
 	if tok := q.Get("pageToken"); tok != "" {
 		c, err := h.Tokens.Decode(user.ID, tok)
 		if err != nil {
-			return httpx.InvalidArgument("pageToken is not valid; use the nextPageToken of a previous page")
+			return httpx.InvalidField(errs.InvalidPageToken, "pageToken", "pageToken is not valid; use the nextPageToken of a previous page")
 		}
 		after = &c
 	}
@@ -297,7 +297,7 @@ func (h *handler) clear(w http.ResponseWriter, r *http.Request) error {
 	var before time.Time
 	if b := r.URL.Query().Get("before"); b != "" {
 		if before, err = time.Parse(time.RFC3339Nano, b); err != nil {
-			return httpx.InvalidArgument("before must be an RFC 3339 time such as 2026-01-02T15:04:05Z")
+			return httpx.InvalidField(errs.InvalidValue, "before", "before must be an RFC 3339 time such as 2026-01-02T15:04:05Z")
 		}
 		if before.UnixMilli() <= 0 {
 			// Nothing was watched before 1970: nothing to clear.
@@ -363,10 +363,10 @@ func (h *handler) putSettings(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if req.Paused == nil || req.AutoDeleteMonths == nil {
-		return httpx.InvalidArgument("send both paused (true or false) and autoDeleteMonths (0, 3, 18 or 36)")
+		return httpx.InvalidArgument(errs.MissingField, "send both paused (true or false) and autoDeleteMonths (0, 3, 18 or 36)")
 	}
 	if !history.ValidAutoDeleteMonths(*req.AutoDeleteMonths) {
-		return httpx.InvalidArgument("autoDeleteMonths must be 0, 3, 18 or 36")
+		return httpx.InvalidField(errs.InvalidValue, "autoDeleteMonths", "autoDeleteMonths must be 0, 3, 18 or 36")
 	}
 	if err := h.admit(r.Context(), h.SettingsLimiter, "history-settings", "settings changes", user.ID); err != nil {
 		return err

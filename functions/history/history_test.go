@@ -25,6 +25,7 @@ import (
 	"github.com/videngage/engagement/internal/pushtest"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/history"
 )
 
@@ -180,7 +181,7 @@ func TestPageTokens(t *testing.T) {
 		"another secret's token": {"carol", history.NewPageTokens("another secret").Encode("carol", history.Cursor{At: base, VideoID: "carol-1"})},
 	} {
 		r := e.do("GET", "/v1/history?pageToken="+url.QueryEscape(c.token), e.token(c.uid), nil)
-		apitest.CheckError(t, name, r, http.StatusBadRequest, "INVALID_ARGUMENT")
+		apitest.CheckError(t, name, r, http.StatusBadRequest, "INVALID_ARGUMENT", errs.InvalidPageToken)
 	}
 	// The genuine token still works for its user and continues the list.
 	var second listJSON
@@ -202,42 +203,45 @@ func TestBadInput(t *testing.T) {
 		body         any
 		code         int
 		status       string
+		reason       errs.Reason
 	}{
-		{"malformed JSON", "POST", "/v1/history", `{"videoId":`, 400, "INVALID_ARGUMENT"},
-		{"not an object", "POST", "/v1/history", `["v1"]`, 400, "INVALID_ARGUMENT"},
-		{"two objects", "POST", "/v1/history", `{"videoId":"v1"}{"videoId":"v2"}`, 400, "INVALID_ARGUMENT"},
-		{"empty body", "POST", "/v1/history", ``, 400, "INVALID_ARGUMENT"},
-		{"unknown field", "POST", "/v1/history", `{"videoId":"v1","userId":"mallory"}`, 400, "INVALID_ARGUMENT"},
-		{"no videoId", "POST", "/v1/history", `{"positionSeconds":1}`, 400, "INVALID_ARGUMENT"},
-		{"videoId with slash", "POST", "/v1/history", `{"videoId":"a/b"}`, 400, "INVALID_ARGUMENT"},
-		{"videoId too long", "POST", "/v1/history", `{"videoId":"` + strings.Repeat("v", 65) + `"}`, 400, "INVALID_ARGUMENT"},
-		{"videoId not a string", "POST", "/v1/history", `{"videoId":7}`, 400, "INVALID_ARGUMENT"},
-		{"watchedAt 5 min 1 s ahead", "POST", "/v1/history", map[string]any{"videoId": "v1", "watchedAt": ts(fixed.Add(5*time.Minute + time.Second))}, 400, "INVALID_ARGUMENT"},
-		{"watchedAt a year ahead", "POST", "/v1/history", map[string]any{"videoId": "v1", "watchedAt": ts(fixed.AddDate(1, 0, 0))}, 400, "INVALID_ARGUMENT"},
-		{"watchedAt not RFC 3339", "POST", "/v1/history", `{"videoId":"v1","watchedAt":"yesterday"}`, 400, "INVALID_ARGUMENT"},
-		{"watchedAt before 1970", "POST", "/v1/history", `{"videoId":"v1","watchedAt":"1969-12-31T23:59:59Z"}`, 400, "INVALID_ARGUMENT"},
-		{"negative position", "POST", "/v1/history", `{"videoId":"v1","positionSeconds":-1}`, 400, "INVALID_ARGUMENT"},
-		{"position too large", "POST", "/v1/history", `{"videoId":"v1","positionSeconds":1e300}`, 400, "INVALID_ARGUMENT"},
-		{"body over 64 KiB", "POST", "/v1/history", big, 413, "INVALID_ARGUMENT"},
-		{"pageSize 0", "GET", "/v1/history?pageSize=0", nil, 400, "INVALID_ARGUMENT"},
-		{"pageSize 101", "GET", "/v1/history?pageSize=101", nil, 400, "INVALID_ARGUMENT"},
-		{"pageSize -1", "GET", "/v1/history?pageSize=-1", nil, 400, "INVALID_ARGUMENT"},
-		{"pageSize abc", "GET", "/v1/history?pageSize=abc", nil, 400, "INVALID_ARGUMENT"},
-		{"pageSize 1.5", "GET", "/v1/history?pageSize=1.5", nil, 400, "INVALID_ARGUMENT"},
-		{"pageSize 10x", "GET", "/v1/history?pageSize=10x", nil, 400, "INVALID_ARGUMENT"},
-		{"bad videoId in path", "DELETE", "/v1/history/bad!id", nil, 400, "INVALID_ARGUMENT"},
-		{"bad before", "DELETE", "/v1/history?before=yesterday", nil, 400, "INVALID_ARGUMENT"},
-		{"autoDeleteMonths 5", "PUT", "/v1/history/settings", `{"paused":false,"autoDeleteMonths":5}`, 400, "INVALID_ARGUMENT"},
-		{"autoDeleteMonths -3", "PUT", "/v1/history/settings", `{"paused":false,"autoDeleteMonths":-3}`, 400, "INVALID_ARGUMENT"},
-		{"autoDeleteMonths 3.5", "PUT", "/v1/history/settings", `{"paused":false,"autoDeleteMonths":3.5}`, 400, "INVALID_ARGUMENT"},
-		{"settings without paused", "PUT", "/v1/history/settings", `{"autoDeleteMonths":3}`, 400, "INVALID_ARGUMENT"},
-		{"settings without months", "PUT", "/v1/history/settings", `{"paused":true}`, 400, "INVALID_ARGUMENT"},
-		{"paused not a bool", "PUT", "/v1/history/settings", `{"paused":"yes","autoDeleteMonths":3}`, 400, "INVALID_ARGUMENT"},
-		{"settings unknown field", "PUT", "/v1/history/settings", `{"paused":true,"autoDeleteMonths":3,"x":1}`, 400, "INVALID_ARGUMENT"},
-		{"settings over 64 KiB", "PUT", "/v1/history/settings", `{"paused":true,"autoDeleteMonths":3,"x":"` + strings.Repeat("a", 70_000) + `"}`, 413, "INVALID_ARGUMENT"},
+		{"malformed JSON", "POST", "/v1/history", `{"videoId":`, 400, "INVALID_ARGUMENT", errs.InvalidJSON},
+		{"not an object", "POST", "/v1/history", `["v1"]`, 400, "INVALID_ARGUMENT", errs.InvalidJSON},
+		{"two objects", "POST", "/v1/history", `{"videoId":"v1"}{"videoId":"v2"}`, 400, "INVALID_ARGUMENT", errs.InvalidJSON},
+		{"empty body", "POST", "/v1/history", ``, 400, "INVALID_ARGUMENT", errs.InvalidJSON},
+		{"unknown field", "POST", "/v1/history", `{"videoId":"v1","userId":"mallory"}`, 400, "INVALID_ARGUMENT", errs.UnknownField},
+		{"no videoId", "POST", "/v1/history", `{"positionSeconds":1}`, 400, "INVALID_ARGUMENT", errs.InvalidID},
+		{"videoId with slash", "POST", "/v1/history", `{"videoId":"a/b"}`, 400, "INVALID_ARGUMENT", errs.InvalidID},
+		{"videoId too long", "POST", "/v1/history", `{"videoId":"` + strings.Repeat("v", 65) + `"}`, 400, "INVALID_ARGUMENT", errs.InvalidID},
+		{"videoId not a string", "POST", "/v1/history", `{"videoId":7}`, 400, "INVALID_ARGUMENT", errs.WrongFieldType},
+		{"watchedAt 5 min 1 s ahead", "POST", "/v1/history", map[string]any{"videoId": "v1", "watchedAt": ts(fixed.Add(5*time.Minute + time.Second))}, 400, "INVALID_ARGUMENT", errs.InvalidValue},
+		{"watchedAt a year ahead", "POST", "/v1/history", map[string]any{"videoId": "v1", "watchedAt": ts(fixed.AddDate(1, 0, 0))}, 400, "INVALID_ARGUMENT", errs.InvalidValue},
+		{"watchedAt not RFC 3339", "POST", "/v1/history", `{"videoId":"v1","watchedAt":"yesterday"}`, 400, "INVALID_ARGUMENT", errs.InvalidValue},
+		{"watchedAt before 1970", "POST", "/v1/history", `{"videoId":"v1","watchedAt":"1969-12-31T23:59:59Z"}`, 400, "INVALID_ARGUMENT", errs.InvalidValue},
+		{"negative position", "POST", "/v1/history", `{"videoId":"v1","positionSeconds":-1}`, 400, "INVALID_ARGUMENT", errs.InvalidValue},
+		{"position too large", "POST", "/v1/history", `{"videoId":"v1","positionSeconds":1e300}`, 400, "INVALID_ARGUMENT", errs.InvalidValue},
+		{"body over 64 KiB", "POST", "/v1/history", big, 413, "INVALID_ARGUMENT", errs.BodyTooLarge},
+		{"pageSize 0", "GET", "/v1/history?pageSize=0", nil, 400, "INVALID_ARGUMENT", errs.InvalidValue},
+		{"pageSize 101", "GET", "/v1/history?pageSize=101", nil, 400, "INVALID_ARGUMENT", errs.InvalidValue},
+		{"pageSize -1", "GET", "/v1/history?pageSize=-1", nil, 400, "INVALID_ARGUMENT", errs.InvalidValue},
+		{"pageSize abc", "GET", "/v1/history?pageSize=abc", nil, 400, "INVALID_ARGUMENT", errs.InvalidValue},
+		{"pageSize 1.5", "GET", "/v1/history?pageSize=1.5", nil, 400, "INVALID_ARGUMENT", errs.InvalidValue},
+		{"pageSize 10x", "GET", "/v1/history?pageSize=10x", nil, 400, "INVALID_ARGUMENT", errs.InvalidValue},
+		{"bad videoId in path", "DELETE", "/v1/history/bad!id", nil, 400, "INVALID_ARGUMENT", errs.InvalidID},
+		{"bad before", "DELETE", "/v1/history?before=yesterday", nil, 400, "INVALID_ARGUMENT", errs.InvalidValue},
+		{"pageSize twice", "GET", "/v1/history?pageSize=2&pageSize=3", nil, 400, "INVALID_ARGUMENT", errs.RepeatedParameter},
+		{"before twice", "DELETE", "/v1/history?before=2026-01-01T00:00:00Z&before=2026-01-02T00:00:00Z", nil, 400, "INVALID_ARGUMENT", errs.RepeatedParameter},
+		{"autoDeleteMonths 5", "PUT", "/v1/history/settings", `{"paused":false,"autoDeleteMonths":5}`, 400, "INVALID_ARGUMENT", errs.InvalidValue},
+		{"autoDeleteMonths -3", "PUT", "/v1/history/settings", `{"paused":false,"autoDeleteMonths":-3}`, 400, "INVALID_ARGUMENT", errs.InvalidValue},
+		{"autoDeleteMonths 3.5", "PUT", "/v1/history/settings", `{"paused":false,"autoDeleteMonths":3.5}`, 400, "INVALID_ARGUMENT", errs.WrongFieldType},
+		{"settings without paused", "PUT", "/v1/history/settings", `{"autoDeleteMonths":3}`, 400, "INVALID_ARGUMENT", errs.MissingField},
+		{"settings without months", "PUT", "/v1/history/settings", `{"paused":true}`, 400, "INVALID_ARGUMENT", errs.MissingField},
+		{"paused not a bool", "PUT", "/v1/history/settings", `{"paused":"yes","autoDeleteMonths":3}`, 400, "INVALID_ARGUMENT", errs.WrongFieldType},
+		{"settings unknown field", "PUT", "/v1/history/settings", `{"paused":true,"autoDeleteMonths":3,"x":1}`, 400, "INVALID_ARGUMENT", errs.UnknownField},
+		{"settings over 64 KiB", "PUT", "/v1/history/settings", `{"paused":true,"autoDeleteMonths":3,"x":"` + strings.Repeat("a", 70_000) + `"}`, 413, "INVALID_ARGUMENT", errs.BodyTooLarge},
 	}
 	for _, tc := range tests {
-		apitest.CheckError(t, tc.name, e.do(tc.method, tc.path, tok, tc.body), tc.code, tc.status)
+		apitest.CheckError(t, tc.name, e.do(tc.method, tc.path, tok, tc.body), tc.code, tc.status, tc.reason)
 	}
 	if n := len(e.bus.watches()); n != 0 {
 		t.Errorf("bad requests published %d watches", n)
@@ -268,15 +272,18 @@ func TestUnauthenticated(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	now := time.Now()
-	tokens := map[string]string{
-		"no token":       "",
-		"expired":        e.token("erin", localauth.IssuedAt(now.Add(-3*time.Hour)), localauth.ExpiresAt(now.Add(-2*time.Hour))),
-		"wrong audience": e.token("erin", localauth.Audience("another-project")),
-		"wrong issuer":   e.token("erin", localauth.Iss("https://securetoken.google.com/another-project")),
-		"wrong key":      e.token("erin", localauth.SignWith(e.other)),
-		"alg none":       e.token("erin", localauth.AlgNone()),
-		"malformed":      "not.a.token",
-		"empty sub":      e.token(""),
+	tokens := map[string]struct {
+		token  string
+		reason errs.Reason
+	}{
+		"no token":       {"", errs.TokenMissing},
+		"expired":        {e.token("erin", localauth.IssuedAt(now.Add(-3*time.Hour)), localauth.ExpiresAt(now.Add(-2*time.Hour))), errs.TokenExpired},
+		"wrong audience": {e.token("erin", localauth.Audience("another-project")), errs.TokenInvalid},
+		"wrong issuer":   {e.token("erin", localauth.Iss("https://securetoken.google.com/another-project")), errs.TokenInvalid},
+		"wrong key":      {e.token("erin", localauth.SignWith(e.other)), errs.TokenInvalid},
+		"alg none":       {e.token("erin", localauth.AlgNone()), errs.TokenInvalid},
+		"malformed":      {"not.a.token", errs.TokenInvalid},
+		"empty sub":      {e.token(""), errs.TokenInvalid},
 	}
 	routes := []struct{ method, path, body string }{
 		{"POST", "/v1/history", `{"videoId":"v1"}`},
@@ -292,16 +299,16 @@ func TestUnauthenticated(t *testing.T) {
 			if rt.body != "" {
 				body = rt.body
 			}
-			r := e.do(rt.method, rt.path, tok, body)
+			r := e.do(rt.method, rt.path, tok.token, body)
 			what := fmt.Sprintf("%s %s with %s", rt.method, rt.path, name)
-			apitest.CheckError(t, what, r, http.StatusUnauthorized, "UNAUTHENTICATED")
+			apitest.CheckError(t, what, r, http.StatusUnauthorized, "UNAUTHENTICATED", tok.reason)
 			if r.Header.Get("WWW-Authenticate") != "Bearer" {
 				t.Errorf("%s: WWW-Authenticate %q", what, r.Header.Get("WWW-Authenticate"))
 			}
 		}
 	}
 	// Bad input with a bad token is still a 401: identity is checked first.
-	apitest.CheckError(t, "bad body, no token", e.do("POST", "/v1/history", "", `{"videoId":`), http.StatusUnauthorized, "UNAUTHENTICATED")
+	apitest.CheckError(t, "bad body, no token", e.do("POST", "/v1/history", "", `{"videoId":`), http.StatusUnauthorized, "UNAUTHENTICATED", errs.TokenMissing)
 	if n := len(e.bus.watches()); n != 0 {
 		t.Errorf("unauthenticated requests published %d watches", n)
 	}
@@ -329,7 +336,7 @@ func TestWrongMethod(t *testing.T) {
 	} {
 		r := e.do(tc.method, tc.path, tok, nil)
 		what := tc.method + " " + tc.path
-		apitest.CheckError(t, what, r, http.StatusMethodNotAllowed, "INVALID_ARGUMENT")
+		apitest.CheckError(t, what, r, http.StatusMethodNotAllowed, "INVALID_ARGUMENT", errs.MethodNotAllowed)
 		var allow []string
 		for _, m := range strings.Split(r.Header.Get("Allow"), ",") {
 			if m = strings.TrimSpace(m); m != "" && m != "HEAD" {
@@ -341,7 +348,7 @@ func TestWrongMethod(t *testing.T) {
 			t.Errorf("%s: Allow %q (-want +got):\n%s", what, r.Header.Get("Allow"), diff)
 		}
 	}
-	apitest.CheckError(t, "unknown path", e.do("GET", "/v1/histories", tok, nil), http.StatusNotFound, "NOT_FOUND")
+	apitest.CheckError(t, "unknown path", e.do("GET", "/v1/histories", tok, nil), http.StatusNotFound, "NOT_FOUND", errs.UnknownPath)
 }
 
 func TestPaused(t *testing.T) {
@@ -500,7 +507,7 @@ func TestPublisherDown(t *testing.T) {
 			}
 			tok := e.token("kate")
 			r := e.do("POST", "/v1/history", tok, map[string]any{"videoId": "v1"})
-			apitest.CheckError(t, "POST with Pub/Sub down", r, http.StatusServiceUnavailable, "UNAVAILABLE")
+			apitest.CheckError(t, "POST with Pub/Sub down", r, http.StatusServiceUnavailable, "UNAVAILABLE", errs.BackendUnavailable)
 			if s, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || s < 1 {
 				t.Errorf("Retry-After %q, want a number of seconds", r.Header.Get("Retry-After"))
 			}
@@ -522,7 +529,7 @@ func TestRateLimited(t *testing.T) {
 		e.do("POST", "/v1/history", tok, map[string]any{"videoId": fmt.Sprintf("v%d", i)}).Want(t, http.StatusAccepted, "POST within the limit")
 	}
 	r := e.do("POST", "/v1/history", tok, map[string]any{"videoId": "v9"})
-	apitest.CheckError(t, "POST over the limit", r, http.StatusTooManyRequests, "RESOURCE_EXHAUSTED")
+	apitest.CheckError(t, "POST over the limit", r, http.StatusTooManyRequests, "RESOURCE_EXHAUSTED", errs.RateLimited)
 	if s, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || s < 1 || s > 60 {
 		t.Errorf("Retry-After %q, want 1 to 60 seconds", r.Header.Get("Retry-After"))
 	}
@@ -544,7 +551,7 @@ func TestDeletesAndSettingsRateLimited(t *testing.T) {
 	e.do("DELETE", "/v1/history", tok, nil).Want(t, http.StatusNoContent, "second deletion")
 	for _, path := range []string{"/v1/history/v2", "/v1/history"} {
 		r := e.do("DELETE", path, tok, nil)
-		apitest.CheckError(t, "DELETE "+path+" over the limit", r, http.StatusTooManyRequests, "RESOURCE_EXHAUSTED")
+		apitest.CheckError(t, "DELETE "+path+" over the limit", r, http.StatusTooManyRequests, "RESOURCE_EXHAUSTED", errs.RateLimited)
 		if s, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || s < 1 || s > 60 {
 			t.Errorf("Retry-After %q, want 1 to 60 seconds", r.Header.Get("Retry-After"))
 		}
@@ -553,7 +560,7 @@ func TestDeletesAndSettingsRateLimited(t *testing.T) {
 	for range 2 {
 		e.do("PUT", "/v1/history/settings", tok, settings).Want(t, http.StatusOK, "settings within the limit")
 	}
-	apitest.CheckError(t, "PUT settings over the limit", e.do("PUT", "/v1/history/settings", tok, settings), http.StatusTooManyRequests, "RESOURCE_EXHAUSTED")
+	apitest.CheckError(t, "PUT settings over the limit", e.do("PUT", "/v1/history/settings", tok, settings), http.StatusTooManyRequests, "RESOURCE_EXHAUSTED", errs.RateLimited)
 	// Watches, reads and other users are not held back.
 	e.do("POST", "/v1/history", tok, map[string]any{"videoId": "v3"}).Want(t, http.StatusAccepted, "a watch")
 	e.do("GET", "/v1/history/settings", tok, nil).Want(t, http.StatusOK, "GET settings while limited")

@@ -45,7 +45,7 @@ func Push(name string, m *telemetry.Metrics, apply func(context.Context, bus.Mes
 		switch {
 		case errors.As(err, &tooLarge):
 			refuse(w, r, name, m, bus.Message{}, fmt.Errorf("%w: a push body of more than %d bytes", bus.ErrPoison, maxPushBytes),
-				httpx.TooLarge("a push body of more than %d bytes", maxPushBytes))
+				httpx.TooLarge(maxPushBytes))
 			return
 		case err != nil:
 			httpx.WriteError(w, r, errs.Unavailable(name+": reading the push", err))
@@ -53,7 +53,7 @@ func Push(name string, m *telemetry.Metrics, apply func(context.Context, bus.Mes
 		}
 		msg, _, err := bus.DecodePush(body)
 		if err != nil {
-			refuse(w, r, name, m, msg, err, httpx.InvalidArgument("%s", err.Error()))
+			refuse(w, r, name, m, msg, err, httpx.InvalidArgument(errs.InvalidMessage, "%s", err.Error()))
 			return
 		}
 		ctx, end := telemetry.StartConsumerSpan(r.Context(), name, msg.ID, msg.Attributes)
@@ -64,7 +64,7 @@ func Push(name string, m *telemetry.Metrics, apply func(context.Context, bus.Mes
 		case err == nil:
 			w.WriteHeader(http.StatusNoContent)
 		case errors.Is(err, bus.ErrPoison):
-			refuse(w, r, name, m, msg, err, httpx.InvalidArgument("message %s can never be applied: %s", msg.ID, err.Error()))
+			refuse(w, r, name, m, msg, err, httpx.InvalidArgument(errs.InvalidMessage, "message %s can never be applied: %s", msg.ID, err.Error()))
 		default:
 			// Logged by WriteError with its detail; the answer says only
 			// that a redelivery is wanted.

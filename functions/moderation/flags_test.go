@@ -25,7 +25,7 @@ type verifier struct{}
 func (verifier) FromRequest(r *http.Request) (auth.User, error) {
 	tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if tok == "" {
-		return auth.User{}, httpx.Unauthenticated("a token is required")
+		return auth.User{}, httpx.Unauthenticated(errs.TokenMissing, "a token is required")
 	}
 	id, mod := strings.CutPrefix(tok, "mod:")
 	return auth.User{ID: id, Moderator: mod}, nil
@@ -170,18 +170,21 @@ func TestListFlaggedPagesAndMatchesTheDocument(t *testing.T) {
 
 	// A token of another listing, an altered one, bad page sizes: 400.
 	other := pagetoken.NewSigner("secret").Encode("comment-page\x00video\x00v1", moderation.Cursor{At: at, UserID: "x"}.String())
-	for _, q := range []string{"pageToken=" + url.QueryEscape(other), "pageToken=abc.def", "pageSize=0", "pageSize=101", "pageSize=x"} {
-		if code, _, body := get("mod:m", "/v1/moderation/flagged-users?"+q); code != 400 || !strings.Contains(string(body), "INVALID_ARGUMENT") {
-			t.Errorf("%s: %d %s", q, code, body)
-		}
+	for q, reason := range map[string]errs.Reason{
+		"pageToken=" + url.QueryEscape(other): errs.InvalidPageToken,
+		"pageToken=abc.def":                   errs.InvalidPageToken,
+		"pageSize=0":                          errs.InvalidValue,
+		"pageSize=101":                        errs.InvalidValue,
+		"pageSize=x":                          errs.InvalidValue,
+	} {
+		code, hdr, body := get("mod:m", "/v1/moderation/flagged-users?"+q)
+		apitest.CheckError(t, q, apitest.Answer{Code: code, Header: hdr, Body: body}, 400, "INVALID_ARGUMENT", reason)
 	}
 	// Moderators only.
-	if code, _, _ := get("alice", "/v1/moderation/flagged-users"); code != 403 {
-		t.Errorf("a user: %d, want 403", code)
-	}
-	if code, _, _ := get("", "/v1/moderation/flagged-users"); code != 401 {
-		t.Errorf("no token: %d, want 401", code)
-	}
+	code, hdr, body := get("alice", "/v1/moderation/flagged-users")
+	apitest.CheckError(t, "a user", apitest.Answer{Code: code, Header: hdr, Body: body}, 403, "PERMISSION_DENIED", errs.NotModerator)
+	code, hdr, body = get("", "/v1/moderation/flagged-users")
+	apitest.CheckError(t, "no token", apitest.Answer{Code: code, Header: hdr, Body: body}, 401, "UNAUTHENTICATED", errs.TokenMissing)
 }
 
 // TestModerationActionsPageAndMatchTheDocument: the trail lists a page at a
@@ -239,9 +242,8 @@ func TestModerationActionsPageAndMatchTheDocument(t *testing.T) {
 			break
 		}
 		// The token opens this listing with these filters only.
-		if code, _, _ := do("GET", "mod:m", "/v1/moderation/actions?userId=u1&pageToken="+url.QueryEscape(page.NextPageToken), ""); code != 400 {
-			t.Errorf("a token of userId=u2 with userId=u1: %d, want 400", code)
-		}
+		code, hdr, body = do("GET", "mod:m", "/v1/moderation/actions?userId=u1&pageToken="+url.QueryEscape(page.NextPageToken), "")
+		apitest.CheckError(t, "a token of userId=u2 with userId=u1", apitest.Answer{Code: code, Header: hdr, Body: body}, 400, "INVALID_ARGUMENT", errs.InvalidPageToken)
 		path = "/v1/moderation/actions?pageSize=2&userId=u2&pageToken=" + url.QueryEscape(page.NextPageToken)
 	}
 	if want := "[e5:operator e4:moderator e3:moderator e2:automatic e1:operator]"; fmt.Sprint(got) != want {
@@ -253,17 +255,19 @@ func TestModerationActionsPageAndMatchTheDocument(t *testing.T) {
 	if code, _, _ := do("GET", "mod:m", "/v1/moderation/actions?videoId=v1", ""); code != 200 || g.filters[len(g.filters)-1] != (moderation.Filter{VideoID: "v1"}) {
 		t.Errorf("videoId: %d %+v", code, g.filters[len(g.filters)-1])
 	}
-	for _, q := range []string{"videoId=a.b", "userId=", "pageSize=0", "pageToken=abc.def"} {
-		if code, _, body := do("GET", "mod:m", "/v1/moderation/actions?"+q, ""); code != 400 || !strings.Contains(string(body), "INVALID_ARGUMENT") {
-			t.Errorf("%s: %d %s", q, code, body)
-		}
+	for q, reason := range map[string]errs.Reason{
+		"videoId=a.b":       errs.InvalidID,
+		"userId=":           errs.InvalidValue,
+		"pageSize=0":        errs.InvalidValue,
+		"pageToken=abc.def": errs.InvalidPageToken,
+	} {
+		code, hdr, body := do("GET", "mod:m", "/v1/moderation/actions?"+q, "")
+		apitest.CheckError(t, q, apitest.Answer{Code: code, Header: hdr, Body: body}, 400, "INVALID_ARGUMENT", reason)
 	}
-	if code, _, _ := do("GET", "alice", "/v1/moderation/actions", ""); code != 403 {
-		t.Errorf("a user: %d, want 403", code)
-	}
-	if code, _, _ := do("GET", "", "/v1/moderation/actions", ""); code != 401 {
-		t.Errorf("no token: %d, want 401", code)
-	}
+	code, hdr, body := do("GET", "alice", "/v1/moderation/actions", "")
+	apitest.CheckError(t, "a user", apitest.Answer{Code: code, Header: hdr, Body: body}, 403, "PERMISSION_DENIED", errs.NotModerator)
+	code, hdr, body = do("GET", "", "/v1/moderation/actions", "")
+	apitest.CheckError(t, "no token", apitest.Answer{Code: code, Header: hdr, Body: body}, 401, "UNAUTHENTICATED", errs.TokenMissing)
 
 	// The gate's refusals, on every moderation call of this function.
 	calls := []struct{ method, path, body string }{
@@ -272,11 +276,11 @@ func TestModerationActionsPageAndMatchTheDocument(t *testing.T) {
 		{"POST", "/v1/moderation/flagged-users", `{"userIds":["u9"],"flagged":false}`},
 	}
 	for _, c := range calls {
-		if code, _, body := do(c.method, "mod:gone", c.path, c.body); code != 403 || !strings.Contains(string(body), "revoked") {
-			t.Errorf("%s %s by a revoked moderator: %d %s", c.method, c.path, code, body)
-		}
-		code, hdr, _ := do(c.method, "mod:busy", c.path, c.body)
-		if code != 429 || hdr.Get("Retry-After") != "2" {
+		code, hdr, body := do(c.method, "mod:gone", c.path, c.body)
+		apitest.CheckError(t, c.method+" "+c.path+" by a revoked moderator", apitest.Answer{Code: code, Header: hdr, Body: body}, 403, "PERMISSION_DENIED", errs.ModeratorRevoked)
+		code, hdr, body = do(c.method, "mod:busy", c.path, c.body)
+		apitest.CheckError(t, c.method+" "+c.path+" over the limit", apitest.Answer{Code: code, Header: hdr, Body: body}, 429, "RESOURCE_EXHAUSTED", errs.RateLimited)
+		if hdr.Get("Retry-After") != "2" {
 			t.Errorf("%s %s over the limit: %d, Retry-After %q", c.method, c.path, code, hdr.Get("Retry-After"))
 		}
 	}
@@ -294,9 +298,8 @@ func TestModerationActionsPageAndMatchTheDocument(t *testing.T) {
 	if code, _, body := do("POST", "mod:m", "/v1/moderation/flagged-users", `{"userIds":["u3"],"flagged":true,"reason":"ring"}`); code != 200 {
 		t.Fatalf("flag: %d %s", code, body)
 	}
-	if code, _, _ := do("POST", "mod:m", "/v1/moderation/flagged-users", `{"userIds":["u3"],"flagged":true,"reason":"`+strings.Repeat("x", 501)+`"}`); code != 400 {
-		t.Errorf("a reason of 501 characters: %d, want 400", code)
-	}
+	code, hdr, body = do("POST", "mod:m", "/v1/moderation/flagged-users", `{"userIds":["u3"],"flagged":true,"reason":"`+strings.Repeat("x", 501)+`"}`)
+	apitest.CheckError(t, "a reason of 501 characters", apitest.Answer{Code: code, Header: hdr, Body: body}, 400, "INVALID_ARGUMENT", errs.InvalidValue)
 	if len(store.decisions) != 1 || store.decisions[0].Moderator != "m" || store.decisions[0].Reason != "ring" || !store.decisions[0].Flagged {
 		t.Errorf("decisions %+v", store.decisions)
 	}

@@ -118,7 +118,7 @@ func (h *handler) refusal(r *http.Request, err error) error {
 	var limited *errs.RateLimitedError
 	switch {
 	case errors.Is(err, moderation.ErrRevoked):
-		return httpx.PermissionDenied("your moderator role was revoked")
+		return httpx.PermissionDenied(errs.ModeratorRevoked, "your moderator role was revoked")
 	case errors.As(err, &limited):
 		h.Metrics.RateLimited(r.Context(), "moderation")
 		return httpx.AsError(err)
@@ -154,7 +154,7 @@ func openAction[B any](h *handler, w http.ResponseWriter, r *http.Request, what 
 		return auth.User{}, body, err
 	}
 	if !user.Moderator {
-		return auth.User{}, body, httpx.PermissionDenied("only moderators may %s", what)
+		return auth.User{}, body, httpx.PermissionDenied(errs.NotModerator, "only moderators may %s", what)
 	}
 	if err := httpx.DecodeJSON(w, r, &body); err != nil {
 		return auth.User{}, body, err
@@ -168,18 +168,18 @@ func (h *handler) flag(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if body.Flagged == nil {
-		return httpx.InvalidArgument("flagged is required: true or false")
+		return httpx.InvalidField(errs.MissingField, "flagged", "flagged is required: true or false")
 	}
 	if len(body.UserIDs) < 1 || len(body.UserIDs) > MaxFlagged {
-		return httpx.InvalidArgument("userIds must hold 1 to %d user ids", MaxFlagged)
+		return httpx.InvalidField(errs.InvalidValue, "userIds", "userIds must hold 1 to %d user ids", MaxFlagged)
 	}
 	for _, u := range body.UserIDs {
 		if u == "" || !utf8.ValidString(u) || utf8.RuneCountInString(u) > maxUIDLen {
-			return httpx.InvalidArgument("every user id must be 1 to %d characters of valid UTF-8", maxUIDLen)
+			return httpx.InvalidField(errs.InvalidValue, "userIds", "every user id must be 1 to %d characters of valid UTF-8", maxUIDLen)
 		}
 	}
 	if err := moderation.ValidReason(body.Reason); err != nil {
-		return httpx.InvalidArgument("%s", err.Error())
+		return httpx.InvalidField(errs.InvalidValue, "reason", "%s", err.Error())
 	}
 	n, err := h.Store.SetFlagged(r.Context(), moderation.Decision{Moderator: user.ID, UserIDs: body.UserIDs, Flagged: *body.Flagged, Reason: body.Reason})
 	if e := h.refusal(r, err); e != nil {
@@ -224,7 +224,7 @@ func openListing[C any](h *handler, r *http.Request, what string, scope func(url
 		return 0, nil, err
 	}
 	if !user.Moderator {
-		return 0, nil, httpx.PermissionDenied("only moderators may list %s", what)
+		return 0, nil, httpx.PermissionDenied(errs.NotModerator, "only moderators may list %s", what)
 	}
 	q := r.URL.Query()
 	sc, err := scope(q)
@@ -238,7 +238,7 @@ func openListing[C any](h *handler, r *http.Request, what string, scope func(url
 		payload, err := h.Tokens.Decode(sc, tok)
 		c, cerr := parse(payload)
 		if err != nil || cerr != nil {
-			return 0, nil, httpx.InvalidArgument("%s", badToken)
+			return 0, nil, httpx.InvalidField(errs.InvalidPageToken, "pageToken", "%s", badToken)
 		}
 		after = &c
 	}
@@ -283,7 +283,7 @@ func (h *handler) listActions(w http.ResponseWriter, r *http.Request) error {
 	filter := func(q url.Values) (string, error) {
 		f = moderation.Filter{UserID: q.Get("userId"), VideoID: q.Get("videoId")}
 		if q.Has("userId") && (f.UserID == "" || !utf8.ValidString(f.UserID) || utf8.RuneCountInString(f.UserID) > maxUIDLen) {
-			return "", httpx.InvalidArgument("userId must be 1 to %d characters of valid UTF-8", maxUIDLen)
+			return "", httpx.InvalidField(errs.InvalidValue, "userId", "userId must be 1 to %d characters of valid UTF-8", maxUIDLen)
 		}
 		if q.Has("videoId") {
 			if err := httpx.ValidateID("videoId", f.VideoID); err != nil {
@@ -324,15 +324,15 @@ func (h *handler) spam(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if len(body.CommentIDs) < 1 || len(body.CommentIDs) > comment.MaxRemoveBatch {
-		return httpx.InvalidArgument("commentIds must hold 1 to %d comment ids; sweep more in several calls", comment.MaxRemoveBatch)
+		return httpx.InvalidField(errs.InvalidValue, "commentIds", "commentIds must hold 1 to %d comment ids; sweep more in several calls", comment.MaxRemoveBatch)
 	}
 	for _, id := range body.CommentIDs {
-		if err := httpx.ValidateID("every id in commentIds", id); err != nil {
+		if err := httpx.ValidateIDIn("commentIds", id); err != nil {
 			return err
 		}
 	}
 	if err := moderation.ValidReason(body.Reason); err != nil {
-		return httpx.InvalidArgument("%s", err.Error())
+		return httpx.InvalidField(errs.InvalidValue, "reason", "%s", err.Error())
 	}
 	res, err := h.Spam.MarkSpam(r.Context(), commentstore.Actor{UserID: user.ID, Moderator: true}, body.CommentIDs, body.Reason)
 	if e := h.refusal(r, err); e != nil {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -147,15 +148,19 @@ func (e *env) put(user, id, reaction string, hdr ...string) answer {
 type answer struct{ apitest.Answer }
 
 // want fails t unless a has the status code, the ETag etag (when not "")
-// and, when status is not "", the spec's error body with that status.
-func (a answer) want(t *testing.T, code int, etag, status string) answer {
+// and, when status is not "", the spec's error body with that status and
+// reason.
+func (a answer) want(t *testing.T, code int, etag, status string, reason ...errs.Reason) answer {
 	t.Helper()
 	a.Want(t, code, "PUT")
 	if got := a.Header.Get("ETag"); etag != "" && got != etag {
 		t.Errorf("ETag %q, want %q", got, etag)
 	}
 	if status != "" {
-		apitest.CheckError(t, "PUT", a.Answer, code, status)
+		if len(reason) != 1 {
+			t.Fatalf("an error answer is checked with its reason")
+		}
+		apitest.CheckError(t, "PUT", a.Answer, code, status, reason[0])
 	}
 	return a
 }
@@ -192,13 +197,17 @@ func TestPutAnswers(t *testing.T) {
 		t.Fatalf("a change kept the ETag %s", first)
 	}
 	// Another tab still holds the first version.
-	e.put("alice", "v1", "like", "If-Match", first).want(t, http.StatusPreconditionFailed, second, "FAILED_PRECONDITION")
+	stale := e.put("alice", "v1", "like", "If-Match", first).want(t, http.StatusPreconditionFailed, second, "FAILED_PRECONDITION", errs.StaleVersion)
+	if !strings.Contains(string(stale.Body), `"metadata":{"currentVersion":`+second+`}`) {
+		t.Errorf("412 without the current version in its ErrorInfo: %s", stale.Body)
+	}
 	// The refused change changed nothing: the second version is current.
 	e.put("alice", "v1", "dislike").want(t, 200, second, "")
 	// "none" deletes the row: version 0.
 	e.put("alice", "v1", "none", "If-Match", second).want(t, 200, `"0"`, "")
 	e.put("alice", "v1", "like", "If-Match", "*").want(t, 200, "", "")
-	e.put("alice", "v1", "like", "If-Match", "nope").want(t, 400, "", "INVALID_ARGUMENT")
+	e.put("alice", "v1", "like", "If-Match", "nope").want(t, 400, "", "INVALID_ARGUMENT", errs.InvalidValue)
+	e.put("alice", "v1", "like", "If-Match", first, "If-Match", second).want(t, 400, "", "INVALID_ARGUMENT", errs.RepeatedParameter)
 }
 
 // TestETagNeverRepeats: after like → none → like the new row's ETag is
@@ -283,7 +292,7 @@ func TestPutRateLimited(t *testing.T) {
 	e.put("bob", "v1", "like").want(t, 200, "", "")
 	e.put("bob", "v2", "like").want(t, 200, "", "")
 	sent := e.pub.sent.Load()
-	a := e.put("bob", "v3", "like").want(t, http.StatusTooManyRequests, "", "RESOURCE_EXHAUSTED")
+	a := e.put("bob", "v3", "like").want(t, http.StatusTooManyRequests, "", "RESOURCE_EXHAUSTED", errs.RateLimited)
 	if n := a.retryAfter(t); n > 60 {
 		t.Errorf("Retry-After %d s, past the one-minute window", n)
 	}
@@ -314,7 +323,7 @@ func TestPutUnavailable(t *testing.T) {
 	}
 
 	e.limiter.down.Store(true)
-	e.put("dave", "v2", "dislike").want(t, http.StatusServiceUnavailable, "", "UNAVAILABLE").retryAfter(t)
+	e.put("dave", "v2", "dislike").want(t, http.StatusServiceUnavailable, "", "UNAVAILABLE", errs.BackendUnavailable).retryAfter(t)
 	e.limiter.down.Store(false)
 	e.put("dave", "v2", "dislike").want(t, 200, "", "")
 }

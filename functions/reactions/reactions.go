@@ -148,11 +148,11 @@ func (h *handler) put(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if body.Reaction == nil {
-		return httpx.InvalidArgument(`reaction is required: "like", "dislike" or "none"`)
+		return httpx.InvalidField(errs.MissingField, "reaction", `reaction is required: "like", "dislike" or "none"`)
 	}
 	to, err := reaction.Parse(*body.Reaction)
 	if err != nil {
-		return httpx.InvalidArgument("%s", err.Error())
+		return httpx.InvalidField(errs.InvalidValue, "reaction", "%s", err.Error())
 	}
 	res, err := h.Writer.Set(r.Context(), reactionstore.SetRequest{UserID: user.ID, ContentID: id, To: to, IfMatch: ifMatch})
 	if err == nil {
@@ -163,7 +163,8 @@ func (h *handler) put(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case errors.As(err, &mismatch):
 		w.Header().Set("ETag", etag(mismatch.Current))
-		return httpx.FailedPrecondition("the reaction is at version %d, not the version in If-Match; read it and retry", mismatch.Current)
+		return httpx.FailedPrecondition(errs.StaleVersion, "the reaction is at version %d, not the version in If-Match; read it and retry", mismatch.Current).
+			With("currentVersion", strconv.FormatInt(mismatch.Current, 10))
 	case errors.As(err, &limited):
 		h.Metrics.RateLimited(r.Context(), "reactions")
 		return err
@@ -191,7 +192,7 @@ func parseIfMatch(values []string) (*int64, error) {
 		return nil, nil
 	}
 	if len(values) > 1 {
-		return nil, httpx.InvalidArgument(`If-Match must be one version, such as "3"`)
+		return nil, httpx.InvalidField(errs.RepeatedParameter, "If-Match", `If-Match must be one version, such as "3"`)
 	}
 	v := strings.TrimSpace(values[0])
 	if v == "*" {
@@ -203,7 +204,7 @@ func parseIfMatch(values []string) (*int64, error) {
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 {
-		return nil, httpx.InvalidArgument(`If-Match must be a version from an ETag, such as "3"`)
+		return nil, httpx.InvalidField(errs.InvalidValue, "If-Match", `If-Match must be a version from an ETag, such as "3"`)
 	}
 	return &n, nil
 }

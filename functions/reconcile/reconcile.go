@@ -21,6 +21,7 @@ import (
 	"github.com/videngage/engagement/shared/comment/commentstore"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/reconcilestore"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -98,7 +99,7 @@ type body struct {
 func (h *handler) run(ctx context.Context, b body) (any, error) {
 	scope := reconcilestore.Scope(b.Scope)
 	if scope != reconcilestore.Recent && scope != reconcilestore.All && scope != scopeSlices {
-		return nil, httpx.InvalidArgument(`scope must be "recent", "all" or "slices"`)
+		return nil, httpx.InvalidField(errs.InvalidValue, "scope", `scope must be "recent", "all" or "slices"`)
 	}
 	// Batches stop being taken up a margin before the end, the rest waits
 	// in the slices' cursors.

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/videngage/engagement/internal/apitest"
 	"github.com/videngage/engagement/shared/counter/reconcilestore"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/reaction/reactionstore"
 )
 
@@ -39,13 +41,14 @@ func TestScopes(t *testing.T) {
 		name, body string
 		code       int
 		scope      reconcilestore.Scope
+		reason     errs.Reason
 	}{
-		{"bare POST checks all", ``, 200, reconcilestore.All},
-		{"hourly", `{"scope":"recent"}`, 200, reconcilestore.Recent},
-		{"daily", `{"scope":"all"}`, 200, reconcilestore.All},
-		{"open slices", `{"scope":"slices"}`, 200, "slices"},
-		{"unknown scope", `{"scope":"some"}`, 400, ""},
-		{"unknown field", `{"scope":"all","x":1}`, 400, ""},
+		{"bare POST checks all", ``, 200, reconcilestore.All, ""},
+		{"hourly", `{"scope":"recent"}`, 200, reconcilestore.Recent, ""},
+		{"daily", `{"scope":"all"}`, 200, reconcilestore.All, ""},
+		{"open slices", `{"scope":"slices"}`, 200, "slices", ""},
+		{"unknown scope", `{"scope":"some"}`, 400, "", errs.InvalidValue},
+		{"unknown field", `{"scope":"all","x":1}`, 400, "", errs.UnknownField},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,6 +60,9 @@ func TestScopes(t *testing.T) {
 			}
 			if tt.code == 200 && (len(s.scopes) != 1 || s.scopes[0] != tt.scope) {
 				t.Errorf("reconciled %v, want [%s]", s.scopes, tt.scope)
+			}
+			if got := apitest.ReasonOf(rec.Body.Bytes()); got != tt.reason {
+				t.Errorf("reason %q, want %q: %s", got, tt.reason, rec.Body)
 			}
 			if tt.code != 200 && len(s.scopes) != 0 {
 				t.Errorf("a refused request reconciled %v", s.scopes)

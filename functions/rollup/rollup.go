@@ -40,6 +40,7 @@ import (
 	"github.com/videngage/engagement/shared/counter/foldstore"
 	"github.com/videngage/engagement/shared/counter/leasestore"
 	"github.com/videngage/engagement/shared/counter/outboxstore"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/spannerdb"
@@ -208,7 +209,7 @@ func (h *handler) run(ctx context.Context, b body) (Report, error) {
 		b.Partitions = 1
 	}
 	if _, _, err := counter.PartRange(b.Partition, b.Partitions); err != nil {
-		return Report{}, httpx.InvalidArgument("%s", err.Error())
+		return Report{}, httpx.InvalidField(errs.InvalidValue, "partition", "%s", err.Error())
 	}
 	start := time.Now()
 	end, _ := ctx.Deadline()

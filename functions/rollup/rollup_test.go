@@ -14,8 +14,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/videngage/engagement/internal/apitest"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/foldstore"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/events"
 	"github.com/videngage/engagement/shared/views"
 )
@@ -117,13 +119,13 @@ func TestOnce(t *testing.T) {
 	}
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("POST", "/internal/rollup", strings.NewReader(`{"once":1}`)))
-	if rec.Code != 400 {
-		t.Fatalf("bad body: %d", rec.Code)
+	if rec.Code != 400 || apitest.ReasonOf(rec.Body.Bytes()) != errs.WrongFieldType {
+		t.Fatalf("bad body: %d %s", rec.Code, rec.Body)
 	}
 	rec = httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/internal/rollup", nil))
-	if rec.Code != 405 {
-		t.Fatalf("GET: %d", rec.Code)
+	if rec.Code != 405 || apitest.ReasonOf(rec.Body.Bytes()) != errs.MethodNotAllowed {
+		t.Fatalf("GET: %d %s", rec.Code, rec.Body)
 	}
 }
 
@@ -151,8 +153,8 @@ func TestPartitionLease(t *testing.T) {
 	for _, b := range []string{`{"partition":2,"partitions":2}`, `{"partition":-1}`, `{"partitions":5000}`} {
 		rec := httptest.NewRecorder()
 		New(Deps{Store: &fakeStore{}, Publisher: pub}).ServeHTTP(rec, httptest.NewRequest("POST", "/internal/rollup", strings.NewReader(b)))
-		if rec.Code != 400 {
-			t.Errorf("%s: %d", b, rec.Code)
+		if rec.Code != 400 || apitest.ReasonOf(rec.Body.Bytes()) != errs.InvalidValue {
+			t.Errorf("%s: %d %s", b, rec.Code, rec.Body)
 		}
 	}
 }

@@ -23,6 +23,8 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"github.com/videngage/engagement/shared/errs"
 )
 
 var (
@@ -177,9 +179,11 @@ func (a Answer) Want(t testing.TB, code int, what string) Answer {
 }
 
 // CheckError checks the spec's error answer exactly: the status, JSON, and
-// a body of one "error" object with exactly code, status and a non-empty
-// message.
-func CheckError(t testing.TB, what string, a Answer, code int, status string) {
+// a body of one "error" object with exactly code, status, a non-empty
+// message and details: an ErrorInfo of this service's domain with reason
+// first, then at most a BadRequest with its field violations, then, on 429
+// and 503 and only there, a RetryInfo whose delay is Retry-After's.
+func CheckError(t testing.TB, what string, a Answer, code int, status string, reason errs.Reason) {
 	t.Helper()
 	if a.Code != code {
 		t.Errorf("%s: status %d, want %d; body %s", what, a.Code, code, a.Body)
@@ -193,7 +197,7 @@ func CheckError(t testing.TB, what string, a Answer, code int, status string) {
 		t.Errorf("%s: body %s is not a JSON object: %v", what, a.Body, err)
 		return
 	}
-	var inner map[string]any
+	var inner map[string]json.RawMessage
 	if len(outer) != 1 || json.Unmarshal(outer["error"], &inner) != nil {
 		t.Errorf("%s: body %s is not {\"error\":{...}}", what, a.Body)
 		return
@@ -203,18 +207,84 @@ func CheckError(t testing.TB, what string, a Answer, code int, status string) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	if !slices.Equal(keys, []string{"code", "message", "status"}) {
-		t.Errorf("%s: error fields %v, want exactly code, message, status: %s", what, keys, a.Body)
+	if !slices.Equal(keys, []string{"code", "details", "message", "status"}) {
+		t.Errorf("%s: error fields %v, want exactly code, details, message, status: %s", what, keys, a.Body)
 	}
-	if c, ok := inner["code"].(float64); !ok || int(c) != code {
-		t.Errorf("%s: error.code %v, want %d", what, inner["code"], code)
+	var e struct {
+		Code    int              `json:"code"`
+		Status  string           `json:"status"`
+		Message string           `json:"message"`
+		Details []map[string]any `json:"details"`
 	}
-	if s, ok := inner["status"].(string); !ok || s != status {
-		t.Errorf("%s: error.status %v, want %q", what, inner["status"], status)
+	if err := json.Unmarshal(outer["error"], &e); err != nil {
+		t.Errorf("%s: error %s: %v", what, outer["error"], err)
+		return
 	}
-	if m, ok := inner["message"].(string); !ok || m == "" {
-		t.Errorf("%s: error.message %v, want a message", what, inner["message"])
+	if e.Code != code {
+		t.Errorf("%s: error.code %v, want %d", what, e.Code, code)
 	}
+	if e.Status != status {
+		t.Errorf("%s: error.status %q, want %q", what, e.Status, status)
+	}
+	if e.Message == "" {
+		t.Errorf("%s: error.message empty, want a message", what)
+	}
+	checkDetails(t, what, a, e.Details, reason)
+}
+
+// The detail types of AIP-193.
+const (
+	typeErrorInfo  = "type.googleapis.com/google.rpc.ErrorInfo"
+	typeBadRequest = "type.googleapis.com/google.rpc.BadRequest"
+	typeRetryInfo  = "type.googleapis.com/google.rpc.RetryInfo"
+)
+
+func checkDetails(t testing.TB, what string, a Answer, details []map[string]any, reason errs.Reason) {
+	t.Helper()
+	if len(details) == 0 || details[0]["@type"] != typeErrorInfo {
+		t.Errorf("%s: details %v, want an ErrorInfo first: %s", what, details, a.Body)
+		return
+	}
+	if got := details[0]["reason"]; got != string(reason) {
+		t.Errorf("%s: reason %v, want %s; body %s", what, got, reason, a.Body)
+	}
+	if got := details[0]["domain"]; got != errs.Domain {
+		t.Errorf("%s: domain %v, want %s", what, got, errs.Domain)
+	}
+	rest := details[1:]
+	if len(rest) > 0 && rest[0]["@type"] == typeBadRequest {
+		if v, ok := rest[0]["fieldViolations"].([]any); !ok || len(v) == 0 {
+			t.Errorf("%s: a BadRequest with no field violations: %s", what, a.Body)
+		}
+		rest = rest[1:]
+	}
+	retry := a.Code == http.StatusTooManyRequests || a.Code == http.StatusServiceUnavailable
+	switch {
+	case retry && (len(rest) != 1 || rest[0]["@type"] != typeRetryInfo):
+		t.Errorf("%s: a %d with details %v, want a RetryInfo last", what, a.Code, details)
+	case retry && rest[0]["retryDelay"] != a.Header.Get("Retry-After")+"s":
+		t.Errorf("%s: RetryInfo.retryDelay %v, Retry-After %q: want the same delay", what, rest[0]["retryDelay"], a.Header.Get("Retry-After"))
+	case !retry && len(rest) != 0:
+		t.Errorf("%s: details %v after the ErrorInfo and BadRequest", what, rest)
+	}
+}
+
+// ReasonOf is the ErrorInfo reason of an error body, or "" when it has
+// none: for the answers outside the public API (the jobs', the push
+// endpoints'), which Check does not see.
+func ReasonOf(body []byte) errs.Reason {
+	var e struct {
+		Error struct {
+			Details []struct {
+				Type   string      `json:"@type"`
+				Reason errs.Reason `json:"reason"`
+			} `json:"details"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &e) != nil || len(e.Error.Details) == 0 || e.Error.Details[0].Type != typeErrorInfo {
+		return ""
+	}
+	return e.Error.Details[0].Reason
 }
 
 // DecodeStrict decodes the JSON b into v, failing t at once on a field v

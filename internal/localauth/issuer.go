@@ -24,6 +24,8 @@ import (
 
 	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/videngage/engagement/shared/errs"
+	"github.com/videngage/engagement/shared/httpx"
 )
 
 const (
@@ -314,25 +316,26 @@ func (i *Issuer) AccountsHandler() http.Handler {
 
 // TokenHandler answers GET ?uid=alice[&moderator=true][&accountAge=1h] with
 // {"idToken":"…"}; accountAge (a Go duration) records the account as
-// created that long ago (AccountCreated).
+// created that long ago (AccountCreated). Its errors are the API's own
+// (httpx), reasons included; the stand-ins for Google's services answer as
+// those do.
 func (i *Issuer) TokenHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
-			w.Header().Set("Allow", http.MethodGet)
-			writeLocalError(w, http.StatusMethodNotAllowed, "INVALID_ARGUMENT", "use GET")
+			httpx.WriteError(w, r, httpx.MethodNotAllowed(http.MethodGet))
 			return
 		}
 		q := r.URL.Query()
 		uid := q.Get("uid")
 		switch {
 		case uid == "":
-			writeLocalError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "uid is required")
+			httpx.WriteError(w, r, httpx.InvalidField(errs.MissingField, "uid", "uid is required"))
 			return
 		case !utf8.ValidString(uid):
-			writeLocalError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "uid must be valid UTF-8")
+			httpx.WriteError(w, r, httpx.InvalidField(errs.InvalidValue, "uid", "uid must be valid UTF-8"))
 			return
 		case utf8.RuneCountInString(uid) > maxUIDLen:
-			writeLocalError(w, http.StatusBadRequest, "INVALID_ARGUMENT", fmt.Sprintf("uid must be at most %d characters", maxUIDLen))
+			httpx.WriteError(w, r, httpx.InvalidField(errs.InvalidValue, "uid", "uid must be at most %d characters", maxUIDLen))
 			return
 		}
 		var opts []MintOption
@@ -341,20 +344,20 @@ func (i *Issuer) TokenHandler() http.Handler {
 		case "true":
 			opts = append(opts, Moderator())
 		default:
-			writeLocalError(w, http.StatusBadRequest, "INVALID_ARGUMENT", `moderator must be "true" or "false"`)
+			httpx.WriteError(w, r, httpx.InvalidField(errs.InvalidValue, "moderator", `moderator must be "true" or "false"`))
 			return
 		}
 		if v := q.Get("accountAge"); v != "" {
 			age, err := time.ParseDuration(v)
 			if err != nil || age < 0 {
-				writeLocalError(w, http.StatusBadRequest, "INVALID_ARGUMENT", `accountAge must be a duration such as "1h" or "48h"`)
+				httpx.WriteError(w, r, httpx.InvalidField(errs.InvalidValue, "accountAge", `accountAge must be a duration such as "1h" or "48h"`))
 				return
 			}
 			opts = append(opts, AccountCreated(i.now().Add(-age)))
 		}
 		tok, err := i.Mint(uid, opts...)
 		if err != nil {
-			writeLocalError(w, http.StatusInternalServerError, "INTERNAL", "could not mint a token")
+			httpx.WriteError(w, r, err)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")

@@ -16,8 +16,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/videngage/engagement/internal/apitest"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/config"
+	"github.com/videngage/engagement/shared/errs"
 )
 
 const testAudience = "test-project"
@@ -167,31 +169,26 @@ func TestIssuerTokenHandler(t *testing.T) {
 	v := newVerifier(t, jwks.URL)
 	h := a.TokenHandler()
 
-	type errorBody struct {
-		Error struct {
-			Code    int    `json:"code"`
-			Status  string `json:"status"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
 	tests := []struct {
 		name       string
 		method     string
 		query      url.Values
 		wantStatus int
 		want       auth.User
+		reason     errs.Reason
 	}{
 		{name: "user", query: url.Values{"uid": {"alice"}}, wantStatus: 200, want: auth.User{ID: "alice"}},
 		{name: "moderator", query: url.Values{"uid": {"mod"}, "moderator": {"true"}}, wantStatus: 200, want: auth.User{ID: "mod", Moderator: true}},
 		{name: "moderator false", query: url.Values{"uid": {"bob"}, "moderator": {"false"}}, wantStatus: 200, want: auth.User{ID: "bob"}},
 		{name: "uid with odd characters", query: url.Values{"uid": {"a b/c?d&é"}}, wantStatus: 200, want: auth.User{ID: "a b/c?d&é"}},
 		{name: "uid of 128 characters", query: url.Values{"uid": {strings.Repeat("u", 128)}}, wantStatus: 200, want: auth.User{ID: strings.Repeat("u", 128)}},
-		{name: "missing uid", query: url.Values{}, wantStatus: 400},
-		{name: "empty uid", query: url.Values{"uid": {""}}, wantStatus: 400},
-		{name: "uid too long", query: url.Values{"uid": {strings.Repeat("u", 129)}}, wantStatus: 400},
-		{name: "uid not UTF-8", query: url.Values{"uid": {"\xff"}}, wantStatus: 400},
-		{name: "bad moderator", query: url.Values{"uid": {"alice"}, "moderator": {"yes"}}, wantStatus: 400},
-		{name: "POST", method: http.MethodPost, query: url.Values{"uid": {"alice"}}, wantStatus: 405},
+		{name: "missing uid", query: url.Values{}, wantStatus: 400, reason: errs.MissingField},
+		{name: "empty uid", query: url.Values{"uid": {""}}, wantStatus: 400, reason: errs.MissingField},
+		{name: "uid too long", query: url.Values{"uid": {strings.Repeat("u", 129)}}, wantStatus: 400, reason: errs.InvalidValue},
+		{name: "uid not UTF-8", query: url.Values{"uid": {"\xff"}}, wantStatus: 400, reason: errs.InvalidValue},
+		{name: "bad moderator", query: url.Values{"uid": {"alice"}, "moderator": {"yes"}}, wantStatus: 400, reason: errs.InvalidValue},
+		{name: "bad accountAge", query: url.Values{"uid": {"alice"}, "accountAge": {"-1h"}}, wantStatus: 400, reason: errs.InvalidValue},
+		{name: "POST", method: http.MethodPost, query: url.Values{"uid": {"alice"}}, wantStatus: 405, reason: errs.MethodNotAllowed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -202,21 +199,15 @@ func TestIssuerTokenHandler(t *testing.T) {
 			r := httptest.NewRequest(method, "/dev/token?"+tt.query.Encode(), nil)
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, r)
+			if tt.wantStatus != http.StatusOK {
+				apitest.CheckError(t, tt.name, apitest.Answer{Code: w.Code, Header: w.Header(), Body: w.Body.Bytes()}, tt.wantStatus, "INVALID_ARGUMENT", tt.reason)
+				return
+			}
 			if w.Code != tt.wantStatus {
 				t.Fatalf("status = %d, want %d; body %s", w.Code, tt.wantStatus, w.Body)
 			}
 			if ct := w.Header().Get("Content-Type"); ct != "application/json" {
 				t.Errorf("Content-Type = %q", ct)
-			}
-			if tt.wantStatus != http.StatusOK {
-				var body errorBody
-				if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
-					t.Fatalf("error body %s: %v", w.Body, err)
-				}
-				if body.Error.Code != tt.wantStatus || body.Error.Status != "INVALID_ARGUMENT" || body.Error.Message == "" {
-					t.Errorf("error body = %+v", body)
-				}
-				return
 			}
 			var body struct {
 				IDToken string `json:"idToken"`

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/videngage/engagement/shared/bus"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/events"
 )
 
@@ -77,10 +78,26 @@ func Read(t testing.TB, status int, body []byte) Outcome {
 			Code    int    `json:"code"`
 			Status  string `json:"status"`
 			Message string `json:"message"`
+			Details []struct {
+				Reason errs.Reason `json:"reason"`
+			} `json:"details"`
 		} `json:"error"`
 	}
-	if err := json.Unmarshal(body, &e); err != nil || e.Error.Code != status || e.Error.Status == "" || e.Error.Message == "" {
+	if err := json.Unmarshal(body, &e); err != nil || e.Error.Code != status || e.Error.Status == "" || e.Error.Message == "" || len(e.Error.Details) == 0 {
 		t.Errorf("answer %d %q is not the API's error body", status, body)
+		return Malformed
+	}
+	// The reason of a push endpoint's refusal: the message can never be
+	// applied, or the push itself is wrong; a failure is a backend's.
+	want := map[int]errs.Reason{
+		http.StatusBadRequest:            errs.InvalidMessage,
+		http.StatusRequestEntityTooLarge: errs.BodyTooLarge,
+		http.StatusMethodNotAllowed:      errs.MethodNotAllowed,
+		http.StatusServiceUnavailable:    errs.BackendUnavailable,
+		http.StatusInternalServerError:   errs.Internal,
+	}[status]
+	if got := e.Error.Details[0].Reason; got != want {
+		t.Errorf("answer %d %q: reason %q, want %q", status, body, got, want)
 		return Malformed
 	}
 	if status >= 500 {

@@ -175,6 +175,9 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (User, error) {
 		if errors.Is(err, errs.ErrKeysUnavailable) {
 			return User{}, fmt.Errorf("auth.Verify: %w", err)
 		}
+		if errors.Is(err, jwt.ErrTokenExpired) {
+			return User{}, fmt.Errorf("auth.Verify: %w: %w: %w", errs.ErrInvalidToken, errs.ErrTokenExpired, err)
+		}
 		return User{}, fmt.Errorf("auth.Verify: %w: %w", errs.ErrInvalidToken, err)
 	}
 	if err := v.checkFirebase(&c); err != nil {

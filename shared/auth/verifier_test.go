@@ -55,7 +55,7 @@ func TestVerify(t *testing.T) {
 		{name: "email_verified as a string", token: mint(t, a, "alice", localauth.IssuedAt(now), localauth.Claim("email_verified", "true")), wantErr: errs.ErrAccountNotAccepted},
 		{name: "token of a tenant", token: mint(t, a, "alice", localauth.IssuedAt(now), localauth.Tenant("tenant-1")), wantErr: errs.ErrAccountNotAccepted},
 
-		{name: "expired", token: mint(t, a, "alice", localauth.IssuedAt(now.Add(-2*time.Hour)), localauth.ExpiresAt(now.Add(-2*leeway))), wantErr: errs.ErrInvalidToken},
+		{name: "expired", token: mint(t, a, "alice", localauth.IssuedAt(now.Add(-2*time.Hour)), localauth.ExpiresAt(now.Add(-2*leeway))), wantErr: errs.ErrTokenExpired},
 		{name: "no exp", token: mint(t, a, "alice", localauth.IssuedAt(now), localauth.Claim("exp", nil)), wantErr: errs.ErrInvalidToken},
 		{name: "iat in the future", token: mint(t, a, "alice", localauth.IssuedAt(now.Add(2*leeway))), wantErr: errs.ErrInvalidToken},
 		{name: "no iat", token: mint(t, a, "alice", localauth.IssuedAt(now), localauth.Claim("iat", nil)), wantErr: errs.ErrInvalidToken},
@@ -88,6 +88,9 @@ func TestVerify(t *testing.T) {
 				}
 				if errors.Is(err, errs.ErrKeysUnavailable) || errors.Is(err, errs.ErrMissingToken) || !errors.Is(err, errs.ErrInvalidToken) {
 					t.Fatalf("Verify() error = %v matches another sentinel, or not ErrInvalidToken", err)
+				}
+				if tt.wantErr != errs.ErrTokenExpired && errors.Is(err, errs.ErrTokenExpired) {
+					t.Fatalf("Verify() error = %v says expired", err)
 				}
 				if got != (User{}) {
 					t.Errorf("Verify() user = %+v with an error, want zero", got)

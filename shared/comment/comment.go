@@ -15,7 +15,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -25,6 +24,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/videngage/engagement/shared/counter"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/events"
 )
 
@@ -88,15 +88,15 @@ const (
 	maxIdempotencyKeyChar = '~'
 )
 
-// Errors of validation; the function turns them into 400s.
+// Errors of validation, each with its reason (400s).
 var (
-	ErrEmptyText       = errors.New("text must hold 1 to 10000 characters and not only white space")
-	ErrTextTooLong     = errors.New("text must hold at most 10000 characters")
-	ErrInvalidUTF8     = errors.New("text must be valid UTF-8")
-	ErrTooManyLinks    = fmt.Errorf("text may hold at most %d links", MaxLinks)
-	ErrIdempotencyKey  = errors.New("the Idempotency-Key header must be 1 to 255 printable ASCII characters")
-	ErrParentIsReply   = errors.New("parentId names a reply; threads are one level deep, so answer its top-level comment")
-	ErrParentElsewhere = errors.New("parentId names a comment of another video")
+	ErrEmptyText       = errs.New(errs.InvalidValue, "text", "text must hold 1 to 10000 characters and not only white space")
+	ErrTextTooLong     = errs.New(errs.InvalidValue, "text", "text must hold at most 10000 characters")
+	ErrInvalidUTF8     = errs.New(errs.InvalidValue, "text", "text must be valid UTF-8")
+	ErrTooManyLinks    = &errs.Error{Reason: errs.TooManyLinks, Field: "text", Message: fmt.Sprintf("text may hold at most %d links", MaxLinks), Metadata: map[string]string{"maxLinks": strconv.Itoa(MaxLinks)}}
+	ErrIdempotencyKey  = errs.New(errs.InvalidValue, "Idempotency-Key", "the Idempotency-Key header must be 1 to 255 printable ASCII characters")
+	ErrParentIsReply   = errs.New(errs.ParentIsReply, "parentId", "parentId names a reply; threads are one level deep, so answer its top-level comment")
+	ErrParentElsewhere = errs.New(errs.ParentOnOtherVideo, "parentId", "parentId names a comment of another video")
 )
 
 // ValidateText checks the text of a comment: valid UTF-8, 1 to 10,000
@@ -180,7 +180,7 @@ func CheckParent(videoID string, parent Comment, found bool) error {
 }
 
 // ErrParentNotFound: the parent does not exist or is no longer visible (404).
-var ErrParentNotFound = errors.New("the comment that parentId names does not exist or was removed")
+var ErrParentNotFound = errs.New(errs.ParentNotFound, "parentId", "the comment that parentId names does not exist or was removed")
 
 // PostEventID is the id of the counter event of a post: one per comment.
 func PostEventID(commentID string) string { return events.ID("cpost", commentID) }

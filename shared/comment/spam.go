@@ -3,22 +3,22 @@ package comment
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"errors"
 	"strconv"
 	"strings"
 	"time"
 	"unicode"
 
+	"github.com/videngage/engagement/shared/errs"
 	"golang.org/x/text/unicode/norm"
 )
 
-// Errors of the spam rules; the function turns them into 400s: resending
-// the same post unchanged cannot succeed, and a client must not retry it
-// after a Retry-After as it would a rate limit.
+// Errors of the spam rules, each with its reason (400s): resending the same
+// post unchanged cannot succeed, and a client must not retry it after a
+// Retry-After as it would a rate limit.
 var (
-	ErrDuplicateText = errors.New("you posted this text a moment ago (the same words, whatever the case, spacing, numbers or links); " +
+	ErrDuplicateText = errs.New(errs.DuplicateComment, "text", "you posted this text a moment ago (the same words, whatever the case, spacing, numbers or links); "+
 		"post something new, or resend a post whose answer was lost with its first Idempotency-Key")
-	ErrYoungAccountLinks = errors.New("this account is too new to post links; post the comment without links, or once the account is a day old")
+	ErrYoungAccountLinks = errs.New(errs.YoungAccountLinks, "text", "this account is too new to post links; post the comment without links, or once the account is a day old")
 )
 
 // SpamRules are the rules against comment spam beyond the per-user rate and

@@ -55,6 +55,10 @@ var (
 	ErrKeysUnavailable = errors.New("auth: signing keys unavailable")
 )
 
+// ErrTokenExpired comes with ErrInvalidToken when the token was valid but
+// has expired (401): the client gets a fresh token and retries.
+var ErrTokenExpired = errors.New("auth: token expired")
+
 // ErrAccountNotAccepted marks a valid token of an account this service does
 // not take (sign-in provider not accepted, e-mail address not verified,
 // another tenant); it always comes with ErrInvalidToken (401), so that callers

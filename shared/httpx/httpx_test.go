@@ -24,8 +24,10 @@ import (
 type wantErr struct {
 	code       int
 	status     string
+	reason     errs.Reason
 	message    string
 	retryAfter string
+	field      string // the BadRequest field violation's field, if any
 }
 
 func checkError(t *testing.T, rec *httptest.ResponseRecorder, want wantErr) {
@@ -33,11 +35,23 @@ func checkError(t *testing.T, rec *httptest.ResponseRecorder, want wantErr) {
 	if rec.Code != want.code {
 		t.Errorf("status = %d, want %d (body %s)", rec.Code, want.code, rec.Body)
 	}
+	type detail struct {
+		Type            string            `json:"@type"`
+		Reason          errs.Reason       `json:"reason"`
+		Domain          string            `json:"domain"`
+		Metadata        map[string]string `json:"metadata"`
+		FieldViolations []struct {
+			Field       string `json:"field"`
+			Description string `json:"description"`
+		} `json:"fieldViolations"`
+		RetryDelay string `json:"retryDelay"`
+	}
 	var body struct {
 		Error struct {
-			Code    int    `json:"code"`
-			Status  string `json:"status"`
-			Message string `json:"message"`
+			Code    int      `json:"code"`
+			Status  string   `json:"status"`
+			Message string   `json:"message"`
+			Details []detail `json:"details"`
 		} `json:"error"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(rec.Body.Bytes()))
@@ -54,6 +68,37 @@ func checkError(t *testing.T, rec *httptest.ResponseRecorder, want wantErr) {
 	if got := rec.Header().Get("Retry-After"); got != want.retryAfter {
 		t.Errorf("Retry-After = %q, want %q", got, want.retryAfter)
 	}
+	// The details: ErrorInfo first, then BadRequest for a field, then
+	// RetryInfo with Retry-After's delay.
+	wantTypes := []string{typeErrorInfo}
+	if want.field != "" {
+		wantTypes = append(wantTypes, typeBadRequest)
+	}
+	if want.retryAfter != "" {
+		wantTypes = append(wantTypes, typeRetryInfo)
+	}
+	var types []string
+	for _, d := range body.Error.Details {
+		types = append(types, d.Type)
+	}
+	if !cmp.Equal(types, wantTypes) {
+		t.Fatalf("details %v, want %v: %s", types, wantTypes, rec.Body)
+	}
+	info := body.Error.Details[0]
+	if info.Reason != want.reason || info.Domain != errs.Domain {
+		t.Errorf("ErrorInfo reason %q domain %q, want %q %q", info.Reason, info.Domain, want.reason, errs.Domain)
+	}
+	if want.field != "" {
+		v := body.Error.Details[1].FieldViolations
+		if len(v) != 1 || v[0].Field != want.field || v[0].Description != body.Error.Message {
+			t.Errorf("field violations %+v, want one of %q described by the message", v, want.field)
+		}
+	}
+	if want.retryAfter != "" {
+		if got := body.Error.Details[len(body.Error.Details)-1].RetryDelay; got != want.retryAfter+"s" {
+			t.Errorf("RetryInfo.retryDelay = %q, want %q", got, want.retryAfter+"s")
+		}
+	}
 }
 
 func TestWriteErrorMapping(t *testing.T) {
@@ -62,23 +107,29 @@ func TestWriteErrorMapping(t *testing.T) {
 		err  error
 		want wantErr
 	}{
-		{"invalid", InvalidArgument("bad %s", "x"), wantErr{400, "INVALID_ARGUMENT", "bad x", ""}},
-		{"not found", NotFound("no"), wantErr{404, "NOT_FOUND", "no", ""}},
-		{"forbidden", PermissionDenied("no"), wantErr{403, "PERMISSION_DENIED", "no", ""}},
-		{"precondition", FailedPrecondition("stale"), wantErr{412, "FAILED_PRECONDITION", "stale", ""}},
-		{"too large", TooLarge("big"), wantErr{413, "INVALID_ARGUMENT", "big", ""}},
-		{"rate limited", ResourceExhausted(1500*time.Millisecond, "slow"), wantErr{429, "RESOURCE_EXHAUSTED", "slow", "2"}},
-		{"over a rate", fmt.Errorf("set: %w", &errs.RateLimitedError{What: "reactions", RetryAfter: 2500 * time.Millisecond}), wantErr{429, "RESOURCE_EXHAUSTED", "too many reactions; retry after the time in Retry-After", "3"}},
-		{"wrapped api error", fmt.Errorf("op: %w", NotFound("gone")), wantErr{404, "NOT_FOUND", "gone", ""}},
-		{"missing token", fmt.Errorf("x: %w", errs.ErrMissingToken), wantErr{401, "UNAUTHENTICATED", "", ""}},
-		{"invalid token", fmt.Errorf("x: %w", errs.ErrInvalidToken), wantErr{401, "UNAUTHENTICATED", "the bearer token is invalid or expired; sign in again", ""}},
-		{"account not accepted", fmt.Errorf("x: %w: %w", errs.ErrInvalidToken, errs.ErrAccountNotAccepted), wantErr{401, "UNAUTHENTICATED", "this account cannot use the API: sign in with a supported method and verify your e-mail address", ""}},
-		{"keys down", errs.ErrKeysUnavailable, wantErr{503, "UNAVAILABLE", "", "2"}},
-		{"backend", fmt.Errorf("%w: spanner", errs.ErrBackendUnavailable), wantErr{503, "UNAVAILABLE", "a backend is unavailable; retry shortly", "2"}},
-		{"grpc unavailable", status.Error(codes.Unavailable, "conn refused"), wantErr{503, "UNAVAILABLE", "", "2"}},
-		{"wrapped grpc deadline", fmt.Errorf("read: %w", status.Error(codes.DeadlineExceeded, "slow")), wantErr{503, "UNAVAILABLE", "", "2"}},
-		{"context deadline", context.DeadlineExceeded, wantErr{503, "UNAVAILABLE", "", "2"}},
-		{"bug", errors.New("nil map write at spanner row 7"), wantErr{500, "INTERNAL", "internal error", ""}},
+		{"invalid", InvalidArgument(errs.InvalidJSON, "bad %s", "x"), wantErr{400, "INVALID_ARGUMENT", errs.InvalidJSON, "bad x", "", ""}},
+		{"invalid field", InvalidField(errs.InvalidValue, "n", "bad n"), wantErr{400, "INVALID_ARGUMENT", errs.InvalidValue, "bad n", "", "n"}},
+		{"not found", NotFound(errs.CommentNotFound, "no"), wantErr{404, "NOT_FOUND", errs.CommentNotFound, "no", "", ""}},
+		{"forbidden", PermissionDenied(errs.NotAuthor, "no"), wantErr{403, "PERMISSION_DENIED", errs.NotAuthor, "no", "", ""}},
+		{"precondition", FailedPrecondition(errs.StaleVersion, "stale"), wantErr{412, "FAILED_PRECONDITION", errs.StaleVersion, "stale", "", ""}},
+		{"too large", TooLarge(10), wantErr{413, "INVALID_ARGUMENT", errs.BodyTooLarge, "the body is larger than 10 bytes", "", ""}},
+		{"rate limited", ResourceExhausted(errs.RateLimited, 1500*time.Millisecond, "slow"), wantErr{429, "RESOURCE_EXHAUSTED", errs.RateLimited, "slow", "2", ""}},
+		{"over a rate", fmt.Errorf("set: %w", &errs.RateLimitedError{What: "reactions", RetryAfter: 2500 * time.Millisecond}), wantErr{429, "RESOURCE_EXHAUSTED", errs.RateLimited, "too many reactions; retry after the time in Retry-After", "3", ""}},
+		{"wrapped api error", fmt.Errorf("op: %w", NotFound(errs.CommentNotFound, "gone")), wantErr{404, "NOT_FOUND", errs.CommentNotFound, "gone", "", ""}},
+		{"refusal", fmt.Errorf("post: %w", errs.New(errs.DuplicateComment, "text", "said it")), wantErr{400, "INVALID_ARGUMENT", errs.DuplicateComment, "said it", "", "text"}},
+		{"refusal without a field", errs.New(errs.NotAuthor, "", "not yours"), wantErr{403, "PERMISSION_DENIED", errs.NotAuthor, "not yours", "", ""}},
+		{"missing token", fmt.Errorf("x: %w", errs.ErrMissingToken), wantErr{401, "UNAUTHENTICATED", errs.TokenMissing, "", "", ""}},
+		{"invalid token", fmt.Errorf("x: %w", errs.ErrInvalidToken), wantErr{401, "UNAUTHENTICATED", errs.TokenInvalid, "the bearer token is invalid or expired; sign in again", "", ""}},
+		{"expired token", fmt.Errorf("x: %w: %w", errs.ErrInvalidToken, errs.ErrTokenExpired), wantErr{401, "UNAUTHENTICATED", errs.TokenExpired, "the bearer token has expired; get a fresh one and retry", "", ""}},
+		{"account not accepted", fmt.Errorf("x: %w: %w", errs.ErrInvalidToken, errs.ErrAccountNotAccepted), wantErr{401, "UNAUTHENTICATED", errs.AccountNotAccepted, "this account cannot use the API: sign in with a supported method and verify your e-mail address", "", ""}},
+		{"erasing", fmt.Errorf("set: %w", errs.ErrAccountErasing), wantErr{403, "PERMISSION_DENIED", errs.AccountErasing, "", "", ""}},
+		{"keys down", errs.ErrKeysUnavailable, wantErr{503, "UNAVAILABLE", errs.AuthKeysUnavailable, "", "2", ""}},
+		{"backend", fmt.Errorf("%w: spanner", errs.ErrBackendUnavailable), wantErr{503, "UNAVAILABLE", errs.BackendUnavailable, "a backend is unavailable; retry shortly", "2", ""}},
+		{"grpc unavailable", status.Error(codes.Unavailable, "conn refused"), wantErr{503, "UNAVAILABLE", errs.BackendUnavailable, "", "2", ""}},
+		{"wrapped grpc deadline", fmt.Errorf("read: %w", status.Error(codes.DeadlineExceeded, "slow")), wantErr{503, "UNAVAILABLE", errs.BackendUnavailable, "", "2", ""}},
+		{"context deadline", context.DeadlineExceeded, wantErr{503, "UNAVAILABLE", errs.BackendUnavailable, "", "2", ""}},
+		{"cancelled", context.Canceled, wantErr{503, "UNAVAILABLE", errs.RequestCancelled, "the request was cancelled", "2", ""}},
+		{"bug", errors.New("nil map write at spanner row 7"), wantErr{500, "INTERNAL", errs.Internal, "internal error", "", ""}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -114,15 +165,15 @@ func TestDecodeJSON(t *testing.T) {
 	}{
 		{"ok", `{"videoId":"v1","n":3}`, wantErr{}},
 		{"ok with spaces", " {\"videoId\":\"v1\"} \n", wantErr{}},
-		{"empty", ``, wantErr{400, "INVALID_ARGUMENT", "the body is empty; send a JSON object", ""}},
-		{"malformed", `{"videoId":`, wantErr{400, "INVALID_ARGUMENT", "the body is not valid JSON", ""}},
-		{"syntax", `{videoId:1}`, wantErr{400, "INVALID_ARGUMENT", "the body is not valid JSON", ""}},
-		{"unknown field", `{"videoId":"v","userId":"mallory"}`, wantErr{400, "INVALID_ARGUMENT", `unknown field "userId"`, ""}},
-		{"wrong type", `{"videoId":5}`, wantErr{400, "INVALID_ARGUMENT", `field "videoId" must be a JSON string`, ""}},
-		{"wrong number type", `{"n":"5"}`, wantErr{400, "INVALID_ARGUMENT", `field "n" must be a JSON number`, ""}},
-		{"not an object", `[1]`, wantErr{400, "INVALID_ARGUMENT", "the body must be a JSON object", ""}},
-		{"two objects", `{"videoId":"a"}{"videoId":"b"}`, wantErr{400, "INVALID_ARGUMENT", "the body must hold exactly one JSON object", ""}},
-		{"too large", big, wantErr{413, "INVALID_ARGUMENT", "the body is larger than 65536 bytes", ""}},
+		{"empty", ``, wantErr{400, "INVALID_ARGUMENT", errs.InvalidJSON, "the body is empty; send a JSON object", "", ""}},
+		{"malformed", `{"videoId":`, wantErr{400, "INVALID_ARGUMENT", errs.InvalidJSON, "the body is not valid JSON", "", ""}},
+		{"syntax", `{videoId:1}`, wantErr{400, "INVALID_ARGUMENT", errs.InvalidJSON, "the body is not valid JSON", "", ""}},
+		{"unknown field", `{"videoId":"v","userId":"mallory"}`, wantErr{400, "INVALID_ARGUMENT", errs.UnknownField, `unknown field "userId"`, "", "userId"}},
+		{"wrong type", `{"videoId":5}`, wantErr{400, "INVALID_ARGUMENT", errs.WrongFieldType, `field "videoId" must be a JSON string`, "", "videoId"}},
+		{"wrong number type", `{"n":"5"}`, wantErr{400, "INVALID_ARGUMENT", errs.WrongFieldType, `field "n" must be a JSON number`, "", "n"}},
+		{"not an object", `[1]`, wantErr{400, "INVALID_ARGUMENT", errs.InvalidJSON, "the body must be a JSON object", "", ""}},
+		{"two objects", `{"videoId":"a"}{"videoId":"b"}`, wantErr{400, "INVALID_ARGUMENT", errs.InvalidJSON, "the body must hold exactly one JSON object", "", ""}},
+		{"too large", big, wantErr{413, "INVALID_ARGUMENT", errs.BodyTooLarge, "the body is larger than 65536 bytes", "", ""}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -193,7 +244,7 @@ func TestRouter(t *testing.T) {
 		return nil
 	})
 	rt.Handle("DELETE /v1/things/{id}", func(w http.ResponseWriter, r *http.Request) error {
-		return NotFound("no thing %s", r.PathValue("id"))
+		return NotFound(errs.CommentNotFound, "no thing %s", r.PathValue("id"))
 	})
 	// Mounted under an outer mux, as the local runner and the gateway do.
 	outer := http.NewServeMux()
@@ -206,16 +257,16 @@ func TestRouter(t *testing.T) {
 	}
 	rec = httptest.NewRecorder()
 	outer.ServeHTTP(rec, httptest.NewRequest("DELETE", "/v1/things/x2", nil))
-	checkError(t, rec, wantErr{404, "NOT_FOUND", "no thing x2", ""})
+	checkError(t, rec, wantErr{404, "NOT_FOUND", errs.CommentNotFound, "no thing x2", "", ""})
 	rec = httptest.NewRecorder()
 	outer.ServeHTTP(rec, httptest.NewRequest("PUT", "/v1/things/x3", nil))
-	checkError(t, rec, wantErr{405, "INVALID_ARGUMENT", "", ""})
+	checkError(t, rec, wantErr{405, "INVALID_ARGUMENT", errs.MethodNotAllowed, "", "", ""})
 	if got := rec.Header().Get("Allow"); got != "DELETE, GET, HEAD" {
 		t.Errorf("Allow = %q", got)
 	}
 	rec = httptest.NewRecorder()
 	outer.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/things/a/b", nil))
-	checkError(t, rec, wantErr{404, "NOT_FOUND", "no such resource: /v1/things/a/b", ""})
+	checkError(t, rec, wantErr{404, "NOT_FOUND", errs.UnknownPath, "no such resource: /v1/things/a/b", "", ""})
 }
 
 func TestCORS(t *testing.T) {
@@ -272,7 +323,7 @@ func TestRecoverAnswers500(t *testing.T) {
 	h := Recover(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }))
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
-	checkError(t, rec, wantErr{500, "INTERNAL", "internal error", ""})
+	checkError(t, rec, wantErr{500, "INTERNAL", errs.Internal, "internal error", "", ""})
 }
 
 func TestTimeoutBoundsTheContext(t *testing.T) {
@@ -366,18 +417,102 @@ func TestStandardRefusesAQueryThatDoesNotParse(t *testing.T) {
 	for _, q := range []string{"pageToken=%%%%", "pageSize=2&pageToken=%zz", "%=1", "a=%2"} {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/things?"+q, nil))
-		checkError(t, rec, wantErr{400, "INVALID_ARGUMENT", "the query string is not valid: percent-encode its names and values", ""})
+		checkError(t, rec, wantErr{400, "INVALID_ARGUMENT", errs.InvalidQuery, "the query string is not valid: percent-encode its names and values", "", ""})
 	}
 	for _, q := range []string{"", "pageToken=a%25b", "pageToken=&x=1", "a=b;c"} {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/things?"+q, nil))
 		if q == "a=b;c" {
 			// A semicolon is refused by url.ParseQuery, as by the Go server.
-			checkError(t, rec, wantErr{400, "INVALID_ARGUMENT", "the query string is not valid: percent-encode its names and values", ""})
+			checkError(t, rec, wantErr{400, "INVALID_ARGUMENT", errs.InvalidQuery, "the query string is not valid: percent-encode its names and values", "", ""})
 			continue
 		}
 		if rec.Code != http.StatusOK {
 			t.Errorf("?%s = %d %s, want 200", q, rec.Code, rec.Body)
+		}
+	}
+}
+
+func TestStandardRefusesARepeatedParameter(t *testing.T) {
+	rt := NewRouter()
+	rt.Handle("GET /v1/things", func(w http.ResponseWriter, r *http.Request) error {
+		WriteJSON(w, http.StatusOK, map[string]string{"ids": r.URL.Query().Get("ids")})
+		return nil
+	})
+	h := Standard("Test", "p", nil, time.Second)(rt)
+	for _, tc := range []struct{ query, field, message string }{
+		{"ids=a&ids=b", "ids", `the query parameter "ids" is sent 2 times; send it once (a list is one comma-separated value, such as ids=a,b)`},
+		{"pageSize=2&pageToken=x&pageSize=2", "pageSize", ""},
+		{"ids=a&ids=a&ids=a", "ids", `the query parameter "ids" is sent 3 times; send it once (a list is one comma-separated value, such as ids=a,b)`},
+		{"zz=1&zz=2&b=1&b=2", "b", ""}, // the first by name, whatever the order
+		{"unknown=1&unknown=", "unknown", ""},
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/things?"+tc.query, nil))
+		checkError(t, rec, wantErr{400, "INVALID_ARGUMENT", errs.RepeatedParameter, tc.message, "", tc.field})
+	}
+	// Each parameter once, and parameters no route takes: answered.
+	for _, q := range []string{"ids=a,b", "ids=a&pageSize=2", "ids=a&unknown=1"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/things?"+q, nil))
+		if rec.Code != http.StatusOK {
+			t.Errorf("?%s = %d %s, want 200", q, rec.Code, rec.Body)
+		}
+	}
+}
+
+func TestErrorInfoMetadata(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want map[string]string
+	}{
+		{"rate", &errs.RateLimitedError{What: "reactions", RetryAfter: time.Second}, map[string]string{"limit": "reactions"}},
+		{"too large", TooLarge(MaxBodyBytes), map[string]string{"maxBytes": "65536"}},
+		{"method", MethodNotAllowed("GET", "POST"), map[string]string{"allow": "GET, POST"}},
+		{"ids", func() error { _, err := ParseIDs("a,b,c", 2); return err }(), map[string]string{"maxIds": "2"}},
+		{"refusal", fmt.Errorf("post: %w", &errs.Error{Reason: errs.TooManyLinks, Field: "text", Message: "m", Metadata: map[string]string{"maxLinks": "2"}}), map[string]string{"maxLinks": "2"}},
+		{"none", NotFound(errs.CommentNotFound, "no"), nil},
+	} {
+		rec := httptest.NewRecorder()
+		WriteError(rec, httptest.NewRequest("GET", "/", nil), tc.err)
+		var body struct {
+			Error struct {
+				Details []struct {
+					Metadata map[string]string `json:"metadata"`
+				} `json:"details"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || len(body.Error.Details) == 0 {
+			t.Fatalf("%s: body %s: %v", tc.name, rec.Body, err)
+		}
+		if diff := cmp.Diff(tc.want, body.Error.Details[0].Metadata); diff != "" {
+			t.Errorf("%s: metadata (-want +got):\n%s", tc.name, diff)
+		}
+	}
+}
+
+func TestEveryReasonHasAStatus(t *testing.T) {
+	seen := map[errs.Reason]bool{}
+	for _, r := range errs.Reasons {
+		if seen[r] {
+			t.Errorf("reason %s listed twice", r)
+		}
+		seen[r] = true
+		code, ok := reasonStatus[r]
+		if !ok {
+			t.Errorf("reason %s has no status", r)
+			continue
+		}
+		rec := httptest.NewRecorder()
+		WriteError(rec, httptest.NewRequest("GET", "/", nil), errs.New(r, "", "refused"))
+		if rec.Code != code {
+			t.Errorf("a refusal of reason %s answered %d, want %d", r, rec.Code, code)
+		}
+	}
+	for r := range reasonStatus {
+		if !seen[r] {
+			t.Errorf("reason %s has a status but is not in errs.Reasons", r)
 		}
 	}
 }
@@ -393,10 +528,10 @@ func TestServeMuxAnswersErrorBodies(t *testing.T) {
 	}
 	rec = httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/no/such/thing", nil))
-	checkError(t, rec, wantErr{404, "NOT_FOUND", "no such resource: /no/such/thing", ""})
+	checkError(t, rec, wantErr{404, "NOT_FOUND", errs.UnknownPath, "no such resource: /no/such/thing", "", ""})
 	rec = httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/healthz", nil))
-	checkError(t, rec, wantErr{405, "INVALID_ARGUMENT", "", ""})
+	checkError(t, rec, wantErr{405, "INVALID_ARGUMENT", errs.MethodNotAllowed, "", "", ""})
 	if got := rec.Header().Get("Allow"); got != "GET, HEAD" {
 		t.Errorf("Allow = %q", got)
 	}

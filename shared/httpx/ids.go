@@ -2,7 +2,10 @@ package httpx
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
+
+	"github.com/videngage/engagement/shared/errs"
 )
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -13,7 +16,16 @@ func ValidID(s string) bool { return idPattern.MatchString(s) }
 // ValidateID returns a 400 naming the parameter when s is not a valid id.
 func ValidateID(name, s string) error {
 	if !ValidID(s) {
-		return InvalidArgument("%s must match ^[A-Za-z0-9_-]{1,64}$", name)
+		return InvalidField(errs.InvalidID, name, "%s must match ^[A-Za-z0-9_-]{1,64}$", name)
+	}
+	return nil
+}
+
+// ValidateIDIn returns a 400 naming the list when s, one of its ids, is not
+// a valid id.
+func ValidateIDIn(list, s string) error {
+	if !ValidID(s) {
+		return InvalidField(errs.InvalidID, list, "every id in %s must match ^[A-Za-z0-9_-]{1,64}$", list)
 	}
 	return nil
 }
@@ -22,13 +34,13 @@ func ValidateID(name, s string) error {
 // duplicates collapsed, first-seen order kept.
 func ParseIDs(q string, max int) ([]string, error) {
 	if q == "" {
-		return nil, InvalidArgument("ids is required: 1 to %d comma-separated ids", max)
+		return nil, InvalidField(errs.MissingField, "ids", "ids is required: 1 to %d comma-separated ids", max)
 	}
 	parts := strings.Split(q, ",")
 	seen := make(map[string]bool, len(parts))
 	ids := make([]string, 0, len(parts))
 	for _, p := range parts {
-		if err := ValidateID("every id in ids", p); err != nil {
+		if err := ValidateIDIn("ids", p); err != nil {
 			return nil, err
 		}
 		if !seen[p] {
@@ -37,7 +49,8 @@ func ParseIDs(q string, max int) ([]string, error) {
 		}
 	}
 	if len(ids) > max {
-		return nil, InvalidArgument("ids holds %d distinct ids; at most %d are allowed", len(ids), max)
+		return nil, InvalidField(errs.InvalidValue, "ids", "ids holds %d distinct ids; at most %d are allowed", len(ids), max).
+			With("maxIds", strconv.Itoa(max))
 	}
 	return ids, nil
 }

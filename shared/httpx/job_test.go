@@ -37,7 +37,7 @@ func TestJob(t *testing.T) {
 		func(ctx context.Context, b jobBody) (jobReport, error) {
 			runErr = ctx.Err()
 			if b.N < 0 {
-				return jobReport{}, InvalidArgument("n must not be negative")
+				return jobReport{}, InvalidField(errs.InvalidValue, "n", "n must not be negative")
 			}
 			if b.N == 99 {
 				return jobReport{}, errs.ErrBackendUnavailable
@@ -87,9 +87,9 @@ func TestJob(t *testing.T) {
 			}
 		})
 	}
-	checkError(t, serve("POST", `{"n":-1}`, false), wantErr{code: 400, status: "INVALID_ARGUMENT", message: "n must not be negative"})
-	checkError(t, serve("POST", `{"n":"x"}`, false), wantErr{code: 400, status: "INVALID_ARGUMENT", message: `field "n" must be a JSON number`})
-	checkError(t, serve("POST", `{"m":1}`, false), wantErr{code: 400, status: "INVALID_ARGUMENT", message: `unknown field "m"`})
+	checkError(t, serve("POST", `{"n":-1}`, false), wantErr{code: 400, status: "INVALID_ARGUMENT", reason: errs.InvalidValue, message: "n must not be negative", field: "n"})
+	checkError(t, serve("POST", `{"n":"x"}`, false), wantErr{code: 400, status: "INVALID_ARGUMENT", reason: errs.WrongFieldType, message: `field "n" must be a JSON number`, field: "n"})
+	checkError(t, serve("POST", `{"m":1}`, false), wantErr{code: 400, status: "INVALID_ARGUMENT", reason: errs.UnknownField, message: `unknown field "m"`, field: "m"})
 	if rec := serve("POST", `{"n":99}`, false); rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
 		t.Errorf("backend down: status %d, Retry-After %q", rec.Code, rec.Header().Get("Retry-After"))
 	}

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
+
+	"github.com/videngage/engagement/shared/errs"
 )
 
 // MaxBodyBytes is the largest request body accepted (413 above it).
@@ -29,7 +32,7 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	// encoding/json decodes null into a struct as "nothing sent": refuse
 	// every body that does not start as an object.
 	if c, err := firstNonSpace(body); err == nil && c != '{' {
-		return InvalidArgument("the body must be a JSON object")
+		return InvalidArgument(errs.InvalidJSON, "the body must be a JSON object")
 	}
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
@@ -41,7 +44,7 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 		if errors.As(err, &tooLarge) {
 			return decodeError(err)
 		}
-		return InvalidArgument("the body must hold exactly one JSON object")
+		return InvalidArgument(errs.InvalidJSON, "the body must hold exactly one JSON object")
 	}
 	return nil
 }
@@ -67,20 +70,25 @@ func decodeError(err error) error {
 	)
 	switch {
 	case errors.As(err, &tooLarge):
-		return TooLarge("the body is larger than %d bytes", MaxBodyBytes)
+		return TooLarge(MaxBodyBytes)
 	case errors.Is(err, io.EOF):
-		return InvalidArgument("the body is empty; send a JSON object")
+		return InvalidArgument(errs.InvalidJSON, "the body is empty; send a JSON object")
 	case errors.As(err, &syntax), errors.Is(err, io.ErrUnexpectedEOF):
-		return InvalidArgument("the body is not valid JSON")
+		return InvalidArgument(errs.InvalidJSON, "the body is not valid JSON")
 	case errors.As(err, &typeError):
 		if typeError.Field != "" {
-			return InvalidArgument("field %q must be a JSON %s", typeError.Field, jsonKind(typeError.Type.Kind().String()))
+			return InvalidField(errs.WrongFieldType, typeError.Field, "field %q must be a JSON %s", typeError.Field, jsonKind(typeError.Type.Kind().String()))
 		}
-		return InvalidArgument("the body must be a JSON object")
+		return InvalidArgument(errs.InvalidJSON, "the body must be a JSON object")
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return InvalidArgument("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+		quoted := strings.TrimPrefix(err.Error(), "json: unknown field ")
+		field, uerr := strconv.Unquote(quoted)
+		if uerr != nil {
+			field = quoted
+		}
+		return InvalidField(errs.UnknownField, field, "unknown field %s", quoted)
 	}
-	return InvalidArgument("the body is not valid JSON")
+	return InvalidArgument(errs.InvalidJSON, "the body is not valid JSON")
 }
 
 func jsonKind(goKind string) string {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/telemetry"
 )
 
@@ -49,17 +50,40 @@ func SecurityHeaders(next http.Handler) http.Handler {
 	})
 }
 
-// StrictQuery refuses a request whose query string does not parse. URL.Query
-// drops the pairs it cannot decode without a word, so "pageToken=%%" would
-// otherwise read as no token at all and answer the first page.
+// StrictQuery refuses a request whose query string does not parse, or that
+// sends a parameter more than once. URL.Query drops the pairs it cannot
+// decode without a word, so "pageToken=%%" would otherwise read as no token
+// at all and answer the first page; and every handler reads each parameter
+// with Query().Get, its first value, so "ids=a&ids=b" would answer for a
+// alone. No parameter of the API is taken twice (a list such as ids is one
+// comma-separated value), so a repeat is refused here, for every route.
+// Parameters a route does not take are ignored.
 func StrictQuery(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
-			WriteError(w, r, InvalidArgument("the query string is not valid: percent-encode its names and values"))
+		q, err := url.ParseQuery(r.URL.RawQuery)
+		if err != nil {
+			WriteError(w, r, InvalidArgument(errs.InvalidQuery, "the query string is not valid: percent-encode its names and values"))
+			return
+		}
+		if name, n := repeated(q); n > 1 {
+			WriteError(w, r, InvalidField(errs.RepeatedParameter, name,
+				"the query parameter %q is sent %d times; send it once (a list is one comma-separated value, such as ids=a,b)", name, n))
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// repeated names a parameter of q sent more than once (the first by name,
+// so that the answer does not depend on map order) and how many times.
+func repeated(q url.Values) (string, int) {
+	var name string
+	for k, v := range q {
+		if len(v) > 1 && (name == "" || k < name) {
+			name = k
+		}
+	}
+	return name, len(q[name])
 }
 
 // Recover answers 500 instead of dropping the connection when a handler panics.
@@ -136,7 +160,7 @@ func cors(any, vary bool, allow func(string) bool) Middleware {
 			}
 			if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 				if !ok {
-					WriteError(w, r, PermissionDenied("origin %q is not allowed", origin))
+					WriteError(w, r, PermissionDenied(errs.OriginNotAllowed, "origin %q is not allowed", origin))
 					return
 				}
 				h := w.Header()
@@ -188,7 +212,7 @@ func ParsePageSize(q string, def, max int) (int, error) {
 	}
 	n, err := strconv.Atoi(q)
 	if err != nil || strconv.Itoa(n) != q || n < 1 || n > max {
-		return 0, InvalidArgument("pageSize must be a whole number from 1 to %d", max)
+		return 0, InvalidField(errs.InvalidValue, "pageSize", "pageSize must be a whole number from 1 to %d", max)
 	}
 	return n, nil
 }

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/telemetry"
 )
 
@@ -56,7 +57,7 @@ func serveMux(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
 		WriteError(w, r, MethodNotAllowed(strings.Split(probe.header.Get("Allow"), ", ")...))
 		return
 	}
-	WriteError(w, r, NotFound("no such resource: %s", r.URL.Path))
+	WriteError(w, r, NotFound(errs.UnknownPath, "no such resource: %s", r.URL.Path))
 }
 
 type headerProbe struct {

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/httpx"
 )
 
@@ -190,12 +191,12 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		slog.Warn("balancer: a request that may have reached a region failed; not sent again", "region", be.name, "method", r.Method, "path", r.URL.Path, "error", f.err.Error())
-		httpx.WriteError(w, r, httpx.Unavailable(time.Second, "the region serving the request did not answer; retry"))
+		httpx.WriteError(w, r, httpx.Unavailable(errs.BackendUnavailable, time.Second, "the region serving the request did not answer; retry"))
 		return
 	}
 	if last == nil {
 		last = errors.New("no region")
 	}
 	slog.Warn("balancer: no region answers", "error", last.Error())
-	httpx.WriteError(w, r, httpx.Unavailable(time.Second, "no region answers"))
+	httpx.WriteError(w, r, httpx.Unavailable(errs.BackendUnavailable, time.Second, "no region answers"))
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/internal/emulators"
 	"github.com/videngage/engagement/shared/config"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/topology"
 )
@@ -156,7 +157,7 @@ func EventFunctions(paths map[string]string) (http.Handler, error) {
 		name := r.PathValue("function")
 		to, ok := known[name]
 		if !ok {
-			httpx.WriteError(w, r, httpx.NotFound("no event function %q", name))
+			httpx.WriteError(w, r, httpx.NotFound(errs.UnknownPath, "no event function %q", name))
 			return
 		}
 		r2 := r.Clone(r.Context())

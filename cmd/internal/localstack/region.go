@@ -11,6 +11,7 @@ import (
 
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/config"
+	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/httpx"
 	"github.com/videngage/engagement/shared/telemetry"
 	"github.com/videngage/engagement/shared/topology"
@@ -125,14 +126,14 @@ func (r *Readiness) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	c := r.clients
 	r.mu.Unlock()
 	if c == nil {
-		httpx.WriteError(w, req, httpx.Unavailable(time.Second, "starting"))
+		httpx.WriteError(w, req, httpx.Unavailable(errs.BackendUnavailable, time.Second, "starting"))
 		return
 	}
 	ctx, cancel := context.WithTimeout(req.Context(), 3*time.Second)
 	defer cancel()
 	if err := c.Check(ctx); err != nil {
 		slog.Warn("health check failed", "error", err)
-		httpx.WriteError(w, req, httpx.Unavailable(time.Second, "a backend does not answer"))
+		httpx.WriteError(w, req, httpx.Unavailable(errs.BackendUnavailable, time.Second, "a backend does not answer"))
 		return
 	}
 	httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})

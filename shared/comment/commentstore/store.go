@@ -52,9 +52,9 @@ var (
 	// ErrNotFound: no such comment (or, for a replies listing, no visible one).
 	ErrNotFound = fmt.Errorf("commentstore: comment %w", spannerdb.ErrNotFound)
 	// ErrPermissionDenied: the caller is neither the author nor a moderator.
-	ErrPermissionDenied = errors.New("commentstore: only the author or a moderator may delete a comment")
+	ErrPermissionDenied = errs.New(errs.NotAuthor, "", "only the author of the comment or a moderator may delete it")
 	// ErrKeyReused: the Idempotency-Key was used by this user for another comment.
-	ErrKeyReused = errors.New("commentstore: Idempotency-Key already used for another comment")
+	ErrKeyReused = errs.New(errs.IdempotencyKeyReused, "Idempotency-Key", "this Idempotency-Key was already used for another comment; send a new key with a new comment")
 )
 
 // Store is the comments' Spanner store.
