@@ -66,10 +66,11 @@ func received(user, video string, recv time.Time, dated time.Duration) history.W
 	return w
 }
 
-// windows returns the starts of two consecutive viewing windows in the
-// past, so that no watch of a test is dated in the future.
+// windows returns two times a viewing window apart in the past, so that no
+// watch of a test is dated in the future: a watch received at w0 and one
+// received at w1 are two views.
 func windows(window time.Duration) (w0, w1 time.Time) {
-	now := history.ViewWindowStart(history.Watch{RecordedAt: time.Now()}, window)
+	now := time.Now().UTC().Truncate(time.Millisecond)
 	return now.Add(-2 * window), now.Add(-window)
 }
 
@@ -219,8 +220,9 @@ func TestViewsCountOncePerWindow(t *testing.T) {
 
 // Farmed views: one account posting watch after watch of one video, with
 // new and backdated watch times (1970 to 5 minutes ahead), client retries
-// and Pub/Sub redeliveries, is counted one view per viewing window in which
-// it recorded a watch dated within the window, and no more.
+// and Pub/Sub redeliveries, is counted one view per viewing window, and no
+// more: its watches received in two half-windows a window apart, the
+// second's dated within the window, are two views, in any order.
 func TestFarmedViewsCountOncePerWindow(t *testing.T) {
 	w := newViewsWorld(t, 0)
 	w0, w1 := windows(w.window)
@@ -229,7 +231,7 @@ func TestFarmedViewsCountOncePerWindow(t *testing.T) {
 	farm := func(start time.Time, n int, backdatedOnly bool) []history.Watch {
 		var ws []history.Watch
 		for range n {
-			recv := start.Add(time.Duration(rng.Int64N(int64(w.window))))
+			recv := start.Add(time.Duration(rng.Int64N(int64(w.window / 2))))
 			var dated time.Duration
 			switch {
 			case backdatedOnly || rng.IntN(2) == 0: // before the window, as far back as 1970
@@ -243,12 +245,12 @@ func TestFarmedViewsCountOncePerWindow(t *testing.T) {
 		}
 		return ws
 	}
-	// Window 0 and window 1: watches of every kind; window 2: backdated
-	// ones only.
+	// The first halves of windows 0 and 1: watches of every kind; the
+	// second half of window 1 and window 2: backdated ones only.
 	var all []history.Watch
 	all = append(all, farm(w0, 300, false)...)
-	all = append(all, farm(w1, 300, false)...)
-	all = append(all, farm(w2, 300, true)...)
+	all = append(all, farm(w1.Add(w.window/2), 300, false)...)
+	all = append(all, farm(w2.Add(-w.window/2), 300, true)...)
 	rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
 	for len(all) > 0 {
 		n := min(len(all), 1+rng.IntN(60))

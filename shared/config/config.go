@@ -246,13 +246,13 @@ type History struct {
 	// BatchLinger is how long a batch of watches waits for company before
 	// it is published; the request waits that much longer for its 202.
 	BatchLinger time.Duration `env:"HISTORY_BATCH_LINGER, default=50ms"`
-	// ViewWindow is the viewing window: a user's watches of a video count
-	// one view per window of server receive time (windows aligned on the
-	// Unix epoch), and a watch dated more than a window before its receipt
-	// counts none. Thirty minutes is the session timeout web analytics
-	// conventionally use for one visit: replays and a client's retries
-	// within it are one viewing.
-	ViewWindow time.Duration `env:"VIEW_WINDOW, default=30m"`
+	// ViewWindow is the viewing window: a user's watch of a video counts a
+	// view only if the user's last counted view of it was received at
+	// least a window earlier (a rolling window, by server receive time),
+	// and a watch dated more than a window before its receipt counts none.
+	// A day is what "views cannot be farmed" means to a viewer: one account
+	// adds at most one view a video a day, however often it plays it.
+	ViewWindow time.Duration `env:"VIEW_WINDOW, default=24h"`
 	// MaxViewsPerHour is the view velocity beyond which an account is
 	// flagged automatically: more views counted in one clock hour than a
 	// person can watch (moderation.ViewVelocity). 0 turns the check off.

@@ -90,7 +90,7 @@ locals {
     COUNTER_STALL_AFTER             = "10m"
     HISTORY_MAX_AGE_DAYS            = tostring(local.bigtable_gc_days.history_max_age_days)
     HISTORY_BATCH_LINGER            = var.history_batch_linger
-    VIEW_WINDOW                     = "30m"
+    VIEW_WINDOW                     = "24h"
     MAX_VIEWS_PER_HOUR              = "600"
     TELEMETRY_EXPORTER              = "gcp"
     TELEMETRY_SAMPLE_RATIO          = "0.1"
