@@ -201,7 +201,10 @@ type Counters struct {
 	// YoungCommentsPerMin limits the comments of a young account
 	// (Comments.YoungAccountAge) in place of CommentsPerMin.
 	YoungCommentsPerMin int `env:"RATE_LIMIT_COMMENTS_YOUNG, default=3"`
-	HistoryPerMin       int `env:"RATE_LIMIT_HISTORY, default=120"`
+	// YoungReactionsPerMin limits the reactions of a young account
+	// (Comments.YoungAccountAge), besides ReactionsPerMin.
+	YoungReactionsPerMin int `env:"RATE_LIMIT_REACTIONS_YOUNG, default=10"`
+	HistoryPerMin        int `env:"RATE_LIMIT_HISTORY, default=120"`
 	// OtherWritesPerMin limits each other kind of write of a user on its
 	// own: history deletions (one video or a clear), history settings and
 	// comment deletions.
@@ -363,9 +366,9 @@ func (s *Switch) EnvDecode(v string) error {
 type UserLimits struct {
 	Reactions, Comments, History, OtherWrites, Moderation int
 	// YoungComments are a young account's comments a minute, in place of
-	// Comments.
-	YoungComments int
-	ExportsPerDay int
+	// Comments; YoungReactions its reactions, besides Reactions.
+	YoungComments, YoungReactions int
+	ExportsPerDay                 int
 }
 
 // UserLimits are the limits in force: RATE_LIMIT_* unless RATE_LIMITS=off,
@@ -376,11 +379,12 @@ func (c *Config) UserLimits() UserLimits {
 		return UserLimits{}
 	}
 	return UserLimits{
-		Reactions:     max(c.Counters.ReactionsPerMin, 0),
-		Comments:      max(c.Counters.CommentsPerMin, 0),
-		YoungComments: max(c.Counters.YoungCommentsPerMin, 0),
-		History:       max(c.Counters.HistoryPerMin, 0),
-		OtherWrites:   max(c.Counters.OtherWritesPerMin, 0),
+		Reactions:      max(c.Counters.ReactionsPerMin, 0),
+		Comments:       max(c.Counters.CommentsPerMin, 0),
+		YoungComments:  max(c.Counters.YoungCommentsPerMin, 0),
+		YoungReactions: max(c.Counters.YoungReactionsPerMin, 0),
+		History:        max(c.Counters.HistoryPerMin, 0),
+		OtherWrites:    max(c.Counters.OtherWritesPerMin, 0),
 		// Every moderation call of one moderator, listings included.
 		Moderation:    max(c.Moderation.PerMin, 0),
 		ExportsPerDay: max(c.Export.PerDay, 0),
