@@ -80,6 +80,7 @@ locals {
     COMMENT_DUPLICATE_WINDOW        = "10m"
     COMMENT_YOUNG_ACCOUNT_AGE       = "24h"
     RATE_LIMIT_COMMENTS_YOUNG       = "3"
+    RATE_LIMIT_REACTIONS_YOUNG      = "10"
     RATE_LIMIT_OTHER_WRITES         = tostring(var.rate_limit_per_minute.other)
     RATE_LIMIT_STORE_BUDGET         = "250ms"
     ROLLUP_INTERVAL                 = var.rollup_interval
