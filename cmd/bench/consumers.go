@@ -96,7 +96,7 @@ func runConsumersBench(ctx context.Context, es *emulators.Stack, o consumersOpti
 	staging := viewstore.NewStaging(c.BigtableTx)
 	mux := http.NewServeMux()
 	mux.Handle("/push/ApplyCounters", applycountersfn.New(store, nil))
-	mux.Handle("/push/ApplyViews", applyviewsfn.New(claimstore.NewClaims(c.BigtableTx, c.Config.History.ViewWindow), staging, history.NewViewerHasher(c.Config.History.ViewerHashKey), nil, nil))
+	mux.Handle("/push/ApplyViews", applyviewsfn.New(claimstore.NewClaims(c.BigtableTx, c.Config.History.ViewWindow), staging, history.NewViewerHasher(c.Config.History.ViewerHashKey), applyviewsfn.Eligibility{}, nil, nil))
 	histories := historystore.New(c.Bigtable)
 	mux.Handle("/push/ApplyHistory", applyhistoryfn.New(histories, nil))
 	// The floor: a handler that reads the push and acknowledges it.

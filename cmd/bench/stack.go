@@ -62,7 +62,7 @@ func baselineWriter(st *benchstack.Stack) reactionsfn.Writer {
 // newStackWith is newStack with the reactions' writer wk.
 func newStackWith(ctx context.Context, cfg *config.Config, srv *benchstack.Server, wk writerKind, mount ...func(*benchstack.Stack, *http.ServeMux) error) (*stack, error) {
 	bs, err := benchstack.New(ctx, "bench", cfg, srv, func(st *benchstack.Stack, mux *http.ServeMux) error {
-		rdeps, err := reactionsfn.Build(st.Clients)
+		rdeps, err := reactionsfn.Build(ctx, st.Clients)
 		if err != nil {
 			return err
 		}

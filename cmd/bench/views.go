@@ -214,7 +214,7 @@ func newViewsStack(ctx context.Context, cfg *config.Config, srv *benchstack.Serv
 		if path.folded {
 			sink = staging
 		}
-		mux.Handle("/push/ApplyViews", applyviewsfn.New(claimstore.NewClaims(more.BigtableTx, more.Config.History.ViewWindow), sink, history.NewViewerHasher(more.Config.History.ViewerHashKey), nil, nil))
+		mux.Handle("/push/ApplyViews", applyviewsfn.New(claimstore.NewClaims(more.BigtableTx, more.Config.History.ViewWindow), sink, history.NewViewerHasher(more.Config.History.ViewerHashKey), applyviewsfn.Eligibility{}, nil, nil))
 		// The rollup's views fold, every VIEWS_FOLD_INTERVAL.
 		fctx, cancel := context.WithCancel(context.Background())
 		stopFold = func() { cancel(); folding.Wait() }

@@ -244,7 +244,7 @@ func registerProbes(targets map[string]string) error {
 	vp := &viewsProbe{probe: probe{function: "ApplyViews", plan: plan, out: out}, inner: viewstore.NewStaging(c.BigtableTx)}
 	functions.HTTP("ApplyCountersProbed", applycountersfn.New(cp, c.Metrics).ServeHTTP)
 	functions.HTTP("ApplyHistoryProbed", applyhistoryfn.New(hp, c.Metrics).ServeHTTP)
-	functions.HTTP("ApplyViewsProbed", applyviewsfn.New(claimstore.NewClaims(c.BigtableTx, c.Config.History.ViewWindow), vp, history.NewViewerHasher(c.Config.History.ViewerHashKey), nil, c.Metrics).ServeHTTP)
+	functions.HTTP("ApplyViewsProbed", applyviewsfn.New(claimstore.NewClaims(c.BigtableTx, c.Config.History.ViewWindow), vp, history.NewViewerHasher(c.Config.History.ViewerHashKey), applyviewsfn.Eligibility{}, nil, c.Metrics).ServeHTTP)
 	targets["ApplyCounters"] = "ApplyCountersProbed"
 	targets["ApplyHistory"] = "ApplyHistoryProbed"
 	targets["ApplyViews"] = "ApplyViewsProbed"

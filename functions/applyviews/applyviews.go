@@ -18,21 +18,29 @@
 //     view claimed and does not count it; a watch dated more than a window
 //     before its receipt is history but never a view.
 //
-// The views each account is counted per clock hour are tallied too, and an
+// Only some accounts' watches count: not those of a flagged account (by a
+// moderator, the detection or the view velocity), nor those of a young one
+// (auth.YoungAccounts: created less than COMMENT_YOUNG_ACCOUNT_AGE ago, or
+// whose age cannot be read now, in which case the batch waits for its
+// redelivery). Their watches are history, never views, and claim nothing.
+// The views each account is counted per clock hour are tallied, and an
 // account counted more than a person can watch (MAX_VIEWS_PER_HOUR) is
-// flagged automatically (moderation.ViewVelocity).
+// flagged automatically (moderation.ViewVelocity) before the batch's views
+// are staged: the batch that crosses the limit counts none of its views.
 package applyviewsfn
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
 	"time"
 
 	"github.com/videngage/engagement/functions/host"
+	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
@@ -52,15 +60,24 @@ func init() {
 		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
 			claims := claimstore.NewClaims(c.BigtableTx, c.Config.History.ViewWindow)
 			viewers := history.NewViewerHasher(c.Config.History.ViewerHashKey)
+			flags := moderationstore.New(spannerdb.Wrap(c.Spanner, c.Config), moderationstore.Gate{}).ProtectUnflags(c.Config.Moderation.UnflagProtection)
+			young, err := auth.YoungAccountsOf(ctx, c.Config)
+			if err != nil {
+				return nil, err
+			}
+			who := Eligibility{Flags: flags}
+			if young != nil {
+				who.Young = young
+			}
 			var velocity *VelocityCheck
 			if n := c.Config.History.MaxViewsPerHour; n > 0 {
 				velocity = &VelocityCheck{
 					Counter: historystore.NewVelocity(c.BigtableTx),
-					Flagger: moderationstore.New(spannerdb.Wrap(c.Spanner, c.Config), moderationstore.Gate{}).ProtectUnflags(c.Config.Moderation.UnflagProtection),
+					Flagger: flags,
 					Params:  moderation.ViewVelocity{MaxPerHour: int64(n)},
 				}
 			}
-			return New(claims, viewstore.NewStaging(c.BigtableTx), viewers, velocity, c.Metrics), nil
+			return New(claims, viewstore.NewStaging(c.BigtableTx), viewers, who, velocity, c.Metrics), nil
 		}, (*config.Config).CheckViewerHashKey)
 }
 
@@ -83,7 +100,66 @@ type (
 	Views interface {
 		Put(ctx context.Context, batchID string, evs []events.Event) error
 	}
+	// Flags says which accounts are flagged now
+	// (moderationstore.Store).
+	Flags interface {
+		FlaggedAmong(ctx context.Context, users []string) (map[string]bool, error)
+	}
+	// Young says which accounts are young now, failing closed
+	// (auth.YoungAccounts).
+	Young interface {
+		YoungAmong(ctx context.Context, users []string) (map[string]bool, error)
+	}
 )
+
+// Eligibility decides whose watches may count views: not a flagged
+// account's, nor a young one's. A nil field excludes no one.
+type Eligibility struct {
+	Flags Flags
+	Young Young
+}
+
+// excluded returns the users of ws whose watches count no view now.
+func (e Eligibility) excluded(ctx context.Context, ws []history.Watch) (map[string]bool, error) {
+	seen := map[string]bool{}
+	var users []string
+	for _, w := range ws {
+		if !seen[w.UserID] {
+			seen[w.UserID] = true
+			users = append(users, w.UserID)
+		}
+	}
+	out := map[string]bool{}
+	if e.Flags != nil {
+		flagged, err := e.Flags.FlaggedAmong(ctx, users)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(out, flagged)
+	}
+	if e.Young != nil {
+		young, err := e.Young.YoungAmong(ctx, users)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(out, young)
+	}
+	return out, nil
+}
+
+// without returns ws less the watches of the users in out.
+func without(ws []history.Watch, out map[string]bool) []history.Watch {
+	if len(out) == 0 {
+		return ws
+	}
+	var kept []history.Watch
+	for _, w := range ws {
+		if !out[w.UserID] {
+			kept = append(kept, w)
+		}
+	}
+	return kept
+}
 
 // VelocityCheck flags the accounts counted views faster than a person can
 // watch.
@@ -94,16 +170,17 @@ type VelocityCheck struct {
 }
 
 // check tallies the batch's fresh views and flags the accounts over the
-// limit. An account over it is flagged again by each batch that counts it
-// a view within the hour (flagging again changes nothing), so a failed
-// flag is made good by its next view.
-func (v *VelocityCheck) check(ctx context.Context, fresh []history.Watch) error {
+// limit, and returns those it judged over it. An account over it is
+// flagged again by each batch that counts it a view within the hour
+// (flagging again changes nothing), so a failed flag is made good by its
+// next view.
+func (v *VelocityCheck) check(ctx context.Context, fresh []history.Watch) ([]string, error) {
 	if v == nil || len(fresh) == 0 {
-		return nil
+		return nil, nil
 	}
 	hours, err := v.Counter.Add(ctx, fresh)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	counts := make([]moderation.AccountViews, len(hours))
 	for i, h := range hours {
@@ -111,36 +188,62 @@ func (v *VelocityCheck) check(ctx context.Context, fresh []history.Watch) error 
 	}
 	groups := v.Params.Judge(counts)
 	if len(groups) == 0 {
-		return nil
+		return nil, nil
 	}
 	n, err := v.Flagger.FlagAccounts(ctx, groups)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if n > 0 {
 		slog.InfoContext(ctx, "applyviews: accounts flagged for their view velocity", "flagged", n, "maxPerHour", v.Params.MaxPerHour)
 	}
-	return nil
+	var over []string
+	for _, g := range groups {
+		over = append(over, g.Members...)
+	}
+	return over, nil
 }
 
 const name = "ApplyViews"
 
 // New returns the event function's push handler (host.Push). It asks for a
-// redelivery when Bigtable or Spanner failed: Pub/Sub redelivers the batch,
-// which owns the same watches, also when that delivery overlaps another one
-// (each claim is one atomic row mutation). A message that can never be
-// applied is refused as poison, so that Pub/Sub dead-letters it. viewers
-// hashes the unique viewers; velocity and m may be nil.
-func New(claims Claims, views Views, viewers history.ViewerHasher, velocity *VelocityCheck, m *telemetry.Metrics) http.Handler {
+// redelivery when Bigtable, Spanner or the account records failed: Pub/Sub
+// redelivers the batch, which owns the same watches, also when that
+// delivery overlaps another one (each claim is one atomic row mutation). A
+// message that can never be applied is refused as poison, so that Pub/Sub
+// dead-letters it. viewers hashes the unique viewers; who excludes the
+// watches of flagged and young accounts; velocity and m may be nil.
+func New(claims Claims, views Views, viewers history.ViewerHasher, who Eligibility, velocity *VelocityCheck, m *telemetry.Metrics) http.Handler {
 	return host.Push(name, m, func(ctx context.Context, msg bus.Message) error {
 		b, err := history.DecodeBatch(msg.Data)
 		if err != nil {
 			return fmt.Errorf("%w: %w", bus.ErrPoison, err)
 		}
 		m.BatchSize(ctx, name, len(b.Watches))
-		claimed, err := claims.Claim(ctx, b.ID, b.Watches)
+		out, err := who.excluded(ctx, b.Watches)
+		if err != nil {
+			return fmt.Errorf("applyviews: batch %s: accounts: %w", b.ID, err)
+		}
+		claimed, err := claims.Claim(ctx, b.ID, without(b.Watches, out))
 		if err != nil {
 			return fmt.Errorf("applyviews: batch %s: %w", b.ID, err)
+		}
+		over, err := velocity.check(ctx, claimed.Fresh)
+		if err != nil {
+			// Nothing is staged; the redelivery owns the same views (not
+			// fresh again) and judges the velocity on the account's next
+			// view.
+			return fmt.Errorf("applyviews: batch %s: view velocity: %w", b.ID, err)
+		}
+		if len(over) > 0 && who.Flags != nil {
+			// Those the check flagged (not those a moderator's unflag
+			// protects) count none of the batch's views, nor on any
+			// redelivery, which finds them flagged first.
+			flagged, err := who.Flags.FlaggedAmong(ctx, over)
+			if err != nil {
+				return fmt.Errorf("applyviews: batch %s: %w", b.ID, err)
+			}
+			claimed.Owned = without(claimed.Owned, flagged)
 		}
 		evs := ViewEvents(viewers, b.ID, claimed.Owned)
 		if len(evs) > 0 {
@@ -149,14 +252,8 @@ func New(claims Claims, views Views, viewers history.ViewerHasher, velocity *Vel
 				return fmt.Errorf("applyviews: batch %s: %w", b.ID, err)
 			}
 		}
-		if err := velocity.check(ctx, claimed.Fresh); err != nil {
-			// The views are counted; the redelivery counts them once more
-			// (refused) and judges the velocity again on the account's
-			// next view.
-			return fmt.Errorf("applyviews: batch %s: view velocity: %w", b.ID, err)
-		}
 		slog.DebugContext(ctx, "applyviews: counted", "messageId", msg.ID, "batchId", b.ID,
-			"watches", len(b.Watches), "owned", len(claimed.Owned), "events", len(evs))
+			"watches", len(b.Watches), "excluded", len(out), "owned", len(claimed.Owned), "events", len(evs))
 		return nil
 	})
 }

@@ -2,11 +2,14 @@ package applyviewsfn_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
 	"github.com/videngage/engagement/internal/pushtest"
+	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/countstore"
@@ -66,10 +70,11 @@ func received(user, video string, recv time.Time, dated time.Duration) history.W
 	return w
 }
 
-// windows returns the starts of two consecutive viewing windows in the
-// past, so that no watch of a test is dated in the future.
+// windows returns two times a viewing window apart in the past, so that no
+// watch of a test is dated in the future: a watch received at w0 and one
+// received at w1 are two views.
 func windows(window time.Duration) (w0, w1 time.Time) {
-	now := history.ViewWindowStart(history.Watch{RecordedAt: time.Now()}, window)
+	now := time.Now().UTC().Truncate(time.Millisecond)
 	return now.Add(-2 * window), now.Add(-window)
 }
 
@@ -83,6 +88,12 @@ type viewsWorld struct {
 }
 
 func newViewsWorld(t *testing.T, maxPerHour int64) *viewsWorld {
+	return newViewsWorldOf(t, maxPerHour, nil)
+}
+
+// newViewsWorldOf is newViewsWorld whose accounts are judged young by young
+// (nil: none is), and flagged by the world's flags, as deployed.
+func newViewsWorldOf(t *testing.T, maxPerHour int64, young applyviewsfn.Young) *viewsWorld {
 	cfg := emulatortest.New(t)
 	c, err := host.New(context.Background(), cfg, host.NeedSpanner|host.NeedBigtable)
 	if err != nil {
@@ -98,7 +109,8 @@ func newViewsWorld(t *testing.T, maxPerHour int64) *viewsWorld {
 		velocity = &applyviewsfn.VelocityCheck{Counter: historystore.NewVelocity(c.BigtableTx), Flagger: w.flags,
 			Params: moderation.ViewVelocity{MaxPerHour: maxPerHour}}
 	}
-	w.fn = applyviewsfn.New(claimstore.NewClaims(c.BigtableTx, w.window), w.sink, history.NewViewerHasher("test"), velocity, nil)
+	who := applyviewsfn.Eligibility{Flags: w.flags, Young: young}
+	w.fn = applyviewsfn.New(claimstore.NewClaims(c.BigtableTx, w.window), w.sink, history.NewViewerHasher("test"), who, velocity, nil)
 	w.check = func(t *testing.T, when string, want map[string][2]int64) {
 		t.Helper()
 		if _, err := views.Fold(context.Background(), staging, store, views.FoldOptions{Hi: counter.Parts}); err != nil {
@@ -219,8 +231,9 @@ func TestViewsCountOncePerWindow(t *testing.T) {
 
 // Farmed views: one account posting watch after watch of one video, with
 // new and backdated watch times (1970 to 5 minutes ahead), client retries
-// and Pub/Sub redeliveries, is counted one view per viewing window in which
-// it recorded a watch dated within the window, and no more.
+// and Pub/Sub redeliveries, is counted one view per viewing window, and no
+// more: its watches received in two half-windows a window apart, the
+// second's dated within the window, are two views, in any order.
 func TestFarmedViewsCountOncePerWindow(t *testing.T) {
 	w := newViewsWorld(t, 0)
 	w0, w1 := windows(w.window)
@@ -229,7 +242,7 @@ func TestFarmedViewsCountOncePerWindow(t *testing.T) {
 	farm := func(start time.Time, n int, backdatedOnly bool) []history.Watch {
 		var ws []history.Watch
 		for range n {
-			recv := start.Add(time.Duration(rng.Int64N(int64(w.window))))
+			recv := start.Add(time.Duration(rng.Int64N(int64(w.window / 2))))
 			var dated time.Duration
 			switch {
 			case backdatedOnly || rng.IntN(2) == 0: // before the window, as far back as 1970
@@ -243,12 +256,12 @@ func TestFarmedViewsCountOncePerWindow(t *testing.T) {
 		}
 		return ws
 	}
-	// Window 0 and window 1: watches of every kind; window 2: backdated
-	// ones only.
+	// The first halves of windows 0 and 1: watches of every kind; the
+	// second half of window 1 and window 2: backdated ones only.
 	var all []history.Watch
 	all = append(all, farm(w0, 300, false)...)
-	all = append(all, farm(w1, 300, false)...)
-	all = append(all, farm(w2, 300, true)...)
+	all = append(all, farm(w1.Add(w.window/2), 300, false)...)
+	all = append(all, farm(w2.Add(-w.window/2), 300, true)...)
 	rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
 	for len(all) > 0 {
 		n := min(len(all), 1+rng.IntN(60))
@@ -303,6 +316,78 @@ func TestViewVelocityFlagsAccounts(t *testing.T) {
 	if ev.Views != limit+1 || ev.GroupSize != 1 || !ev.WindowStart.Equal(hour) || !ev.WindowEnd.Equal(hour.Add(time.Hour)) {
 		t.Errorf("evidence %+v, want %d views in the hour from %v", ev, limit+1, hour)
 	}
+	// The batch that crossed the limit (the bot's 8th: views 50 and 51)
+	// counted none of its views, and the flagged bot's later watches count
+	// none either; the human's views all count.
+	w.mustDeliver(t, history.NewBatch([]history.Watch{received("bot", "farm-0", recv.Add(w.window), 0), received("bot", "later", recv, 0)}))
+	w.check(t, "the bot flagged by its velocity", map[string][2]int64{
+		"farm-0": {1, 1}, "farm-48": {1, 1}, "farm-49": {0, 0}, "farm-50": {0, 0}, "later": {0, 0}, "watch-49": {1, 1}})
+}
+
+// Accounts flagged (by a moderator or the detection) and young accounts
+// count no views: their watches are history only and claim nothing, so a
+// flagged account's watch counts once its flag is lifted. The young rule
+// fails closed: while the account records do not answer, the batch is
+// redelivered, counting nothing, and counts once they answer.
+func TestFlaggedAndYoungAccountsCountNoViews(t *testing.T) {
+	now := time.Now().UTC()
+	created := map[string]time.Time{"newbie": now.Add(-time.Hour), "elder": now.Add(-48 * time.Hour)}
+	var down atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(rw, "unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		var body struct {
+			LocalID []string `json:"localId"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			http.Error(rw, err.Error(), http.StatusBadRequest)
+			return
+		}
+		users := []map[string]string{}
+		for _, id := range body.LocalID {
+			if c, ok := created[id]; ok {
+				users = append(users, map[string]string{"localId": id, "createdAt": fmt.Sprint(c.UnixMilli())})
+			}
+		}
+		_ = json.NewEncoder(rw).Encode(map[string]any{"users": users})
+	}))
+	t.Cleanup(srv.Close)
+	young := auth.NewYoungAccounts(auth.NewAccountCreation(auth.NewAccountRecordsWith(srv.Client(), srv.URL, "p"), 100), 24*time.Hour)
+	w := newViewsWorldOf(t, 0, young)
+	ctx := context.Background()
+	if _, err := w.flags.FlagAccounts(ctx, []moderation.Group{{Members: []string{"flagged"}, Evidence: moderation.Evidence{GroupSize: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	recv := now.Add(-time.Minute).Truncate(time.Millisecond)
+	b := history.NewBatch([]history.Watch{
+		received("flagged", "fy", recv, 0), received("newbie", "fy", recv, 0),
+		received("elder", "fy", recv, 0), received("unrecorded", "fy", recv, 0)})
+	w.mustDeliver(t, b)
+	w.mustDeliver(t, b)
+	w.check(t, "a flagged, a young and two established accounts", map[string][2]int64{"fy": {2, 2}})
+
+	// Unflagged, the account's next watch counts: its flagged watch
+	// claimed nothing.
+	if _, err := w.flags.SetFlagged(ctx, moderation.Decision{Moderator: "mod", UserIDs: []string{"flagged"}, Flagged: false, Reason: "reviewed"}); err != nil {
+		t.Fatal(err)
+	}
+	w.mustDeliver(t, history.NewBatch([]history.Watch{received("flagged", "fy", recv.Add(time.Second), 0)}))
+	w.check(t, "the unflagged account's next watch", map[string][2]int64{"fy": {3, 3}})
+
+	// The records down: an account not seen yet cannot be judged, and its
+	// batch counts nothing until they answer.
+	created["late"] = now.Add(-72 * time.Hour)
+	down.Store(true)
+	late := history.NewBatch([]history.Watch{received("late", "fl", recv, 0)})
+	if got := w.deliver(t, late); got != pushtest.Retried {
+		t.Fatalf("a batch while the account records are down: %v, want redelivered", got)
+	}
+	w.check(t, "the records down", map[string][2]int64{"fl": {0, 0}})
+	down.Store(false)
+	w.mustDeliver(t, late)
+	w.check(t, "the records back", map[string][2]int64{"fl": {1, 1}})
 }
 
 // Deliveries served at once on one instance count as one at a time: every

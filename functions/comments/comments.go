@@ -60,14 +60,10 @@ func Build(ctx context.Context, c *host.Clients) (Deps, error) {
 		RefuseSpam(comment.SpamRules{DuplicateWindow: cfg.Comments.DuplicateWindow, YoungAge: cfg.Comments.YoungAccountAge}, limits.YoungComments)
 	w := commentstore.NewWriter(store, bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic), wo)
 	var accounts Accounts
-	if cfg.Comments.YoungAccountAge > 0 {
-		records, err := auth.AccountRecordsOf(ctx, cfg)
-		if err != nil {
-			return Deps{}, err
-		}
-		if records != nil {
-			accounts = auth.NewAccountCreation(records, cfg.Moderation.AccountRecordsCache)
-		}
+	if young, err := auth.YoungAccountsOf(ctx, cfg); err != nil {
+		return Deps{}, err
+	} else if young != nil {
+		accounts = young
 	}
 	return Deps{
 		Accounts:      accounts,
@@ -113,7 +109,8 @@ type (
 		Allow(ctx context.Context, userID string) (retryAfter time.Duration, err error)
 	}
 	// Accounts answers when the identity provider created an account
-	// (*auth.AccountCreation); zero when it has no record.
+	// (*auth.YoungAccounts, or its *auth.AccountCreation); zero when it has
+	// no record.
 	Accounts interface {
 		Created(ctx context.Context, uid string) (time.Time, error)
 	}
@@ -224,9 +221,13 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
+	created, err := h.accountCreated(r.Context(), user.ID)
+	if err != nil {
+		return err
+	}
 	res, err := h.Writer.Post(r.Context(), commentstore.CreateRequest{
 		UserID: user.ID, VideoID: video, ParentID: parent, Text: *body.Text, IdempotencyKey: key,
-		AccountCreated: h.accountCreated(r.Context(), user.ID),
+		AccountCreated: created,
 	})
 	if err == nil {
 		err = res.Err
@@ -255,26 +256,21 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// accountLookupBudget bounds the wait for the identity provider's record of
-// an account the instance has not seen.
-const accountLookupBudget = time.Second
-
 // accountCreated is when uid's account was created, for the young-account
-// rule; zero (not young) when the records are not configured or do not
-// answer in time: the rule does not take posting down with the identity
-// provider, and the rate and link limits hold meanwhile.
-func (h *handler) accountCreated(ctx context.Context, uid string) time.Time {
+// rule; zero (not young) when the rule is off or the provider has no record
+// of the account. The rule fails closed: when the record cannot be read in
+// time the post is refused with 503 and Retry-After, and nothing is
+// written.
+func (h *handler) accountCreated(ctx context.Context, uid string) (time.Time, error) {
 	if h.Accounts == nil {
-		return time.Time{}
+		return time.Time{}, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, accountLookupBudget)
-	defer cancel()
 	t, err := h.Accounts.Created(ctx, uid)
 	if err != nil {
-		slog.WarnContext(ctx, "account records unavailable: the post is taken as an established account's", "error", err)
-		return time.Time{}
+		slog.WarnContext(ctx, "account records unavailable: the post is refused", "error", err)
+		return time.Time{}, httpx.Unavailable(auth.AccountAgeRetryAfter, "the account's age cannot be checked right now; retry after the time in Retry-After")
 	}
-	return t
+	return t, nil
 }
 
 // decodeUTF8JSON is httpx.DecodeJSON that also refuses strings that are not

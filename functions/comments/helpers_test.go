@@ -102,6 +102,8 @@ type envOpts struct {
 	// accountRecords gives the function the issuer's account records, read
 	// as the local stack reads them (FIREBASE_AUTH_EMULATOR_HOST).
 	accountRecords bool
+	// accounts, if set, answers for the account records instead.
+	accounts commentsfn.Accounts
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -143,6 +145,9 @@ func newEnv(t *testing.T, o envOpts) *env {
 			t.Fatal(err)
 		}
 		d.Accounts = auth.NewAccountCreation(records, 100)
+	}
+	if o.accounts != nil {
+		d.Accounts = o.accounts
 	}
 	if o.deleteLimit > 0 {
 		clients, err := host.New(context.Background(), cfg, host.NeedBigtable)

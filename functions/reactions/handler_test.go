@@ -95,6 +95,13 @@ type env struct {
 // verifier and metrics the test reads.
 func newEnv(t *testing.T, perMinute int) *env {
 	t.Helper()
+	return newEnvWith(t, perMinute, nil)
+}
+
+// newEnvWith is newEnv with the handler's collaborators changed by deps
+// (nil: as Build wires them).
+func newEnvWith(t *testing.T, perMinute int, deps func(*reactionsfn.Deps)) *env {
+	t.Helper()
 	is, err := issuer()
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +132,11 @@ func newEnv(t *testing.T, perMinute int) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := reactionsfn.New(reactionsfn.Deps{Verifier: verifier, Writer: writer, Store: store, Metrics: metrics})
+	d := reactionsfn.Deps{Verifier: verifier, Writer: writer, Store: store, Metrics: metrics}
+	if deps != nil {
+		deps(&d)
+	}
+	h := reactionsfn.New(d)
 	// A deadline far above the default: a loaded machine must not turn slow
 	// emulators into 503s.
 	srv := httptest.NewServer(httpx.Standard("Reactions", cfg.Project, []string{"*"}, time.Minute)(h))

@@ -9,6 +9,7 @@ package reactionsfn
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -32,7 +33,7 @@ import (
 func init() {
 	host.RegisterHTTP("Reactions", host.NeedSpanner|host.NeedBigtable|host.NeedPubSub|host.NeedVerifier,
 		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
-			deps, err := Build(c)
+			deps, err := Build(ctx, c)
 			if err != nil {
 				return nil, err
 			}
@@ -41,16 +42,26 @@ func init() {
 }
 
 // Build wires the handler's collaborators from an instance's clients.
-func Build(c *host.Clients) (Deps, error) {
+func Build(ctx context.Context, c *host.Clients) (Deps, error) {
 	cfg := c.Config
 	db := spannerdb.Wrap(c.Spanner, cfg)
 	store := reactionstore.New(db)
 	// A group's events are one message already: published at once.
 	pub := bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic).Unbundled()
 	w := reactionstore.NewWriter(store, pub, WriterOptions(db)).LimitWith(Limiter(c))
-	return Deps{
-		Verifier: c.Verifier, Writer: w, Store: store, Metrics: c.Metrics,
-	}, nil
+	d := Deps{Verifier: c.Verifier, Writer: w, Store: store, Metrics: c.Metrics}
+	young, err := auth.YoungAccountsOf(ctx, cfg)
+	if err != nil {
+		return Deps{}, err
+	}
+	if young != nil {
+		d.Young = young
+		if limit := cfg.UserLimits().YoungReactions; limit > 0 {
+			shared := ratelimit.NewBigtable(c.BigtableTx, "reactions-young", limit)
+			d.YoungLimiter = ratelimit.NewDegrading(shared, "reactions-young", limit, cfg.HTTP.RateLimitBudget, c.Metrics)
+		}
+	}
+	return d, nil
 }
 
 // Limiter is the per-user limit of reactions, nil when there is none: one
@@ -94,6 +105,15 @@ type (
 	Store interface {
 		Get(ctx context.Context, userID string, ids []string) (map[string]reaction.State, error)
 	}
+	// Young says whether an account is young, failing closed
+	// (auth.YoungAccounts).
+	Young interface {
+		Young(ctx context.Context, uid string) (bool, error)
+	}
+	// UserLimiter admits a user's write or says how long to wait.
+	UserLimiter interface {
+		Allow(ctx context.Context, userID string) (retryAfter time.Duration, err error)
+	}
 )
 
 // Deps are the handler's collaborators.
@@ -101,7 +121,12 @@ type Deps struct {
 	Verifier Verifier
 	Writer   Writer
 	Store    Store
-	Metrics  *telemetry.Metrics // may be nil
+	// Young judges the young-account rule; nil: no account is young.
+	Young Young
+	// YoungLimiter limits a young account's reactions, besides the
+	// writer's limit; nil: no limit of its own.
+	YoungLimiter UserLimiter
+	Metrics      *telemetry.Metrics // may be nil
 }
 
 type handler struct{ Deps }
@@ -154,6 +179,9 @@ func (h *handler) put(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return httpx.InvalidField(errs.InvalidValue, "reaction", "%s", err.Error())
 	}
+	if err := h.admitYoung(r.Context(), user.ID); err != nil {
+		return err
+	}
 	res, err := h.Writer.Set(r.Context(), reactionstore.SetRequest{UserID: user.ID, ContentID: id, To: to, IfMatch: ifMatch})
 	if err == nil {
 		err = res.Err
@@ -180,6 +208,33 @@ func (h *handler) put(w http.ResponseWriter, r *http.Request) error {
 	writeReaction(w, ReactionBody{
 		ContentID: id, Reaction: string(res.State.Current()), Version: res.State.Tag(), UpdateTime: res.UpdateTime.UTC(),
 	})
+	return nil
+}
+
+// admitYoung applies the young-account rule: a young account's reactions
+// are limited to RATE_LIMIT_REACTIONS_YOUNG a minute (429 beyond), and
+// when the account's age cannot be read the reaction is refused with 503
+// and Retry-After (the rule fails closed). Nothing is written either way.
+func (h *handler) admitYoung(ctx context.Context, uid string) error {
+	if h.Young == nil {
+		return nil
+	}
+	young, err := h.Young.Young(ctx, uid)
+	if err != nil {
+		slog.WarnContext(ctx, "account records unavailable: the reaction is refused", "error", err)
+		return httpx.Unavailable(auth.AccountAgeRetryAfter, "the account's age cannot be checked right now; retry after the time in Retry-After")
+	}
+	if !young || h.YoungLimiter == nil {
+		return nil
+	}
+	wait, err := h.YoungLimiter.Allow(ctx, uid)
+	if err != nil {
+		return err
+	}
+	if wait > 0 {
+		h.Metrics.RateLimited(ctx, "reactions")
+		return &errs.RateLimitedError{What: "reactions", RetryAfter: wait}
+	}
 	return nil
 }
 

@@ -158,3 +158,31 @@ func (a *AccountCreation) Created(ctx context.Context, uid string) (time.Time, e
 	a.known.Put(uid, got[uid])
 	return got[uid], nil
 }
+
+// CreatedMany returns when each of uids was created (zero when the provider
+// has no record), asking the provider in one lookup for those the instance
+// has not seen.
+func (a *AccountCreation) CreatedMany(ctx context.Context, uids []string) (map[string]time.Time, error) {
+	out := make(map[string]time.Time, len(uids))
+	var missing []string
+	for _, u := range uids {
+		if t, ok := a.known.Get(u); ok {
+			out[u] = t
+		} else if _, dup := out[u]; !dup {
+			out[u] = time.Time{}
+			missing = append(missing, u)
+		}
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	got, err := a.records.Created(ctx, missing)
+	if err != nil {
+		return nil, err
+	}
+	for _, u := range missing {
+		a.known.Put(u, got[u])
+		out[u] = got[u]
+	}
+	return out, nil
+}

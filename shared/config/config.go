@@ -201,7 +201,10 @@ type Counters struct {
 	// YoungCommentsPerMin limits the comments of a young account
 	// (Comments.YoungAccountAge) in place of CommentsPerMin.
 	YoungCommentsPerMin int `env:"RATE_LIMIT_COMMENTS_YOUNG, default=3"`
-	HistoryPerMin       int `env:"RATE_LIMIT_HISTORY, default=120"`
+	// YoungReactionsPerMin limits the reactions of a young account
+	// (Comments.YoungAccountAge), besides ReactionsPerMin.
+	YoungReactionsPerMin int `env:"RATE_LIMIT_REACTIONS_YOUNG, default=10"`
+	HistoryPerMin        int `env:"RATE_LIMIT_HISTORY, default=120"`
 	// OtherWritesPerMin limits each other kind of write of a user on its
 	// own: history deletions (one video or a clear), history settings,
 	// comment deletions and account erasure requests.
@@ -246,13 +249,13 @@ type History struct {
 	// BatchLinger is how long a batch of watches waits for company before
 	// it is published; the request waits that much longer for its 202.
 	BatchLinger time.Duration `env:"HISTORY_BATCH_LINGER, default=50ms"`
-	// ViewWindow is the viewing window: a user's watches of a video count
-	// one view per window of server receive time (windows aligned on the
-	// Unix epoch), and a watch dated more than a window before its receipt
-	// counts none. Thirty minutes is the session timeout web analytics
-	// conventionally use for one visit: replays and a client's retries
-	// within it are one viewing.
-	ViewWindow time.Duration `env:"VIEW_WINDOW, default=30m"`
+	// ViewWindow is the viewing window: a user's watch of a video counts a
+	// view only if the user's last counted view of it was received at
+	// least a window earlier (a rolling window, by server receive time),
+	// and a watch dated more than a window before its receipt counts none.
+	// A day is what "views cannot be farmed" means to a viewer: one account
+	// adds at most one view a video a day, however often it plays it.
+	ViewWindow time.Duration `env:"VIEW_WINDOW, default=24h"`
 	// MaxViewsPerHour is the view velocity beyond which an account is
 	// flagged automatically: more views counted in one clock hour than a
 	// person can watch (moderation.ViewVelocity). 0 turns the check off.
@@ -363,9 +366,9 @@ func (s *Switch) EnvDecode(v string) error {
 type UserLimits struct {
 	Reactions, Comments, History, OtherWrites, Moderation int
 	// YoungComments are a young account's comments a minute, in place of
-	// Comments.
-	YoungComments int
-	ExportsPerDay int
+	// Comments; YoungReactions its reactions, besides Reactions.
+	YoungComments, YoungReactions int
+	ExportsPerDay                 int
 }
 
 // UserLimits are the limits in force: RATE_LIMIT_* unless RATE_LIMITS=off,
@@ -376,11 +379,12 @@ func (c *Config) UserLimits() UserLimits {
 		return UserLimits{}
 	}
 	return UserLimits{
-		Reactions:     max(c.Counters.ReactionsPerMin, 0),
-		Comments:      max(c.Counters.CommentsPerMin, 0),
-		YoungComments: max(c.Counters.YoungCommentsPerMin, 0),
-		History:       max(c.Counters.HistoryPerMin, 0),
-		OtherWrites:   max(c.Counters.OtherWritesPerMin, 0),
+		Reactions:      max(c.Counters.ReactionsPerMin, 0),
+		Comments:       max(c.Counters.CommentsPerMin, 0),
+		YoungComments:  max(c.Counters.YoungCommentsPerMin, 0),
+		YoungReactions: max(c.Counters.YoungReactionsPerMin, 0),
+		History:        max(c.Counters.HistoryPerMin, 0),
+		OtherWrites:    max(c.Counters.OtherWritesPerMin, 0),
 		// Every moderation call of one moderator, listings included.
 		Moderation:    max(c.Moderation.PerMin, 0),
 		ExportsPerDay: max(c.Export.PerDay, 0),

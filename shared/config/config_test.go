@@ -15,7 +15,7 @@ func TestDefaults(t *testing.T) {
 	if !c.HTTP.RateLimits {
 		t.Errorf("defaults: RateLimits %v", c.HTTP.RateLimits)
 	}
-	if got, want := c.UserLimits(), (UserLimits{Reactions: 60, Comments: 10, YoungComments: 3, History: 120, OtherWrites: 30, Moderation: 30, ExportsPerDay: 3}); got != want {
+	if got, want := c.UserLimits(), (UserLimits{Reactions: 60, Comments: 10, YoungComments: 3, YoungReactions: 10, History: 120, OtherWrites: 30, Moderation: 30, ExportsPerDay: 3}); got != want {
 		t.Errorf("UserLimits() = %+v, want %+v", got, want)
 	}
 	if c.Moderation.UnflagProtection != 30*24*time.Hour {

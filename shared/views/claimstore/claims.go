@@ -1,14 +1,12 @@
-// Package claimstore claims each view (user, video, viewing window) for
-// exactly one batch of watches, in a cell of the user's watch_latest row. It
+// Package claimstore claims each view of a video by a user for exactly one
+// batch of watches, in cells of the user's watch_latest row of the video. It
 // stands apart from viewstore so that what reads and folds the staged views
 // (the rollup) holds no grant on the history tables.
 package claimstore
 
 import (
 	"context"
-	"regexp"
-	"strconv"
-	"strings"
+	"slices"
 	"time"
 
 	"cloud.google.com/go/bigtable"
@@ -19,25 +17,29 @@ import (
 	"github.com/videngage/engagement/shared/history/historystore"
 )
 
-// colClaimPrefix starts the watch_latest column that records which batch
-// first counted a view of the video by the user in a viewing window (the
-// view's claim): "w" + the window's start in Unix milliseconds, value the
-// batch id, cell timestamp the time of the claim (so the family's GC max age
-// counts from it). A claim is written once, by a conditional mutation, and
-// never deleted with the history: views are not taken back. (Claims named
-// "c" + a watch time, one per watch, were written before views counted per
-// window; they age out with the family's GC.)
-const colClaimPrefix = "w"
+// colClaim is the watch_latest column whose cells are the user's counted
+// views of the video (the views' claims): one cell per view, its timestamp
+// the receipt of the watch that counted (so the family's GC max age counts
+// from it), its value the batch that owns the view. A claim is written once,
+// by a conditional mutation, and never deleted with the history: views are
+// not taken back by a history deletion.
+const colClaim = "view"
 
-func claimColumn(windowStart time.Time) string {
-	return colClaimPrefix + strconv.FormatInt(windowStart.UnixMilli(), 10)
-}
+// colOldClaims matches the claims written before views counted in a rolling
+// window ("w" + an epoch-aligned window's start, or "c" + a watch time),
+// timestamped at their claim: a watch within a window of one of them does
+// not count, so the change of rule adds no view. They age out with the
+// family's GC.
+const colOldClaims = `[wc][0-9]+`
 
 // claimConcurrency bounds the conditional writes one Claim has in flight.
 const claimConcurrency = 16
 
-// Claims records which batch counts the view of each (user, video, viewing
-// window), in the video's watch_latest row of the user. Its client is the
+// Claims records which batch counts each view of a video by a user, in the
+// video's watch_latest row of the user. A watch is a view only if no view
+// of the video by the user was counted less than the viewing window before
+// or after it (by receipt time): the window rolls with each view, so no
+// boundary lets two watches seconds apart count twice. Its client is the
 // transactional one (host.Clients.BigtableTx): a claim is a
 // check-and-mutate, a single-row transaction, and the claims are read back
 // on the same single cluster, so a claim just written is always seen.
@@ -63,39 +65,48 @@ type Claimed struct {
 	Fresh []history.Watch
 }
 
-// Claim records batchID as the batch that counts the view of each (user,
-// video, viewing window) of ws, unless a batch already did, and returns the
-// views that belong to batchID. A watch dated more than a window before
-// its receipt is no view and claims nothing (history.CountsAsView); of the
-// batch's watches of one view, the first in batch order stands for it. A
-// view claimed by another batch (a replay, or a client's retry in the same
-// window, in a new batch) is not returned. Each claim is one atomic
-// check-and-mutate of the video's watch_latest row, so whatever the timing
-// of two batches carrying one view, exactly one of them owns it; a batch
-// owns the same views on every delivery.
+// Claim records batchID as the batch that counts each watch of ws that no
+// view of the same (user, video) within the viewing window already counts,
+// and returns the views that belong to batchID. A watch dated more than a
+// window before its receipt is no view and claims nothing
+// (history.CountsAsView); a batch's watches of one (user, video) are
+// claimed in order of receipt, so they are judged as if they came one by
+// one. Each claim is one atomic check-and-mutate of the video's
+// watch_latest row ("no claim within the window of this receipt, then
+// claim it"), so whatever the timing of batches carrying watches of one
+// (user, video), their counted views are a window apart; a batch owns the
+// same views on every delivery (its own claim is the one within the
+// window, found by its receipt time and batch id).
 func (h *Claims) Claim(ctx context.Context, batchID string, ws []history.Watch) (Claimed, error) {
 	ws = h.uniqueViews(ws)
-	taken := make([]bool, len(ws)) // the claim existed before this call
-	failed := make([]error, len(ws))
+	rows := map[string][]int{} // a row's watches, by receipt
+	var order []string
+	for i, w := range ws {
+		k := history.LatestKey(w.UserID, w.VideoID)
+		if rows[k] == nil {
+			order = append(order, k)
+		}
+		rows[k] = append(rows[k], i)
+	}
+	taken := make([]bool, len(ws)) // a claim within the window existed
 	var g errgroup.Group
 	g.SetLimit(claimConcurrency)
-	for i, w := range ws {
+	for _, k := range order {
+		idx := rows[k]
+		slices.SortStableFunc(idx, func(a, b int) int { return ws[a].AcceptedAt().Compare(ws[b].AcceptedAt()) })
 		g.Go(func() error {
-			col := h.column(w)
-			set := bigtable.NewMutation()
-			set.Set(historystore.LatestFamily, col, bigtable.Time(time.Now()).TruncateToMilliseconds(), []byte(batchID))
-			cond := bigtable.ChainFilters(bigtable.FamilyFilter("^"+historystore.LatestFamily+"$"), bigtable.ColumnFilter("^"+col+"$"))
-			var matched bool
-			err := h.latest.Apply(ctx, history.LatestKey(w.UserID, w.VideoID), bigtable.NewCondMutation(cond, nil, set), bigtable.GetCondMutationResult(&matched))
-			failed[i], taken[i] = err, matched
+			for _, i := range idx {
+				matched, err := h.claimOne(ctx, k, batchID, ws[i])
+				if err != nil {
+					return errs.Backend("claim view", err)
+				}
+				taken[i] = matched
+			}
 			return nil
 		})
 	}
-	g.Wait()
-	for _, err := range failed {
-		if err != nil {
-			return Claimed{}, errs.Backend("claim view", err)
-		}
+	if err := g.Wait(); err != nil {
+		return Claimed{}, err
 	}
 	var c Claimed
 	var recheck []history.Watch
@@ -115,43 +126,68 @@ func (h *Claims) Claim(ctx context.Context, batchID string, ws []history.Watch) 
 		return Claimed{}, err
 	}
 	for _, w := range recheck {
-		if owners[h.claimKey(w)] == batchID {
+		if owners[claimKey(w)] == batchID {
 			c.Owned = append(c.Owned, w)
 		}
 	}
 	return c, nil
 }
 
-func (h *Claims) column(w history.Watch) string {
-	return claimColumn(history.ViewWindowStart(w, h.window))
+// claimOne claims w's view for batchID unless a claim of the row lies less
+// than a window from w's receipt; matched reports such a claim (the
+// batch's own on a redelivery, or another's).
+func (h *Claims) claimOne(ctx context.Context, row, batchID string, w history.Watch) (matched bool, err error) {
+	at := claimTime(w)
+	set := bigtable.NewMutation()
+	set.Set(historystore.LatestFamily, colClaim, at, []byte(batchID))
+	near := bigtable.ChainFilters(
+		bigtable.FamilyFilter("^"+historystore.LatestFamily+"$"),
+		bigtable.ColumnFilter("^("+colClaim+"|"+colOldClaims+")$"),
+		bigtable.TimestampRangeFilterMicros(at-h.windowMicros()+1000, at+h.windowMicros()))
+	err = h.latest.Apply(ctx, row, bigtable.NewCondMutation(near, nil, set), bigtable.GetCondMutationResult(&matched))
+	return matched, err
 }
 
-func (h *Claims) claimKey(w history.Watch) string {
-	return history.LatestKey(w.UserID, w.VideoID) + "\x00" + h.column(w)
+// windowMicros is the viewing window in Bigtable's timestamp unit, whole
+// milliseconds (at least one).
+func (h *Claims) windowMicros() bigtable.Timestamp {
+	return bigtable.Timestamp(max(h.window.Milliseconds(), 1) * 1000)
 }
 
-// claimOwners reads the batch that claimed each view, in one read.
+// claimTime is the timestamp of w's claim: its receipt, to the
+// millisecond (Bigtable's granularity).
+func claimTime(w history.Watch) bigtable.Timestamp {
+	return bigtable.Time(w.AcceptedAt()).TruncateToMilliseconds()
+}
+
+// claimKey names the claim w's view would have: its row and timestamp.
+func claimKey(w history.Watch) string {
+	return history.LatestKey(w.UserID, w.VideoID) + "\x00" + time.UnixMicro(int64(claimTime(w))).UTC().Format(time.RFC3339Nano)
+}
+
+// claimOwners reads the batch that owns each claim of ws, in one read of
+// their rows' claims over the span of their receipts.
 func (h *Claims) claimOwners(ctx context.Context, ws []history.Watch) (map[string]string, error) {
 	var rows bigtable.RowList
 	seenRow := map[string]bool{}
-	var cols []string
+	first, last := claimTime(ws[0]), claimTime(ws[0])
 	for _, w := range ws {
 		k := history.LatestKey(w.UserID, w.VideoID)
 		if !seenRow[k] {
 			seenRow[k] = true
 			rows = append(rows, k)
 		}
-		cols = append(cols, regexp.QuoteMeta(h.column(w)))
+		first, last = min(first, claimTime(w)), max(last, claimTime(w))
 	}
 	filter := bigtable.ChainFilters(
 		bigtable.FamilyFilter("^"+historystore.LatestFamily+"$"),
-		bigtable.ColumnFilter("^("+strings.Join(cols, "|")+")$"),
-		bigtable.LatestNFilter(1))
+		bigtable.ColumnFilter("^"+colClaim+"$"),
+		bigtable.TimestampRangeFilterMicros(first, last+1000))
 	owners := map[string]string{}
 	err := h.latest.ReadRows(ctx, rows, func(r bigtable.Row) bool {
 		for _, item := range r[historystore.LatestFamily] {
-			col := strings.TrimPrefix(item.Column, historystore.LatestFamily+":")
-			owners[r.Key()+"\x00"+col] = string(item.Value)
+			at := time.UnixMicro(int64(item.Timestamp)).UTC().Format(time.RFC3339Nano)
+			owners[r.Key()+"\x00"+at] = string(item.Value)
 		}
 		return true
 	}, bigtable.RowFilter(filter))
@@ -161,10 +197,9 @@ func (h *Claims) claimOwners(ctx context.Context, ws []history.Watch) (map[strin
 	return owners, nil
 }
 
-// uniqueViews keeps, in batch order, the first watch of each view (user,
-// video, viewing window) that may count: a client's retry or replay can
-// join the batch its first attempt is waiting in, and a backdated watch
-// counts none.
+// uniqueViews keeps, in batch order, the first watch of each (user, video,
+// receipt) that may count: a client's retry can join the batch its first
+// attempt is waiting in, and a backdated watch counts none.
 func (h *Claims) uniqueViews(ws []history.Watch) []history.Watch {
 	seen := make(map[string]bool, len(ws))
 	out := make([]history.Watch, 0, len(ws))
@@ -172,7 +207,7 @@ func (h *Claims) uniqueViews(ws []history.Watch) []history.Watch {
 		if !history.CountsAsView(w, h.window) {
 			continue
 		}
-		if k := h.claimKey(w); !seen[k] {
+		if k := claimKey(w); !seen[k] {
 			seen[k] = true
 			out = append(out, w)
 		}

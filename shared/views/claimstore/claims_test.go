@@ -59,22 +59,22 @@ func watchAt(user, video string, recv time.Time, dated time.Duration) history.Wa
 	return w
 }
 
-// A view (user, video, viewing window) belongs to the first batch that
-// claims it: that batch owns it on every delivery, another batch carrying
-// it again (a client's retry, a replay in the same window) never does, a
-// backdated watch claims nothing, and deleting the history (the video, or
-// all of it) does not free the claim: views are not taken back, and a
-// deleted watch sent again is not a new view.
+// A view belongs to the first batch that claims it: that batch owns it on
+// every delivery, another batch carrying a watch within the window of it
+// (a client's retry, a replay) never does, a backdated watch claims
+// nothing, and deleting the history (the video, or all of it) does not free
+// the claim: views are not taken back, and a deleted watch sent again is
+// not a new view.
 func TestClaimFirstBatchOwnsAView(t *testing.T) {
 	h, bt := newHistory(t)
-	const window = 30 * time.Minute
+	const window = 24 * time.Hour
 	c := NewClaims(bt, window)
 	ctx := context.Background()
-	start := history.ViewWindowStart(history.Watch{RecordedAt: time.Now()}, window).Add(-window)
+	start := time.Now().UTC().Truncate(time.Millisecond).Add(-2 * window)
 	w1 := watchAt("ann", "v1", start.Add(time.Minute), 0)
 	w2 := watchAt("ann", "v1", start.Add(2*time.Minute), 0)                      // a replay in the window: the same view
 	w3 := watchAt("bob#x", "v1", start.Add(time.Minute), 0)                      // another user
-	w4 := watchAt("ann", "v1", start.Add(window), 0)                             // the next window: another view
+	w4 := watchAt("ann", "v1", start.Add(time.Minute+window), 0)                 // a window after w1: another view
 	old := watchAt("ann", "v2", start.Add(time.Minute), window+time.Millisecond) // backdated
 	claim := func(batch string, ws ...history.Watch) (owned, fresh map[string]bool) {
 		t.Helper()
@@ -118,10 +118,10 @@ func TestClaimRacingBatches(t *testing.T) {
 	const window = time.Minute
 	c := NewClaims(bt, window)
 	ctx := context.Background()
-	start := history.ViewWindowStart(history.Watch{RecordedAt: time.Now()}, window).Add(-time.Hour)
+	start := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Hour)
 	var ws []history.Watch
 	for i := range 40 {
-		// 7 users, each in windows of its own: 40 watches, 40 views.
+		// 7 users, each watch a window after the user's last: 40 views.
 		ws = append(ws, watchAt(fmt.Sprintf("u%d", i%7), "hot", start.Add(time.Duration(i)*window), 0))
 	}
 	owners := make([]map[string]bool, 8)
@@ -174,5 +174,76 @@ func TestClaimOutlivesExpire(t *testing.T) {
 	}
 	if c, err := claims.Claim(t.Context(), "b1", []history.Watch{old}); err != nil || len(c.Owned) != 1 || len(c.Fresh) != 0 {
 		t.Errorf("after Expire, the first batch owns %v (fresh %v), %v; want its view, not fresh", c.Owned, c.Fresh, err)
+	}
+}
+
+// The window rolls from the last counted view: two watches a second apart
+// across an epoch-aligned boundary are one view, and a script recording a
+// watch every 30 minutes for a day under a one-day window counts one view,
+// whatever order its batches are applied in, concurrently or again.
+func TestClaimWindowRolls(t *testing.T) {
+	_, bt := newHistory(t)
+	const window = 24 * time.Hour
+	c := NewClaims(bt, window)
+	ctx := t.Context()
+	boundary := time.Now().UTC().Truncate(window).Add(-2 * window) // midnight UTC, two days ago
+	across := []history.Watch{
+		watchAt("ann", "v1", boundary.Add(-500*time.Millisecond), 0),
+		watchAt("ann", "v1", boundary.Add(500*time.Millisecond), 0),
+	}
+	owned := 0
+	for i, w := range across {
+		got, err := c.Claim(ctx, fmt.Sprintf("across-%d", i), []history.Watch{w})
+		if err != nil {
+			t.Fatal(err)
+		}
+		owned += len(got.Owned)
+	}
+	if owned != 1 {
+		t.Errorf("two watches a second apart across a window boundary count %d views, want 1", owned)
+	}
+
+	// The farming script: one watch every 30 minutes for a day, each in a
+	// batch of its own, applied by 8 consumers at once, then all again.
+	day := boundary.Add(-3 * window)
+	var farmed []history.Watch
+	for i := range 48 {
+		farmed = append(farmed, watchAt("bot", "v1", day.Add(time.Duration(i)*30*time.Minute), 0))
+	}
+	views := func() int {
+		var mu sync.Mutex
+		n := 0
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := g; i < len(farmed); i += 8 {
+					got, err := c.Claim(ctx, fmt.Sprintf("farm-%d", i), farmed[i:i+1])
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					n += len(got.Owned)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		return n
+	}
+	if n := views(); n != 1 {
+		t.Errorf("48 watches 30 minutes apart count %d views under a one-day window, want 1", n)
+	}
+	if n := views(); n != 1 {
+		t.Errorf("the same batches delivered again own %d views, want the same 1", n)
+	}
+	// A window after the last farmed watch, a view counts again; of one
+	// batch's watches the earliest received is judged first.
+	next := watchAt("bot", "v1", farmed[47].RecordedAt.Add(window), 0)
+	later := watchAt("bot", "v1", next.RecordedAt.Add(time.Hour), 0)
+	if got, err := c.Claim(ctx, "farm-next", []history.Watch{later, next}); err != nil || len(got.Owned) != 1 || got.Owned[0].EventID != next.EventID {
+		t.Errorf("watches a window and a window and an hour after the farming: owned %+v, %v; want the first only", got.Owned, err)
 	}
 }

@@ -80,6 +80,7 @@ locals {
     COMMENT_DUPLICATE_WINDOW        = "10m"
     COMMENT_YOUNG_ACCOUNT_AGE       = "24h"
     RATE_LIMIT_COMMENTS_YOUNG       = "3"
+    RATE_LIMIT_REACTIONS_YOUNG      = "10"
     RATE_LIMIT_OTHER_WRITES         = tostring(var.rate_limit_per_minute.other)
     RATE_LIMIT_STORE_BUDGET         = "250ms"
     ROLLUP_INTERVAL                 = var.rollup_interval
@@ -90,7 +91,7 @@ locals {
     COUNTER_STALL_AFTER             = "10m"
     HISTORY_MAX_AGE_DAYS            = tostring(local.bigtable_gc_days.history_max_age_days)
     HISTORY_BATCH_LINGER            = var.history_batch_linger
-    VIEW_WINDOW                     = "30m"
+    VIEW_WINDOW                     = "24h"
     MAX_VIEWS_PER_HOUR              = "600"
     TELEMETRY_EXPORTER              = "gcp"
     TELEMETRY_SAMPLE_RATIO          = "0.1"
@@ -117,6 +118,7 @@ resource "time_sleep" "function_grants" {
     google_storage_bucket_iam_member.builder_source,
     google_project_iam_member.account_records,
     google_project_iam_member.comments_account_records,
+    google_project_iam_member.young_account_records,
     google_storage_bucket_iam_member.erasure_log_writer,
     google_storage_bucket_iam_member.fn_objects,
     google_service_account_iam_member.fn_sign_blob,

@@ -68,8 +68,8 @@ resource "google_project_iam_member" "account_records" {
 }
 
 # The comments' young-account rule reads the same records (one lookup per
-# account an instance sees); until it may, no account counts as young and
-# the function logs that the records are unavailable.
+# account an instance sees); until it may, posts are refused with 503
+# (the rule fails closed; signup.tf).
 resource "google_project_iam_member" "comments_account_records" {
   count = local.manage_identity ? 1 : 0
 
