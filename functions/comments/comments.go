@@ -268,7 +268,7 @@ func (h *handler) accountCreated(ctx context.Context, uid string) (time.Time, er
 	t, err := h.Accounts.Created(ctx, uid)
 	if err != nil {
 		slog.WarnContext(ctx, "account records unavailable: the post is refused", "error", err)
-		return time.Time{}, httpx.Unavailable(auth.AccountAgeRetryAfter, "the account's age cannot be checked right now; retry after the time in Retry-After")
+		return time.Time{}, httpx.Unavailable(errs.BackendUnavailable, auth.AccountAgeRetryAfter, "the account's age cannot be checked right now; retry after the time in Retry-After")
 	}
 	return t, nil
 }

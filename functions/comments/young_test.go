@@ -9,6 +9,7 @@ import (
 	"github.com/videngage/engagement/internal/apitest"
 	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/comment"
+	"github.com/videngage/engagement/shared/errs"
 )
 
 // The young-account rule fails closed: while the identity provider's
@@ -24,7 +25,7 @@ func TestYoungAccountRuleFailsClosed(t *testing.T) {
 	e := newEnv(t, envOpts{limit: 10, spam: comment.SpamRules{YoungAge: 24 * time.Hour},
 		accounts: auth.NewYoungAccounts(auth.NewAccountCreation(records, 10), 24*time.Hour)})
 	r := e.do("POST", "/v1/videos/fc/comments", e.token("fc-author"), `{"text":"see example.com/me"}`)
-	apitest.CheckError(t, "a post while the account records are down", r, http.StatusServiceUnavailable, "UNAVAILABLE")
+	apitest.CheckError(t, "a post while the account records are down", r, http.StatusServiceUnavailable, "UNAVAILABLE", errs.BackendUnavailable)
 	if ra := r.Header.Get("Retry-After"); ra == "" || ra == "0" {
 		t.Errorf("503 without Retry-After: %v", r.Header)
 	}

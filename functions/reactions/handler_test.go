@@ -238,7 +238,7 @@ func TestETagNeverRepeats(t *testing.T) {
 			t.Fatalf("after an undo the new like's ETag %s repeats an earlier one (%v)", tag, seen)
 		}
 		seen[tag] = true
-		e.put("alice", "v1", "dislike", "If-Match", old).want(t, http.StatusPreconditionFailed, tag, "FAILED_PRECONDITION")
+		e.put("alice", "v1", "dislike", "If-Match", old).want(t, http.StatusPreconditionFailed, tag, "FAILED_PRECONDITION", errs.StaleVersion)
 		e.put("alice", "v1", "like").want(t, 200, tag, "") // unchanged by the refusal
 	}
 }

@@ -222,7 +222,7 @@ func (h *handler) admitYoung(ctx context.Context, uid string) error {
 	young, err := h.Young.Young(ctx, uid)
 	if err != nil {
 		slog.WarnContext(ctx, "account records unavailable: the reaction is refused", "error", err)
-		return httpx.Unavailable(auth.AccountAgeRetryAfter, "the account's age cannot be checked right now; retry after the time in Retry-After")
+		return httpx.Unavailable(errs.BackendUnavailable, auth.AccountAgeRetryAfter, "the account's age cannot be checked right now; retry after the time in Retry-After")
 	}
 	if !young || h.YoungLimiter == nil {
 		return nil

@@ -12,6 +12,7 @@ import (
 	reactionsfn "github.com/videngage/engagement/functions/reactions"
 	"github.com/videngage/engagement/internal/localauth"
 	"github.com/videngage/engagement/shared/auth"
+	"github.com/videngage/engagement/shared/errs"
 )
 
 // firstN admits each user's first n reactions and no more: the young
@@ -65,7 +66,7 @@ func TestYoungAccountsReactions(t *testing.T) {
 	for _, item := range []string{"yr-a", "yr-b"} {
 		e.put("yr-newbie", item, "like").want(t, http.StatusOK, `"1"`, "")
 	}
-	r := e.put("yr-newbie", "yr-c", "like").want(t, http.StatusTooManyRequests, "", "RESOURCE_EXHAUSTED")
+	r := e.put("yr-newbie", "yr-c", "like").want(t, http.StatusTooManyRequests, "", "RESOURCE_EXHAUSTED", errs.RateLimited)
 	if ra := r.Header.Get("Retry-After"); ra == "" || ra == "0" {
 		t.Errorf("429 without Retry-After: %v", r.Header)
 	}
@@ -75,7 +76,7 @@ func TestYoungAccountsReactions(t *testing.T) {
 		}
 	}
 	down.Store(true)
-	r = e.put("yr-unseen", "yr-d", "like").want(t, http.StatusServiceUnavailable, "", "UNAVAILABLE")
+	r = e.put("yr-unseen", "yr-d", "like").want(t, http.StatusServiceUnavailable, "", "UNAVAILABLE", errs.BackendUnavailable)
 	if ra := r.Header.Get("Retry-After"); ra == "" || ra == "0" {
 		t.Errorf("503 without Retry-After: %v", r.Header)
 	}
