@@ -74,7 +74,7 @@ func realMain(ctx context.Context) error {
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of each configuration's hot-item run (and of each counts setting's first signed-in round) to this file, suffixed with the configuration")
 	flag.StringVar(&o.memProfile, "memprofile", "", "write a profile of the heap allocations of each configuration's hot-item run to this file, suffixed with the configuration (and the allocations before the run to <file>.<configuration>.base: go tool pprof -sample_index=alloc_objects -diff_base ...)")
 	flag.StringVar(&o.costs, "costs", "", "merge the measured per-operation costs into this JSON file (docs/benchmarks/costs.json, read by make capacity)")
-	flag.StringVar(&o.only, "only", "", `run only these configurations (comma-separated names; "views" is the views benchmark, "comments" the comments benchmark)`)
+	flag.StringVar(&o.only, "only", "", `run only these configurations (comma-separated names; "views" is the views benchmark, "comments" the comments benchmark, "countrows" the rows and bytes of one counts read)`)
 	var vo viewsOptions
 	flag.IntVar(&vo.watches, "watches", 20000, "views benchmark: distinct watches of the hot video per mode")
 	flag.IntVar(&vo.watchers, "watchers", 64, "views benchmark: concurrent clients")
@@ -162,6 +162,11 @@ func realMain(ctx context.Context) error {
 	}
 	if section("comments") {
 		if err := runCommentsBench(ctx, st, co); err != nil {
+			return err
+		}
+	}
+	if section("countrows") {
+		if err := runCountRowsBench(ctx, *countRowsOut); err != nil {
 			return err
 		}
 	}
