@@ -358,11 +358,17 @@ func (p *posters) posted(user string, d comment.TextDigest, now time.Time) {
 	p.changed[user] = true
 }
 
-// mutations write back what the batch moved. A row written for its recent
-// texts alone keeps a timestamp of at least now, so that the row's deletion
-// policy (a day after Tat) does not take the texts within the window.
+// mutations write back what the batch moved, one write a poster's row. A
+// row written for its recent texts alone keeps a timestamp of at least now,
+// so that the row's deletion policy (a day after Tat) does not take the
+// texts within the window. While the recent texts are kept, every poster
+// whose timestamp the limit moved posted, so is among changed, and the
+// timestamp the limit moved (later than now) is the one written here.
 func (p *posters) mutations(now time.Time) []*spanner.Mutation {
-	ms := p.limits.Mutations()
+	if p.window <= 0 {
+		return p.limits.Mutations()
+	}
+	var ms []*spanner.Mutation
 	for u := range p.changed {
 		tat := p.limits.TAT(u)
 		if tat.Before(now) {
