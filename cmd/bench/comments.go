@@ -18,8 +18,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +31,7 @@ import (
 
 	"cloud.google.com/go/spanner"
 
+	"github.com/videngage/engagement/cmd/internal/benchreport"
 	"github.com/videngage/engagement/cmd/internal/benchstack"
 	commentsfn "github.com/videngage/engagement/functions/comments"
 	moderationfn "github.com/videngage/engagement/functions/moderation"
@@ -45,6 +49,7 @@ type commentsOptions struct {
 	sweep       int
 	concurrency int
 	timeout     time.Duration
+	out         string // also write the report here
 }
 
 func (o commentsOptions) check() error {
@@ -111,6 +116,8 @@ func newCommentsStack(ctx context.Context, cfg *config.Config, srv *benchstack.S
 const hotVideo = "hot-video"
 
 func runComments(ctx context.Context, st *commentsStack, o commentsOptions) error {
+	stamp := benchreport.Start(fmt.Sprintf("go run ./cmd/withemulators -- go run ./cmd/bench -only comments -comments %d -spam %d -sweep %d -concurrency %d -comments-out docs/benchmarks/comments.md",
+		o.comments, o.spam, o.sweep, o.concurrency))
 	client := benchstack.NewClient(o.concurrency, 60*time.Second)
 	tokens := make([]string, o.concurrency)
 	for i := range tokens {
@@ -270,6 +277,10 @@ func runComments(ctx context.Context, st *commentsStack, o commentsOptions) erro
 	fmt.Printf("   Spanner rw commits per 1,000 comments     %8.0f  (writes, consumer and folds)\n", float64(after.Commits-before.Commits)*1000/n)
 	fmt.Printf("   Pub/Sub messages per 1,000 comments       %8.0f  (%.0f comments per message)\n", float64(m1-m0)*1000/n, n/max(float64(m1-m0), 1))
 	fmt.Printf("   Spanner row writes / read calls per 1,000 %8.0f / %.0f\n", float64(after.RowWrites-before.RowWrites)*1000/n, float64(after.Reads-before.Reads)*1000/n)
+	byTable := after.Minus(before).WritesByTable
+	for _, t := range slices.Sorted(maps.Keys(byTable)) {
+		fmt.Printf("     %-40s %8.0f\n", t, float64(byTable[t])*1000/n)
+	}
 	fmt.Printf("   process CPU per comment (clients too)     %8d µs\n", (cpu / time.Duration(n)).Microseconds())
 	pushTime := (pb1 - pb0) / time.Duration(max(pn1-pn0, 1))
 	fmt.Printf("   ApplyCounters time a message              %8.1f ms  (%d messages)\n", float64(pushTime.Microseconds())/1000, pn1-pn0)
@@ -289,6 +300,23 @@ func runComments(ctx context.Context, st *commentsStack, o commentsOptions) erro
 		return errors.New("the final count is not exact")
 	}
 	per := func(x int64) float64 { return float64(x) * 1000 / n }
+	if o.out != "" {
+		var b strings.Builder
+		fmt.Fprintf(&b, "%d comments on one video from %d clients (each post with an Idempotency-Key, rate limits off, the spam rules on), then a spam sweep of %d, on the local stack: the Comments API, Pub/Sub pushing to ApplyCounters and the rollup in one process over the emulators. ", o.comments, o.concurrency, o.spam)
+		b.WriteString("Spanner work is counted on the wire (spannerdb's interceptors) from the first post until the count is exact: the posts' transactions, the consumer's and the folds'. Counts do not depend on the machine's load; the rates do (see uptime).\n\n")
+		fmt.Fprintf(&b, "| per 1,000 comments | |\n|---|---:|\n")
+		fmt.Fprintf(&b, "| Spanner row writes | %.0f |\n", per(after.RowWrites-before.RowWrites))
+		for _, t := range slices.Sorted(maps.Keys(byTable)) {
+			fmt.Fprintf(&b, "| — %s | %.0f |\n", t, per(byTable[t]))
+		}
+		fmt.Fprintf(&b, "| Spanner commits | %.0f |\n| Spanner read calls | %.0f |\n| rows read | %.0f |\n| Pub/Sub messages | %.0f |\n\n",
+			per(after.Commits-before.Commits), per(after.Reads-before.Reads), per(after.RowsRead-before.RowsRead), per(m1-m0))
+		fmt.Fprintf(&b, "Accepted %.0f comments/s, counted end to end %.0f comments/s; the final count %d equals the visible comments (%d) and reconciliation corrected nothing.\n",
+			n/acceptedIn.Seconds(), n/countedIn.Seconds(), api.Counts[hotVideo].Comments, truth[hotVideo].Comments)
+		if err := stamp.Write(o.out, "Comments on one hot video", b.String()); err != nil {
+			return err
+		}
+	}
 	record("comment.cpu_us", float64((cpu / time.Duration(n)).Microseconds()), "µs",
 		"process CPU per hot-video comment until counted: Comments, ApplyCounters, Rollup and the benchmark's own clients in one process (an upper bound)")
 	record("comment.spanner_commits_per_1000", per(after.Commits-before.Commits), "commits", "Spanner read-write commits per 1,000 comments (posts, consumer, folds)")

@@ -18,7 +18,7 @@
 // ApplyCounters' and ApplyViews' push handlers at 1 and more pushes in
 // flight.
 //
-// Usage: go run ./cmd/bench [-only <configurations>,views,comments,consumers] [-reactions 1000] [-concurrency 64] [-watches 20000] [-watchers 64] [-more-watchers 256] [-views-baseline=false] [-comments 12000] [-spam 10000] [-sweep 1000] [-consumer-messages 400] [-consumer-levels 1,4,16,64] [-consumer-out docs/benchmarks/consumers.md]
+// Usage: go run ./cmd/bench [-only <configurations>,views,comments,consumers] [-reactions 1000] [-concurrency 64] [-watches 20000] [-watchers 64] [-more-watchers 256] [-views-baseline=false] [-comments 12000] [-spam 10000] [-sweep 1000] [-comments-out docs/benchmarks/comments.md] [-consumer-messages 400] [-consumer-levels 1,4,16,64] [-consumer-out docs/benchmarks/consumers.md]
 package main
 
 import (
@@ -74,7 +74,7 @@ func realMain(ctx context.Context) error {
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of each configuration's hot-item run (and of each counts setting's first signed-in round) to this file, suffixed with the configuration")
 	flag.StringVar(&o.memProfile, "memprofile", "", "write a profile of the heap allocations of each configuration's hot-item run to this file, suffixed with the configuration (and the allocations before the run to <file>.<configuration>.base: go tool pprof -sample_index=alloc_objects -diff_base ...)")
 	flag.StringVar(&o.costs, "costs", "", "merge the measured per-operation costs into this JSON file (docs/benchmarks/costs.json, read by make capacity)")
-	flag.StringVar(&o.only, "only", "", `run only these configurations (comma-separated names; "views" is the views benchmark, "comments" the comments benchmark)`)
+	flag.StringVar(&o.only, "only", "", `run only these configurations (comma-separated names; "views" is the views benchmark, "comments" the comments benchmark, "countrows" the rows and bytes of one counts read)`)
 	var vo viewsOptions
 	flag.IntVar(&vo.watches, "watches", 20000, "views benchmark: distinct watches of the hot video per mode")
 	flag.IntVar(&vo.watchers, "watchers", 64, "views benchmark: concurrent clients")
@@ -89,6 +89,7 @@ func realMain(ctx context.Context) error {
 	flag.IntVar(&co.spam, "spam", 10000, "comments benchmark: of which marked as spam afterwards")
 	flag.IntVar(&co.sweep, "sweep", 1000, "comments benchmark: comment ids per spam call (at most 1,000)")
 	flag.DurationVar(&co.timeout, "comments-timeout", 5*time.Minute, "comments benchmark: give up waiting for the counts after this long")
+	flag.StringVar(&co.out, "comments-out", "", "comments benchmark: also write the report to this file (docs/benchmarks/comments.md)")
 	var cso consumersOptions
 	flag.IntVar(&cso.messages, "consumer-messages", 400, "consumers benchmark: pushes per function and level")
 	flag.StringVar(&cso.levels, "consumer-levels", "1,4,16,64", "consumers benchmark: pushes in flight, comma-separated")
@@ -161,6 +162,11 @@ func realMain(ctx context.Context) error {
 	}
 	if section("comments") {
 		if err := runCommentsBench(ctx, st, co); err != nil {
+			return err
+		}
+	}
+	if section("countrows") {
+		if err := runCountRowsBench(ctx, *countRowsOut); err != nil {
 			return err
 		}
 	}

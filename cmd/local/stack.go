@@ -142,6 +142,7 @@ func realMain(ctx context.Context) error {
 	mux.Handle("/dev/token", httpx.CORSFor(loopbackOrigin)(issuer.TokenHandler()))
 	mux.Handle("GET /{$}", playgroundHandler())
 	mux.Handle("GET /dev/jwks", issuer.JWKSHandler())
+	mux.Handle("GET /metrics", telemetry.MetricsHandler())
 	mux.Handle("/identitytoolkit.googleapis.com/v1/projects/"+project+"/accounts:lookup", issuer.AccountsHandler())
 
 	if regions == 1 {

@@ -1,6 +1,7 @@
 // Package otelcount reads the service's OpenTelemetry counters in process,
 // through a metric ManualReader: the benchmarks' and tests' call counts
-// (Spanner commits, row writes and reads; Pub/Sub messages and bytes).
+// (Spanner commits, row writes, reads and the rows and bytes they returned;
+// Pub/Sub messages and bytes).
 package otelcount
 
 import (
@@ -90,6 +91,8 @@ type Spanner struct {
 	Commits   int64 // read-write transactions committed
 	RowWrites int64 // rows written or deleted, a key range deleted counting one
 	Reads     int64 // reads and queries, inside transactions or not
+	RowsRead  int64 // rows the reads and queries returned
+	BytesRead int64 // bytes of their results, as received
 	// WritesByTable are the row writes per table.
 	WritesByTable map[string]int64
 }
@@ -101,13 +104,19 @@ func (r *Reader) Spanner() Spanner {
 		Commits:       s.Total(telemetry.MetricSpannerCommits),
 		RowWrites:     s.Total(telemetry.MetricSpannerRowWrites),
 		Reads:         s.Total(telemetry.MetricSpannerReads),
+		RowsRead:      s.Total(telemetry.MetricSpannerRowsRead),
+		BytesRead:     s.Total(telemetry.MetricSpannerBytesRead),
 		WritesByTable: s[telemetry.MetricSpannerRowWrites],
 	}
 }
 
 // Minus returns s − o, field by field.
 func (s Spanner) Minus(o Spanner) Spanner {
-	out := Spanner{Commits: s.Commits - o.Commits, RowWrites: s.RowWrites - o.RowWrites, Reads: s.Reads - o.Reads, WritesByTable: map[string]int64{}}
+	out := Spanner{
+		Commits: s.Commits - o.Commits, RowWrites: s.RowWrites - o.RowWrites, Reads: s.Reads - o.Reads,
+		RowsRead: s.RowsRead - o.RowsRead, BytesRead: s.BytesRead - o.BytesRead,
+		WritesByTable: map[string]int64{},
+	}
 	for t, n := range s.WritesByTable {
 		if d := n - o.WritesByTable[t]; d != 0 {
 			out.WritesByTable[t] = d

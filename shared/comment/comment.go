@@ -151,6 +151,21 @@ func NewID() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
+// KeyedID is the id of the comment that user's post with Idempotency-Key
+// key creates: 128 bits of a hash of the two, base64url as NewID's, so that
+// a retry of the post finds its comment by id, with no row of its own for
+// the key. As evenly spread as a random id; one user's keys never name
+// another user's comments.
+func KeyedID(user, key string) string {
+	h := sha256.New()
+	for _, p := range []string{"comment id", user, key} {
+		h.Write([]byte(strconv.Itoa(len(p))))
+		h.Write([]byte{':'})
+		h.Write([]byte(p))
+	}
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:idBytes])
+}
+
 // RequestHash fingerprints a post for its Idempotency-Key: the same key with
 // the same video, parent and text is a retry; with anything else, a mistake.
 func RequestHash(videoID, parentID, text string) []byte {

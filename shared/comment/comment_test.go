@@ -114,6 +114,36 @@ func TestRequestHash(t *testing.T) {
 	}
 }
 
+// A keyed post's id is a valid comment id, the same for the same user and
+// key, another for another user or key, and spread like NewID's.
+func TestKeyedID(t *testing.T) {
+	pattern := regexp.MustCompile(`^[A-Za-z0-9_-]{22}$`)
+	a := KeyedID("alice", "key-1")
+	if !pattern.MatchString(a) || !counter.ValidKey(a) || len(a) != len(NewID()) {
+		t.Fatalf("KeyedID = %q: not a comment id like NewID's", a)
+	}
+	if KeyedID("alice", "key-1") != a {
+		t.Error("not deterministic")
+	}
+	for _, other := range []string{KeyedID("bob", "key-1"), KeyedID("alice", "key-2"), KeyedID("alicek", "ey-1"), KeyedID("", "alicekey-1")} {
+		if other == a {
+			t.Errorf("another user or key has the id %q", a)
+		}
+	}
+	ascending, prev := 0, ""
+	const n = 10000
+	for i := range n {
+		id := KeyedID("u", fmt.Sprint(i))
+		if id > prev {
+			ascending++
+		}
+		prev = id
+	}
+	if ascending > n*6/10 || ascending < n*4/10 {
+		t.Errorf("%d of %d ids of consecutive keys ascend: not spread over the key space", ascending, n)
+	}
+}
+
 func TestCheckParent(t *testing.T) {
 	top := Comment{ID: "p", VideoID: "v", Status: Visible}
 	cases := []struct {

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 )
 
 type uncountedKey struct{}
@@ -24,9 +25,10 @@ func counted(ctx context.Context) bool { return ctx.Value(uncountedKey{}) == nil
 
 // wire counts the work this process asks of Spanner, on the wire: what a
 // Spanner bill and a node count follow (commits, row writes by table,
-// reads), whichever store or transaction issued it.
+// reads, the rows and bytes they return), whichever store or transaction
+// issued it.
 type wire struct {
-	commits, rowWrites, reads metric.Int64Counter
+	commits, rowWrites, reads, rowsRead, bytesRead metric.Int64Counter
 }
 
 // ClientOptions are the options every Spanner client of this system is built
@@ -37,6 +39,8 @@ func ClientOptions() []option.ClientOption {
 		commits:   telemetry.NewCounter(nil, telemetry.MetricSpannerCommits, "{commit}", "Spanner read-write transactions committed."),
 		rowWrites: telemetry.NewCounter(nil, telemetry.MetricSpannerRowWrites, "{row}", "Spanner rows written or deleted by committed transactions, by table; a key range deleted counts one."),
 		reads:     telemetry.NewCounter(nil, telemetry.MetricSpannerReads, "{call}", "Spanner read and query calls, inside transactions or not."),
+		rowsRead:  telemetry.NewCounter(nil, telemetry.MetricSpannerRowsRead, "{row}", "Rows returned by Spanner reads and queries."),
+		bytesRead: telemetry.NewCounter(nil, telemetry.MetricSpannerBytesRead, "By", "Bytes of the results of Spanner reads and queries, as received (protocol buffer encoding)."),
 	}
 	return []option.ClientOption{
 		option.WithGRPCDialOption(grpc.WithChainUnaryInterceptor(w.unary)),
@@ -58,8 +62,20 @@ func (w *wire) unary(ctx context.Context, method string, req, reply any, cc *grp
 		}
 	case "Read", "ExecuteSql":
 		w.reads.Add(ctx, 1)
+		if rs, ok := reply.(*spannerpb.ResultSet); ok {
+			w.read(ctx, int64(len(rs.GetRows())), proto.Size(rs))
+		}
 	}
 	return nil
+}
+
+func (w *wire) read(ctx context.Context, rows int64, bytes int) {
+	if rows > 0 {
+		w.rowsRead.Add(ctx, rows)
+	}
+	if bytes > 0 {
+		w.bytesRead.Add(ctx, int64(bytes))
+	}
 }
 
 func (w *wire) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
@@ -68,9 +84,48 @@ func (w *wire) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Clien
 		switch strings.TrimPrefix(method, rpcPrefix) {
 		case "StreamingRead", "ExecuteStreamingSql":
 			w.reads.Add(ctx, 1)
+			return &resultStream{ClientStream: s, ctx: ctx, w: w}, nil
 		}
 	}
 	return s, err
+}
+
+// resultStream counts the rows and bytes of a streamed read's results as
+// they arrive. A row's values are spread over the stream's messages, the
+// last value of a message continued in the next when it is chunked, so
+// rows are counted as whole rows of values arrive.
+type resultStream struct {
+	grpc.ClientStream
+	ctx     context.Context
+	w       *wire
+	columns int   // from the first message's metadata
+	values  int64 // whole or started values received
+	chunked bool  // the last value received continues in the next message
+	rows    int64 // rows counted
+}
+
+func (s *resultStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	prs, ok := m.(*spannerpb.PartialResultSet)
+	if err != nil || !ok {
+		return err
+	}
+	if s.columns == 0 {
+		s.columns = len(prs.GetMetadata().GetRowType().GetFields())
+	}
+	n := int64(len(prs.GetValues()))
+	if s.chunked && n > 0 {
+		n-- // the first value finishes the last one of the previous message
+	}
+	s.values += n
+	s.chunked = prs.GetChunkedValue()
+	var rows int64
+	if s.columns > 0 {
+		rows = s.values/int64(s.columns) - s.rows
+		s.rows += rows
+	}
+	s.w.read(s.ctx, rows, proto.Size(prs))
+	return nil
 }
 
 // commit counts a committed transaction and its row writes: one per row

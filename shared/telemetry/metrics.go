@@ -36,6 +36,8 @@ const (
 	MetricSpannerCommits        = "engagement/spanner_commits"
 	MetricSpannerRowWrites      = "engagement/spanner_row_writes"
 	MetricSpannerReads          = "engagement/spanner_reads"
+	MetricSpannerRowsRead       = "engagement/spanner_rows_read"
+	MetricSpannerBytesRead      = "engagement/spanner_bytes_read"
 	MetricMessagesPublished     = "engagement/messages_published"
 	MetricMessageBytesPublished = "engagement/message_bytes_published"
 	// Counted by the reactions' writer (reactionstore.Writer): its
@@ -54,9 +56,8 @@ const (
 	AttrTopic    = "topic"
 )
 
-// Metrics records the service's metrics. A nil *Metrics records nothing, and
-// with TELEMETRY_EXPORTER=none the instruments are no-ops, so every method
-// is safe to call anywhere.
+// Metrics records the service's metrics. A nil *Metrics records nothing, so
+// every method is safe to call anywhere.
 type Metrics struct {
 	requests            metric.Int64Counter
 	eventsApplied       metric.Int64Counter

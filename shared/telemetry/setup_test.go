@@ -84,9 +84,28 @@ func TestSetupNone(t *testing.T) {
 	if id := exercise(t); len(id) != 32 {
 		t.Errorf("trace id %q, want one even with no exporter", id)
 	}
+	// The metrics are kept for scraping, in Prometheus' text format.
+	code, body := scrapeMetrics(t)
+	for _, want := range []string{
+		`engagement_requests_total{otel_scope_name="` + scope + `",otel_scope_schema_url="",otel_scope_version="",route="GET /v1/counts",status="200"} 1`,
+		`engagement_rate_limited_total{kind="reactions",`,
+		`engagement_cpu_seconds_total{function="local",`,
+	} {
+		if code != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("GET /metrics: %d lacks %s:\n%s", code, want, body)
+		}
+	}
 	if err := shutdown(context.Background()); err != nil {
 		t.Errorf("shutdown: %v", err)
 	}
+}
+
+// scrapeMetrics answers GET /metrics with MetricsHandler.
+func scrapeMetrics(t *testing.T) (int, string) {
+	t.Helper()
+	w := httptest.NewRecorder()
+	MetricsHandler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	return w.Code, w.Body.String()
 }
 
 func TestSetupStdout(t *testing.T) {
@@ -129,6 +148,10 @@ func TestSetupGCPWithoutCredentials(t *testing.T) {
 	}
 	if id := exercise(t); len(id) != 32 {
 		t.Errorf("trace id %q", id)
+	}
+	// Metrics go over OTLP only: nothing to scrape.
+	if code, _ := scrapeMetrics(t); code != http.StatusNotFound {
+		t.Errorf("GET /metrics: %d, want 404", code)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

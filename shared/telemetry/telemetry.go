@@ -1,7 +1,8 @@
 // Package telemetry is the OpenTelemetry set-up of a function instance: traces
 // and metrics over OTLP to Google's endpoint (Cloud Trace and Cloud
-// Monitoring) in the cloud, to stdout or
-// nowhere locally; the trace context carried across HTTP and Pub/Sub; and the
+// Monitoring) in the cloud; locally, metrics kept for scraping in
+// Prometheus' text format (MetricsHandler) and traces and metrics to stdout
+// or nowhere; the trace context carried across HTTP and Pub/Sub; and the
 // service's metrics, named in one place (Metrics).
 //
 // The tracer and meter providers are the process's global ones (otel.Tracer,
@@ -17,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"sync"
@@ -26,7 +28,6 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -78,30 +79,23 @@ func Setup(ctx context.Context, cfg *config.Config) (shutdown func(context.Conte
 }
 
 func setup(ctx context.Context, cfg *config.Config, o options) (func(context.Context) error, error) {
-	tp, mp, err := newProviders(ctx, cfg, o)
+	tp, mp, scraped, err := newProviders(ctx, cfg, o)
 	if err != nil {
 		return nil, fmt.Errorf("telemetry.Setup: %w", err)
 	}
 	installMu.Lock()
 	defer installMu.Unlock()
+	scrape = scraped
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		// Mostly failed exports; never a reason to fail a request.
 		slog.Warn("telemetry error", "error", err.Error())
 	}))
 	otel.SetTextMapPropagator(propagation.TraceContext{})
 	otel.SetTracerProvider(tp)
-	if mp != nil {
-		otel.SetMeterProvider(mp)
-	} else {
-		otel.SetMeterProvider(metricnoop.NewMeterProvider())
-	}
+	otel.SetMeterProvider(mp)
 	installed = true
 	return func(ctx context.Context) error {
-		errs := []error{tp.Shutdown(ctx)}
-		if mp != nil {
-			errs = append(errs, mp.Shutdown(ctx))
-		}
-		if err := errors.Join(errs...); err != nil {
+		if err := errors.Join(tp.Shutdown(ctx), mp.Shutdown(ctx)); err != nil {
 			return fmt.Errorf("telemetry shutdown: %w", err)
 		}
 		return nil
@@ -109,11 +103,13 @@ func setup(ctx context.Context, cfg *config.Config, o options) (func(context.Con
 }
 
 // installed makes StartInstance a no-op once a process has its providers:
-// the OpenTelemetry providers are process-wide by nature.
+// the OpenTelemetry providers are process-wide by nature. scrape serves the
+// installed provider's metrics (MetricsHandler), nil when they go over OTLP.
 var (
 	startMu   sync.Mutex // serialises StartInstance
-	installMu sync.Mutex // guards installed
+	installMu sync.Mutex // guards installed and scrape
 	installed bool
+	scrape    http.Handler
 )
 
 // StartInstance is Setup for a deployed function, whose main belongs to the
@@ -156,39 +152,47 @@ func flushOnSIGTERM(shutdown func(context.Context) error) {
 	}()
 }
 
-// newProviders builds the providers for cfg. The meter provider is nil when
-// metrics go nowhere.
-func newProviders(ctx context.Context, cfg *config.Config, o options) (*sdktrace.TracerProvider, *sdkmetric.MeterProvider, error) {
+// newProviders builds the providers for cfg, and the handler of the
+// metrics a process keeps for scraping (nil when they go over OTLP).
+func newProviders(ctx context.Context, cfg *config.Config, o options) (*sdktrace.TracerProvider, *sdkmetric.MeterProvider, http.Handler, error) {
 	t := cfg.Telemetry
 	if t.SampleRatio < 0 || t.SampleRatio > 1 {
-		return nil, nil, fmt.Errorf("TELEMETRY_SAMPLE_RATIO must be from 0 to 1, not %v", t.SampleRatio)
+		return nil, nil, nil, fmt.Errorf("TELEMETRY_SAMPLE_RATIO must be from 0 to 1, not %v", t.SampleRatio)
 	}
 	res := newResource(cfg)
 	topts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res), sdktrace.WithSampler(sampler(t.SampleRatio))}
-	var reader sdkmetric.Reader
+	mopts := []sdkmetric.Option{sdkmetric.WithResource(res)}
+	var scraped http.Handler
 	switch t.Exporter {
-	case ExporterNone:
-		// Spans still get ids, so that trace context flows through
-		// Pub/Sub and log lines carry trace ids; nothing is exported.
-	case ExporterStdout:
-		se, me, err := newStdoutExporters(o.stdout)
+	case ExporterNone, ExporterStdout:
+		// A process that exports nothing, or only to its own output, keeps
+		// its metrics for GET /metrics. With "none", spans still get ids,
+		// so that trace context flows through Pub/Sub and log lines carry
+		// trace ids; nothing is exported.
+		r, h, err := newScrapeReader()
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		topts = append(topts, sdktrace.WithBatcher(se))
-		reader = sdkmetric.NewPeriodicReader(me, sdkmetric.WithInterval(o.metricInterval))
+		mopts, scraped = append(mopts, sdkmetric.WithReader(r)), h
+		if t.Exporter == ExporterStdout {
+			se, me, err := newStdoutExporters(o.stdout)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			topts = append(topts, sdktrace.WithBatcher(se))
+			mopts = append(mopts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(me, sdkmetric.WithInterval(o.metricInterval))))
+		}
 	case ExporterGCP:
 		topts = append(topts, sdktrace.WithBatcher(newLazySpanExporter(googleOTLPEndpoint)))
-		reader = sdkmetric.NewPeriodicReader(newLazyMetricExporter(googleOTLPEndpoint, o.detect), sdkmetric.WithInterval(o.metricInterval))
+		mopts = append(mopts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(newLazyMetricExporter(googleOTLPEndpoint, o.detect), sdkmetric.WithInterval(o.metricInterval))))
 	default:
-		return nil, nil, fmt.Errorf("TELEMETRY_EXPORTER must be %q, %q or %q, not %q", ExporterGCP, ExporterStdout, ExporterNone, t.Exporter)
+		return nil, nil, nil, fmt.Errorf("TELEMETRY_EXPORTER must be %q, %q or %q, not %q", ExporterGCP, ExporterStdout, ExporterNone, t.Exporter)
 	}
-	tp := sdktrace.NewTracerProvider(topts...)
-	if reader == nil {
-		return tp, nil, nil
+	mp := sdkmetric.NewMeterProvider(mopts...)
+	if err := observeCPU(mp); err != nil {
+		return nil, nil, nil, fmt.Errorf("CPU instrument: %w", err)
 	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(reader))
-	return tp, mp, nil
+	return sdktrace.NewTracerProvider(topts...), mp, scraped, nil
 }
 
 // newResource describes this instance. Cloud Monitoring files OTLP metrics

@@ -10,6 +10,7 @@ import (
 
 	"cloud.google.com/go/spanner"
 
+	"github.com/videngage/engagement/internal/otelcount"
 	"github.com/videngage/engagement/shared/comment"
 	"github.com/videngage/engagement/shared/comment/commentstore"
 	"github.com/videngage/engagement/shared/errs"
@@ -168,5 +169,25 @@ func TestYoungAccounts(t *testing.T) {
 	w.deliver(t)
 	if got := w.counts(t, "", "v1")["v1"].Comments; got != 8 {
 		t.Errorf("%d comments, want 8: refused posts must not count", got)
+	}
+}
+
+// A post writes its poster's row once: the rate limit's timestamp and the
+// recent texts in one mutation, and both hold after.
+func TestPosterRowWrittenOnce(t *testing.T) {
+	// 4 a minute: 2 at once, then one every 20 s.
+	w, _ := spamWorld(t, 4, comment.SpamRules{DuplicateWindow: time.Hour}, 0)
+	before := otelcount.Global().Spanner()
+	w.post(t, "alice", "v1", "", "one")
+	w.post(t, "alice", "v1", "", "two")
+	if got := otelcount.Global().Spanner().Minus(before).WritesByTable["CommentRateLimits"]; got != 2 {
+		t.Errorf("%d writes of CommentRateLimits for 2 posts, want 2", got)
+	}
+	var limited *errs.RateLimitedError
+	if res := w.try("alice", "v1", "three", time.Time{}); !errors.As(res.Err, &limited) {
+		t.Errorf("a third post at once: %+v, want rate limited", res)
+	}
+	if res := w.try("alice", "v2", "two", time.Time{}); !errors.Is(res.Err, comment.ErrDuplicateText) {
+		t.Errorf("the same text again: %+v, want refused as a duplicate", res)
 	}
 }

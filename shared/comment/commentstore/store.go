@@ -136,14 +136,23 @@ type request struct {
 // CreateMany records reqs in one read-write transaction: for each, in order,
 // the Idempotency-Key lookup, the parent check, the spam rules (a young
 // account's links, the same text again), the rate-limit check, the comment
-// row, the key row, and the outbox rows of its counter deltas (authored by
-// the poster, for read-your-own-writes). A refused post writes nothing and
-// moves neither the rate limit nor the recent texts.
+// row, and the outbox rows of its counter deltas (authored by the poster,
+// for read-your-own-writes). A refused post writes nothing and moves
+// neither the rate limit nor the recent texts.
+//
+// A post with an Idempotency-Key gets the id comment.KeyedID(user, key), so
+// its comment row is the key's record: a retry reads it by id and compares
+// its video, parent and text. CommentRequests rows, the keys' records
+// before, are still looked up until their deletion policy (a day) has
+// removed the last.
 func (s *Store) CreateMany(ctx context.Context, reqs []CreateRequest) ([]CreateResult, error) {
 	var results []CreateResult
 	commitTS, err := s.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		results = make([]CreateResult, len(reqs))
 		now := s.now()
+		// The batch's outbox rows are one key range, which the consumer
+		// deletes with one mutation when it counts them.
+		batch := outboxstore.NewBatch()
 		var reqKeys, userKeys []spanner.Key
 		seenUser := map[string]bool{}
 		for _, r := range reqs {
@@ -176,6 +185,9 @@ func (s *Store) CreateMany(ctx context.Context, reqs []CreateRequest) ([]CreateR
 			if r.ParentID != "" {
 				commentKeys = append(commentKeys, spanner.Key{r.ParentID})
 			}
+			if r.IdempotencyKey != "" {
+				commentKeys = append(commentKeys, spanner.Key{comment.KeyedID(r.UserID, r.IdempotencyKey)})
+			}
 		}
 		for _, q := range known {
 			commentKeys = append(commentKeys, spanner.Key{q.commentID})
@@ -183,6 +195,17 @@ func (s *Store) CreateMany(ctx context.Context, reqs []CreateRequest) ([]CreateR
 		stored, err := readComments(ctx, tx, commentKeys)
 		if err != nil {
 			return err
+		}
+		// A key's comment, found by its id, is what the key posted: its
+		// video, parent and text are the request's fingerprint.
+		for _, r := range reqs {
+			k := userKey{r.UserID, r.IdempotencyKey}
+			if _, ok := known[k]; ok || r.IdempotencyKey == "" {
+				continue
+			}
+			if c, ok := stored[comment.KeyedID(r.UserID, r.IdempotencyKey)]; ok && c.AuthorID == r.UserID {
+				known[k] = request{commentID: c.ID, hash: comment.RequestHash(c.VideoID, c.ParentID, c.Text), index: -1}
+			}
 		}
 		posters, err := s.readPosters(ctx, tx, userKeys)
 		if err != nil {
@@ -248,23 +271,23 @@ func (s *Store) CreateMany(ctx context.Context, reqs []CreateRequest) ([]CreateR
 				continue
 			}
 			posters.posted(r.UserID, digest, now)
+			id := comment.NewID()
+			if r.IdempotencyKey != "" {
+				id = comment.KeyedID(r.UserID, r.IdempotencyKey)
+				known[k] = request{commentID: id, hash: hash, index: i}
+			}
 			c := comment.Comment{
-				ID: comment.NewID(), VideoID: r.VideoID, ParentID: r.ParentID, AuthorID: r.UserID,
+				ID: id, VideoID: r.VideoID, ParentID: r.ParentID, AuthorID: r.UserID,
 				Text: r.Text, Status: comment.Visible,
 			}
 			res.Comment = c
 			ev := comment.PostEvent(c, now)
+			ev.ID = outboxstore.BatchedID(batch, ev.ID)
 			res.Event = &ev
 			lv, lp := c.Listed()
 			ms = append(ms, spanner.Insert(tableComments,
 				[]string{"CommentId", "VideoId", "ParentId", "AuthorId", "Text", "Status", "CreateTime", "UpdateTime", "ListedVideoId", "ListedParentId"},
 				[]any{c.ID, c.VideoID, nullString(c.ParentID), c.AuthorID, c.Text, string(c.Status), spanner.CommitTimestamp, spanner.CommitTimestamp, nullString(lv), nullString(lp)}))
-			if r.IdempotencyKey != "" {
-				ms = append(ms, spanner.Insert(tableRequests,
-					[]string{"UserId", "IdempotencyKey", "CommentId", "RequestHash", "CreateTime"},
-					[]any{r.UserID, r.IdempotencyKey, c.ID, hash, spanner.CommitTimestamp}))
-				known[k] = request{commentID: c.ID, hash: hash, index: i}
-			}
 			ms = append(ms, outboxstore.Pending(ev, r.UserID)...)
 			posted = append(posted, ev)
 		}
@@ -335,11 +358,17 @@ func (p *posters) posted(user string, d comment.TextDigest, now time.Time) {
 	p.changed[user] = true
 }
 
-// mutations write back what the batch moved. A row written for its recent
-// texts alone keeps a timestamp of at least now, so that the row's deletion
-// policy (a day after Tat) does not take the texts within the window.
+// mutations write back what the batch moved, one write a poster's row. A
+// row written for its recent texts alone keeps a timestamp of at least now,
+// so that the row's deletion policy (a day after Tat) does not take the
+// texts within the window. While the recent texts are kept, every poster
+// whose timestamp the limit moved posted, so is among changed, and the
+// timestamp the limit moved (later than now) is the one written here.
 func (p *posters) mutations(now time.Time) []*spanner.Mutation {
-	ms := p.limits.Mutations()
+	if p.window <= 0 {
+		return p.limits.Mutations()
+	}
+	var ms []*spanner.Mutation
 	for u := range p.changed {
 		tat := p.limits.TAT(u)
 		if tat.Before(now) {

@@ -333,6 +333,46 @@ func TestIdempotencyKey(t *testing.T) {
 	}
 }
 
+// A keyed post writes no row for its key: its comment's id is the key's
+// record (comment.KeyedID). A key recorded in CommentRequests, as posts
+// recorded them before, still answers its comment.
+func TestIdempotencyKeyWritesNoRowOfItsOwn(t *testing.T) {
+	w := newWorld(t, 0)
+	ctx := context.Background()
+	before := otelcount.Global().Spanner()
+	const n = 5
+	for i := range n {
+		req := commentstore.CreateRequest{UserID: "alice", VideoID: "vid", Text: fmt.Sprint("hello ", i), IdempotencyKey: fmt.Sprint("k", i)}
+		res, err := w.writer.Post(ctx, req)
+		if err != nil || res.Err != nil || res.Comment.ID != comment.KeyedID("alice", req.IdempotencyKey) {
+			t.Fatalf("post %d: %+v, %v", i, res, err)
+		}
+	}
+	d := otelcount.Global().Spanner().Minus(before)
+	if d.WritesByTable["Comments"] != n || d.WritesByTable["CommentRequests"] != 0 {
+		t.Errorf("row writes by table %v, want %d Comments and no CommentRequests", d.WritesByTable, n)
+	}
+
+	old := w.post(t, "bob", "vid", "", "from before")
+	_, err := w.db.InTx(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		return tx.BufferWrite([]*spanner.Mutation{spanner.Insert("CommentRequests",
+			[]string{"UserId", "IdempotencyKey", "CommentId", "RequestHash", "CreateTime"},
+			[]any{"bob", "old-key", old.ID, comment.RequestHash("vid", "", "from before"), spanner.CommitTimestamp})})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := w.writer.Post(ctx, commentstore.CreateRequest{UserID: "bob", VideoID: "vid", Text: "from before", IdempotencyKey: "old-key"})
+	if err != nil || res.Err != nil || !res.Replayed || res.Comment.ID != old.ID {
+		t.Errorf("retry of a key recorded in CommentRequests: %+v, %v; want %s replayed", res, err, old.ID)
+	}
+	w.deliver(t)
+	if got := w.counts(t, "", "vid")["vid"].Comments; got != n+1 {
+		t.Errorf("vid counts %d comments, want %d", got, n+1)
+	}
+	w.exact(t, "vid")
+}
+
 func TestRateLimit(t *testing.T) {
 	w := newWorld(t, 6) // 6 a minute: 3 at once, then one every 15 s
 	ctx := context.Background()
@@ -761,7 +801,7 @@ func TestPublishFailureLeavesTheOutbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(stale) != 1 || stale[0].ID != comment.PostEventID(res.Comment.ID) {
+	if len(stale) != 1 || res.Event == nil || stale[0].ID != res.Event.ID {
 		t.Fatalf("relay finds %+v", stale)
 	}
 	if _, err := w.outbox.Apply(ctx, stale); err != nil {
@@ -799,7 +839,13 @@ func TestConcurrentPostsOnAHotVideo(t *testing.T) {
 		t.Errorf("%d commits for %d posts: not group-committed", commits, n)
 	}
 	t.Logf("%d posts in %d commits", n, commits)
+	// Each commit's outbox rows are one key range, and counting them
+	// deletes it whole.
+	before = otelcount.Global().Spanner()
 	w.deliver(t)
+	if deletes := otelcount.Global().Spanner().Minus(before).WritesByTable["PendingDeltas"]; deletes > commits {
+		t.Errorf("counting %d posts of %d commits deleted %d outbox rows or ranges, want at most one a commit", n, commits, deletes)
+	}
 	if got := w.counts(t, "", "hot")["hot"].Comments; got != n {
 		t.Errorf("%d comments counted, want %d", got, n)
 	}

@@ -233,25 +233,8 @@ func (s *Store) ownByKeys(ctx context.Context, plans []ownPlan) ([]Own, error) {
 		return out, nil
 	}
 
-	// The viewers' reactions: one key range a viewer, up to
-	// reactionRangeRows rows each; the rows of the requested ids of the
-	// viewers known to have more (s.heavy).
-	var light []string
-	var heavyKeys []spanner.Key
-	heavy := map[string]bool{}
-	for _, v := range viewers {
-		if _, ok := s.heavy.Get(v); ok {
-			heavy[v] = true
-		} else {
-			light = append(light, v)
-		}
-	}
-	for _, k := range own {
-		if heavy[k[0].(string)] {
-			heavyKeys = append(heavyKeys, k)
-		}
-	}
-	rk := reactionKeys{light: light, heavy: heavyKeys, own: own, requested: seenOwn}
+	// The viewers' reactions: the rows of the requested ids, by key.
+	rk := reactionKeys{own: own, requested: seenOwn}
 
 	// The timestamp: strongly (the reactions read fixes it, and the other
 	// reads follow) unless every query names one, then the newest named,
@@ -416,12 +399,8 @@ func (s *Store) ownByKeys(ctx context.Context, plans []ownPlan) ([]Own, error) {
 }
 
 // reactionKeys are the reaction rows a read of viewers' own rows takes:
-// one key range of each light viewer (up to reactionRangeRows rows each),
-// the heavy viewers' requested keys, and all requested keys (own) when the
-// ranges were cut short.
+// the viewers' rows of the ids they asked for.
 type reactionKeys struct {
-	light     []string
-	heavy     []spanner.Key
 	own       []spanner.Key
 	requested map[ownKey]bool
 }
@@ -429,33 +408,13 @@ type reactionKeys struct {
 // viewerReactions reads the viewers' reaction rows of the requested keys
 // through tx and returns them with tx's read timestamp.
 func (s *Store) viewerReactions(ctx context.Context, tx *spanner.ReadOnlyTransaction, k reactionKeys) (ownReactions, time.Time, error) {
-	limit := 0
-	if len(k.light) > 0 {
-		limit = reactionRangeRows*len(k.light) + len(k.heavy)
-	}
 	rs := ownReactions{}
-	perViewer, n, err := rs.read(ctx, tx, spanner.KeySets(counterdb.PrefixSet(k.light), spanner.KeySetFromKeys(k.heavy...)), limit, k.requested)
-	if err != nil {
+	if err := rs.read(ctx, tx, spanner.KeySetFromKeys(k.own...), k.requested); err != nil {
 		return ownReactions{}, time.Time{}, err
 	}
 	readTime, err := tx.Timestamp()
 	if err != nil {
 		return ownReactions{}, time.Time{}, fmt.Errorf("read timestamp: %w", err)
-	}
-	if limit > 0 && n == limit {
-		// Cut short: some viewer holds at least reactionRangeRows rows
-		// (the rows of the heavy viewers' keys are at most len(k.heavy)).
-		// Those viewers are remembered, and this read's rows are read
-		// again by key, at readTime.
-		for v, c := range perViewer {
-			if c >= reactionRangeRows {
-				s.heavy.Put(v, struct{}{})
-			}
-		}
-		rs = ownReactions{}
-		if _, _, err := rs.read(ctx, s.db.At(readTime), spanner.KeySetFromKeys(k.own...), 0, k.requested); err != nil {
-			return ownReactions{}, time.Time{}, err
-		}
 	}
 	return rs, readTime, nil
 }
@@ -491,12 +450,6 @@ func (s *Store) rememberGone(keys []outboxstore.RowKey, summed map[outboxstore.R
 // counted are few: the consumer deletes them as it counts them.
 var summedRangeRows = 20
 
-// reactionRangeRows is how many reaction rows of each viewer a signed-in
-// read takes as one key range. Most viewers have reacted to fewer items
-// than that, and one range costs less than a lookup a requested id; a
-// viewer found to hold more is read by key from then on (Store.heavy).
-var reactionRangeRows = 100
-
 // ownReactions are the viewers' reaction rows of the requested ids, and the
 // shares those rows hold.
 type ownReactions struct {
@@ -505,22 +458,17 @@ type ownReactions struct {
 	shareRows []outboxstore.RowKey
 }
 
-// read adds the Reactions rows in keys (at most limit, 0: all) that
-// requested holds, and returns how many rows it read in all, of each
-// viewer and together.
-func (o *ownReactions) read(ctx context.Context, tx *spanner.ReadOnlyTransaction, keys spanner.KeySet, limit int, requested map[ownKey]bool) (perViewer map[string]int, n int, err error) {
+// read adds the Reactions rows in keys that requested holds.
+func (o *ownReactions) read(ctx context.Context, tx *spanner.ReadOnlyTransaction, keys spanner.KeySet, requested map[ownKey]bool) error {
 	if o.reactions == nil {
 		o.reactions, o.shares = map[ownKey]ViewerReaction{}, map[ownKey][]outboxstore.Share{}
 	}
-	perViewer = map[string]int{}
 	cols := []string{"UserId", "ContentId", "Reaction", "Version", "PendingShares", "CreateTime"}
-	err = tx.ReadWithOptions(ctx, counterdb.Reactions, keys, cols, &spanner.ReadOptions{Limit: limit}).Do(func(r *spanner.Row) error {
+	err := tx.Read(ctx, counterdb.Reactions, keys, cols).Do(func(r *spanner.Row) error {
 		var k ownKey
 		if err := counterdb.Columns(r, &k.viewer, &k.id); err != nil {
 			return err
 		}
-		perViewer[k.viewer]++
-		n++
 		if !requested[k] {
 			return nil
 		}
@@ -544,18 +492,14 @@ func (o *ownReactions) read(ctx context.Context, tx *spanner.ReadOnlyTransaction
 		return err
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("reactions: %w", err)
+		return fmt.Errorf("reactions: %w", err)
 	}
-	return perViewer, n, nil
+	return nil
 }
 
-// heavyViewers is how many viewers with reactionRangeRows reactions or
-// more a store remembers (Store.heavy), and countedShares how many summed
-// outbox rows found gone (Store.gone): about 10 MB together when full.
-const (
-	heavyViewers  = 50_000
-	countedShares = 50_000
-)
+// countedShares is how many summed outbox rows found gone a store
+// remembers (Store.gone): about 5 MB when full.
+const countedShares = 50_000
 
 // sharesToRead are the summed rows of keys not known to be gone at t: a
 // summed row, once counted, is deleted and never written again (its event

@@ -16,9 +16,6 @@ import (
 // Store is the counts reads' Spanner store.
 type Store struct {
 	db *spannerdb.DB
-	// heavy holds the viewers whose reactions a signed-in read looks up by
-	// key: those found to hold reactionRangeRows or more.
-	heavy *cache.Map[string, struct{}]
 	// gone holds summed outbox rows a signed-in read found gone (counted),
 	// with the timestamp it read at (sharesToRead).
 	gone *cache.Map[outboxstore.RowKey, time.Time]
@@ -26,5 +23,5 @@ type Store struct {
 
 // New returns the store over db.
 func New(db *spannerdb.DB) *Store {
-	return &Store{db: db, heavy: cache.New[string, struct{}](heavyViewers, nil), gone: cache.New[outboxstore.RowKey, time.Time](countedShares, nil)}
+	return &Store{db: db, gone: cache.New[outboxstore.RowKey, time.Time](countedShares, nil)}
 }
