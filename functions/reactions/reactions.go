@@ -64,7 +64,7 @@ func Limiter(c *host.Clients) reactionstore.Limiter {
 		return nil
 	}
 	shared := ratelimit.NewBigtable(c.BigtableTx, "reactions", limit)
-	return ratelimit.NewDegrading(shared, "reactions", limit, cfg.HTTP.RateLimitBudget, c.Metrics)
+	return ratelimit.NewDegrading(shared, "reactions", limit, cfg.HTTP.MaxInstances, cfg.HTTP.RateLimitBudget, c.Metrics)
 }
 
 // WriterOptions are the reactions' group commit over db: while a
