@@ -62,7 +62,8 @@ func ageToken(t *testing.T, base, uid string, age time.Duration, moderator bool)
 // videos of a catalogue each, 250 of them one viral video too, all through
 // the public API. The stack's own detection job, run as its scheduler
 // runs it on a clock moved past the ring's window, flags the whole ring
-// with reason "automatic", and none of the ordinary accounts.
+// with reason "automatic" once a window has passed after it acted, and
+// none of the ordinary accounts.
 func TestLocalStackDetectionFlagsARing(t *testing.T) {
 	ahead := detectionAhead(t)
 	base := startLocal(t)
@@ -141,6 +142,15 @@ func TestLocalStackDetectionFlagsARing(t *testing.T) {
 			t.Fatalf("POST /internal/detect-manipulation: %d %s", code, body)
 		}
 		t.Logf("run at +%dm: %s", minute, body)
+		// A group is flagged once a window (15 minutes) has passed after
+		// its last reaction, all of which came after started.
+		if time.Now().Add(time.Duration(ahead.Load())).Before(started.Add(15 * time.Minute)) {
+			for u, why := range flaggedUsers(t, mod) {
+				if ring[u] {
+					t.Fatalf("+%dm: ring member %s flagged (%s) before the ring's window passed", minute, u, why)
+				}
+			}
+		}
 	}
 	flags = flaggedUsers(t, mod)
 	for u := range ring {
