@@ -67,7 +67,7 @@ func eraseLimiter(c *host.Clients) Limiter {
 		return nil
 	}
 	shared := ratelimit.NewBigtable(c.BigtableTx, "account-erase", limit)
-	return ratelimit.NewDegrading(shared, "account-erase", limit, c.Config.HTTP.RateLimitBudget, c.Metrics)
+	return ratelimit.NewDegrading(shared, "account-erase", limit, c.Config.HTTP.MaxInstances, c.Config.HTTP.RateLimitBudget, c.Metrics)
 }
 
 // Interfaces of what the handler uses.

@@ -88,7 +88,7 @@ func deleteLimiter(c *host.Clients) Limiter {
 		return nil
 	}
 	shared := ratelimit.NewBigtable(c.BigtableTx, "comment-delete", limit)
-	return ratelimit.NewDegrading(shared, "comment-delete", limit, c.Config.HTTP.RateLimitBudget, c.Metrics)
+	return ratelimit.NewDegrading(shared, "comment-delete", limit, c.Config.HTTP.MaxInstances, c.Config.HTTP.RateLimitBudget, c.Metrics)
 }
 
 // Interfaces of what the handler uses, declared here where they are consumed.

@@ -43,22 +43,33 @@ import (
 func init() {
 	host.RegisterHTTP("DetectManipulation", host.NeedSpanner,
 		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
-			db := spannerdb.Wrap(c.Spanner, c.Config)
-			flags := moderationstore.New(db, moderationstore.Gate{}).ProtectUnflags(c.Config.Moderation.UnflagProtection)
-			d := Deps{
-				Store: Stores(reactionstore.New(db), flags), Leases: leasestore.New(db, nil), Metrics: c.Metrics,
-				Partitions: c.Config.Detection.Partitions, MergeBuckets: c.Config.Detection.MergeBuckets,
-				MaxCandidates: c.Config.Detection.MaxShareCandidates,
-			}
-			records, err := auth.AccountRecordsOf(ctx, c.Config)
+			d, err := DepsOf(ctx, c)
 			if err != nil {
 				return nil, err
 			}
-			if records != nil {
-				d.Accounts = records
-			}
 			return New(d), nil
 		})
+}
+
+// DepsOf are the deployed function's Deps: its stores, leases and layout
+// on c, and the identity provider's records where c's configuration names
+// them.
+func DepsOf(ctx context.Context, c *host.Clients) (Deps, error) {
+	db := spannerdb.Wrap(c.Spanner, c.Config)
+	flags := moderationstore.New(db, moderationstore.Gate{}).ProtectUnflags(c.Config.Moderation.UnflagProtection)
+	d := Deps{
+		Store: Stores(reactionstore.New(db), flags), Leases: leasestore.New(db, nil), Metrics: c.Metrics,
+		Partitions: c.Config.Detection.Partitions, MergeBuckets: c.Config.Detection.MergeBuckets,
+		MaxCandidates: c.Config.Detection.MaxShareCandidates,
+	}
+	records, err := auth.AccountRecordsOf(ctx, c.Config)
+	if err != nil {
+		return Deps{}, err
+	}
+	if records != nil {
+		d.Accounts = records
+	}
+	return d, nil
 }
 
 // Job names the merge's watermark (JobWatermarks); partition i of n is

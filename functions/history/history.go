@@ -65,7 +65,7 @@ func rateLimiter(c *host.Clients, kind string, limit int) Limiter {
 		return nil
 	}
 	shared := ratelimit.NewBigtable(c.BigtableTx, kind, limit)
-	return ratelimit.NewDegrading(shared, kind, limit, c.Config.HTTP.RateLimitBudget, c.Metrics)
+	return ratelimit.NewDegrading(shared, kind, limit, c.Config.HTTP.MaxInstances, c.Config.HTTP.RateLimitBudget, c.Metrics)
 }
 
 // Interfaces of what the handler uses, declared here where they are consumed.

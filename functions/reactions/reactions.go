@@ -58,7 +58,7 @@ func Build(ctx context.Context, c *host.Clients) (Deps, error) {
 		d.Young = young
 		if limit := cfg.UserLimits().YoungReactions; limit > 0 {
 			shared := ratelimit.NewBigtable(c.BigtableTx, "reactions-young", limit)
-			d.YoungLimiter = ratelimit.NewDegrading(shared, "reactions-young", limit, cfg.HTTP.RateLimitBudget, c.Metrics)
+			d.YoungLimiter = ratelimit.NewDegrading(shared, "reactions-young", limit, cfg.HTTP.MaxInstances, cfg.HTTP.RateLimitBudget, c.Metrics)
 		}
 	}
 	return d, nil
@@ -75,7 +75,7 @@ func Limiter(c *host.Clients) reactionstore.Limiter {
 		return nil
 	}
 	shared := ratelimit.NewBigtable(c.BigtableTx, "reactions", limit)
-	return ratelimit.NewDegrading(shared, "reactions", limit, cfg.HTTP.RateLimitBudget, c.Metrics)
+	return ratelimit.NewDegrading(shared, "reactions", limit, cfg.HTTP.MaxInstances, cfg.HTTP.RateLimitBudget, c.Metrics)
 }
 
 // WriterOptions are the reactions' group commit over db: while a

@@ -185,6 +185,10 @@ type HTTP struct {
 	// decides the limit alone (ratelimit.Degrading); not positive: as long
 	// as the request's deadline allows.
 	RateLimitBudget time.Duration `env:"RATE_LIMIT_STORE_BUDGET, default=250ms"`
+	// MaxInstances is how many instances of this function may run at once
+	// (Terraform's max_instance_count): while the shared limits' store does
+	// not answer, each decides its share of twice a limit (ratelimit.Share).
+	MaxInstances int `env:"FUNCTION_MAX_INSTANCES, default=1"`
 	// PageTokenSecret signs page tokens so that they cannot be forged or
 	// replayed by another user.
 	PageTokenSecret string `env:"PAGE_TOKEN_SECRET, default=local-page-token-secret"`

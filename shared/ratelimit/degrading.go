@@ -41,8 +41,8 @@ const (
 )
 
 // Degrading is a shared per-user limit that degrades to a per-instance one
-// (Local, the same limit a minute) when its store does not answer within a
-// budget: a write is then accepted or refused by this instance's count
+// (Local, the instance's Share of the limit) when its store does not answer
+// within a budget: a write is then accepted or refused by this instance's count
 // rather than refused with 503 for want of the shared one. It asks the
 // shared store again every probeEvery and uses it as soon as it answers.
 // Only unavailability degrades: a request whose caller is gone still fails,
@@ -62,11 +62,13 @@ type Degrading struct {
 	loggedAt  time.Time
 }
 
-// NewDegrading limits kind through shared, falling back to perMinute per
-// user on this instance when shared has not answered within budget (not
-// positive: within the caller's deadline). m may be nil.
-func NewDegrading(shared Shared, kind string, perMinute int, budget time.Duration, m DegradedCounter) *Degrading {
-	return &Degrading{shared: shared, local: NewLocal(perMinute), kind: kind, budget: budget, metrics: m, now: time.Now}
+// NewDegrading limits kind to perMinute per user through shared, falling
+// back to this instance's Share of it, of instances instances (the
+// function's maximum, config's FUNCTION_MAX_INSTANCES), when shared has not
+// answered within budget (not positive: within the caller's deadline). m
+// may be nil.
+func NewDegrading(shared Shared, kind string, perMinute, instances int, budget time.Duration, m DegradedCounter) *Degrading {
+	return &Degrading{shared: shared, local: newLocal(Share(perMinute, instances)), kind: kind, budget: budget, metrics: m, now: time.Now}
 }
 
 // Allow counts one action of the user and reports how long to wait when it

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -109,7 +110,7 @@ func TestDegradingFallsBackAndRecovers(t *testing.T) {
 	store := &switchable{next: limiterAt(c, "history", limit, clk)}
 	counts := &degradedCounts{}
 	instance := func() *Degrading {
-		d := NewDegrading(store, "history", limit, budget, counts)
+		d := NewDegrading(store, "history", limit, 2, budget, counts) // two instances: a share of the limit each
 		d.now = clk.now
 		return d
 	}
@@ -207,7 +208,7 @@ func TestDegradingFallsBackAndRecovers(t *testing.T) {
 func TestDegradingFailsWhatIsNoOutage(t *testing.T) {
 	store := &switchable{}
 	store.frozen.Store(true)
-	d := NewDegrading(store, "reactions", 5, time.Minute, nil)
+	d := NewDegrading(store, "reactions", 5, 1, time.Minute, nil)
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
 	if _, err := d.AllowMany(ctx, []string{"alice"}); !errors.Is(err, errs.ErrBackendUnavailable) {
@@ -215,7 +216,7 @@ func TestDegradingFailsWhatIsNoOutage(t *testing.T) {
 	}
 
 	bug := errors.New("ratelimit: unexpected answer")
-	d = NewDegrading(failing{bug}, "reactions", 5, time.Second, nil)
+	d = NewDegrading(failing{bug}, "reactions", 5, 1, time.Second, nil)
 	if _, err := d.Allow(t.Context(), "alice"); !errors.Is(err, bug) {
 		t.Errorf("a bug: %v; want it returned", err)
 	}
@@ -280,7 +281,7 @@ func TestBigtableUnansweredDegrades(t *testing.T) {
 	}
 
 	counts := &degradedCounts{}
-	d := NewDegrading(shared, "reactions", 5, 200*time.Millisecond, counts)
+	d := NewDegrading(shared, "reactions", 5, 1, 200*time.Millisecond, counts)
 	start := time.Now()
 	waits, err := d.AllowMany(t.Context(), []string{"alice", "bob"})
 	if took := time.Since(start); err != nil || len(waits) != 2 || waits[0] != 0 || waits[1] != 0 || took > 2*time.Second {
@@ -288,6 +289,89 @@ func TestBigtableUnansweredDegrades(t *testing.T) {
 	}
 	if n := counts.of("reactions"); n != 2 {
 		t.Errorf("%d actions counted as degraded, want 2", n)
+	}
+}
+
+// mostInAnySpan is the most times of ts within one span [t, t+span).
+func mostInAnySpan(ts []time.Time, span time.Duration) int {
+	ts = slices.Clone(ts)
+	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+	most := 0
+	for i, j := 0, 0; i < len(ts); i++ {
+		for j < len(ts) && ts[j].Before(ts[i].Add(span)) {
+			j++
+		}
+		most = max(most, j-i)
+	}
+	return most
+}
+
+// TestDegradedInstancesHoldTwiceTheLimit: instances of one function that
+// share nothing but a Bigtable that fails each decide a user's limit alone,
+// and a user whose requests reach every one of them, as fast as the
+// instances take them, for six minutes, is admitted at most twice the
+// limit in any minute: each instance's share is ⌊2·limit/instances⌋. With
+// more instances than twice the limit, each admits one in any
+// ⌈instances/(2·limit)⌉ minutes, and that span holds at most twice the
+// limit a minute of it.
+func TestDegradedInstancesHoldTwiceTheLimit(t *testing.T) {
+	captureLogs(t)
+	// Nothing listens at the address: every call fails at once, as a
+	// Bigtable that refuses connections does.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	t.Setenv("BIGTABLE_EMULATOR_HOST", dead)
+	const limit = 10
+	for _, tc := range []struct {
+		instances int
+		span      time.Duration // the span the bound holds over
+	}{{1, time.Minute}, {3, time.Minute}, {6, time.Minute}, {20, time.Minute}, {25, 2 * time.Minute}, {70, 4 * time.Minute}} {
+		start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		clk := &clock{t: start}
+		counts := &degradedCounts{}
+		var instances []*Degrading
+		for range tc.instances {
+			c, err := bigtable.NewClientWithConfig(t.Context(), "p", "i", bigtable.ClientConfig{MetricsProvider: bigtable.NoopMetricsProvider{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			d := NewDegrading(limiterAt(c, "reactions", limit, clk), "reactions", limit, tc.instances, time.Second, counts)
+			d.now = clk.now
+			instances = append(instances, d)
+		}
+		var admitted []time.Time
+		requests := 0
+		for at := start; at.Before(start.Add(6 * time.Minute)); at = at.Add(500 * time.Millisecond) {
+			clk.set(at)
+			for _, d := range instances {
+				wait, err := d.Allow(t.Context(), "alice")
+				if err != nil {
+					t.Fatalf("%d instances: %v", tc.instances, err)
+				}
+				requests++
+				if wait == 0 {
+					admitted = append(admitted, at)
+				}
+			}
+		}
+		if counts.of("reactions") != requests {
+			t.Fatalf("%d instances: %d of %d requests decided by the instances alone; the store answered", tc.instances, counts.of("reactions"), requests)
+		}
+		most := mostInAnySpan(admitted, tc.span)
+		bound := 2 * limit * int(tc.span/time.Minute)
+		t.Logf("%d instances of a limit of %d a minute: %d admitted in 6 minutes, at most %d in any %v (bound %d)",
+			tc.instances, limit, len(admitted), most, tc.span, bound)
+		if most > bound {
+			t.Errorf("%d instances: %d admitted in one %v, more than twice the limit (%d)", tc.instances, most, tc.span, bound)
+		}
+		if len(admitted) < 6*limit/2 {
+			t.Errorf("%d instances: %d admitted in 6 minutes; the degraded limit is no limit to keep to, not a refusal", tc.instances, len(admitted))
+		}
 	}
 }
 

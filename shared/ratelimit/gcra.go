@@ -16,14 +16,39 @@ import "time"
 // every 10 seconds.
 type GCRA struct {
 	PerMinute int
+	// Span is the span PerMinute holds over when it is not a minute (zero:
+	// a minute): a degraded instance's share of a limit (Share).
+	Span time.Duration
 }
 
 // shape is the burst (in requests) and interval of the limit.
 func (l GCRA) shape() (burst int, interval time.Duration) {
+	span := l.Span
+	if span <= 0 {
+		span = time.Minute
+	}
 	burst = (l.PerMinute + 1) / 2
 	n := time.Duration(l.PerMinute - burst + 1)
-	return burst, (time.Minute + n - 1) / n // rounded up, or the span would hold one more
+	return burst, (span + n - 1) / n // rounded up, or the span would hold one more
+}
 
+// Share is one instance's part of a per-user limit of perMinute while the
+// shared store does not answer and each of instances instances (the
+// function's maximum) decides alone: twice the limit split between them.
+// With instances ≤ 2·perMinute it is ⌊2·perMinute/instances⌋ in any
+// minute, so the instances together admit at most 2·perMinute in any
+// minute, however a user's requests spread over them; with more instances
+// it is one in any ⌈instances/(2·perMinute)⌉ minutes, so that span holds
+// at most 2·perMinute a minute of it (docs/design/ratelimits.md).
+func Share(perMinute, instances int) GCRA {
+	if perMinute <= 0 {
+		return GCRA{}
+	}
+	instances, twice := max(instances, 1), 2*perMinute
+	if instances <= twice {
+		return GCRA{PerMinute: twice / instances}
+	}
+	return GCRA{PerMinute: 1, Span: time.Duration((instances+twice-1)/twice) * time.Minute}
 }
 
 // Allow decides a request at now for a user whose stored TAT is tat (zero

@@ -7,9 +7,9 @@ import (
 
 // Local is a per-user limit that one instance keeps in memory: GCRA, with
 // each user's TAT in a map instead of a Spanner row. It holds per instance
-// only (a user whose requests reach n instances gets up to n times the
-// limit), which is what Degrading falls back to while the shared store does
-// not answer.
+// only (a user whose requests reach n instances gets up to n times its
+// limit), which is why Degrading falls back to the instance's Share of the
+// limit while the shared store does not answer.
 type Local struct {
 	limit GCRA
 
@@ -25,7 +25,11 @@ const sweepEvery = time.Minute
 
 // NewLocal limits each user to perMinute actions a minute (0: no limit).
 func NewLocal(perMinute int) *Local {
-	return &Local{limit: GCRA{PerMinute: max(perMinute, 0)}, tats: map[string]time.Time{}}
+	return newLocal(GCRA{PerMinute: max(perMinute, 0)})
+}
+
+func newLocal(limit GCRA) *Local {
+	return &Local{limit: limit, tats: map[string]time.Time{}}
 }
 
 // Allow counts one action of the user at now and reports how long to wait

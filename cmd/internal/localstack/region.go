@@ -28,14 +28,16 @@ func Regions() []string { return []string{"us-central1", "us-east1"} }
 // HTTP and scheduled functions at their topology routes (MountHTTP), the
 // event functions at POST /events/{function} (EventFunctions, once per
 // process), and starts the local scheduler calling the scheduled ones.
-// stop stops the scheduler.
-func ServeFunctions(ctx context.Context, mux *http.ServeMux, c *host.Clients) (stop func(), err error) {
+// It serves the process's metrics at GET /metrics. instead names handlers
+// to serve in place of the built ones (MountHTTP). stop stops the scheduler.
+func ServeFunctions(ctx context.Context, mux *http.ServeMux, c *host.Clients, instead map[string]http.Handler) (stop func(), err error) {
 	events, err := EventFunctions(nil)
 	if err != nil {
 		return nil, err
 	}
 	mux.Handle("POST /events/{function}", events)
-	handlers, err := MountHTTP(ctx, mux, c, nil)
+	mux.Handle("GET /metrics", telemetry.MetricsHandler())
+	handlers, err := MountHTTP(ctx, mux, c, instead)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +90,7 @@ func ServeRegion(ctx context.Context) error {
 		return err
 	}
 	defer clients.Close()
-	stop, err := ServeFunctions(ctx, mux, clients)
+	stop, err := ServeFunctions(ctx, mux, clients, nil)
 	if err != nil {
 		return err
 	}

@@ -334,9 +334,9 @@ func (s *Store) SaveMergeShare(ctx context.Context, stepEnd time.Time, partition
 	if err := gob.NewEncoder(&buf).Encode(ps); err != nil {
 		return fmt.Errorf("moderationstore.SaveMergeShare: %w", err)
 	}
-	_, err := s.db.Client.Apply(ctx, []*spanner.Mutation{spanner.InsertOrUpdate(tableMergeShares,
+	err := s.write(ctx, spanner.InsertOrUpdate(tableMergeShares,
 		[]string{"StepEnd", "Partitions", "Buckets", "Share", "Data", "CreateTime"},
-		[]any{stepEnd, int64(partitions), int64(buckets), int64(share), buf.Bytes(), spanner.CommitTimestamp})})
+		[]any{stepEnd, int64(partitions), int64(buckets), int64(share), buf.Bytes(), spanner.CommitTimestamp}))
 	if err != nil {
 		return fmt.Errorf("moderationstore.SaveMergeShare(%v, %d): %w", stepEnd, share, err)
 	}
@@ -369,12 +369,22 @@ func (s *Store) MergeShares(ctx context.Context, stepEnd time.Time, partitions, 
 // DropPartials deletes the partitions' shares of the step ending at
 // stepEnd and its merge's shares (its merge committed).
 func (s *Store) DropPartials(ctx context.Context, stepEnd time.Time, partitions int) error {
-	_, err := s.db.Client.Apply(ctx, []*spanner.Mutation{
+	err := s.write(ctx,
 		spanner.Delete(tablePartials, spanner.Key{stepEnd, int64(partitions)}.AsPrefix()),
 		spanner.Delete(tableMergeShares, spanner.Key{stepEnd, int64(partitions)}.AsPrefix()),
-	})
+	)
 	if err != nil {
 		return fmt.Errorf("moderationstore.DropPartials(%v): %w", stepEnd, err)
 	}
 	return nil
+}
+
+// write commits ms in a transaction of their own through spannerdb.InTx,
+// which takes its turn against the emulator (one read-write transaction
+// at a time): a bare Client.Apply there drops the stack's other writes.
+func (s *Store) write(ctx context.Context, ms ...*spanner.Mutation) error {
+	_, err := s.db.InTx(ctx, func(_ context.Context, tx *spanner.ReadWriteTransaction) error {
+		return tx.BufferWrite(ms)
+	})
+	return err
 }

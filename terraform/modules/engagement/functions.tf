@@ -182,6 +182,9 @@ resource "google_cloudfunctions2_function" "fn" {
       BIGTABLE_TRANSACTIONAL_APP_PROFILE = google_bigtable_app_profile.transactional.app_profile_id
       # The function's Spanner database role; "" for one without Spanner.
       SPANNER_DATABASE_ROLE = lookup(local.spanner_roles, each.value.name, "")
+      # How many instances may decide a degraded per-user limit alone: each
+      # keeps its share of twice the limit (docs/design/ratelimits.md).
+      FUNCTION_MAX_INSTANCES = tostring(local.function_settings[each.value.name].max_instances)
       # The Go runtime's collector: a cycle per 5× the live heap instead of
       # 2× (fewer collections per reaction: docs/decisions/0008-reaction-cpu.md),
       # bounded by a soft limit at three quarters of the instance's memory,

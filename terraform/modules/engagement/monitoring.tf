@@ -411,7 +411,7 @@ resource "google_monitoring_alert_policy" "rate_limit_degraded" {
   }
 
   documentation {
-    content   = "Bigtable's transactional cluster does not answer: writes are accepted under per-instance rate limits and the views wait in Pub/Sub. If it lasts, fail the transactional profile over (docs/failover.md)."
+    content   = "Bigtable's transactional cluster does not answer: writes are accepted under per-instance rate limits, each instance's share of twice a user's limit (docs/design/ratelimits.md), and the views wait in Pub/Sub. The alert lasts as long as an instance logs the line (when it degrades, then once a minute). If it lasts, fail the transactional profile over (docs/failover.md)."
     mime_type = "text/markdown"
   }
 }
