@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -38,6 +39,21 @@ func (e AccountExportCommentsStatus) Valid() bool {
 	}
 }
 
+// Defines values for AccountExportKind.
+const (
+	Export AccountExportKind = "export"
+)
+
+// Valid indicates whether the value is a known member of the AccountExportKind enum.
+func (e AccountExportKind) Valid() bool {
+	switch e {
+	case Export:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for AccountExportReactionsReaction.
 const (
 	AccountExportReactionsReactionDislike AccountExportReactionsReaction = "dislike"
@@ -50,6 +66,21 @@ func (e AccountExportReactionsReaction) Valid() bool {
 	case AccountExportReactionsReactionDislike:
 		return true
 	case AccountExportReactionsReactionLike:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AccountExportLinkKind.
+const (
+	Link AccountExportLinkKind = "link"
+)
+
+// Valid indicates whether the value is a known member of the AccountExportLinkKind enum.
+func (e AccountExportLinkKind) Valid() bool {
+	switch e {
+	case Link:
 		return true
 	default:
 		return false
@@ -273,6 +304,9 @@ type AccountExport struct {
 	} `json:"comments"`
 	History []HistoryEntry `json:"history"`
 
+	// Kind Tells the export from the link to a prepared one.
+	Kind AccountExportKind `json:"kind"`
+
 	// Moderation The audit trail's entries about the caller (flags, unflags, the spam marks of their comments), newest first.
 	Moderation []ModerationAction `json:"moderation"`
 	Reactions  []struct {
@@ -288,6 +322,9 @@ type AccountExport struct {
 // AccountExportCommentsStatus defines model for AccountExport.Comments.Status.
 type AccountExportCommentsStatus string
 
+// AccountExportKind Tells the export from the link to a prepared one.
+type AccountExportKind string
+
 // AccountExportReactionsReaction defines model for AccountExport.Reactions.Reaction.
 type AccountExportReactionsReaction string
 
@@ -295,9 +332,15 @@ type AccountExportReactionsReaction string
 type AccountExportLink struct {
 	ExpiresAt time.Time `json:"expiresAt"`
 
+	// Kind Tells the link from the export itself.
+	Kind AccountExportLinkKind `json:"kind"`
+
 	// Url A V4 signed URL that downloads the export (the AccountExport document) with a plain GET.
 	Url string `json:"url"`
 }
+
+// AccountExportLinkKind Tells the link from the export itself.
+type AccountExportLinkKind string
 
 // Comment defines model for Comment.
 type Comment struct {
@@ -771,6 +814,10 @@ func (t ExportMyData200JSONResponseBody) AsAccountExport() (AccountExport, error
 // FromAccountExport overwrites any union data inside the ExportMyData200JSONResponseBody as the provided AccountExport
 func (t *ExportMyData200JSONResponseBody) FromAccountExport(v AccountExport) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"export"}`))
 	t.union = b
 	return err
 }
@@ -778,6 +825,10 @@ func (t *ExportMyData200JSONResponseBody) FromAccountExport(v AccountExport) err
 // MergeAccountExport performs a merge with any union data inside the ExportMyData200JSONResponseBody, using the provided AccountExport
 func (t *ExportMyData200JSONResponseBody) MergeAccountExport(v AccountExport) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"export"}`))
 	if err != nil {
 		return err
 	}
@@ -797,6 +848,10 @@ func (t ExportMyData200JSONResponseBody) AsAccountExportLink() (AccountExportLin
 // FromAccountExportLink overwrites any union data inside the ExportMyData200JSONResponseBody as the provided AccountExportLink
 func (t *ExportMyData200JSONResponseBody) FromAccountExportLink(v AccountExportLink) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"link"}`))
 	t.union = b
 	return err
 }
@@ -807,10 +862,37 @@ func (t *ExportMyData200JSONResponseBody) MergeAccountExportLink(v AccountExport
 	if err != nil {
 		return err
 	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"link"}`))
+	if err != nil {
+		return err
+	}
 
 	merged, err := runtime.JSONMerge(t.union, b)
 	t.union = merged
 	return err
+}
+
+func (t ExportMyData200JSONResponseBody) Discriminator() (string, error) {
+	var discriminator struct {
+		Discriminator string `json:"kind"`
+	}
+	err := json.Unmarshal(t.union, &discriminator)
+	return discriminator.Discriminator, err
+}
+
+func (t ExportMyData200JSONResponseBody) ValueByDiscriminator() (interface{}, error) {
+	discriminator, err := t.Discriminator()
+	if err != nil {
+		return nil, err
+	}
+	switch discriminator {
+	case "export":
+		return t.AsAccountExport()
+	case "link":
+		return t.AsAccountExportLink()
+	default:
+		return nil, errors.New("unknown discriminator value: " + discriminator)
+	}
 }
 
 func (t ExportMyData200JSONResponseBody) MarshalJSON() ([]byte, error) {
@@ -1100,7 +1182,7 @@ type ClientInterface interface {
 	// the first pages read) is prepared asynchronously instead: 202
 	// `{"status":"preparing"}` with `Retry-After`, and the same request
 	// repeated answers 202 while it is prepared, then 200
-	// `{"url","expiresAt"}`: a signed URL that downloads the same document
+	// `{"kind":"link","url","expiresAt"}`: a signed URL that downloads the same document
 	// without credentials until `expiresAt` (15 minutes). A prepared
 	// export is handed over for an hour after it is ready without counting
 	// another export; an export whose preparation failed is started again
@@ -1613,7 +1695,7 @@ func (c *Client) GetMyCounts(ctx context.Context, params *GetMyCountsParams, req
 // the first pages read) is prepared asynchronously instead: 202
 // `{"status":"preparing"}` with `Retry-After`, and the same request
 // repeated answers 202 while it is prepared, then 200
-// `{"url","expiresAt"}`: a signed URL that downloads the same document
+// `{"kind":"link","url","expiresAt"}`: a signed URL that downloads the same document
 // without credentials until `expiresAt` (15 minutes). A prepared
 // export is handed over for an hour after it is ready without counting
 // another export; an export whose preparation failed is started again
@@ -3245,7 +3327,7 @@ type ClientWithResponsesInterface interface {
 	// the first pages read) is prepared asynchronously instead: 202
 	// `{"status":"preparing"}` with `Retry-After`, and the same request
 	// repeated answers 202 while it is prepared, then 200
-	// `{"url","expiresAt"}`: a signed URL that downloads the same document
+	// `{"kind":"link","url","expiresAt"}`: a signed URL that downloads the same document
 	// without credentials until `expiresAt` (15 minutes). A prepared
 	// export is handed over for an hour after it is ready without counting
 	// another export; an export whose preparation failed is started again
@@ -6205,7 +6287,7 @@ func (c *ClientWithResponses) GetMyCountsWithResponse(ctx context.Context, param
 // the first pages read) is prepared asynchronously instead: 202
 // `{"status":"preparing"}` with `Retry-After`, and the same request
 // repeated answers 202 while it is prepared, then 200
-// `{"url","expiresAt"}`: a signed URL that downloads the same document
+// `{"kind":"link","url","expiresAt"}`: a signed URL that downloads the same document
 // without credentials until `expiresAt` (15 minutes). A prepared
 // export is handed over for an hour after it is ready without counting
 // another export; an export whose preparation failed is started again

@@ -264,7 +264,7 @@ export interface paths {
          *     the first pages read) is prepared asynchronously instead: 202
          *     `{"status":"preparing"}` with `Retry-After`, and the same request
          *     repeated answers 202 while it is prepared, then 200
-         *     `{"url","expiresAt"}`: a signed URL that downloads the same document
+         *     `{"kind":"link","url","expiresAt"}`: a signed URL that downloads the same document
          *     without credentials until `expiresAt` (15 minutes). A prepared
          *     export is handed over for an hour after it is ready without counting
          *     another export; an export whose preparation failed is started again
@@ -679,6 +679,11 @@ export interface components {
         };
         AccountExportLink: {
             /**
+             * @description Tells the link from the export itself. (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            kind: "link";
+            /**
              * Format: uri
              * @description A V4 signed URL that downloads the export (the AccountExport document) with a plain GET.
              */
@@ -687,6 +692,11 @@ export interface components {
             expiresAt: string;
         };
         AccountExport: {
+            /**
+             * @description Tells the export from the link to a prepared one. (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            kind: "export";
             reactions: {
                 contentId: components["schemas"]["Id"];
                 /** @enum {string} */
