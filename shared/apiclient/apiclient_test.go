@@ -33,7 +33,7 @@ func TestGeneratedClientIsCurrent(t *testing.T) {
 // a link is never read as an empty export.
 func TestExportAnswerByKind(t *testing.T) {
 	for body, want := range map[string]string{
-		`{"kind":"link","url":"https://storage.example/x","expiresAt":"2026-03-14T09:41:53Z"}`: "link",
+		`{"kind":"link","url":"https://storage.example/x","expiresAt":"2026-03-14T09:41:53Z"}`:                                         "link",
 		`{"kind":"export","reactions":[],"comments":[],"history":[],"settings":{"paused":false,"autoDeleteMonths":0},"moderation":[]}`: "export",
 	} {
 		var answer ExportMyData200JSONResponseBody
