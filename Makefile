@@ -21,6 +21,8 @@ MOCK_PORT ?= 4010
 generate:
 	$(NPX) openapi-typescript docs/openapi.yaml -o clients/typescript/src/schema.d.ts --silent
 	$(NPX) tsc -p clients/typescript
+	cp clients/typescript/dist/client.js cmd/local/playground/client.js
+	cp node_modules/openapi-fetch/dist/index.mjs cmd/local/playground/openapi-fetch.js
 	$(GO) generate ./shared/apiclient/
 
 ## test-contract: Spectral (oas and OWASP rulesets, .spectral.yaml), the TypeScript client's drift, strict compile and unit tests
@@ -31,7 +33,9 @@ test-contract:
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	$(NPX) openapi-typescript docs/openapi.yaml -o "$$tmp/schema.d.ts" --silent && \
 	$(NPX) tsc -p clients/typescript --outDir "$$tmp/dist" && \
-	{ diff -u clients/typescript/src/schema.d.ts "$$tmp/schema.d.ts" && diff -ru clients/typescript/dist "$$tmp/dist"; } || \
+	{ diff -u clients/typescript/src/schema.d.ts "$$tmp/schema.d.ts" && diff -ru clients/typescript/dist "$$tmp/dist" && \
+	  cmp clients/typescript/dist/client.js cmd/local/playground/client.js && \
+	  cmp node_modules/openapi-fetch/dist/index.mjs cmd/local/playground/openapi-fetch.js; } || \
 	{ echo "test-contract: the committed TypeScript client differs from what docs/openapi.yaml and its sources generate: run make generate" >&2; exit 1; }
 	node --test clients/typescript/dist/client.test.js
 

@@ -8,6 +8,18 @@ export type ErrorBody = Schemas["Error"];
 export type ApiError = ErrorBody["error"];
 /** Google's canonical status names the API answers with. */
 export type ErrorStatus = ApiError["status"];
+/** The details of an error (AIP-193: ErrorInfo, BadRequest, RetryInfo), as the description gives them. */
+type Details = ApiError extends {
+    details: readonly (infer D)[];
+} ? D : never;
+/** The ErrorInfo detail of an error: its reason is the cause to branch on. */
+export type ErrorInfo = Extract<Details, {
+    "@type": "type.googleapis.com/google.rpc.ErrorInfo";
+}>;
+/** The stable cause of an error (the description's ErrorReason). */
+export type ErrorReason = [ErrorInfo] extends [never] ? string : ErrorInfo["reason"];
+/** reasonOf is the reason of an error's ErrorInfo, or undefined when it has none. */
+export declare function reasonOf(error: ApiError): ErrorReason | undefined;
 /** An answer, with what a caller needs to act on it. */
 export type Result<T> = {
     ok: true;
@@ -21,6 +33,8 @@ export type Result<T> = {
     ok: false;
     status: number;
     error: ApiError;
+    /** The ErrorInfo's reason: the cause to branch on. */
+    reason: ErrorReason | undefined;
     etag: string | undefined;
     /** Seconds, from Retry-After (429, 503), when the answer has one. */
     retryAfter: number | undefined;
@@ -84,8 +98,14 @@ export declare class Engagement {
             };
         };
     }>>;
-    /** The caller's view of the counts of ids, holding the caller's latest write. */
-    myCounts(ids: readonly string[]): Promise<Result<{
+    /**
+     * The caller's view of the counts of ids, holding the caller's latest
+     * write: read at its Session-Token, or strongly (without it) when strong,
+     * as after a 412 (another device wrote).
+     */
+    myCounts(ids: readonly string[], opts?: {
+        strong?: boolean;
+    }): Promise<Result<{
         counts: {
             [x: string]: {
                 likes: number;

@@ -5,6 +5,19 @@
 // the latest write, If-Match from an ETag, and retries of 429 and 503 after
 // their Retry-After.
 import createClient from "openapi-fetch";
+/** reasonOf is the reason of an error's ErrorInfo, or undefined when it has none. */
+export function reasonOf(error) {
+    const details = error.details;
+    if (!Array.isArray(details)) {
+        return undefined;
+    }
+    for (const d of details) {
+        if (typeof d === "object" && d !== null && "@type" in d && d["@type"] === "type.googleapis.com/google.rpc.ErrorInfo" && "reason" in d) {
+            return d.reason;
+        }
+    }
+    return undefined;
+}
 const defaultSleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 /** retryAfter reads Retry-After in seconds; an HTTP date or nothing is undefined. */
 export function retryAfter(res) {
@@ -73,13 +86,10 @@ export class Engagement {
         });
         const idToken = opts.idToken;
         const auth = {
-            onRequest: async ({ request, schemaPath }) => {
+            onRequest: async ({ request }) => {
                 const token = idToken ? await idToken() : undefined;
                 if (token !== undefined && !request.headers.has("Authorization")) {
                     request.headers.set("Authorization", `Bearer ${token}`);
-                }
-                if (schemaPath === "/v1/me/counts" && this.sessionToken !== undefined && !request.headers.has("Session-Token")) {
-                    request.headers.set("Session-Token", this.sessionToken);
                 }
                 return request;
             },
@@ -105,7 +115,8 @@ export class Engagement {
                 sessionToken: r.response.headers.get("Session-Token") ?? undefined,
             };
         }
-        return { ok: false, status: r.response.status, error: asError(r.error, r.response), etag, retryAfter: retryAfter(r.response) };
+        const error = asError(r.error, r.response);
+        return { ok: false, status: r.response.status, error, reason: reasonOf(error), etag, retryAfter: retryAfter(r.response) };
     }
     /**
      * Sets the caller's reaction. With ifMatch (an ETag of an earlier answer,
@@ -122,9 +133,16 @@ export class Engagement {
     async counts(ids) {
         return Engagement.result(await this.api.GET("/v1/counts", { params: { query: { ids: byteOrder(ids) } } }));
     }
-    /** The caller's view of the counts of ids, holding the caller's latest write. */
-    async myCounts(ids) {
-        return Engagement.result(await this.api.GET("/v1/me/counts", { params: { query: { ids: [...ids] } } }));
+    /**
+     * The caller's view of the counts of ids, holding the caller's latest
+     * write: read at its Session-Token, or strongly (without it) when strong,
+     * as after a 412 (another device wrote).
+     */
+    async myCounts(ids, opts = {}) {
+        const token = opts.strong ? undefined : this.sessionToken;
+        return Engagement.result(await this.api.GET("/v1/me/counts", {
+            params: { query: { ids: [...ids] }, header: token === undefined ? {} : { "Session-Token": token } },
+        }));
     }
     /** Posts a comment (or a reply), with an Idempotency-Key so that a retry counts once. */
     async postComment(videoId, text, opts = {}) {

@@ -50,6 +50,7 @@ test("a Retry-After longer than the longest wait is answered, not waited for", a
   assert.equal(r.status, 429);
   assert.equal(r.retryAfter, 3600);
   assert.equal(r.error.status, "RESOURCE_EXHAUSTED");
+  assert.equal(r.reason, undefined);
   assert.deepEqual(waits, []);
 });
 
@@ -83,11 +84,14 @@ test("the latest write's Session-Token goes with GET /v1/me/counts", async () =>
   const { client, seen } = fake([
     json(200, reaction, { ETag: '"3"', "Session-Token": TOKEN }),
     json(200, { counts: {}, viewer: { reactions: {} } }),
+    json(200, { counts: {}, viewer: { reactions: {} } }),
   ]);
   await client.setReaction("v1", "like");
   await client.myCounts(["v1"]);
+  await client.myCounts(["v1"], { strong: true });
   assert.equal(client.sessionToken, TOKEN);
   assert.equal(seen[1]?.headers.get("Session-Token"), TOKEN);
+  assert.equal(seen[2]?.headers.get("Session-Token"), null);
 });
 
 test("ids go as one comma-separated parameter, canonical for the public counts", async () => {
@@ -95,4 +99,20 @@ test("ids go as one comma-separated parameter, canonical for the public counts",
   await client.counts(["b", "a", "b", "B"]);
   assert.equal(new URL(seen[0]?.url ?? "").search, "?ids=B,a,b");
   assert.deepEqual(byteOrder(["é", "z", "a"]), ["a", "z", "é"]);
+});
+
+test("an error's reason is its ErrorInfo's", async () => {
+  const stale = json(412, {
+    error: {
+      code: 412,
+      status: "FAILED_PRECONDITION",
+      message: "the reaction is at version 4",
+      details: [{ "@type": "type.googleapis.com/google.rpc.ErrorInfo", reason: "STALE_VERSION", domain: "engagement.videngage.dev", metadata: { currentVersion: "4" } }],
+    },
+  }, { ETag: '"4"' });
+  const { client } = fake([stale]);
+  const r = await client.setReaction("v1", "like", '"3"');
+  assert.ok(!r.ok);
+  assert.equal(r.reason, "STALE_VERSION");
+  assert.equal(r.etag, '"4"');
 });

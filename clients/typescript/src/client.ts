@@ -15,6 +15,26 @@ export type ErrorBody = Schemas["Error"];
 export type ApiError = ErrorBody["error"];
 /** Google's canonical status names the API answers with. */
 export type ErrorStatus = ApiError["status"];
+/** The details of an error (AIP-193: ErrorInfo, BadRequest, RetryInfo), as the description gives them. */
+type Details = ApiError extends { details: readonly (infer D)[] } ? D : never;
+/** The ErrorInfo detail of an error: its reason is the cause to branch on. */
+export type ErrorInfo = Extract<Details, { "@type": "type.googleapis.com/google.rpc.ErrorInfo" }>;
+/** The stable cause of an error (the description's ErrorReason). */
+export type ErrorReason = [ErrorInfo] extends [never] ? string : ErrorInfo["reason"];
+
+/** reasonOf is the reason of an error's ErrorInfo, or undefined when it has none. */
+export function reasonOf(error: ApiError): ErrorReason | undefined {
+  const details: unknown = (error as { details?: unknown }).details;
+  if (!Array.isArray(details)) {
+    return undefined;
+  }
+  for (const d of details as unknown[]) {
+    if (typeof d === "object" && d !== null && "@type" in d && d["@type"] === "type.googleapis.com/google.rpc.ErrorInfo" && "reason" in d) {
+      return d.reason as ErrorReason;
+    }
+  }
+  return undefined;
+}
 
 /** An answer, with what a caller needs to act on it. */
 export type Result<T> =
@@ -31,6 +51,8 @@ export type Result<T> =
       ok: false;
       status: number;
       error: ApiError;
+      /** The ErrorInfo's reason: the cause to branch on. */
+      reason: ErrorReason | undefined;
       etag: string | undefined;
       /** Seconds, from Retry-After (429, 503), when the answer has one. */
       retryAfter: number | undefined;
@@ -129,13 +151,10 @@ export class Engagement {
     });
     const idToken = opts.idToken;
     const auth: Middleware = {
-      onRequest: async ({ request, schemaPath }) => {
+      onRequest: async ({ request }) => {
         const token = idToken ? await idToken() : undefined;
         if (token !== undefined && !request.headers.has("Authorization")) {
           request.headers.set("Authorization", `Bearer ${token}`);
-        }
-        if (schemaPath === "/v1/me/counts" && this.sessionToken !== undefined && !request.headers.has("Session-Token")) {
-          request.headers.set("Session-Token", this.sessionToken);
         }
         return request;
       },
@@ -162,7 +181,8 @@ export class Engagement {
         sessionToken: r.response.headers.get("Session-Token") ?? undefined,
       };
     }
-    return { ok: false, status: r.response.status, error: asError(r.error, r.response), etag, retryAfter: retryAfter(r.response) };
+    const error = asError(r.error, r.response);
+    return { ok: false, status: r.response.status, error, reason: reasonOf(error), etag, retryAfter: retryAfter(r.response) };
   }
 
   /**
@@ -184,9 +204,18 @@ export class Engagement {
     return Engagement.result(await this.api.GET("/v1/counts", { params: { query: { ids: byteOrder(ids) } } }));
   }
 
-  /** The caller's view of the counts of ids, holding the caller's latest write. */
-  async myCounts(ids: readonly string[]) {
-    return Engagement.result(await this.api.GET("/v1/me/counts", { params: { query: { ids: [...ids] } } }));
+  /**
+   * The caller's view of the counts of ids, holding the caller's latest
+   * write: read at its Session-Token, or strongly (without it) when strong,
+   * as after a 412 (another device wrote).
+   */
+  async myCounts(ids: readonly string[], opts: { strong?: boolean } = {}) {
+    const token = opts.strong ? undefined : this.sessionToken;
+    return Engagement.result(
+      await this.api.GET("/v1/me/counts", {
+        params: { query: { ids: [...ids] }, header: token === undefined ? {} : { "Session-Token": token } },
+      }),
+    );
   }
 
   /** Posts a comment (or a reply), with an Idempotency-Key so that a retry counts once. */

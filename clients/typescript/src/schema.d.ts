@@ -770,20 +770,22 @@ export interface components {
                  *       "error": {
                  *         "code": 400,
                  *         "status": "INVALID_ARGUMENT",
-                 *         "message": "ids must hold 1 to 50 ids",
+                 *         "message": "ids holds 51 distinct ids; at most 50 are allowed",
                  *         "details": [
                  *           {
                  *             "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                 *             "reason": "INVALID_FIELD",
+                 *             "reason": "INVALID_VALUE",
                  *             "domain": "engagement.videngage.dev",
-                 *             "metadata": {}
+                 *             "metadata": {
+                 *               "maxIds": "50"
+                 *             }
                  *           },
                  *           {
                  *             "@type": "type.googleapis.com/google.rpc.BadRequest",
                  *             "fieldViolations": [
                  *               {
                  *                 "field": "ids",
-                 *                 "description": "must hold 1 to 50 ids"
+                 *                 "description": "ids holds 51 distinct ids; at most 50 are allowed"
                  *               }
                  *             ]
                  *           }
@@ -810,8 +812,7 @@ export interface components {
                  *           {
                  *             "@type": "type.googleapis.com/google.rpc.ErrorInfo",
                  *             "reason": "TOKEN_INVALID",
-                 *             "domain": "engagement.videngage.dev",
-                 *             "metadata": {}
+                 *             "domain": "engagement.videngage.dev"
                  *           }
                  *         ]
                  *       }
@@ -836,8 +837,7 @@ export interface components {
                  *           {
                  *             "@type": "type.googleapis.com/google.rpc.ErrorInfo",
                  *             "reason": "NOT_AUTHOR",
-                 *             "domain": "engagement.videngage.dev",
-                 *             "metadata": {}
+                 *             "domain": "engagement.videngage.dev"
                  *           }
                  *         ]
                  *       }
@@ -862,8 +862,7 @@ export interface components {
                  *           {
                  *             "@type": "type.googleapis.com/google.rpc.ErrorInfo",
                  *             "reason": "COMMENT_NOT_FOUND",
-                 *             "domain": "engagement.videngage.dev",
-                 *             "metadata": {}
+                 *             "domain": "engagement.videngage.dev"
                  *           }
                  *         ]
                  *       }
@@ -922,7 +921,9 @@ export interface components {
                  *             "@type": "type.googleapis.com/google.rpc.ErrorInfo",
                  *             "reason": "BODY_TOO_LARGE",
                  *             "domain": "engagement.videngage.dev",
-                 *             "metadata": {}
+                 *             "metadata": {
+                 *               "maxBytes": "65536"
+                 *             }
                  *           }
                  *         ]
                  *       }
@@ -953,7 +954,9 @@ export interface components {
                  *             "@type": "type.googleapis.com/google.rpc.ErrorInfo",
                  *             "reason": "METHOD_NOT_ALLOWED",
                  *             "domain": "engagement.videngage.dev",
-                 *             "metadata": {}
+                 *             "metadata": {
+                 *               "allow": "GET"
+                 *             }
                  *           }
                  *         ]
                  *       }
@@ -1012,8 +1015,7 @@ export interface components {
                  *           {
                  *             "@type": "type.googleapis.com/google.rpc.ErrorInfo",
                  *             "reason": "BACKEND_UNAVAILABLE",
-                 *             "domain": "engagement.videngage.dev",
-                 *             "metadata": {}
+                 *             "domain": "engagement.videngage.dev"
                  *           },
                  *           {
                  *             "@type": "type.googleapis.com/google.rpc.RetryInfo",
@@ -1042,8 +1044,7 @@ export interface components {
                  *           {
                  *             "@type": "type.googleapis.com/google.rpc.ErrorInfo",
                  *             "reason": "INTERNAL",
-                 *             "domain": "engagement.videngage.dev",
-                 *             "metadata": {}
+                 *             "domain": "engagement.videngage.dev"
                  *           }
                  *         ]
                  *       }
@@ -1068,8 +1069,7 @@ export interface components {
                  *           {
                  *             "@type": "type.googleapis.com/google.rpc.ErrorInfo",
                  *             "reason": "INTERNAL",
-                 *             "domain": "engagement.videngage.dev",
-                 *             "metadata": {}
+                 *             "domain": "engagement.videngage.dev"
                  *           }
                  *         ]
                  *       }
@@ -1784,7 +1784,7 @@ export interface operations {
                      *       "error": {
                      *         "code": 400,
                      *         "status": "INVALID_ARGUMENT",
-                     *         "message": "a comment may hold at most 2 links; this one holds 3",
+                     *         "message": "text may hold at most 2 links",
                      *         "details": [
                      *           {
                      *             "@type": "type.googleapis.com/google.rpc.ErrorInfo",
@@ -1793,6 +1793,15 @@ export interface operations {
                      *             "metadata": {
                      *               "maxLinks": "2"
                      *             }
+                     *           },
+                     *           {
+                     *             "@type": "type.googleapis.com/google.rpc.BadRequest",
+                     *             "fieldViolations": [
+                     *               {
+                     *                 "field": "text",
+                     *                 "description": "text may hold at most 2 links"
+                     *               }
+                     *             ]
                      *           }
                      *         ]
                      *       }

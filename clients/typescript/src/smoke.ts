@@ -65,6 +65,8 @@ check(client.sessionToken === (liked.ok ? liked.sessionToken : undefined), "the 
 const stale = await client.setReaction(video, "dislike", `"${reaction.version + 7}"`);
 check(!stale.ok && stale.status === 412 && stale.error.status === "FAILED_PRECONDITION", "a stale If-Match is 412 FAILED_PRECONDITION", stale);
 check(stale.etag === `"${reaction.version}"`, "the 412 names the current version in ETag", stale.etag);
+// The reason a program branches on, where the answer carries details (AIP-193).
+check(!stale.ok && (stale.reason === "STALE_VERSION" || !("details" in stale.error)), "a 412 with details gives the reason STALE_VERSION", !stale.ok && stale.error);
 const fresh = await client.setReaction(video, "like", stale.etag);
 check(fresh.ok && fresh.data.version === reaction.version, "If-Match with that ETag succeeds", fresh);
 
@@ -92,6 +94,7 @@ check(page.comments.length === 1 && page.comments[0]?.id === posted.id, "the com
 // An error a program branches on: more than two links.
 const spam = await client.postComment(video, "see a.com/x and b.com/y and c.com/z");
 check(!spam.ok && spam.status === 400 && spam.error.status === "INVALID_ARGUMENT", "three links are 400 INVALID_ARGUMENT", spam);
+check(!spam.ok && (spam.reason === "TOO_MANY_LINKS" || !("details" in spam.error)), "three links with details give the reason TOO_MANY_LINKS", !spam.ok && spam.error);
 
 // History: a watch, then the entry with its position.
 const watched = data(Engagement.result(await client.api.POST("/v1/history", { body: { videoId: video, positionSeconds: 12.5 } })), "POST history");
