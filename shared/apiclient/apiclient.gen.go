@@ -599,8 +599,8 @@ type PageSize20 = int32
 // VideoId Example: dQw4w9WgXcQ
 type VideoId = Id
 
-// BadRequest defines model for BadRequest.
-type BadRequest = Error
+// BadRequestResponse defines model for BadRequest.
+type BadRequestResponse = Error
 
 // Default defines model for Default.
 type Default = Error
@@ -3541,7 +3541,7 @@ type DeleteCommentResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON400 the response for an HTTP 400 `application/json` response
-	JSON400 *BadRequest
+	JSON400 *BadRequestResponse
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthenticated
 	// JSON403 the response for an HTTP 403 `application/json` response
@@ -3569,7 +3569,7 @@ type DeleteCommentResponse struct {
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r DeleteCommentResponse) GetJSON400() *BadRequest {
+func (r DeleteCommentResponse) GetJSON400() *BadRequestResponse {
 	return r.JSON400
 }
 
@@ -3663,7 +3663,7 @@ type ListRepliesResponse struct {
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *CommentPage
 	// JSON400 the response for an HTTP 400 `application/json` response
-	JSON400 *BadRequest
+	JSON400 *BadRequestResponse
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
 	// JSON405 the response for an HTTP 405 `application/json` response
@@ -3690,7 +3690,7 @@ func (r ListRepliesResponse) GetJSON200() *CommentPage {
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r ListRepliesResponse) GetJSON400() *BadRequest {
+func (r ListRepliesResponse) GetJSON400() *BadRequestResponse {
 	return r.JSON400
 }
 
@@ -3794,7 +3794,7 @@ type GetCountsResponse struct {
 		Counts map[string]Counts `json:"counts"`
 	}
 	// JSON400 the response for an HTTP 400 `application/json` response
-	JSON400 *BadRequest
+	JSON400 *BadRequestResponse
 	// JSON405 the response for an HTTP 405 `application/json` response
 	JSON405 *MethodNotAllowed
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -3827,7 +3827,7 @@ func (r GetCountsResponse) GetJSON200() *struct {
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r GetCountsResponse) GetJSON400() *BadRequest {
+func (r GetCountsResponse) GetJSON400() *BadRequestResponse {
 	return r.JSON400
 }
 
@@ -3904,7 +3904,7 @@ type ClearHistoryResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON400 the response for an HTTP 400 `application/json` response
-	JSON400 *BadRequest
+	JSON400 *BadRequestResponse
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthenticated
 	// JSON405 the response for an HTTP 405 `application/json` response
@@ -3926,7 +3926,7 @@ type ClearHistoryResponse struct {
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r ClearHistoryResponse) GetJSON400() *BadRequest {
+func (r ClearHistoryResponse) GetJSON400() *BadRequestResponse {
 	return r.JSON400
 }
 
@@ -4017,7 +4017,7 @@ type ListHistoryResponse struct {
 		NextPageToken *PageToken `json:"nextPageToken,omitempty"`
 	}
 	// JSON400 the response for an HTTP 400 `application/json` response
-	JSON400 *BadRequest
+	JSON400 *BadRequestResponse
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthenticated
 	// JSON405 the response for an HTTP 405 `application/json` response
@@ -4051,7 +4051,7 @@ func (r ListHistoryResponse) GetJSON200() *struct {
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r ListHistoryResponse) GetJSON400() *BadRequest {
+func (r ListHistoryResponse) GetJSON400() *BadRequestResponse {
 	return r.JSON400
 }
 
@@ -4137,7 +4137,7 @@ type RecordWatchResponse struct {
 		Recorded bool `json:"recorded"`
 	}
 	// JSON400 the response for an HTTP 400 `application/json` response
-	JSON400 *BadRequest
+	JSON400 *BadRequestResponse
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthenticated
 	// JSON403 the response for an HTTP 403 `application/json` response
@@ -4170,7 +4170,7 @@ func (r RecordWatchResponse) GetJSON202() *struct {
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r RecordWatchResponse) GetJSON400() *BadRequest {
+func (r RecordWatchResponse) GetJSON400() *BadRequestResponse {
 	return r.JSON400
 }
 
@@ -4264,7 +4264,7 @@ type GetHistorySettingsResponse struct {
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *HistorySettings
 	// JSON400 the response for an HTTP 400 `application/json` response
-	JSON400 *BadRequest
+	JSON400 *BadRequestResponse
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthenticated
 	// JSON405 the response for an HTTP 405 `application/json` response
@@ -4291,7 +4291,7 @@ func (r GetHistorySettingsResponse) GetJSON200() *HistorySettings {
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r GetHistorySettingsResponse) GetJSON400() *BadRequest {
+func (r GetHistorySettingsResponse) GetJSON400() *BadRequestResponse {
 	return r.JSON400
 }
 
@@ -4375,7 +4375,7 @@ type PutHistorySettingsResponse struct {
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *HistorySettings
 	// JSON400 the response for an HTTP 400 `application/json` response
-	JSON400 *BadRequest
+	JSON400 *BadRequestResponse
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthenticated
 	// JSON403 the response for an HTTP 403 `application/json` response
@@ -4406,7 +4406,7 @@ func (r PutHistorySettingsResponse) GetJSON200() *HistorySettings {
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r PutHistorySettingsResponse) GetJSON400() *BadRequest {
+func (r PutHistorySettingsResponse) GetJSON400() *BadRequestResponse {
 	return r.JSON400
 }
 
@@ -4498,7 +4498,7 @@ type DeleteHistoryEntryResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON400 the response for an HTTP 400 `application/json` response
-	JSON400 *BadRequest
+	JSON400 *BadRequestResponse
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthenticated
 	// JSON405 the response for an HTTP 405 `application/json` response
@@ -4520,7 +4520,7 @@ type DeleteHistoryEntryResponse struct {
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r DeleteHistoryEntryResponse) GetJSON400() *BadRequest {
+func (r DeleteHistoryEntryResponse) GetJSON400() *BadRequestResponse {
 	return r.JSON400
 }
 
@@ -4606,7 +4606,7 @@ type EraseMyAccountResponse struct {
 		Erasing EraseMyAccount202JSONResponseBodyErasing `json:"erasing"`
 	}
 	// JSON400 the response for an HTTP 400 `application/json` response
-	JSON400 *BadRequest
+	JSON400 *BadRequestResponse
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthenticated
 	// JSON405 the response for an HTTP 405 `application/json` response
@@ -4635,7 +4635,7 @@ func (r EraseMyAccountResponse) GetJSON202() *struct {
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r EraseMyAccountResponse) GetJSON400() *BadRequest {
+func (r EraseMyAccountResponse) GetJSON400() *BadRequestResponse {
 	return r.JSON400
 }
 
@@ -4736,7 +4736,7 @@ type GetMyCountsResponse struct {
 		} `json:"viewer"`
 	}
 	// JSON400 the response for an HTTP 400 `application/json` response
-	JSON400 *BadRequest
+	JSON400 *BadRequestResponse
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthenticated
 	// JSON405 the response for an HTTP 405 `application/json` response
@@ -4772,7 +4772,7 @@ func (r GetMyCountsResponse) GetJSON200() *struct {
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r GetMyCountsResponse) GetJSON400() *BadRequest {
+func (r GetMyCountsResponse) GetJSON400() *BadRequestResponse {
 	return r.JSON400
 }
 
@@ -4871,7 +4871,7 @@ type ExportMyDataResponse struct {
 		Status ExportMyData202JSONResponseBodyStatus `json:"status"`
 	}
 	// JSON400 the response for an HTTP 400 `application/json` response
-	JSON400 *BadRequest
+	JSON400 *BadRequestResponse
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthenticated
 	// JSON405 the response for an HTTP 405 `application/json` response
@@ -4909,7 +4909,7 @@ func (r ExportMyDataResponse) GetJSON202() *struct {
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r ExportMyDataResponse) GetJSON400() *BadRequest {
+func (r ExportMyDataResponse) GetJSON400() *BadRequestResponse {
 	return r.JSON400
 }
 
@@ -4998,7 +4998,7 @@ type ListModerationActionsResponse struct {
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *ModerationActionPage
 	// JSON400 the response for an HTTP 400 `application/json` response
-	JSON400 *BadRequest
+	JSON400 *BadRequestResponse
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthenticated
 	// JSON403 the response for an HTTP 403 `application/json` response
@@ -5029,7 +5029,7 @@ func (r ListModerationActionsResponse) GetJSON200() *ModerationActionPage {
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r ListModerationActionsResponse) GetJSON400() *BadRequest {
+func (r ListModerationActionsResponse) GetJSON400() *BadRequestResponse {
 	return r.JSON400
 }
 
@@ -5123,7 +5123,7 @@ type ListFlaggedUsersResponse struct {
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *FlaggedUserPage
 	// JSON400 the response for an HTTP 400 `application/json` response
-	JSON400 *BadRequest
+	JSON400 *BadRequestResponse
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthenticated
 	// JSON403 the response for an HTTP 403 `application/json` response
@@ -5154,7 +5154,7 @@ func (r ListFlaggedUsersResponse) GetJSON200() *FlaggedUserPage {
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r ListFlaggedUsersResponse) GetJSON400() *BadRequest {
+func (r ListFlaggedUsersResponse) GetJSON400() *BadRequestResponse {
 	return r.JSON400
 }
 
@@ -5243,7 +5243,7 @@ type FlagUsersResponse struct {
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Updated
 	// JSON400 the response for an HTTP 400 `application/json` response
-	JSON400 *BadRequest
+	JSON400 *BadRequestResponse
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthenticated
 	// JSON403 the response for an HTTP 403 `application/json` response
@@ -5274,7 +5274,7 @@ func (r FlagUsersResponse) GetJSON200() *Updated {
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r FlagUsersResponse) GetJSON400() *BadRequest {
+func (r FlagUsersResponse) GetJSON400() *BadRequestResponse {
 	return r.JSON400
 }
 
@@ -5375,7 +5375,7 @@ type MarkSpamResponse struct {
 		Updated int32 `json:"updated"`
 	}
 	// JSON400 the response for an HTTP 400 `application/json` response
-	JSON400 *BadRequest
+	JSON400 *BadRequestResponse
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthenticated
 	// JSON403 the response for an HTTP 403 `application/json` response
@@ -5410,7 +5410,7 @@ func (r MarkSpamResponse) GetJSON200() *struct {
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r MarkSpamResponse) GetJSON400() *BadRequest {
+func (r MarkSpamResponse) GetJSON400() *BadRequestResponse {
 	return r.JSON400
 }
 
@@ -5506,7 +5506,7 @@ type GetReactionsResponse struct {
 		Reactions map[string]ReactionState `json:"reactions"`
 	}
 	// JSON400 the response for an HTTP 400 `application/json` response
-	JSON400 *BadRequest
+	JSON400 *BadRequestResponse
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthenticated
 	// JSON405 the response for an HTTP 405 `application/json` response
@@ -5535,7 +5535,7 @@ func (r GetReactionsResponse) GetJSON200() *struct {
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r GetReactionsResponse) GetJSON400() *BadRequest {
+func (r GetReactionsResponse) GetJSON400() *BadRequestResponse {
 	return r.JSON400
 }
 
@@ -5630,7 +5630,7 @@ type SetReactionResponse struct {
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Reaction
 	// JSON400 the response for an HTTP 400 `application/json` response
-	JSON400 *BadRequest
+	JSON400 *BadRequestResponse
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthenticated
 	// JSON403 the response for an HTTP 403 `application/json` response
@@ -5667,7 +5667,7 @@ func (r SetReactionResponse) GetJSON200() *Reaction {
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r SetReactionResponse) GetJSON400() *BadRequest {
+func (r SetReactionResponse) GetJSON400() *BadRequestResponse {
 	return r.JSON400
 }
 
@@ -5766,7 +5766,7 @@ type ListCommentsResponse struct {
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *CommentPage
 	// JSON400 the response for an HTTP 400 `application/json` response
-	JSON400 *BadRequest
+	JSON400 *BadRequestResponse
 	// JSON405 the response for an HTTP 405 `application/json` response
 	JSON405 *MethodNotAllowed
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -5791,7 +5791,7 @@ func (r ListCommentsResponse) GetJSON200() *CommentPage {
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r ListCommentsResponse) GetJSON400() *BadRequest {
+func (r ListCommentsResponse) GetJSON400() *BadRequestResponse {
 	return r.JSON400
 }
 
@@ -6572,7 +6572,7 @@ func ParseDeleteCommentResponse(rsp *http.Response) (*DeleteCommentResponse, err
 		break // No content-type
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
-		var dest BadRequest
+		var dest BadRequestResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -6704,7 +6704,7 @@ func ParseListRepliesResponse(rsp *http.Response) (*ListRepliesResponse, error) 
 		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
-		var dest BadRequest
+		var dest BadRequestResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -6820,7 +6820,7 @@ func ParseGetCountsResponse(rsp *http.Response) (*GetCountsResponse, error) {
 		break // No content-type
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
-		var dest BadRequest
+		var dest BadRequestResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -6968,7 +6968,7 @@ func ParseClearHistoryResponse(rsp *http.Response) (*ClearHistoryResponse, error
 		break // No content-type
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
-		var dest BadRequest
+		var dest BadRequestResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -7083,7 +7083,7 @@ func ParseListHistoryResponse(rsp *http.Response) (*ListHistoryResponse, error) 
 		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
-		var dest BadRequest
+		var dest BadRequestResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -7193,7 +7193,7 @@ func ParseRecordWatchResponse(rsp *http.Response) (*RecordWatchResponse, error) 
 		response.JSON202 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
-		var dest BadRequest
+		var dest BadRequestResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -7315,7 +7315,7 @@ func ParseGetHistorySettingsResponse(rsp *http.Response) (*GetHistorySettingsRes
 		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
-		var dest BadRequest
+		var dest BadRequestResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -7423,7 +7423,7 @@ func ParsePutHistorySettingsResponse(rsp *http.Response) (*PutHistorySettingsRes
 		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
-		var dest BadRequest
+		var dest BadRequestResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -7541,7 +7541,7 @@ func ParseDeleteHistoryEntryResponse(rsp *http.Response) (*DeleteHistoryEntryRes
 		break // No content-type
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
-		var dest BadRequest
+		var dest BadRequestResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -7651,7 +7651,7 @@ func ParseEraseMyAccountResponse(rsp *http.Response) (*EraseMyAccountResponse, e
 		response.JSON202 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
-		var dest BadRequest
+		var dest BadRequestResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -7767,7 +7767,7 @@ func ParseGetMyCountsResponse(rsp *http.Response) (*GetMyCountsResponse, error) 
 		break // No content-type
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
-		var dest BadRequest
+		var dest BadRequestResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -7918,7 +7918,7 @@ func ParseExportMyDataResponse(rsp *http.Response) (*ExportMyDataResponse, error
 		response.JSON202 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
-		var dest BadRequest
+		var dest BadRequestResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -8053,7 +8053,7 @@ func ParseListModerationActionsResponse(rsp *http.Response) (*ListModerationActi
 		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
-		var dest BadRequest
+		var dest BadRequestResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -8178,7 +8178,7 @@ func ParseListFlaggedUsersResponse(rsp *http.Response) (*ListFlaggedUsersRespons
 		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
-		var dest BadRequest
+		var dest BadRequestResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -8303,7 +8303,7 @@ func ParseFlagUsersResponse(rsp *http.Response) (*FlagUsersResponse, error) {
 		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
-		var dest BadRequest
+		var dest BadRequestResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -8427,7 +8427,7 @@ func ParseMarkSpamResponse(rsp *http.Response) (*MarkSpamResponse, error) {
 		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
-		var dest BadRequest
+		var dest BadRequestResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -8561,7 +8561,7 @@ func ParseGetReactionsResponse(rsp *http.Response) (*GetReactionsResponse, error
 		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
-		var dest BadRequest
+		var dest BadRequestResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -8669,7 +8669,7 @@ func ParseSetReactionResponse(rsp *http.Response) (*SetReactionResponse, error) 
 		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
-		var dest BadRequest
+		var dest BadRequestResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -8825,7 +8825,7 @@ func ParseListCommentsResponse(rsp *http.Response) (*ListCommentsResponse, error
 		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
-		var dest BadRequest
+		var dest BadRequestResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
