@@ -4,15 +4,45 @@ PORT     ?= 8080
 REGIONS  ?= 1
 TESTARGS ?=
 
-.PHONY: run test test-go test-terraform vet bench capacity fuzz fuzz-brief soak
+.PHONY: run test test-go test-contract test-terraform vet bench capacity fuzz fuzz-brief soak generate mock
 
 ## run: start the emulators and every function at http://localhost:$(PORT); REGIONS=2: two region processes behind one endpoint
 # exec: the runner's parent is make itself, whose death it notices.
 run:
 	$(GO) build -o bin/local ./cmd/local && PORT=$(PORT) REGIONS=$(REGIONS) exec ./bin/local
 
-## test: every test: vet, unit and emulator-backed Go tests, brief fuzzing, Terraform checks
-test: vet test-go fuzz-brief test-terraform
+## test: every test: vet, the API description's checks, unit and emulator-backed Go tests, brief fuzzing, Terraform checks
+test: vet test-contract test-go fuzz-brief test-terraform
+
+# The node tools are pinned in package.json and package-lock.json (npm ci).
+NPX       ?= npx --no-install
+MOCK_PORT ?= 4010
+
+## generate: the clients from docs/openapi.yaml: TypeScript types and compiled client (clients/typescript), Go client (shared/apiclient)
+generate:
+	$(NPX) openapi-typescript docs/openapi.yaml -o clients/typescript/src/schema.d.ts --silent
+	$(NPX) tsc -p clients/typescript
+	cp clients/typescript/dist/client.js cmd/local/playground/client.js
+	cp node_modules/openapi-fetch/dist/index.mjs cmd/local/playground/openapi-fetch.js
+	$(GO) generate ./shared/apiclient/
+
+## test-contract: Spectral (oas and OWASP rulesets, .spectral.yaml), the TypeScript client's drift, strict compile and unit tests
+# The Go client's drift is a test of shared/apiclient (test-go); the TypeScript
+# client against the local stack is TestTypeScriptClient (cmd/local).
+test-contract:
+	$(NPX) spectral lint --fail-severity=hint docs/openapi.yaml
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(NPX) openapi-typescript docs/openapi.yaml -o "$$tmp/schema.d.ts" --silent && \
+	$(NPX) tsc -p clients/typescript --outDir "$$tmp/dist" && \
+	{ diff -u clients/typescript/src/schema.d.ts "$$tmp/schema.d.ts" && diff -ru clients/typescript/dist "$$tmp/dist" && \
+	  cmp clients/typescript/dist/client.js cmd/local/playground/client.js && \
+	  cmp node_modules/openapi-fetch/dist/index.mjs cmd/local/playground/openapi-fetch.js; } || \
+	{ echo "test-contract: the committed TypeScript client differs from what docs/openapi.yaml and its sources generate: run make generate" >&2; exit 1; }
+	node --test clients/typescript/dist/client.test.js
+
+## mock: a mock of the API on http://localhost:$(MOCK_PORT) answering docs/openapi.yaml's examples (Prism), for frontend work without the backend
+mock:
+	$(NPX) prism mock --host 127.0.0.1 --port $(MOCK_PORT) docs/openapi.yaml
 
 # Every fuzz target for a moment (its seeds already ran in test-go). A count,
 # not a duration: with a duration, Go 1.26's fuzz coordinator can report

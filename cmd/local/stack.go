@@ -141,6 +141,7 @@ func realMain(ctx context.Context) error {
 	// developer visits can mint tokens from their stack.
 	mux.Handle("/dev/token", httpx.CORSFor(loopbackOrigin)(issuer.TokenHandler()))
 	mux.Handle("GET /{$}", playgroundHandler())
+	mux.Handle("GET /playground/", playgroundHandler())
 	mux.Handle("GET /dev/jwks", issuer.JWKSHandler())
 	mux.Handle("/identitytoolkit.googleapis.com/v1/projects/"+project+"/accounts:lookup", issuer.AccountsHandler())
 

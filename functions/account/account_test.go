@@ -311,7 +311,7 @@ func TestExportOfAnEmptyAccount(t *testing.T) {
 	if err := apitest.Check("GET", "/v1/me/export", w.Code, w.Header(), w.Body.Bytes()); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.TrimSpace(w.Body.String()); !strings.HasPrefix(got, `{"reactions":[],"comments":[],"history":[],"moderation":[],"settings":{`) {
+	if got := strings.TrimSpace(w.Body.String()); !strings.HasPrefix(got, `{"kind":"export","reactions":[],"comments":[],"history":[],"moderation":[],"settings":{`) {
 		t.Errorf("empty export: %s", got)
 	}
 }

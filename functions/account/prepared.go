@@ -27,7 +27,10 @@ const (
 	pollAfter = 5 * time.Second
 )
 
+// exportLinkJSON is the link to a prepared export; kind ("link") tells it
+// from the export itself ("export").
 type exportLinkJSON struct {
+	Kind      string    `json:"kind"`
 	URL       string    `json:"url"`
 	ExpiresAt time.Time `json:"expiresAt"`
 }
@@ -78,7 +81,7 @@ func (h *handler) handOver(w http.ResponseWriter, r *http.Request, userID string
 		return false, err
 	}
 	w.Header().Set("Cache-Control", "private, no-store")
-	httpx.WriteJSON(w, http.StatusOK, exportLinkJSON{URL: u, ExpiresAt: expires})
+	httpx.WriteJSON(w, http.StatusOK, exportLinkJSON{Kind: "link", URL: u, ExpiresAt: expires})
 	return true, nil
 }
 

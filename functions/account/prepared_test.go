@@ -81,7 +81,7 @@ func TestExportPreparedForALargeAccount(t *testing.T) {
 	streamed := newAccount()
 	w := get(t, New(Deps{Verifier: fakeVerifier{}, Reactions: streamed, Comments: streamed, History: streamed, Settings: streamed,
 		Moderation: &streamed.trail, Exports: &streamed.exports, Prepared: bucket, AsyncAbove: 1_000_000}), "alice")
-	if w.Code != http.StatusOK || !strings.HasPrefix(w.Body.String(), `{"reactions":[`) {
+	if w.Code != http.StatusOK || !strings.HasPrefix(w.Body.String(), `{"kind":"export","reactions":[`) {
 		t.Fatalf("under the bound: %d %.200s", w.Code, w.Body)
 	}
 	want := w.Body.Bytes()

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -88,6 +89,11 @@ func Check(method, path string, status int, header http.Header, body []byte) err
 		return nil
 	case err != nil:
 		return fmt.Errorf("apitest: %s %s answered %d: %w", method, path, status, err)
+	}
+	// The document's default answer covers what a client must expect, not
+	// what the server may send: every status it sends is listed by name.
+	if route.Operation.Responses.Value(strconv.Itoa(status)) == nil {
+		return fmt.Errorf("apitest: %s %s answered %d, a status its operation does not list", method, path, status)
 	}
 	in := &openapi3filter.ResponseValidationInput{
 		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route},

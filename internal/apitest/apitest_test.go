@@ -19,7 +19,7 @@ import (
 // answer that strays from docs/openapi.yaml fails the tests that check it.
 func TestCheckRefusesWhatTheDocumentDoesNot(t *testing.T) {
 	json := http.Header{"Content-Type": {"application/json"}}
-	good := `{"reactions":[],"comments":[],"history":[],"settings":{"paused":false,"autoDeleteMonths":0},"moderation":[]}`
+	good := `{"kind":"export","reactions":[],"comments":[],"history":[],"settings":{"paused":false,"autoDeleteMonths":0},"moderation":[]}`
 	if err := Check("GET", "/v1/me/export", 200, json, []byte(good)); err != nil {
 		t.Fatalf("a valid export refused: %v", err)
 	}
@@ -31,10 +31,13 @@ func TestCheckRefusesWhatTheDocumentDoesNot(t *testing.T) {
 		"missing member":      {"GET", "/v1/me/export", 200, `{"reactions":[],"comments":[],"history":[]}`},
 		"bad enum":            {"GET", "/v1/me/export", 200, `{"reactions":[{"contentId":"a","reaction":"none","version":1,"updateTime":"2026-01-01T00:00:00Z"}],"comments":[],"history":[],"settings":{"paused":false,"autoDeleteMonths":0},"moderation":[]}`},
 		"undocumented status": {"GET", "/v1/me/export", 418, `{}`},
-		"unknown path":        {"GET", "/v1/nowhere", 200, `{}`},
-		"unknown method":      {"PATCH", "/v1/me/export", 200, `{}`},
-		"unknown path, 405":   {"GET", "/v1/nowhere", 405, `{}`},
-		"unknown method, 404": {"PATCH", "/v1/me/export", 404, `{}`},
+		// The default answer is what a client must expect; the server's own
+		// statuses are each listed.
+		"status only the default covers": {"GET", "/v1/me/export", 418, `{"error":{"code":418,"status":"INTERNAL","message":"internal error"}}`},
+		"unknown path":                   {"GET", "/v1/nowhere", 200, `{}`},
+		"unknown method":                 {"PATCH", "/v1/me/export", 200, `{}`},
+		"unknown path, 405":              {"GET", "/v1/nowhere", 405, `{}`},
+		"unknown method, 404":            {"PATCH", "/v1/me/export", 404, `{}`},
 	} {
 		if err := Check(c.method, c.path, c.status, json, []byte(c.body)); err == nil {
 			t.Errorf("%s: accepted", name)

@@ -34,8 +34,9 @@ type (
 )
 
 // Exporter writes a user's export, everything held about them, as one JSON
-// document: {"reactions":[…],"comments":[…],"history":[…],"moderation":[…],
-// "settings":{…}}. Each store is read a page at a time and each item
+// document: {"kind":"export","reactions":[…],"comments":[…],"history":[…],
+// "moderation":[…],"settings":{…}} (kind tells it from the link to a
+// prepared export, GET /v1/me/export's other answer). Each store is read a page at a time and each item
 // written as it is read, so that the writer holds one page, never the
 // account: the streamed export (GET /v1/me/export) and the prepared one
 // (PrepareExport) write the same bytes through it.
@@ -105,6 +106,8 @@ type entryJSON struct {
 // is whole only when it returns nil.
 func (e Exporter) Write(ctx context.Context, w io.Writer, userID string, first FirstPages) error {
 	s := newObjectStream(w)
+	s.name("kind")
+	s.raw(`"export"`)
 	page := first.Reactions
 	s.beginArray("reactions")
 	for len(page) > 0 {

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/videngage/engagement/shared/apiclient"
 )
 
 // Client calls the API at Base.
@@ -26,6 +28,29 @@ type Client struct {
 // 30 s, far past any request deadline, so that a hang shows as one.
 func NewClient(base string) *Client {
 	return &Client{Base: base, HTTP: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
+}
+
+// typed is the client generated from docs/openapi.yaml (shared/apiclient)
+// of the API at Base, over the same HTTP client, with tok as the bearer
+// (none when "").
+func (c *Client) typed(tok string) *apiclient.ClientWithResponses {
+	api, err := apiclient.New(c.Base, c.HTTP, func() string { return tok })
+	if err != nil {
+		// Base is the stack's URL: a URL that does not parse is a bug.
+		panic(fmt.Sprintf("workload: the API's base %q: %v", c.Base, err))
+	}
+	return api
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// deref is *p, or the zero value when p is nil.
+func deref[T any](p *T) T {
+	var zero T
+	if p != nil {
+		zero = *p
+	}
+	return zero
 }
 
 // Sample is one answer.

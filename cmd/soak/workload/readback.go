@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/videngage/engagement/shared/apiclient"
 	"github.com/videngage/engagement/shared/counter"
 )
 
@@ -19,30 +21,22 @@ func (c *Client) History(tok string) ([]HistoryEntry, error) {
 	var out []HistoryEntry
 	token := ""
 	for range 1000 {
-		path := "/v1/history?pageSize=100"
+		params := &apiclient.ListHistoryParams{PageSize: ptr(int32(100))}
 		if token != "" {
-			path += "&pageToken=" + url.QueryEscape(token)
+			params.PageToken = ptr(token)
 		}
-		code, _, b := c.Do(nil, "", "GET", path, tok, "")
-		var page struct {
-			Entries []struct {
-				VideoID         string  `json:"videoId"`
-				WatchedAt       string  `json:"watchedAt"`
-				PositionSeconds float64 `json:"positionSeconds"`
-			} `json:"entries"`
-			NextPageToken string `json:"nextPageToken"`
+		resp, err := c.typed(tok).ListHistoryWithResponse(context.Background(), params)
+		if err != nil {
+			return nil, fmt.Errorf("GET /v1/history: %w", err)
 		}
-		if code != 200 || json.Unmarshal(b, &page) != nil {
-			return nil, fmt.Errorf("GET %s: %d %s", path, code, b)
+		page := resp.JSON200
+		if page == nil {
+			return nil, fmt.Errorf("GET /v1/history: %d %s", resp.StatusCode(), resp.Body)
 		}
 		for _, e := range page.Entries {
-			at, err := time.Parse(time.RFC3339Nano, e.WatchedAt)
-			if err != nil {
-				return nil, fmt.Errorf("watchedAt %q: %v", e.WatchedAt, err)
-			}
-			out = append(out, HistoryEntry{Video: e.VideoID, At: at.UnixMilli(), Position: e.PositionSeconds})
+			out = append(out, HistoryEntry{Video: e.VideoId, At: e.WatchedAt.UnixMilli(), Position: deref(e.PositionSeconds)})
 		}
-		if token = page.NextPageToken; token == "" {
+		if token = deref(page.NextPageToken); token == "" {
 			return out, nil
 		}
 	}
@@ -127,17 +121,16 @@ func CheckHistories(c *Client, m *Model) map[string]HistoryDiff {
 func (c *Client) Counts(ids []string) (map[string]counter.Values, map[string]int64, error) {
 	out, unique := map[string]counter.Values{}, map[string]int64{}
 	for chunk := range slices.Chunk(ids, 50) {
-		code, _, b := c.Do(nil, "", "GET", "/v1/counts?ids="+strings.Join(slices.Sorted(slices.Values(chunk)), ","), "", "")
-		var resp struct {
-			Counts map[string]counter.Values `json:"counts"`
+		resp, err := c.typed("").GetCountsWithResponse(context.Background(), &apiclient.GetCountsParams{Ids: slices.Sorted(slices.Values(chunk))})
+		if err != nil {
+			return nil, nil, fmt.Errorf("GET /v1/counts: %w", err)
 		}
-		if code != 200 || json.Unmarshal(b, &resp) != nil {
-			return nil, nil, fmt.Errorf("GET /v1/counts: %d %s", code, b)
+		if resp.JSON200 == nil {
+			return nil, nil, fmt.Errorf("GET /v1/counts: %d %s", resp.StatusCode(), resp.Body)
 		}
-		for k, v := range resp.Counts {
+		for k, v := range resp.JSON200.Counts {
 			unique[k] = v.UniqueViewers
-			v.UniqueViewers = 0
-			out[k] = v
+			out[k] = counter.Values{Likes: v.Likes, Dislikes: v.Dislikes, Comments: v.Comments, Threads: v.Threads, Replies: v.Replies, Views: v.Views}
 		}
 	}
 	return out, unique, nil
@@ -195,20 +188,21 @@ func CheckReactions(c *Client, m *Model) []string {
 			continue
 		}
 		for chunk := range slices.Chunk(keys, 50) {
-			code, _, b := c.Do(nil, "", "GET", "/v1/reactions?ids="+strings.Join(chunk, ","), users[u], "")
-			var resp struct {
-				Reactions map[string]struct{ Reaction string } `json:"reactions"`
+			resp, err := c.typed(users[u]).GetReactionsWithResponse(context.Background(), &apiclient.GetReactionsParams{Ids: chunk})
+			if err != nil {
+				diffs = append(diffs, fmt.Sprintf("%s: GET /v1/reactions: %v", u, err))
+				continue
 			}
-			if code != 200 || json.Unmarshal(b, &resp) != nil {
-				diffs = append(diffs, fmt.Sprintf("%s: GET /v1/reactions: %d %s", u, code, b))
+			if resp.JSON200 == nil {
+				diffs = append(diffs, fmt.Sprintf("%s: GET /v1/reactions: %d %s", u, resp.StatusCode(), resp.Body))
 				continue
 			}
 			for _, k := range chunk {
-				if got, want := resp.Reactions[k].Reaction, m.Reaction(u, k); got != want {
+				if got, want := string(resp.JSON200.Reactions[k].Reaction), m.Reaction(u, k); got != want {
 					diffs = append(diffs, fmt.Sprintf("%s on %s: GET /v1/reactions says %q, the last accepted PUT set %q", u, k, got, want))
 				}
 			}
-			code, _, b = c.Do(nil, "", "GET", "/v1/me/counts?ids="+strings.Join(chunk, ","), users[u], "")
+			code, _, b := c.Do(nil, "", "GET", "/v1/me/counts?ids="+strings.Join(chunk, ","), users[u], "")
 			var own MeCounts
 			if code != 200 || json.Unmarshal(b, &own) != nil {
 				diffs = append(diffs, fmt.Sprintf("%s: GET /v1/me/counts: %d %s", u, code, b))

@@ -16,10 +16,14 @@ import (
 	"github.com/videngage/engagement/shared/counter"
 )
 
-// api serves handler as the API for one test.
+// api serves handler as the API for one test; its answers are JSON, as the
+// API's are (the generated client decodes only those).
 func api(t *testing.T, handler http.HandlerFunc) *Client {
 	t.Helper()
-	srv := httptest.NewServer(handler)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		handler(w, r)
+	}))
 	t.Cleanup(srv.Close)
 	return NewClient(srv.URL)
 }
