@@ -280,9 +280,20 @@ func CrossCheck(p *Plan, c *Code) []error {
 		}
 	}
 	subsTF, subsTopo := map[string]bool{}, map[string]bool{}
-	pushSubs := p.Instances("google_pubsub_subscription", "push")
-	for _, rc := range pushSubs {
-		subsTF[rc.Str("name")] = true
+	// A subscription of topology.json has one push subscription per region
+	// (RegionRule): its own name in the first region, key "<name>@<region>"
+	// and name "<name>-<region>" in each other.
+	pushSubs := map[string][]ResourceChange{}
+	for k, rc := range p.Instances("google_pubsub_subscription", "push") {
+		base, region, extra := strings.Cut(k, "@")
+		if want := base + "-" + region; extra && rc.Str("name") != want {
+			add(fmt.Errorf("push subscription %s is named %q, want %q", rc.Address, rc.Str("name"), want))
+		}
+		if !extra {
+			base = rc.Str("name")
+		}
+		subsTF[base] = true
+		pushSubs[base] = append(pushSubs[base], rc)
 	}
 	for _, rc := range p.Instances("google_pubsub_subscription", "dead_letter") {
 		subsTF[rc.Str("name")] = true
@@ -299,33 +310,31 @@ func CrossCheck(p *Plan, c *Code) []error {
 		}
 		for _, s := range t.Subscriptions {
 			subsTopo[s.Name] = true
-			rc, ok := pushSubs[s.Name]
-			if !ok {
-				continue
-			}
-			if got, want := rc.Str("labels", "function"), FunctionID(s.Function); got != want {
-				add(fmt.Errorf("subscription %s pushes to function %q, topology.json says %q", s.Name, got, want))
-			}
-			if kinds[s.Function] != "event" {
-				add(fmt.Errorf("subscription %s pushes to %s, which is not an event function", s.Name, s.Function))
-			}
-			if reg, ok := c.Registered[s.Function]; ok && reg.Kind != "Push" {
-				add(fmt.Errorf("subscription %s pushes to %s, which the code registers as %s", s.Name, s.Function, reg.Kind))
-			}
-			if got := rc.Num("dead_letter_policy", 0, "max_delivery_attempts"); got != float64(d.MaxDeliveryAttempts) {
-				add(fmt.Errorf("subscription %s: max_delivery_attempts %v, topology.json says %d", s.Name, got, d.MaxDeliveryAttempts))
-			}
-			if got := rc.Num("ack_deadline_seconds"); got != float64(s.AckDeadline(d)) {
-				add(fmt.Errorf("subscription %s: ack deadline %v, topology.json says %d", s.Name, got, s.AckDeadline(d)))
-			}
-			if got, want := rc.Str("retry_policy", 0, "minimum_backoff"), fmt.Sprintf("%ds", d.MinimumBackoffSeconds); got != want {
-				add(fmt.Errorf("subscription %s: minimum backoff %q, want %q", s.Name, got, want))
-			}
-			if got, want := rc.Str("retry_policy", 0, "maximum_backoff"), fmt.Sprintf("%ds", d.MaximumBackoffSeconds); got != want {
-				add(fmt.Errorf("subscription %s: maximum backoff %q, want %q", s.Name, got, want))
-			}
-			if _, ok := dlSubscribers[s.Name]; !ok {
-				add(fmt.Errorf("the Pub/Sub service agent cannot acknowledge on %s, so dead-lettering fails", s.Name))
+			for _, rc := range pushSubs[s.Name] {
+				if got, want := rc.Str("labels", "function"), FunctionID(s.Function); got != want {
+					add(fmt.Errorf("subscription %s pushes to function %q, topology.json says %q", s.Name, got, want))
+				}
+				if kinds[s.Function] != "event" {
+					add(fmt.Errorf("subscription %s pushes to %s, which is not an event function", s.Name, s.Function))
+				}
+				if reg, ok := c.Registered[s.Function]; ok && reg.Kind != "Push" {
+					add(fmt.Errorf("subscription %s pushes to %s, which the code registers as %s", s.Name, s.Function, reg.Kind))
+				}
+				if got := rc.Num("dead_letter_policy", 0, "max_delivery_attempts"); got != float64(d.MaxDeliveryAttempts) {
+					add(fmt.Errorf("subscription %s: max_delivery_attempts %v, topology.json says %d", s.Name, got, d.MaxDeliveryAttempts))
+				}
+				if got := rc.Num("ack_deadline_seconds"); got != float64(s.AckDeadline(d)) {
+					add(fmt.Errorf("subscription %s: ack deadline %v, topology.json says %d", s.Name, got, s.AckDeadline(d)))
+				}
+				if got, want := rc.Str("retry_policy", 0, "minimum_backoff"), fmt.Sprintf("%ds", d.MinimumBackoffSeconds); got != want {
+					add(fmt.Errorf("subscription %s: minimum backoff %q, want %q", s.Name, got, want))
+				}
+				if got, want := rc.Str("retry_policy", 0, "maximum_backoff"), fmt.Sprintf("%ds", d.MaximumBackoffSeconds); got != want {
+					add(fmt.Errorf("subscription %s: maximum backoff %q, want %q", s.Name, got, want))
+				}
+				if _, ok := dlSubscribers[rc.Key()]; !ok {
+					add(fmt.Errorf("the Pub/Sub service agent cannot acknowledge on %s, so dead-lettering fails", rc.Str("name")))
+				}
 			}
 		}
 	}
@@ -666,9 +675,15 @@ func SecretPinRule(p *Plan) []error {
 	return errs
 }
 
-// RegionRule: every public function runs in at least min regions, with a
-// serverless NEG in each region it runs in, and every backend service of it
-// takes one backend per region; every other function runs in one region.
+// RegionRule: every function, public, event or scheduled, runs in at least
+// min regions, and in each of them it has what reaches it: a public
+// function a serverless NEG (and every backend service of it one backend
+// per region), an event function a push subscription of each of its
+// topology.json subscriptions in that region (labels function and
+// region), a scheduled function every one of its jobs (fan-out copies
+// included) in that region. With min above 1, the buckets the functions
+// and their builds read (the source and exports buckets) are in a multi-
+// or dual-region location, not in one region.
 func RegionRule(p *Plan, top *topology.Topology, min int) []error {
 	var errs []error
 	fnRegions := map[string]map[string]bool{}
@@ -687,27 +702,93 @@ func RegionRule(p *Plan, top *topology.Topology, min int) []error {
 		}
 		negRegions[ep][rc.Str("region")] = true
 	}
-	for _, f := range top.Functions {
-		got := sortedSet(fnRegions[f.Name])
-		if !f.Public {
-			if len(got) != 1 {
-				errs = append(errs, fmt.Errorf("region rule: %s (%s) runs in regions %v, want one", f.Name, f.Kind, got))
-			}
-			continue
+	// Push subscriptions by topology.json subscription and region: the
+	// for_each key is the subscription's name, "@<region>" elsewhere.
+	pushRegions := map[string]map[string]bool{}
+	for k, rc := range p.Instances("google_pubsub_subscription", "push") {
+		name, _, _ := strings.Cut(k, "@")
+		if pushRegions[name] == nil {
+			pushRegions[name] = map[string]bool{}
 		}
-		if len(got) < min {
-			errs = append(errs, fmt.Errorf("region rule: public function %s runs in %d region(s) %v, want at least %d", f.Name, len(got), got, min))
+		pushRegions[name][rc.Str("labels", "region")] = true
+	}
+	jobRegions := map[string]map[string]bool{}
+	for _, rc := range p.Instances("google_cloud_scheduler_job", "job") {
+		name := rc.Str("name")
+		if jobRegions[name] == nil {
+			jobRegions[name] = map[string]bool{}
 		}
-		if negs := sortedSet(negRegions[f.Name]); fmt.Sprint(negs) != fmt.Sprint(got) {
-			errs = append(errs, fmt.Errorf("region rule: public function %s runs in %v but has serverless NEGs in %v", f.Name, got, negs))
-		}
-		for _, name := range []string{"fn", "cdn"} {
-			bs, ok := p.Instances("google_compute_backend_service", name)[f.Name]
-			if !ok {
+		jobRegions[name][rc.Str("region")] = true
+	}
+	jobsOf := func(fn string) []string {
+		var names []string
+		for _, j := range top.Scheduler {
+			if j.Function != fn {
 				continue
 			}
-			if l, _ := bs.Get("backend").([]any); len(l) != len(got) {
-				errs = append(errs, fmt.Errorf("region rule: backend service %s of %s has %d backend(s), want one per region %v", name, f.Name, len(l), got))
+			if !j.FanOut {
+				names = append(names, j.Name)
+				continue
+			}
+			for k := 0; ; k++ {
+				name := fmt.Sprintf("%s-%d", j.Name, k)
+				if _, ok := jobRegions[name]; !ok {
+					if k == 0 {
+						names = append(names, name) // reported missing below
+					}
+					break
+				}
+				names = append(names, name)
+			}
+		}
+		return names
+	}
+	for _, f := range top.Functions {
+		got := sortedSet(fnRegions[f.Name])
+		if len(got) < min {
+			errs = append(errs, fmt.Errorf("region rule: %s function %s runs in %d region(s) %v, want at least %d", f.Kind, f.Name, len(got), got, min))
+		}
+		switch {
+		case f.Kind == "http" && f.Public:
+			if negs := sortedSet(negRegions[f.Name]); fmt.Sprint(negs) != fmt.Sprint(got) {
+				errs = append(errs, fmt.Errorf("region rule: public function %s runs in %v but has serverless NEGs in %v", f.Name, got, negs))
+			}
+			for _, name := range []string{"fn", "cdn"} {
+				bs, ok := p.Instances("google_compute_backend_service", name)[f.Name]
+				if !ok {
+					continue
+				}
+				if l, _ := bs.Get("backend").([]any); len(l) != len(got) {
+					errs = append(errs, fmt.Errorf("region rule: backend service %s of %s has %d backend(s), want one per region %v", name, f.Name, len(l), got))
+				}
+			}
+		case f.Kind == "event":
+			for _, t := range top.PubSub.Topics {
+				for _, sub := range t.Subscriptions {
+					if sub.Function != f.Name {
+						continue
+					}
+					if pr := sortedSet(pushRegions[sub.Name]); fmt.Sprint(pr) != fmt.Sprint(got) {
+						errs = append(errs, fmt.Errorf("region rule: event function %s runs in %v but subscription %s pushes from %v", f.Name, got, sub.Name, pr))
+					}
+				}
+			}
+		case f.Kind == "scheduled":
+			for _, job := range jobsOf(f.Name) {
+				if jr := sortedSet(jobRegions[job]); fmt.Sprint(jr) != fmt.Sprint(got) {
+					errs = append(errs, fmt.Errorf("region rule: scheduled function %s runs in %v but its job %s fires in %v", f.Name, got, job, jr))
+				}
+			}
+		}
+	}
+	if min > 1 {
+		for _, name := range []string{"source", "exports"} {
+			for _, rc := range p.Instances("google_storage_bucket", name) {
+				// Every region's name has a hyphen (us-central1); no multi-
+				// or predefined dual-region's does (US, EU, NAM4).
+				if loc := rc.Str("location"); strings.Contains(loc, "-") {
+					errs = append(errs, fmt.Errorf("region rule: bucket %s is in region %s: the functions of the other regions lose it with that region", rc.Address, loc))
+				}
 			}
 		}
 	}
