@@ -993,3 +993,30 @@ func TestProdRequirements(t *testing.T) {
 		}
 	})
 }
+
+// The cross-check holds every region's instance of a function and every
+// region's copy of a job, not only the first region's: a copy of prod
+// whose second region opens its event and scheduled functions to the
+// internet, or fires a job on another schedule there, fails it.
+func TestCrossCheckPerRegion(t *testing.T) {
+	needToolchain(t)
+	code := loadCode(t)
+	root := copyOf(t, both(
+		replaceIn(t, "functions.tf", `ingress_settings = each.value.public ? "ALLOW_INTERNAL_AND_GCLB" : "ALLOW_INTERNAL_ONLY"`,
+			`ingress_settings = each.value.public ? "ALLOW_INTERNAL_AND_GCLB" : (each.value.region == var.region ? "ALLOW_INTERNAL_ONLY" : "ALLOW_ALL")`),
+		replaceIn(t, "scheduler.tf", "  schedule         = each.value.schedule\n", "  schedule         = each.value.region == var.region ? each.value.schedule : \"0 0 1 1 *\"\n"),
+	))
+	r, err := toolchain.CheckEnvironment(root, "prod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := CrossCheck(r.PlanJSON, code)
+	for _, want := range []string{
+		`function ApplyCounters has ingress "ALLOW_ALL", want "ALLOW_INTERNAL_ONLY"`,
+		`scheduler job rollup-0 runs "0 0 1 1 *"`,
+	} {
+		if !containsErr(errs, want) {
+			t.Errorf("the cross-check did not report %q: %v", want, errors.Join(errs...))
+		}
+	}
+}

@@ -159,11 +159,11 @@ func CrossCheck(p *Plan, c *Code) []error {
 	// --- functions: entry points, kinds, registrations, concurrency, ingress
 	fns := p.Instances("google_cloudfunctions2_function", "fn")
 	tfEntry, topoFn, codeFn := map[string]bool{}, map[string]bool{}, map[string]bool{}
-	byEntry := map[string]ResourceChange{}
+	byEntry := map[string][]ResourceChange{} // an instance per region
 	for _, rc := range fns {
 		ep := rc.Str("build_config", 0, "entry_point")
 		tfEntry[ep] = true
-		byEntry[ep] = rc
+		byEntry[ep] = append(byEntry[ep], rc)
 	}
 	kinds := map[string]string{}
 	for _, f := range top.Functions {
@@ -176,49 +176,47 @@ func CrossCheck(p *Plan, c *Code) []error {
 	add(diffSets("function entry point", "Terraform", tfEntry, "topology.json", topoFn)...)
 	add(diffSets("function entry point", "Terraform", tfEntry, "the code (functions/ registrations)", codeFn)...)
 	for _, f := range top.Functions {
-		rc, ok := byEntry[f.Name]
-		if !ok {
-			continue
-		}
-		if got, want := rc.Str("name"), FunctionID(f.Name); got != want {
-			add(fmt.Errorf("function %s is deployed as %q, want %q", f.Name, got, want))
-		}
-		if reg, ok := c.Registered[f.Name]; ok {
-			want := "HTTP"
-			if f.Kind == "event" {
-				want = "Push"
+		for _, rc := range byEntry[f.Name] {
+			if got, want := rc.Str("name"), FunctionID(f.Name); got != want {
+				add(fmt.Errorf("function %s is deployed as %q, want %q", f.Name, got, want))
 			}
-			if reg.Kind != want {
-				add(fmt.Errorf("function %s is a %s function in topology.json but registered with %s (%s)", f.Name, f.Kind, reg.Kind, reg.Pos))
+			if reg, ok := c.Registered[f.Name]; ok {
+				want := "HTTP"
+				if f.Kind == "event" {
+					want = "Push"
+				}
+				if reg.Kind != want {
+					add(fmt.Errorf("function %s is a %s function in topology.json but registered with %s (%s)", f.Name, f.Kind, reg.Kind, reg.Pos))
+				}
+				if !c.RootImport[reg.Package] {
+					add(fmt.Errorf("function %s: package %s is not imported by the module root package, so Cloud Functions cannot find its entry point", f.Name, reg.Package))
+				}
 			}
-			if !c.RootImport[reg.Package] {
-				add(fmt.Errorf("function %s: package %s is not imported by the module root package, so Cloud Functions cannot find its entry point", f.Name, reg.Package))
+			// Cloud Run serves more than one request at a time only with a
+			// whole vCPU or more.
+			conc := rc.Num("service_config", 0, "max_instance_request_concurrency")
+			cpu, _ := strconv.ParseFloat(rc.Str("service_config", 0, "available_cpu"), 64)
+			if conc < 1 || (conc > 1 && cpu < 1) {
+				add(fmt.Errorf("function %s serves %v requests at a time on %q vCPU; Cloud Run needs 1 or more, and a whole vCPU for more than 1", f.Name, conc, rc.Str("service_config", 0, "available_cpu")))
 			}
-		}
-		// Cloud Run serves more than one request at a time only with a
-		// whole vCPU or more.
-		conc := rc.Num("service_config", 0, "max_instance_request_concurrency")
-		cpu, _ := strconv.ParseFloat(rc.Str("service_config", 0, "available_cpu"), 64)
-		if conc < 1 || (conc > 1 && cpu < 1) {
-			add(fmt.Errorf("function %s serves %v requests at a time on %q vCPU; Cloud Run needs 1 or more, and a whole vCPU for more than 1", f.Name, conc, rc.Str("service_config", 0, "available_cpu")))
-		}
-		// A push still running at the ack deadline is delivered again
-		// while it runs: the function must answer within the deadline.
-		if timeout := rc.Num("service_config", 0, "timeout_seconds"); f.Kind == "event" {
-			for _, t := range top.PubSub.Topics {
-				for _, s := range t.Subscriptions {
-					if ack := s.AckDeadline(top.PubSub.Delivery); s.Function == f.Name && timeout > float64(ack) {
-						add(fmt.Errorf("event function %s may run %vs, longer than the push subscriptions' ack deadline of %ds (%s)", f.Name, timeout, ack, s.Name))
+			// A push still running at the ack deadline is delivered again
+			// while it runs: the function must answer within the deadline.
+			if timeout := rc.Num("service_config", 0, "timeout_seconds"); f.Kind == "event" {
+				for _, t := range top.PubSub.Topics {
+					for _, s := range t.Subscriptions {
+						if ack := s.AckDeadline(top.PubSub.Delivery); s.Function == f.Name && timeout > float64(ack) {
+							add(fmt.Errorf("event function %s may run %vs, longer than the push subscriptions' ack deadline of %ds (%s)", f.Name, timeout, ack, s.Name))
+						}
 					}
 				}
 			}
-		}
-		wantIngress := "ALLOW_INTERNAL_ONLY"
-		if f.Kind == "http" && f.Public {
-			wantIngress = "ALLOW_INTERNAL_AND_GCLB"
-		}
-		if got := rc.Str("service_config", 0, "ingress_settings"); got != wantIngress {
-			add(fmt.Errorf("function %s has ingress %q, want %q", f.Name, got, wantIngress))
+			wantIngress := "ALLOW_INTERNAL_ONLY"
+			if f.Kind == "http" && f.Public {
+				wantIngress = "ALLOW_INTERNAL_AND_GCLB"
+			}
+			if got := rc.Str("service_config", 0, "ingress_settings"); got != wantIngress {
+				add(fmt.Errorf("function %s has ingress %q, want %q", f.Name, got, wantIngress))
+			}
 		}
 	}
 
@@ -447,8 +445,10 @@ func CrossCheck(p *Plan, c *Code) []error {
 	// --- Cloud Scheduler
 	jobsTF, jobsTopo := map[string]bool{}, map[string]bool{}
 	jobs := p.Instances("google_cloud_scheduler_job", "job")
+	jobsByName := map[string][]ResourceChange{}
 	for _, rc := range jobs {
 		jobsTF[rc.Str("name")] = true
+		jobsByName[rc.Str("name")] = append(jobsByName[rc.Str("name")], rc)
 	}
 	calls := regexp.MustCompile(`^Calls (\w+) at (\S+)$`)
 	// A fanOut job of topology.json is deployed as <name>-<k>, k from 0.
@@ -472,39 +472,38 @@ func CrossCheck(p *Plan, c *Code) []error {
 	for _, j := range top.Scheduler {
 		for _, name := range deployed(j) {
 			jobsTopo[name] = true
-			rc, ok := jobs[name]
-			if !ok {
-				continue
-			}
-			if got := rc.Str("schedule"); got != j.Schedule {
-				add(fmt.Errorf("scheduler job %s runs %q, topology.json says %q", name, got, j.Schedule))
-			}
-			m := calls.FindStringSubmatch(rc.Str("description"))
-			if m == nil {
-				add(fmt.Errorf("scheduler job %s: description %q does not say which function it calls", name, rc.Str("description")))
-			} else {
-				f, _ := top.Function(j.Function)
-				if m[1] != j.Function {
-					add(fmt.Errorf("scheduler job %s calls %s, topology.json says %s", name, m[1], j.Function))
+			// The job in every region (its instances share the name).
+			for _, rc := range jobsByName[name] {
+				if got := rc.Str("schedule"); got != j.Schedule {
+					add(fmt.Errorf("scheduler job %s runs %q, topology.json says %q", name, got, j.Schedule))
 				}
-				if f.Kind != "scheduled" {
-					add(fmt.Errorf("scheduler job %s targets %s, which is not a scheduled function", name, j.Function))
+				m := calls.FindStringSubmatch(rc.Str("description"))
+				if m == nil {
+					add(fmt.Errorf("scheduler job %s: description %q does not say which function it calls", name, rc.Str("description")))
+				} else {
+					f, _ := top.Function(j.Function)
+					if m[1] != j.Function {
+						add(fmt.Errorf("scheduler job %s calls %s, topology.json says %s", name, m[1], j.Function))
+					}
+					if f.Kind != "scheduled" {
+						add(fmt.Errorf("scheduler job %s targets %s, which is not a scheduled function", name, j.Function))
+					}
+					if len(f.Routes) == 0 || m[2] != f.Routes[0] {
+						add(fmt.Errorf("scheduler job %s calls route %s, topology.json's route of %s is %v", name, m[2], j.Function, f.Routes))
+					}
 				}
-				if len(f.Routes) == 0 || m[2] != f.Routes[0] {
-					add(fmt.Errorf("scheduler job %s calls route %s, topology.json's route of %s is %v", name, m[2], j.Function, f.Routes))
+				if reg, ok := c.Registered[j.Function]; !ok || reg.Kind != "HTTP" {
+					add(fmt.Errorf("scheduler job %s targets %s, which the code does not register as an HTTP function", name, j.Function))
 				}
-			}
-			if reg, ok := c.Registered[j.Function]; !ok || reg.Kind != "HTTP" {
-				add(fmt.Errorf("scheduler job %s targets %s, which the code does not register as an HTTP function", name, j.Function))
-			}
-			body, err := base64.StdEncoding.DecodeString(rc.Str("http_target", 0, "body"))
-			if err != nil {
-				add(fmt.Errorf("scheduler job %s: body is not base64: %v", name, err))
-			} else if !sameJSON(body, j.Body) {
-				add(fmt.Errorf("scheduler job %s sends %s, topology.json says %v", name, body, j.Body))
-			}
-			if oidc, _ := rc.Get("http_target", 0, "oidc_token").([]any); len(oidc) != 1 {
-				add(fmt.Errorf("scheduler job %s calls without an OIDC token", name))
+				body, err := base64.StdEncoding.DecodeString(rc.Str("http_target", 0, "body"))
+				if err != nil {
+					add(fmt.Errorf("scheduler job %s: body is not base64: %v", name, err))
+				} else if !sameJSON(body, j.Body) {
+					add(fmt.Errorf("scheduler job %s sends %s, topology.json says %v", name, body, j.Body))
+				}
+				if oidc, _ := rc.Get("http_target", 0, "oidc_token").([]any); len(oidc) != 1 {
+					add(fmt.Errorf("scheduler job %s calls without an OIDC token", name))
+				}
 			}
 		}
 	}
