@@ -58,6 +58,8 @@ locals {
       "roles/monitoring.editor",
       "roles/logging.configWriter",
       "roles/identityplatform.admin",
+      # The quota preferences of quotas.tf.
+      "roles/cloudquotas.admin",
     ]
   }
   project_grants = merge([
