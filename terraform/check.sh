@@ -13,10 +13,16 @@
 #      functions/; copies broken on purpose (unknown argument, misspelt block,
 #      dangling reference, wrong type, missing argument, unregistered entry
 #      point, hand-written name) must fail; the fresh-project rules on the
-#      plan's resource graph (every resource waits for its API's enablement,
-#      alerts only on metrics that exist or are created in the same apply,
-#      IAM grants before the first request that needs them), each with broken
-#      copies that must fail; the committed provider lock files;
+#      plan's resource graph (every resource waits 5 minutes after its API's
+#      enablement, alerts only on metrics that exist or are created in the
+#      same apply, IAM grants before the first request that needs them and
+#      7 minutes before a function's build, Bigtable's autoscaling maximum at
+#      most 10x its minimum, outlier detection on every backend service, the
+#      budget above the idle cost), the region rule (prod: every function,
+#      push subscription and scheduler job in both regions, buckets
+#      multi-region) and the pipeline region rule (its triggers in both
+#      regions), each with broken copies that must fail; the committed
+#      provider lock files;
 #      cloudbuild.yaml, cloudbuild-apply.yaml and docs/openapi.yaml are parsed
 #      and checked.
 #

@@ -55,6 +55,36 @@ func TestEnvironmentsCarryTheirLoad(t *testing.T) {
 	}
 }
 
+// Prod runs in two regions, either carrying the whole load alone: its
+// functions' limits hold per region, and it asks for each region's Cloud
+// Run CPU, the Spanner nodes and the Bigtable nodes the plan needs. Dev
+// runs in one region and asks for nothing.
+func TestRegionsAndQuotas(t *testing.T) {
+	p := plan(t, load(t, root, "prod"))
+	if got := fmt.Sprint(p.Deployment.Regions); got != "[us-central1 us-east1]" {
+		t.Errorf("prod runs in %s, want us-central1 and us-east1", got)
+	}
+	if p.DuplicateDeliveries != 1 {
+		t.Errorf("prod applies each message %d more times, want once per extra region", p.DuplicateDeliveries)
+	}
+	if p.RegionVCPU != p.DesignVCPU || p.RegionVCPU == 0 {
+		t.Errorf("one region carries %.0f vCPU, the whole load is %.0f", p.RegionVCPU, p.DesignVCPU)
+	}
+	if len(p.Quotas) != 3 || p.Deployment.Quotas == nil {
+		t.Fatalf("prod quotas %+v asked %+v", p.Quotas, p.Deployment.Quotas)
+	}
+	for _, q := range p.Quotas {
+		if q.Need <= 0 || float64(q.Asked) < q.Need {
+			t.Errorf("%s: need %.0f, asked %d", q.Quota, q.Need, q.Asked)
+		}
+		t.Logf("%s: need %.0f %s, asked %d", q.Quota, q.Need, q.Unit, q.Asked)
+	}
+	d := plan(t, load(t, root, "dev"))
+	if len(d.Deployment.Regions) != 1 || d.Deployment.Quotas != nil || d.DuplicateDeliveries != 0 {
+		t.Errorf("dev: regions %v, quotas %+v, duplicates %d", d.Deployment.Regions, d.Deployment.Quotas, d.DuplicateDeliveries)
+	}
+}
+
 // Copies broken on purpose: each must be refused, naming what breaks.
 func TestBrokenCopiesFail(t *testing.T) {
 	cases := []struct {
@@ -117,6 +147,24 @@ func TestBrokenCopiesFail(t *testing.T) {
 		{"a Bigtable cluster capped at 3 nodes", "prod", func(t *testing.T, d *Deployment, _ *Plan) {
 			d.Bigtable[0].MaxNodes = 3
 		}, "Bigtable cluster engagement-c1: at most 3 nodes"},
+		{"Spanner's autoscaler 7% above its need (the maximum of before)", "prod", func(t *testing.T, d *Deployment, p *Plan) {
+			d.Spanner.MaxProcessingUnits = int(math.Ceil(1.07*p.SpannerPU/1000)) * 1000
+		}, "Spanner: at most"},
+		{"Bigtable's autoscaler at its need at the CPU target, not twice", "prod", func(t *testing.T, d *Deployment, p *Plan) {
+			d.Bigtable[1].MaxNodes = int(math.Ceil(p.BigtableNodes))
+		}, "Bigtable cluster engagement-c2: at most"},
+		{"Cloud Run quota asked below what one region needs alone", "prod", func(t *testing.T, d *Deployment, p *Plan) {
+			d.Quotas.RunVCPUPerRegion = int(p.RegionVCPU)
+		}, "quota: Cloud Run CPU in each of [us-central1 us-east1]: quota_requests asks for"},
+		{"Spanner quota asked below the autoscaler's maximum", "prod", func(t *testing.T, d *Deployment, _ *Plan) {
+			d.Quotas.SpannerNodes = d.Spanner.MaxProcessingUnits/1000 - 1
+		}, "quota: Spanner nodes of nam6"},
+		{"Bigtable quota asked below a cluster's maximum", "prod", func(t *testing.T, d *Deployment, _ *Plan) {
+			d.Quotas.BigtableNodesPerZone = d.Bigtable[0].MaxNodes / 2
+		}, "quota: Bigtable SSD nodes in each cluster's zone"},
+		{"prod asking for no quota at all", "prod", func(t *testing.T, d *Deployment, _ *Plan) {
+			d.Quotas = nil
+		}, "quota_requests asks for nothing"},
 		{"dev's Spanner at 100 processing units below its load", "dev", func(t *testing.T, d *Deployment, p *Plan) {
 			d.Spanner.ProcessingUnits = int(p.SpannerPUHeadroom/2/100) * 100
 			d.Spanner.MaxProcessingUnits = d.Spanner.ProcessingUnits
@@ -257,6 +305,9 @@ func TestBrokenTerraformFails(t *testing.T) {
 			"Rollup: 1 instances × concurrency 1"},
 		{"prod no longer passes its overrides (the module's default is none)", "terraform/envs/prod/main.tf",
 			`function_overrides\s*=\s*var\.function_overrides`, ``, "Reconcile: timeout"},
+		{"prod asking for the default Cloud Run quota of a region", "terraform/envs/prod/variables.tf",
+			`run_vcpu_per_region\s*=\s*\d+`, `run_vcpu_per_region = 1000`,
+			"quota: Cloud Run CPU in each of [us-central1 us-east1]: quota_requests asks for 1000 vCPU"},
 		{"event functions back at one push at a time on 40 instances", "terraform/envs/prod/variables.tf",
 			`event\s*=\s*\{[^}]*\}`, `event = { memory = "512Mi", cpu = "1", timeout_seconds = 60, concurrency = 1, min_instances = 0, max_instances = 40 }`,
 			"ApplyCounters"},
@@ -396,5 +447,32 @@ func TestConcurrentConsumerNeedsCPUPerMessage(t *testing.T) {
 	want := fp.RequestsPerSec * 1000e-6
 	if math.Abs(fp.BusyVCPU-want) > 1e-9 || fp.Instances < want/cloudRunCPUTarget-1e-9 {
 		t.Fatalf("busy vCPU %v, instances %v; want %v vCPU and the instances it needs", fp.BusyVCPU, fp.Instances, want)
+	}
+}
+
+// The price per million operations charges the whole hourly cost: every
+// kind's share plus the scheduled jobs' add up to the total, and each
+// kind's price is its hourly cost over its operations.
+func TestPricePerMillion(t *testing.T) {
+	for _, env := range []string{"prod", "dev"} {
+		p := plan(t, load(t, root, env))
+		if len(p.Prices) != len(Kinds)+1 {
+			t.Fatalf("%s: %d prices, want one per kind and the total", env, len(p.Prices))
+		}
+		var sum float64
+		for _, pr := range p.Prices[:len(Kinds)] {
+			if pr.OpsPerSec <= 0 || pr.HourlyCost <= 0 || pr.PerMillion <= 0 {
+				t.Errorf("%s: %+v", env, pr)
+			}
+			if want := pr.HourlyCost / (pr.OpsPerSec * 3600) * 1e6; math.Abs(pr.PerMillion-want) > 1e-9 {
+				t.Errorf("%s %s: %v per million, want %v", env, pr.Kind, pr.PerMillion, want)
+			}
+			sum += pr.HourlyCost
+		}
+		all := p.Prices[len(Kinds)]
+		if math.Abs(sum+all.SharedHourly-p.Cost.Total()) > 1e-6*p.Cost.Total() || all.HourlyCost != p.Cost.Total() {
+			t.Errorf("%s: kinds $%.2f + shared $%.2f an hour, total $%.2f", env, sum, all.SharedHourly, p.Cost.Total())
+		}
+		t.Logf("%s: $%.2f per million operations", env, all.PerMillion)
 	}
 }

@@ -127,4 +127,23 @@ const assumptions = `## Assumptions, and what would invalidate them
   in flight over that concurrency and the CPU the messages need, from each
   consumer's CPU per message at the deployed concurrency (the consumers
   benchmark, ` + "`docs/benchmarks/consumers.md`" + `).
+- **Regions.** Every function, job and push subscription runs in each
+  region of the environment with the same limits, and one region carries
+  the whole load alone when the other is lost: each function's limits are
+  checked against the whole load, per region, and the Cloud Run CPU quota
+  of each region against twice that region's CPU at the whole load. Each
+  region's subscriptions deliver every message to that region's consumers
+  (docs/operations.md, "A region lost"): the event functions run the whole
+  consumer load in every region even with both up, and each message's
+  second application (outbox read of a counter message; history rewrite
+  and claim check of a watch, counted from the code) is work on Spanner
+  and Bigtable, in the sizes above.
+- **Autoscaler maxima and quotas.** Spanner's and Bigtable's autoscaler
+  maxima are at least twice the need at their CPU targets; the quotas asked
+  for (` + "`quota_requests`" + `) at least those maxima and the Cloud Run need.
+  Bigtable documents up to 20 minutes under load before added nodes help
+  (https://cloud.google.com/bigtable/docs/scaling) and refuses a maximum
+  above 10× the minimum: a surge from the minimum to the design load is
+  served late while the clusters grow; the minimum, not the maximum, is the
+  capacity at hand in those minutes.
 `

@@ -103,6 +103,14 @@ const (
 	// staged batch row, its fold's scan and delete are per batch.
 	watchBigtableWrites = 5
 	watchBigtableReads  = 3
+	// A message applied again in the other region (its own subscription):
+	// ApplyCounters' transaction reads the event's outbox rows and finds
+	// them gone (outboxstore.Apply); ApplyHistory writes the entry, mark
+	// and removal again and reads the video's watch_latest row; ApplyViews
+	// checks and sets the claim again (a read and a write).
+	duplicateCounterSpannerReads = 1
+	duplicateWatchBigtableWrites = 4
+	duplicateWatchBigtableReads  = 2
 )
 
 // consumers are the push consumers sized by the time a message holds an
@@ -166,15 +174,30 @@ type Plan struct {
 
 	// DesignVCPU is the CPU of every function's instances at the load.
 	DesignVCPU float64
+	// RegionVCPU is the Cloud Run CPU one region uses when it carries the
+	// whole load alone (the other region lost).
+	RegionVCPU float64
+	// Quotas are the quotas the plan needs, and what Terraform asks for.
+	Quotas []Need
+	// DuplicateDeliveries is how many more times than once each message
+	// is applied: once in every region (each region's subscription).
+	DuplicateDeliveries int
 
 	// Detection is the manipulation detection at the load's reaction
 	// changes.
 	Detection DetectionPlan
 
-	Cost       Cost
+	Cost Cost
+	// Prices are the price per million operations of each kind, and of
+	// all of them.
+	Prices     []Price
 	Violations []string
 	// Figures are the measured figures the plan used.
 	Figures []string
+
+	work        map[string]*kindWork
+	counterMsgs map[string]float64 // counter messages a second, by kind
+	fnCost      map[string]float64 // hourly cost of each function
 }
 
 // Err is nil when the environment carries its load, else every shortfall.
@@ -212,6 +235,7 @@ func Model(d *Deployment, c *Costs, prof Profile) (*Plan, error) {
 
 	reactionMsgs := R * f.get("reaction.messages_per_1000") / 1000
 	commentMsgs := C * f.get("comment.messages_per_1000") / 1000
+	p.counterMsgs = map[string]float64{KindReaction: reactionMsgs, KindComment: commentMsgs}
 	historyMsgs := V * f.get("view.messages_per_1000") / 1000
 
 	type demand struct {
@@ -250,6 +274,34 @@ func Model(d *Deployment, c *Costs, prof Profile) (*Plan, error) {
 		signed*f.get("counts.signed_in.spanner_reads_per_1000")/1000
 	p.BigtableWritesPerSec = R*reactionBigtableWrites + V*watchBigtableWrites
 	p.BigtableReadsPerSec = R*reactionBigtableReads + V*watchBigtableReads
+	// Each region's subscriptions deliver every message to that region's
+	// consumers; the second application changes nothing but is work: a
+	// counter message's transaction reads its outbox rows (gone) and
+	// commits nothing, a history message is written again and its claims
+	// checked again.
+	p.DuplicateDeliveries = len(d.Regions) - 1
+	dup := float64(p.DuplicateDeliveries)
+	p.SpannerReadsPerSec += dup * (reactionMsgs + commentMsgs) * duplicateCounterSpannerReads
+	p.BigtableWritesPerSec += dup * V * duplicateWatchBigtableWrites
+	p.BigtableReadsPerSec += dup * V * duplicateWatchBigtableReads
+
+	// The same work by kind of operation, for its price (price.go).
+	p.work = map[string]*kindWork{
+		KindReaction: {ops: R,
+			spannerReads:  R*f.get("reaction.spanner_reads_per_1000")/1000 + dup*reactionMsgs*duplicateCounterSpannerReads,
+			spannerWrites: R * f.get("reaction.spanner_row_writes_per_1000") / 1000,
+			bigtableReads: R * reactionBigtableReads, bigtableWrites: R * reactionBigtableWrites},
+		KindComment: {ops: C,
+			spannerReads:  C*f.get("comment.spanner_reads_per_1000")/1000 + dup*commentMsgs*duplicateCounterSpannerReads,
+			spannerWrites: C * f.get("comment.spanner_row_writes_per_1000") / 1000},
+		KindWatch: {ops: V,
+			spannerReads:   V * f.get("view.spanner_reads_per_1000") / 1000,
+			spannerWrites:  V * f.get("view.spanner_row_writes_per_1000") / 1000,
+			bigtableReads:  V * (watchBigtableReads + dup*duplicateWatchBigtableReads),
+			bigtableWrites: V * (watchBigtableWrites + dup*duplicateWatchBigtableWrites)},
+		KindCountRead: {ops: anon + signed,
+			spannerReads: anon*f.get("counts.anonymous.spanner_reads_per_1000")/1000 + signed*f.get("counts.signed_in.spanner_reads_per_1000")/1000},
+	}
 
 	subs := func(topic string) float64 { return float64(len(d.Pushes[topic])) }
 	type flow struct{ msgs, bytesPerMsg, deliveries float64 }
@@ -258,11 +310,15 @@ func Model(d *Deployment, c *Costs, prof Profile) (*Plan, error) {
 		{commentMsgs, f.get("comment.message_bytes_per_1000") / f.get("comment.messages_per_1000"), subs("counter-events")},
 		{historyMsgs, f.get("view.message_bytes_per_1000") / f.get("view.messages_per_1000"), subs("history-events")},
 	}
-	for _, fl := range flows {
-		// Published once, pushed once per subscription; each push is a
-		// request of its own, and so is each publish at worst.
-		p.PubSubBytesPerSec += fl.msgs * fl.bytesPerMsg * (1 + fl.deliveries)
-		p.PubSubBilledPerSec += fl.msgs * math.Max(fl.bytesPerMsg, pubSubMinBillBytes) * (1 + fl.deliveries)
+	flowKinds := []string{KindReaction, KindComment, KindWatch}
+	for i, fl := range flows {
+		// Published once, pushed once per subscription and region; each
+		// push is a request of its own, and so is each publish at worst.
+		deliveries := fl.deliveries * float64(len(d.Regions))
+		p.PubSubBytesPerSec += fl.msgs * fl.bytesPerMsg * (1 + deliveries)
+		billed := fl.msgs * math.Max(fl.bytesPerMsg, pubSubMinBillBytes) * (1 + deliveries)
+		p.PubSubBilledPerSec += billed
+		p.work[flowKinds[i]].pubsubBilled += billed
 	}
 	if len(f.errs) > 0 {
 		return nil, errors.Join(f.errs...)
@@ -325,6 +381,7 @@ func Model(d *Deployment, c *Costs, prof Profile) (*Plan, error) {
 	p.planPrepareExport()
 	p.planSpanner(d.Spanner)
 	p.planBigtable(d.Bigtable)
+	p.planRegions()
 	p.cost()
 	return p, nil
 }
@@ -426,7 +483,9 @@ func (p *Plan) planSpanner(s Spanner) {
 	if s.HighPriorityCPUPercent > 0 {
 		p.SpannerPU = full / (s.HighPriorityCPUPercent / 100)
 	}
-	p.SpannerPUHeadroom = math.Max(p.SpannerPU, Headroom*full)
+	// The maximum is twice the need: at the autoscaler's CPU target when
+	// it scales, at full use when capacity is fixed.
+	p.SpannerPUHeadroom = Headroom * p.SpannerPU
 	if float64(s.MaxProcessingUnits) < p.SpannerPUHeadroom {
 		target := "fixed capacity"
 		if s.HighPriorityCPUPercent > 0 {
@@ -443,13 +502,13 @@ func (p *Plan) planBigtable(cs []BigtableCluster) {
 	full := p.BigtableWritesPerSec/bigtableWriteRowsPerNode + p.BigtableReadsPerSec/bigtableReadRowsPerNode
 	const cpuTarget = 0.6 // the module's bigtable_cpu_target default
 	p.BigtableNodes = full / cpuTarget
-	p.BigtableNodesHeadroom = math.Max(p.BigtableNodes, Headroom*full)
+	p.BigtableNodesHeadroom = Headroom * p.BigtableNodes
 	for _, c := range cs {
 		if c.StorageType != "SSD" {
 			p.violate("Bigtable cluster %s: storage %s, planned for SSD", c.ID, c.StorageType)
 		}
 		if float64(c.MaxNodes) < p.BigtableNodesHeadroom {
-			p.violate("Bigtable cluster %s: at most %d nodes, need %.0f (%.0f row writes/s and %.0f row reads/s at %s: %.1f nodes at full use; %g× headroom, and the 60%% CPU target)",
+			p.violate("Bigtable cluster %s: at most %d nodes, need %.0f (%.0f row writes/s and %.0f row reads/s at %s: %.1f nodes at full use; at the 60%% CPU target × %g headroom)",
 				c.ID, c.MaxNodes, math.Ceil(p.BigtableNodesHeadroom), p.BigtableWritesPerSec, p.BigtableReadsPerSec, p.Profile.Name, full, Headroom)
 		}
 	}
@@ -460,9 +519,19 @@ func (p *Plan) cost() {
 	var reqs float64
 	for _, fp := range p.Functions {
 		gib := fp.MemoryMiB / 1024
+		// Every region's consumers apply every message.
+		n := 1.0
+		if fp.Kind == topology.KindEvent {
+			n += float64(p.DuplicateDeliveries)
+		}
 		// Request-based billing: instances are billed while they serve.
-		p.Cost.Functions += fp.Instances * (fp.CPU*priceVCPUSecond + gib*priceGiBSecond) * 3600
-		reqs += fp.RequestsPerSec
+		c := n * fp.Instances * (fp.CPU*priceVCPUSecond + gib*priceGiBSecond) * 3600
+		if p.fnCost == nil {
+			p.fnCost = map[string]float64{}
+		}
+		p.fnCost[fp.Name] = c + n*fp.RequestsPerSec*3600/1e6*pricePerMillionReqs
+		p.Cost.Functions += c
+		reqs += n * fp.RequestsPerSec
 	}
 	p.Cost.Requests = reqs * 3600 / 1e6 * pricePerMillionReqs
 	nodes := math.Max(p.SpannerPU, float64(p.Deployment.Spanner.ProcessingUnits)) / 1000
@@ -473,4 +542,5 @@ func (p *Plan) cost() {
 	}
 	p.Cost.Bigtable = bt * priceBigtableNodeHour
 	p.Cost.PubSub = p.PubSubBilledPerSec * 3600 / (1 << 40) * pricePubSubTiB
+	p.prices()
 }

@@ -54,8 +54,28 @@ func WriteTable(w io.Writer, p *Plan) {
 	if s.MultiRegion() || s.Edition != "STANDARD" {
 		fmt.Fprintf(w, " Spanner is priced at the regional Standard rate; %s %s costs more a node-hour, so that line is a lower bound.", s.Edition, s.Config)
 	}
-	fmt.Fprintf(w, " Functions at the load use %s vCPU in %s: the region's Cloud Run CPU quota must allow that with headroom (%s vCPU; the documented example baseline is %s).\n\n",
-		dec(p.DesignVCPU), d.Region, num(math.Ceil(Headroom*p.DesignVCPU)), num(regionalVCPUQuota))
+	if p.DuplicateDeliveries > 0 {
+		fmt.Fprintf(w, " Every region's subscriptions deliver every message to that region's consumers, so the event functions' lines, the duplicate deliveries' reads and rewrites (Spanner and Bigtable above) and their requests are counted %d times.", 1+p.DuplicateDeliveries)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "Regions: %s, each running every function, job and push subscription. With one region lost, the other carries the whole load alone: **%s vCPU of Cloud Run in that region** (every function's instances at the load above, all in one region; each function's limits are per region).\n\n",
+		strings.Join(d.Regions, ", "), dec(p.RegionVCPU))
+	fmt.Fprintln(w, "| quota the plan needs | needed (2× headroom, or the autoscaler's maximum) | asked (`quota_requests`) |")
+	fmt.Fprintln(w, "|---|---:|---:|")
+	for _, q := range p.Quotas {
+		asked := "— (none asked)"
+		if d.Quotas != nil {
+			asked = fmt.Sprintf("%s %s", num(float64(q.Asked)), q.Unit)
+		}
+		fmt.Fprintf(w, "| %s | %s %s | %s |\n", q.Quota, num(math.Ceil(q.Need)), q.Unit, asked)
+	}
+	fmt.Fprintln(w)
+	if d.Quotas == nil {
+		fmt.Fprintf(w, "No quota is asked for: the Cloud Run need stays under the documented example baseline of %s vCPU a region.\n\n", num(regionalVCPUQuota))
+	}
+
+	writePrices(w, p)
 
 	fmt.Fprintln(w, "Scheduled functions, the most runs in flight at once (each run holding its request up to its own bound, capped by the function's timeout):")
 	fmt.Fprintln(w)

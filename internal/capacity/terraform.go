@@ -102,6 +102,11 @@ type Deployment struct {
 	Bigtable  []BigtableCluster
 	// Pushes are the functions each topic's push subscriptions call.
 	Pushes map[string][]string
+	// Regions are where every function, job and push subscription runs:
+	// Region first.
+	Regions []string
+	// Quotas are what the environment asks Google Cloud for (nil: none).
+	Quotas *Quotas
 }
 
 // FunctionNames are the deployment's functions in name order.
@@ -168,6 +173,12 @@ func LoadDeployment(root, env string) (*Deployment, error) {
 	}
 	if d.Region, err = str(region); err != nil {
 		return nil, fmt.Errorf("region: %w", err)
+	}
+	if err := d.readRegions(input); err != nil {
+		return nil, err
+	}
+	if err := d.readQuotas(input); err != nil {
+		return nil, err
 	}
 	if err := d.readFunctions(modBodies, top, input); err != nil {
 		return nil, err

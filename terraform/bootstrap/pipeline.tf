@@ -60,6 +60,8 @@ locals {
       "roles/monitoring.editor",
       "roles/logging.configWriter",
       "roles/identityplatform.admin",
+      # The quota preferences of quotas.tf.
+      "roles/cloudquotas.admin",
     ]
   }
   # The Spanner resources the apply creates (instance, database and its
@@ -101,6 +103,17 @@ locals {
   project_grants = merge([
     for id, roles in local.project_roles : { for r in roles : "${id}/${r}" => { id = id, role = r } }
   ]...)
+
+  # The repository connection of each region holding the triggers: every
+  # trigger exists in each (the same name; a trigger is regional and runs
+  # its builds in its region), so that losing a region leaves the pipeline
+  # whole in the other. Keys: the trigger's id in var.region,
+  # "<id>@<region>" elsewhere, so that the first region's keep their
+  # addresses.
+  trigger_regions = merge({ (var.region) = var.repository }, var.extra_regions)
+  regional_triggers = merge([for r, repo in local.trigger_regions : {
+    for id, t in local.triggers : (r == var.region ? id : "${id}@${r}") => merge(t, { id = id, region = r, repository = repo })
+  }]...)
 
   triggers = {
     test = {
@@ -218,23 +231,23 @@ resource "google_project_iam_member" "approver" {
 
 # Tests on every push, plan on every push to the deployed branch.
 resource "google_cloudbuild_trigger" "pipeline" {
-  for_each = local.triggers
+  for_each = local.regional_triggers
 
   project         = var.project_id
-  location        = var.region
-  name            = "engagement-${each.key}"
+  location        = each.value.region
+  name            = "engagement-${each.value.id}"
   description     = each.value.description
   filename        = each.value.filename
-  service_account = "projects/${var.project_id}/serviceAccounts/${local.emails[each.key]}"
+  service_account = "projects/${var.project_id}/serviceAccounts/${local.emails[each.value.id]}"
 
   repository_event_config {
-    repository = var.repository
+    repository = each.value.repository
     push {
       branch = each.value.branch
     }
   }
 
-  substitutions = each.key == "plan" ? {
+  substitutions = each.value.id == "plan" ? {
     _ENV          = var.environment
     _API_DOMAIN   = var.api_domain
     _ALERT_EMAILS = jsonencode(var.alert_emails)
@@ -266,6 +279,42 @@ resource "google_cloudbuild_trigger" "apply" {
   git_file_source {
     path       = "cloudbuild-apply.yaml"
     repository = var.repository
+    revision   = "refs/heads/${var.branch}"
+    repo_type  = "GITHUB"
+  }
+
+  substitutions = {
+    _ENV           = var.environment
+    _PLAN_BUILD_ID = ""
+  }
+
+  depends_on = [google_service_account.pipeline, google_project_iam_member.pipeline]
+}
+
+# The apply trigger in each other region, on that region's connection: the
+# same name, approval and identity.
+resource "google_cloudbuild_trigger" "apply_extra" {
+  for_each = var.extra_regions
+
+  project         = var.project_id
+  location        = each.key
+  name            = "engagement-apply"
+  description     = "Apply one approved plan of ${var.environment}"
+  service_account = "projects/${var.project_id}/serviceAccounts/${local.emails.apply}"
+
+  approval_config {
+    approval_required = true
+  }
+
+  source_to_build {
+    repository = each.value
+    ref        = "refs/heads/${var.branch}"
+    repo_type  = "GITHUB"
+  }
+
+  git_file_source {
+    path       = "cloudbuild-apply.yaml"
+    repository = each.value
     revision   = "refs/heads/${var.branch}"
     repo_type  = "GITHUB"
   }

@@ -35,6 +35,17 @@ variable "repository" {
   }
 }
 
+variable "extra_regions" {
+  description = "Regions beside region that hold the pipeline's triggers too, each with its own repository connection (a connection is regional): region => projects/<p>/locations/<region>/connections/<c>/repositories/<r>. Prod: one, so that the pipeline plans and applies from either region (docs/operations.md, a region lost)."
+  type        = map(string)
+  default     = {}
+
+  validation {
+    condition     = alltrue([for r, repo in var.extra_regions : can(regex("^projects/[^/]+/locations/${r}/connections/[^/]+/repositories/[^/]+$", repo))])
+    error_message = "each of extra_regions maps a region to a Cloud Build repository of that region."
+  }
+}
+
 variable "branch" {
   description = "The branch whose commits are planned and applied."
   type        = string

@@ -644,7 +644,7 @@ func TestGraphRulesFailWhenBroken(t *testing.T) {
 		{
 			name: "propagation: function built right after its build grants",
 			edit: replaceIn(t, "functions.tf", "    time_sleep.function_grants,\n  ]", "    google_project_iam_member.builder,\n    google_project_iam_member.builder_staging,\n    google_storage_bucket_iam_member.builder_source,\n    google_secret_manager_secret_iam_member.page_token,\n  ]"),
-			want: "propagation rule: google_cloudfunctions2_function.fn uses grant google_project_iam_member.builder_staging without a time_sleep of at least 1m0s after it",
+			want: "propagation rule: google_cloudfunctions2_function.fn uses grant google_project_iam_member.builder_staging without a time_sleep of at least 7m0s after it",
 		},
 		{
 			name: "propagation: function revision starts right after its secret grant",
@@ -659,6 +659,52 @@ func TestGraphRulesFailWhenBroken(t *testing.T) {
 			// The secret grants, the page token's and the viewer-hash key's.
 			edit: replaceIn(t, "functions.tf", "    google_secret_manager_secret_iam_member.viewer_hash_key,\n    google_secret_manager_secret_iam_member.page_token,\n  ]\n}", "  ]\n}"),
 			want: "grant rule: google_cloudfunctions2_function.fn reads secret PAGE_TOKEN_SECRET before its runtime identity may (roles/secretmanager.secretAccessor)",
+		},
+		{
+			name: "propagation: function grants waited on for the provider example's 60 s only",
+			edit: replaceIn(t, "functions.tf", "  create_duration = \"420s\"\n", "  create_duration = \"60s\"\n"),
+			want: "propagation rule: google_cloudfunctions2_function.fn uses grant google_project_iam_member.builder_staging without a time_sleep of at least 7m0s after it",
+		},
+		{
+			name: "API: resources created as soon as their API is enabled",
+			edit: replaceIn(t, "project.tf", "  disable_on_destroy = false\n\n  depends_on = [time_sleep.apis_enabled]\n", "  disable_on_destroy = false\n"),
+			want: "API rule: google_service_account.scheduler needs iam.googleapis.com but does not wait a time_sleep of at least 5m0s after its enablement",
+		},
+		{
+			name: "API: a wait after the enablement shorter than its propagation",
+			edit: replaceIn(t, "project.tf", "  create_duration = \"300s\"\n", "  create_duration = \"30s\"\n"),
+			want: "API rule: google_service_account.scheduler needs iam.googleapis.com but does not wait a time_sleep of at least 5m0s",
+		},
+		{
+			name: "Bigtable: autoscaling maximum above 10 times the minimum",
+			edit: replaceIn(t, "bigtable.tf", "        max_nodes  = cluster.value.max_nodes\n", "        max_nodes  = cluster.value.max_nodes * 10\n"),
+			want: "Bigtable scaling rule: module.engagement.google_bigtable_instance.main cluster engagement-c1 scales 1–30 nodes: Bigtable refuses a maximum above 10× the minimum",
+		},
+		{
+			name: "outlier: detection that never ejects (the API's default enforcement)",
+			edit: replaceIn(t, "api.tf", "    enforcing_consecutive_errors = 100\n", ""),
+			want: "outlier rule: module.engagement.google_compute_backend_service.fn[\"Counts\"] enforces consecutive-error ejection at 0%",
+		},
+		{
+			name: "outlier: no outlier detection on the CDN backend",
+			edit: func(root string) {
+				p := filepath.Join(root, ModuleDir, "api.tf")
+				b, err := os.ReadFile(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// The second outlier_detection block is the CDN backend's.
+				s := string(b)
+				i := strings.LastIndex(s, "  outlier_detection {")
+				j := strings.Index(s[i:], "\n  }\n")
+				if i < 0 || j < 0 {
+					t.Fatal("api.tf has no outlier_detection block")
+				}
+				if err := os.WriteFile(p, []byte(s[:i]+s[i+j+len("\n  }\n"):]), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: "outlier rule: module.engagement.google_compute_backend_service.cdn[\"Counts\"] has no outlier detection",
 		},
 		{
 			name: "schema: functions deployed without waiting for the database's DDL",
@@ -905,17 +951,37 @@ func TestProdRequirements(t *testing.T) {
 		}
 	}
 
-	// A prod planned with one region fails the region rule.
-	t.Run("broken: one region", func(t *testing.T) {
-		t.Parallel()
-		r, err := toolchain.CheckEnvironment(copyOf(t, nil), "prod", "-var", "extra_api_regions=[]")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if errs := RegionRule(r.PlanJSON, loadCode(t).Topology, 2); !containsErr(errs, "region rule: public function Counts runs in 1 region(s) [us-central1], want at least 2") {
-			t.Fatalf("the region rule did not report one region: %v", errors.Join(errs...))
-		}
-	})
+	// Copies of prod broken on purpose fail the region rule: planned with
+	// one region, with the scheduler jobs or the push subscriptions of the
+	// first region only, with regional buckets.
+	for _, tc := range []struct {
+		name string
+		edit func(root string)
+		vars []string
+		want string
+	}{
+		{"one region", nil, []string{"-var", "extra_regions=[]"},
+			"region rule: http function Counts runs in 1 region(s) [us-central1], want at least 2"},
+		{"scheduler jobs in the first region only",
+			replaceIn(t, "scheduler.tf", "for r in local.regions : (r == var.region ? name", "for r in [var.region] : (r == var.region ? name"), nil,
+			"region rule: scheduled function Rollup runs in [us-central1 us-east1] but its job"},
+		{"push subscriptions in the first region only",
+			replaceIn(t, "pubsub.tf", "for r in local.regions : (r == var.region ? name", "for r in [var.region] : (r == var.region ? name"), nil,
+			"region rule: event function ApplyCounters runs in [us-central1 us-east1] but subscription counter-apply pushes from [us-central1]"},
+		{"buckets in one region", nil, []string{"-var", "bucket_location=us-central1"},
+			"region rule: bucket module.engagement.google_storage_bucket.source is in region us-central1"},
+	} {
+		t.Run("broken: "+tc.name, func(t *testing.T) {
+			t.Parallel()
+			r, err := toolchain.CheckEnvironment(copyOf(t, tc.edit), "prod", tc.vars...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if errs := RegionRule(r.PlanJSON, loadCode(t).Topology, 2); !containsErr(errs, tc.want) {
+				t.Fatalf("the region rule did not report %q: %v", tc.want, errors.Join(errs...))
+			}
+		})
+	}
 
 	// Without an alert e-mail, prod does not plan.
 	t.Run("no alert e-mail", func(t *testing.T) {
@@ -926,4 +992,31 @@ func TestProdRequirements(t *testing.T) {
 			t.Fatalf("prod planned without an alert e-mail: %v", err)
 		}
 	})
+}
+
+// The cross-check holds every region's instance of a function and every
+// region's copy of a job, not only the first region's: a copy of prod
+// whose second region opens its event and scheduled functions to the
+// internet, or fires a job on another schedule there, fails it.
+func TestCrossCheckPerRegion(t *testing.T) {
+	needToolchain(t)
+	code := loadCode(t)
+	root := copyOf(t, both(
+		replaceIn(t, "functions.tf", `ingress_settings = each.value.public ? "ALLOW_INTERNAL_AND_GCLB" : "ALLOW_INTERNAL_ONLY"`,
+			`ingress_settings = each.value.public ? "ALLOW_INTERNAL_AND_GCLB" : (each.value.region == var.region ? "ALLOW_INTERNAL_ONLY" : "ALLOW_ALL")`),
+		replaceIn(t, "scheduler.tf", "  schedule         = each.value.schedule\n", "  schedule         = each.value.region == var.region ? each.value.schedule : \"0 0 1 1 *\"\n"),
+	))
+	r, err := toolchain.CheckEnvironment(root, "prod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := CrossCheck(r.PlanJSON, code)
+	for _, want := range []string{
+		`function ApplyCounters has ingress "ALLOW_ALL", want "ALLOW_INTERNAL_ONLY"`,
+		`scheduler job rollup-0 runs "0 0 1 1 *"`,
+	} {
+		if !containsErr(errs, want) {
+			t.Errorf("the cross-check did not report %q: %v", want, errors.Join(errs...))
+		}
+	}
 }

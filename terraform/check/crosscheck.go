@@ -159,11 +159,11 @@ func CrossCheck(p *Plan, c *Code) []error {
 	// --- functions: entry points, kinds, registrations, concurrency, ingress
 	fns := p.Instances("google_cloudfunctions2_function", "fn")
 	tfEntry, topoFn, codeFn := map[string]bool{}, map[string]bool{}, map[string]bool{}
-	byEntry := map[string]ResourceChange{}
+	byEntry := map[string][]ResourceChange{} // an instance per region
 	for _, rc := range fns {
 		ep := rc.Str("build_config", 0, "entry_point")
 		tfEntry[ep] = true
-		byEntry[ep] = rc
+		byEntry[ep] = append(byEntry[ep], rc)
 	}
 	kinds := map[string]string{}
 	for _, f := range top.Functions {
@@ -176,49 +176,47 @@ func CrossCheck(p *Plan, c *Code) []error {
 	add(diffSets("function entry point", "Terraform", tfEntry, "topology.json", topoFn)...)
 	add(diffSets("function entry point", "Terraform", tfEntry, "the code (functions/ registrations)", codeFn)...)
 	for _, f := range top.Functions {
-		rc, ok := byEntry[f.Name]
-		if !ok {
-			continue
-		}
-		if got, want := rc.Str("name"), FunctionID(f.Name); got != want {
-			add(fmt.Errorf("function %s is deployed as %q, want %q", f.Name, got, want))
-		}
-		if reg, ok := c.Registered[f.Name]; ok {
-			want := "HTTP"
-			if f.Kind == "event" {
-				want = "Push"
+		for _, rc := range byEntry[f.Name] {
+			if got, want := rc.Str("name"), FunctionID(f.Name); got != want {
+				add(fmt.Errorf("function %s is deployed as %q, want %q", f.Name, got, want))
 			}
-			if reg.Kind != want {
-				add(fmt.Errorf("function %s is a %s function in topology.json but registered with %s (%s)", f.Name, f.Kind, reg.Kind, reg.Pos))
+			if reg, ok := c.Registered[f.Name]; ok {
+				want := "HTTP"
+				if f.Kind == "event" {
+					want = "Push"
+				}
+				if reg.Kind != want {
+					add(fmt.Errorf("function %s is a %s function in topology.json but registered with %s (%s)", f.Name, f.Kind, reg.Kind, reg.Pos))
+				}
+				if !c.RootImport[reg.Package] {
+					add(fmt.Errorf("function %s: package %s is not imported by the module root package, so Cloud Functions cannot find its entry point", f.Name, reg.Package))
+				}
 			}
-			if !c.RootImport[reg.Package] {
-				add(fmt.Errorf("function %s: package %s is not imported by the module root package, so Cloud Functions cannot find its entry point", f.Name, reg.Package))
+			// Cloud Run serves more than one request at a time only with a
+			// whole vCPU or more.
+			conc := rc.Num("service_config", 0, "max_instance_request_concurrency")
+			cpu, _ := strconv.ParseFloat(rc.Str("service_config", 0, "available_cpu"), 64)
+			if conc < 1 || (conc > 1 && cpu < 1) {
+				add(fmt.Errorf("function %s serves %v requests at a time on %q vCPU; Cloud Run needs 1 or more, and a whole vCPU for more than 1", f.Name, conc, rc.Str("service_config", 0, "available_cpu")))
 			}
-		}
-		// Cloud Run serves more than one request at a time only with a
-		// whole vCPU or more.
-		conc := rc.Num("service_config", 0, "max_instance_request_concurrency")
-		cpu, _ := strconv.ParseFloat(rc.Str("service_config", 0, "available_cpu"), 64)
-		if conc < 1 || (conc > 1 && cpu < 1) {
-			add(fmt.Errorf("function %s serves %v requests at a time on %q vCPU; Cloud Run needs 1 or more, and a whole vCPU for more than 1", f.Name, conc, rc.Str("service_config", 0, "available_cpu")))
-		}
-		// A push still running at the ack deadline is delivered again
-		// while it runs: the function must answer within the deadline.
-		if timeout := rc.Num("service_config", 0, "timeout_seconds"); f.Kind == "event" {
-			for _, t := range top.PubSub.Topics {
-				for _, s := range t.Subscriptions {
-					if ack := s.AckDeadline(top.PubSub.Delivery); s.Function == f.Name && timeout > float64(ack) {
-						add(fmt.Errorf("event function %s may run %vs, longer than the push subscriptions' ack deadline of %ds (%s)", f.Name, timeout, ack, s.Name))
+			// A push still running at the ack deadline is delivered again
+			// while it runs: the function must answer within the deadline.
+			if timeout := rc.Num("service_config", 0, "timeout_seconds"); f.Kind == "event" {
+				for _, t := range top.PubSub.Topics {
+					for _, s := range t.Subscriptions {
+						if ack := s.AckDeadline(top.PubSub.Delivery); s.Function == f.Name && timeout > float64(ack) {
+							add(fmt.Errorf("event function %s may run %vs, longer than the push subscriptions' ack deadline of %ds (%s)", f.Name, timeout, ack, s.Name))
+						}
 					}
 				}
 			}
-		}
-		wantIngress := "ALLOW_INTERNAL_ONLY"
-		if f.Kind == "http" && f.Public {
-			wantIngress = "ALLOW_INTERNAL_AND_GCLB"
-		}
-		if got := rc.Str("service_config", 0, "ingress_settings"); got != wantIngress {
-			add(fmt.Errorf("function %s has ingress %q, want %q", f.Name, got, wantIngress))
+			wantIngress := "ALLOW_INTERNAL_ONLY"
+			if f.Kind == "http" && f.Public {
+				wantIngress = "ALLOW_INTERNAL_AND_GCLB"
+			}
+			if got := rc.Str("service_config", 0, "ingress_settings"); got != wantIngress {
+				add(fmt.Errorf("function %s has ingress %q, want %q", f.Name, got, wantIngress))
+			}
 		}
 	}
 
@@ -280,9 +278,20 @@ func CrossCheck(p *Plan, c *Code) []error {
 		}
 	}
 	subsTF, subsTopo := map[string]bool{}, map[string]bool{}
-	pushSubs := p.Instances("google_pubsub_subscription", "push")
-	for _, rc := range pushSubs {
-		subsTF[rc.Str("name")] = true
+	// A subscription of topology.json has one push subscription per region
+	// (RegionRule): its own name in the first region, key "<name>@<region>"
+	// and name "<name>-<region>" in each other.
+	pushSubs := map[string][]ResourceChange{}
+	for k, rc := range p.Instances("google_pubsub_subscription", "push") {
+		base, region, extra := strings.Cut(k, "@")
+		if want := base + "-" + region; extra && rc.Str("name") != want {
+			add(fmt.Errorf("push subscription %s is named %q, want %q", rc.Address, rc.Str("name"), want))
+		}
+		if !extra {
+			base = rc.Str("name")
+		}
+		subsTF[base] = true
+		pushSubs[base] = append(pushSubs[base], rc)
 	}
 	for _, rc := range p.Instances("google_pubsub_subscription", "dead_letter") {
 		subsTF[rc.Str("name")] = true
@@ -299,33 +308,31 @@ func CrossCheck(p *Plan, c *Code) []error {
 		}
 		for _, s := range t.Subscriptions {
 			subsTopo[s.Name] = true
-			rc, ok := pushSubs[s.Name]
-			if !ok {
-				continue
-			}
-			if got, want := rc.Str("labels", "function"), FunctionID(s.Function); got != want {
-				add(fmt.Errorf("subscription %s pushes to function %q, topology.json says %q", s.Name, got, want))
-			}
-			if kinds[s.Function] != "event" {
-				add(fmt.Errorf("subscription %s pushes to %s, which is not an event function", s.Name, s.Function))
-			}
-			if reg, ok := c.Registered[s.Function]; ok && reg.Kind != "Push" {
-				add(fmt.Errorf("subscription %s pushes to %s, which the code registers as %s", s.Name, s.Function, reg.Kind))
-			}
-			if got := rc.Num("dead_letter_policy", 0, "max_delivery_attempts"); got != float64(d.MaxDeliveryAttempts) {
-				add(fmt.Errorf("subscription %s: max_delivery_attempts %v, topology.json says %d", s.Name, got, d.MaxDeliveryAttempts))
-			}
-			if got := rc.Num("ack_deadline_seconds"); got != float64(s.AckDeadline(d)) {
-				add(fmt.Errorf("subscription %s: ack deadline %v, topology.json says %d", s.Name, got, s.AckDeadline(d)))
-			}
-			if got, want := rc.Str("retry_policy", 0, "minimum_backoff"), fmt.Sprintf("%ds", d.MinimumBackoffSeconds); got != want {
-				add(fmt.Errorf("subscription %s: minimum backoff %q, want %q", s.Name, got, want))
-			}
-			if got, want := rc.Str("retry_policy", 0, "maximum_backoff"), fmt.Sprintf("%ds", d.MaximumBackoffSeconds); got != want {
-				add(fmt.Errorf("subscription %s: maximum backoff %q, want %q", s.Name, got, want))
-			}
-			if _, ok := dlSubscribers[s.Name]; !ok {
-				add(fmt.Errorf("the Pub/Sub service agent cannot acknowledge on %s, so dead-lettering fails", s.Name))
+			for _, rc := range pushSubs[s.Name] {
+				if got, want := rc.Str("labels", "function"), FunctionID(s.Function); got != want {
+					add(fmt.Errorf("subscription %s pushes to function %q, topology.json says %q", s.Name, got, want))
+				}
+				if kinds[s.Function] != "event" {
+					add(fmt.Errorf("subscription %s pushes to %s, which is not an event function", s.Name, s.Function))
+				}
+				if reg, ok := c.Registered[s.Function]; ok && reg.Kind != "Push" {
+					add(fmt.Errorf("subscription %s pushes to %s, which the code registers as %s", s.Name, s.Function, reg.Kind))
+				}
+				if got := rc.Num("dead_letter_policy", 0, "max_delivery_attempts"); got != float64(d.MaxDeliveryAttempts) {
+					add(fmt.Errorf("subscription %s: max_delivery_attempts %v, topology.json says %d", s.Name, got, d.MaxDeliveryAttempts))
+				}
+				if got := rc.Num("ack_deadline_seconds"); got != float64(s.AckDeadline(d)) {
+					add(fmt.Errorf("subscription %s: ack deadline %v, topology.json says %d", s.Name, got, s.AckDeadline(d)))
+				}
+				if got, want := rc.Str("retry_policy", 0, "minimum_backoff"), fmt.Sprintf("%ds", d.MinimumBackoffSeconds); got != want {
+					add(fmt.Errorf("subscription %s: minimum backoff %q, want %q", s.Name, got, want))
+				}
+				if got, want := rc.Str("retry_policy", 0, "maximum_backoff"), fmt.Sprintf("%ds", d.MaximumBackoffSeconds); got != want {
+					add(fmt.Errorf("subscription %s: maximum backoff %q, want %q", s.Name, got, want))
+				}
+				if _, ok := dlSubscribers[rc.Key()]; !ok {
+					add(fmt.Errorf("the Pub/Sub service agent cannot acknowledge on %s, so dead-lettering fails", rc.Str("name")))
+				}
 			}
 		}
 	}
@@ -438,8 +445,10 @@ func CrossCheck(p *Plan, c *Code) []error {
 	// --- Cloud Scheduler
 	jobsTF, jobsTopo := map[string]bool{}, map[string]bool{}
 	jobs := p.Instances("google_cloud_scheduler_job", "job")
+	jobsByName := map[string][]ResourceChange{}
 	for _, rc := range jobs {
 		jobsTF[rc.Str("name")] = true
+		jobsByName[rc.Str("name")] = append(jobsByName[rc.Str("name")], rc)
 	}
 	calls := regexp.MustCompile(`^Calls (\w+) at (\S+)$`)
 	// A fanOut job of topology.json is deployed as <name>-<k>, k from 0.
@@ -463,39 +472,38 @@ func CrossCheck(p *Plan, c *Code) []error {
 	for _, j := range top.Scheduler {
 		for _, name := range deployed(j) {
 			jobsTopo[name] = true
-			rc, ok := jobs[name]
-			if !ok {
-				continue
-			}
-			if got := rc.Str("schedule"); got != j.Schedule {
-				add(fmt.Errorf("scheduler job %s runs %q, topology.json says %q", name, got, j.Schedule))
-			}
-			m := calls.FindStringSubmatch(rc.Str("description"))
-			if m == nil {
-				add(fmt.Errorf("scheduler job %s: description %q does not say which function it calls", name, rc.Str("description")))
-			} else {
-				f, _ := top.Function(j.Function)
-				if m[1] != j.Function {
-					add(fmt.Errorf("scheduler job %s calls %s, topology.json says %s", name, m[1], j.Function))
+			// The job in every region (its instances share the name).
+			for _, rc := range jobsByName[name] {
+				if got := rc.Str("schedule"); got != j.Schedule {
+					add(fmt.Errorf("scheduler job %s runs %q, topology.json says %q", name, got, j.Schedule))
 				}
-				if f.Kind != "scheduled" {
-					add(fmt.Errorf("scheduler job %s targets %s, which is not a scheduled function", name, j.Function))
+				m := calls.FindStringSubmatch(rc.Str("description"))
+				if m == nil {
+					add(fmt.Errorf("scheduler job %s: description %q does not say which function it calls", name, rc.Str("description")))
+				} else {
+					f, _ := top.Function(j.Function)
+					if m[1] != j.Function {
+						add(fmt.Errorf("scheduler job %s calls %s, topology.json says %s", name, m[1], j.Function))
+					}
+					if f.Kind != "scheduled" {
+						add(fmt.Errorf("scheduler job %s targets %s, which is not a scheduled function", name, j.Function))
+					}
+					if len(f.Routes) == 0 || m[2] != f.Routes[0] {
+						add(fmt.Errorf("scheduler job %s calls route %s, topology.json's route of %s is %v", name, m[2], j.Function, f.Routes))
+					}
 				}
-				if len(f.Routes) == 0 || m[2] != f.Routes[0] {
-					add(fmt.Errorf("scheduler job %s calls route %s, topology.json's route of %s is %v", name, m[2], j.Function, f.Routes))
+				if reg, ok := c.Registered[j.Function]; !ok || reg.Kind != "HTTP" {
+					add(fmt.Errorf("scheduler job %s targets %s, which the code does not register as an HTTP function", name, j.Function))
 				}
-			}
-			if reg, ok := c.Registered[j.Function]; !ok || reg.Kind != "HTTP" {
-				add(fmt.Errorf("scheduler job %s targets %s, which the code does not register as an HTTP function", name, j.Function))
-			}
-			body, err := base64.StdEncoding.DecodeString(rc.Str("http_target", 0, "body"))
-			if err != nil {
-				add(fmt.Errorf("scheduler job %s: body is not base64: %v", name, err))
-			} else if !sameJSON(body, j.Body) {
-				add(fmt.Errorf("scheduler job %s sends %s, topology.json says %v", name, body, j.Body))
-			}
-			if oidc, _ := rc.Get("http_target", 0, "oidc_token").([]any); len(oidc) != 1 {
-				add(fmt.Errorf("scheduler job %s calls without an OIDC token", name))
+				body, err := base64.StdEncoding.DecodeString(rc.Str("http_target", 0, "body"))
+				if err != nil {
+					add(fmt.Errorf("scheduler job %s: body is not base64: %v", name, err))
+				} else if !sameJSON(body, j.Body) {
+					add(fmt.Errorf("scheduler job %s sends %s, topology.json says %v", name, body, j.Body))
+				}
+				if oidc, _ := rc.Get("http_target", 0, "oidc_token").([]any); len(oidc) != 1 {
+					add(fmt.Errorf("scheduler job %s calls without an OIDC token", name))
+				}
 			}
 		}
 	}
@@ -666,9 +674,15 @@ func SecretPinRule(p *Plan) []error {
 	return errs
 }
 
-// RegionRule: every public function runs in at least min regions, with a
-// serverless NEG in each region it runs in, and every backend service of it
-// takes one backend per region; every other function runs in one region.
+// RegionRule: every function, public, event or scheduled, runs in at least
+// min regions, and in each of them it has what reaches it: a public
+// function a serverless NEG (and every backend service of it one backend
+// per region), an event function a push subscription of each of its
+// topology.json subscriptions in that region (labels function and
+// region), a scheduled function every one of its jobs (fan-out copies
+// included) in that region. With min above 1, the buckets the functions
+// and their builds read (the source and exports buckets) are in a multi-
+// or dual-region location, not in one region.
 func RegionRule(p *Plan, top *topology.Topology, min int) []error {
 	var errs []error
 	fnRegions := map[string]map[string]bool{}
@@ -687,27 +701,93 @@ func RegionRule(p *Plan, top *topology.Topology, min int) []error {
 		}
 		negRegions[ep][rc.Str("region")] = true
 	}
-	for _, f := range top.Functions {
-		got := sortedSet(fnRegions[f.Name])
-		if !f.Public {
-			if len(got) != 1 {
-				errs = append(errs, fmt.Errorf("region rule: %s (%s) runs in regions %v, want one", f.Name, f.Kind, got))
-			}
-			continue
+	// Push subscriptions by topology.json subscription and region: the
+	// for_each key is the subscription's name, "@<region>" elsewhere.
+	pushRegions := map[string]map[string]bool{}
+	for k, rc := range p.Instances("google_pubsub_subscription", "push") {
+		name, _, _ := strings.Cut(k, "@")
+		if pushRegions[name] == nil {
+			pushRegions[name] = map[string]bool{}
 		}
-		if len(got) < min {
-			errs = append(errs, fmt.Errorf("region rule: public function %s runs in %d region(s) %v, want at least %d", f.Name, len(got), got, min))
+		pushRegions[name][rc.Str("labels", "region")] = true
+	}
+	jobRegions := map[string]map[string]bool{}
+	for _, rc := range p.Instances("google_cloud_scheduler_job", "job") {
+		name := rc.Str("name")
+		if jobRegions[name] == nil {
+			jobRegions[name] = map[string]bool{}
 		}
-		if negs := sortedSet(negRegions[f.Name]); fmt.Sprint(negs) != fmt.Sprint(got) {
-			errs = append(errs, fmt.Errorf("region rule: public function %s runs in %v but has serverless NEGs in %v", f.Name, got, negs))
-		}
-		for _, name := range []string{"fn", "cdn"} {
-			bs, ok := p.Instances("google_compute_backend_service", name)[f.Name]
-			if !ok {
+		jobRegions[name][rc.Str("region")] = true
+	}
+	jobsOf := func(fn string) []string {
+		var names []string
+		for _, j := range top.Scheduler {
+			if j.Function != fn {
 				continue
 			}
-			if l, _ := bs.Get("backend").([]any); len(l) != len(got) {
-				errs = append(errs, fmt.Errorf("region rule: backend service %s of %s has %d backend(s), want one per region %v", name, f.Name, len(l), got))
+			if !j.FanOut {
+				names = append(names, j.Name)
+				continue
+			}
+			for k := 0; ; k++ {
+				name := fmt.Sprintf("%s-%d", j.Name, k)
+				if _, ok := jobRegions[name]; !ok {
+					if k == 0 {
+						names = append(names, name) // reported missing below
+					}
+					break
+				}
+				names = append(names, name)
+			}
+		}
+		return names
+	}
+	for _, f := range top.Functions {
+		got := sortedSet(fnRegions[f.Name])
+		if len(got) < min {
+			errs = append(errs, fmt.Errorf("region rule: %s function %s runs in %d region(s) %v, want at least %d", f.Kind, f.Name, len(got), got, min))
+		}
+		switch {
+		case f.Kind == "http" && f.Public:
+			if negs := sortedSet(negRegions[f.Name]); fmt.Sprint(negs) != fmt.Sprint(got) {
+				errs = append(errs, fmt.Errorf("region rule: public function %s runs in %v but has serverless NEGs in %v", f.Name, got, negs))
+			}
+			for _, name := range []string{"fn", "cdn"} {
+				bs, ok := p.Instances("google_compute_backend_service", name)[f.Name]
+				if !ok {
+					continue
+				}
+				if l, _ := bs.Get("backend").([]any); len(l) != len(got) {
+					errs = append(errs, fmt.Errorf("region rule: backend service %s of %s has %d backend(s), want one per region %v", name, f.Name, len(l), got))
+				}
+			}
+		case f.Kind == "event":
+			for _, t := range top.PubSub.Topics {
+				for _, sub := range t.Subscriptions {
+					if sub.Function != f.Name {
+						continue
+					}
+					if pr := sortedSet(pushRegions[sub.Name]); fmt.Sprint(pr) != fmt.Sprint(got) {
+						errs = append(errs, fmt.Errorf("region rule: event function %s runs in %v but subscription %s pushes from %v", f.Name, got, sub.Name, pr))
+					}
+				}
+			}
+		case f.Kind == "scheduled":
+			for _, job := range jobsOf(f.Name) {
+				if jr := sortedSet(jobRegions[job]); fmt.Sprint(jr) != fmt.Sprint(got) {
+					errs = append(errs, fmt.Errorf("region rule: scheduled function %s runs in %v but its job %s fires in %v", f.Name, got, job, jr))
+				}
+			}
+		}
+	}
+	if min > 1 {
+		for _, name := range []string{"source", "exports"} {
+			for _, rc := range p.Instances("google_storage_bucket", name) {
+				// Every region's name has a hyphen (us-central1); no multi-
+				// or predefined dual-region's does (US, EU, NAM4).
+				if loc := rc.Str("location"); strings.Contains(loc, "-") {
+					errs = append(errs, fmt.Errorf("region rule: bucket %s is in region %s: the functions of the other regions lose it with that region", rc.Address, loc))
+				}
 			}
 		}
 	}

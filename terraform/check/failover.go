@@ -2,9 +2,14 @@ package check
 
 import (
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 )
 
 // TransactionalProfile is the address of the single-cluster app profile that
@@ -95,4 +100,39 @@ func LogLineAlert(p *Plan, name, logMessage string) []error {
 		errs = append(errs, fmt.Errorf("the %s alert reads %q, not the log metric %s", name, f, m.Str("name")))
 	}
 	return errs
+}
+
+// FailoverKeptRule: the transactional app profile of the module (root: a
+// tree holding terraform/) ignores changes to its single_cluster_routing,
+// so that the failover's one command (gcloud bigtable app-profiles update
+// --route-to, docs/failover.md) is not undone by the next apply. A plan
+// cannot show a lifecycle block, so the rule reads the module's HCL.
+func FailoverKeptRule(root string) []error {
+	p := filepath.Join(root, ModuleDir, "bigtable.tf")
+	f, diags := hclparse.NewParser().ParseHCLFile(p)
+	if diags.HasErrors() {
+		return []error{fmt.Errorf("failover rule: %s: %s", p, diags.Error())}
+	}
+	for _, b := range f.Body.(*hclsyntax.Body).Blocks {
+		if b.Type != "resource" || len(b.Labels) != 2 || b.Labels[0] != "google_bigtable_app_profile" || b.Labels[1] != "transactional" {
+			continue
+		}
+		for _, lc := range b.Body.Blocks {
+			if lc.Type != "lifecycle" {
+				continue
+			}
+			attr, ok := lc.Body.Attributes["ignore_changes"]
+			if !ok {
+				continue
+			}
+			exprs, _ := hcl.ExprList(attr.Expr)
+			for _, tr := range exprs {
+				if t, d := hcl.AbsTraversalForExpr(tr); !d.HasErrors() && len(t) == 1 && t.RootName() == "single_cluster_routing" {
+					return nil
+				}
+			}
+		}
+		return []error{fmt.Errorf("failover rule: google_bigtable_app_profile.transactional does not ignore changes to single_cluster_routing: the next apply would move the profile back to bigtable_transactional_cluster after a failover")}
+	}
+	return []error{fmt.Errorf("failover rule: %s has no google_bigtable_app_profile.transactional", p)}
 }

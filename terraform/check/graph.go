@@ -131,6 +131,7 @@ var APIs = map[string][]string{
 	"google_bigtable_instance_iam_member":          {"bigtableadmin.googleapis.com"},
 	"google_cloud_run_v2_service_iam_member":       {"run.googleapis.com"},
 	"google_cloud_scheduler_job":                   {"cloudscheduler.googleapis.com"},
+	"google_cloud_quotas_quota_preference":         {"cloudquotas.googleapis.com"},
 	"google_cloudfunctions2_function":              {"cloudfunctions.googleapis.com", "run.googleapis.com", "cloudbuild.googleapis.com", "artifactregistry.googleapis.com"},
 	"google_compute_backend_service":               {"compute.googleapis.com"},
 	"google_compute_global_address":                {"compute.googleapis.com"},
@@ -169,11 +170,14 @@ var APIs = map[string][]string{
 
 // APIRule: every block whose type needs a Google API depends, directly or
 // through references, on a google_project_service block that enables it
-// (unless it is a bootstrap API). On a fresh project most APIs are off, and
-// Terraform creates whatever does not depend on the enablement in parallel
-// with it.
+// (unless it is a bootstrap API), through a time_sleep of at least
+// APIPropagation after that enablement. On a fresh project most APIs are
+// off, Terraform creates whatever does not depend on the enablement in
+// parallel with it, and an API answers SERVICE_DISABLED for a while after
+// its enablement returns.
 func APIRule(p *Plan, g *Graph) []error {
 	var errs []error
+	naps, _ := sleeps(p)               // the propagation rule reports a bad duration
 	enabledBy := map[string][]string{} // api -> google_project_service blocks
 	for block, rcs := range instancesOf(p) {
 		if blockType(block) != "google_project_service" {
@@ -209,12 +213,15 @@ func APIRule(p *Plan, g *Graph) []error {
 				errs = append(errs, fmt.Errorf("API rule: %s needs %s, which no google_project_service enables", n, api))
 				continue
 			}
-			found := false
+			found, waited := false, false
 			for _, b := range blocks {
 				found = found || reach[b]
+				waited = waited || reach[b] && waitsFor(g, naps, n, b, APIPropagation)
 			}
 			if !found {
 				errs = append(errs, fmt.Errorf("API rule: %s needs %s but does not depend on its enablement (%s)", n, api, strings.Join(blocks, ", ")))
+			} else if !waited {
+				errs = append(errs, fmt.Errorf("API rule: %s needs %s but does not wait a time_sleep of at least %s after its enablement (%s)", n, api, APIPropagation, strings.Join(blocks, ", ")))
 			}
 		}
 	}
@@ -457,9 +464,17 @@ const (
 	// on a log-based metric "created recently" for "up to 10 minutes" (its
 	// own error message; terraform-provider-google issue 11102).
 	LogMetricPropagation = 10 * time.Minute
-	// GrantPropagation: the google provider's example of a function built
-	// by a custom build account waits 60 s after the account's grants.
-	GrantPropagation = 60 * time.Second
+	// GrantPropagation: "Changes to allow or deny policies typically
+	// propagate in 2 minutes, but could potentially take 7 minutes or
+	// longer" (https://cloud.google.com/iam/docs/access-change-propagation).
+	// A function built or started before its identity's grants hold fails
+	// the apply; the pipeline's rerun is a new plan, build and approval.
+	GrantPropagation = 7 * time.Minute
+	// APIPropagation: a Google API answers SERVICE_DISABLED for a while
+	// after its enablement returns; its error says "If you enabled this API
+	// recently, wait a few minutes for the action to propagate to our
+	// systems and retry". Five minutes is "a few" read generously.
+	APIPropagation = 5 * time.Minute
 )
 
 // sleeps lists the time_sleep blocks of the plan with their create_duration.
@@ -555,6 +570,8 @@ func GraphRules(p *Plan, g *Graph, top *topology.Topology) []error {
 	errs = append(errs, GrantRule(p, g, top)...)
 	errs = append(errs, SchemaRule(p, g)...)
 	errs = append(errs, PropagationRule(p, g)...)
+	errs = append(errs, BigtableScalingRule(p)...)
+	errs = append(errs, OutlierRule(p)...)
 	return errs
 }
 

@@ -724,6 +724,7 @@ var bootstrapVars = []string{
 	"-var", "project_id=check-prod",
 	"-var", "environment=prod",
 	"-var", "repository=projects/check-prod/locations/us-central1/connections/github/repositories/engagement",
+	"-var", `extra_regions={"us-east1"="projects/check-prod/locations/us-east1/connections/github/repositories/engagement"}`,
 	"-var", "api_domain=api.prod.example.test",
 	"-var", `alert_emails=["oncall@example.test"]`,
 	"-var", `approvers=["group:approvers@example.test"]`,
@@ -732,7 +733,7 @@ var bootstrapVars = []string{
 
 // planBootstrap plans terraform/bootstrap of the tree at root against the
 // stand-in provider.
-func planBootstrap(t *testing.T, root string) *Plan {
+func planBootstrap(t *testing.T, root string, extraVars ...string) *Plan {
 	t.Helper()
 	needToolchain(t)
 	dir := filepath.Join(root, "terraform", "bootstrap")
@@ -740,7 +741,7 @@ func planBootstrap(t *testing.T, root string) *Plan {
 	for _, args := range [][]string{
 		{"init", "-input=false", "-no-color", "-reconfigure"},
 		{"validate", "-no-color"},
-		append([]string{"plan", "-refresh=false", "-input=false", "-no-color", "-lock=false", "-out=check.tfplan"}, bootstrapVars...),
+		append(append([]string{"plan", "-refresh=false", "-input=false", "-no-color", "-lock=false", "-out=check.tfplan"}, bootstrapVars...), extraVars...),
 	} {
 		if out, err := toolchain.Run(dir, args...); err != nil {
 			t.Fatalf("%v\n%s", err, out)
@@ -916,7 +917,7 @@ func TestBootstrap(t *testing.T) {
 		{"deployer role that writes data", "pipeline.tf", `"spanner.databases.updateDdl",`, `"spanner.databases.updateDdl", "spanner.databases.write",`},
 		{"operators as Cloud Build editors", "pipeline.tf", "role    = google_project_iam_custom_role.runner.id", `role    = "roles/cloudbuild.builds.editor"`},
 		{"plan identity writing the whole state bucket", "pipeline.tf", `expression  = "resource.name == \"projects/_/buckets/${local.state_bucket}/objects/engagement/${var.environment}/default.tflock\" || resource.name.startsWith(\"projects/_/buckets/${local.state_bucket}/objects/plans/${var.environment}/\")"`, `expression  = "true"`},
-		{"plan trigger as the apply identity", "pipeline.tf", `service_account = "projects/${var.project_id}/serviceAccounts/${local.emails[each.key]}"`, `service_account = "projects/${var.project_id}/serviceAccounts/${local.emails.apply}"`},
+		{"plan trigger as the apply identity", "pipeline.tf", `service_account = "projects/${var.project_id}/serviceAccounts/${local.emails[each.value.id]}"`, `service_account = "projects/${var.project_id}/serviceAccounts/${local.emails.apply}"`},
 	}
 	for _, b := range broken {
 		t.Run("broken/"+b.name, func(t *testing.T) {
@@ -935,6 +936,54 @@ func TestBootstrap(t *testing.T) {
 			t.Logf("refused as expected: %v", errors.Join(errs...))
 		})
 	}
+}
+
+// PipelineRegionRule: each of the pipeline's triggers (test, plan, apply)
+// exists in at least min regions, each on a repository connection of its
+// own region (a connection is regional, and a trigger runs its builds in
+// its region), so that losing a region leaves a whole pipeline that can
+// plan and apply from the other (docs/operations.md, a region lost).
+func PipelineRegionRule(p *Plan, min int) []error {
+	var errs []error
+	regions := map[string]map[string]bool{}
+	for _, rc := range p.ResourceChanges {
+		if rc.Mode != "managed" || rc.Type != "google_cloudbuild_trigger" {
+			continue
+		}
+		name, loc := rc.Str("name"), rc.Str("location")
+		repo := rc.Str("repository_event_config", 0, "repository")
+		if repo == "" {
+			repo = rc.Str("source_to_build", 0, "repository")
+		}
+		if !strings.Contains(repo, "/locations/"+loc+"/") {
+			errs = append(errs, fmt.Errorf("pipeline region rule: %s in %s builds from repository %q of another region", rc.Address, loc, repo))
+		}
+		if regions[name] == nil {
+			regions[name] = map[string]bool{}
+		}
+		regions[name][loc] = true
+	}
+	for _, name := range []string{"engagement-test", "engagement-plan", "engagement-apply"} {
+		if got := sortedSet(regions[name]); len(got) < min {
+			errs = append(errs, fmt.Errorf("pipeline region rule: trigger %s is in %v, want at least %d regions", name, got, min))
+		}
+	}
+	return errs
+}
+
+// Prod's pipeline is whole in each of its two regions; planned with one
+// region, it fails the pipeline region rule.
+func TestPipelineRegions(t *testing.T) {
+	p := planBootstrap(t, copyOf(t, nil))
+	for _, err := range PipelineRegionRule(p, 2) {
+		t.Error(err)
+	}
+	t.Run("broken: the triggers in one region", func(t *testing.T) {
+		p := planBootstrap(t, copyOf(t, nil), "-var", "extra_regions={}")
+		if errs := PipelineRegionRule(p, 2); !containsErr(errs, "pipeline region rule: trigger engagement-apply is in [us-central1], want at least 2 regions") {
+			t.Fatalf("the pipeline region rule did not report it: %v", errors.Join(errs...))
+		}
+	})
 }
 
 // The bootstrap root commits its lock file: the google provider the

@@ -25,7 +25,7 @@ var WAFRuleSets = []string{"sqli-", "xss-"}
 // retention and the erasure log.
 func SecurityRules(p *Plan, g *Graph) []error {
 	var errs []error
-	for _, r := range []func(*Plan, *Graph) []error{TLSRule, ArmorRule, SignInRule, BudgetRule, RetentionRule, ErasureLogRule} {
+	for _, r := range []func(*Plan, *Graph) []error{TLSRule, ArmorRule, SignInRule, BudgetRule, IdleBudgetRule, RetentionRule, ErasureLogRule} {
 		errs = append(errs, r(p, g)...)
 	}
 	return errs

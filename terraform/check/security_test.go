@@ -55,6 +55,43 @@ func TestSecurityRules(t *testing.T) {
 			t.Error(e)
 		}
 	})
+	// Prod's budget is above what its minimum sizes cost idle; a budget
+	// below it fails the idle budget rule.
+	for _, tc := range []struct {
+		name string
+		vars []string
+		want string
+	}{
+		{"prod with a billing account", nil, ""},
+		{"broken: prod's budget below its idle cost", []string{"-var", "monthly_budget=1000"},
+			"idle budget rule: module.engagement.google_billing_budget.monthly[0] is 1000 a month, not above the"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r, err := toolchain.CheckEnvironment(copyOf(t, nil), "prod", append([]string{"-var", "billing_account=" + testBillingAccount}, tc.vars...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(r.PlanJSON.Instances("google_billing_budget", "monthly")); n != 1 {
+				t.Fatalf("%d budgets planned with a billing account, want 1", n)
+			}
+			errs := SecurityRules(r.PlanJSON, r.Graph)
+			if tc.want == "" {
+				for _, e := range errs {
+					t.Error(e)
+				}
+				idle, err := IdleOf(r.PlanJSON)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("prod idle: %s, $%.0f a month at list prices", idle, idle.MonthlyCost())
+				return
+			}
+			if !containsErr(errs, tc.want) {
+				t.Fatalf("the security rules did not report %q: %v", tc.want, errors.Join(errs...))
+			}
+		})
+	}
 	t.Run("dev with erasure log operators", func(t *testing.T) {
 		t.Parallel()
 		r, err := toolchain.CheckEnvironment(copyOf(t, nil), "dev", "-var", `erasure_log_operators=["group:ops@example.com"]`)

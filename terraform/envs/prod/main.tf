@@ -43,7 +43,8 @@ module "engagement" {
   project_id          = var.project_id
   environment         = "prod"
   region              = var.region
-  extra_api_regions   = var.extra_api_regions
+  extra_regions       = var.extra_regions
+  bucket_location     = var.bucket_location
   deletion_protection = var.deletion_protection
 
   source_archive = var.source_archive
@@ -88,4 +89,5 @@ module "engagement" {
   api_domain          = var.api_domain
   api_log_sample_rate = var.api_log_sample_rate
   alert_emails        = var.alert_emails
+  quota_requests      = var.quota_requests
 }

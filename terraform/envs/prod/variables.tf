@@ -8,10 +8,17 @@ variable "region" {
   default = "us-central1"
 }
 
-# The public API also runs here: it outlives the loss of region.
-variable "extra_api_regions" {
+# Every function, scheduler job and push subscription also runs here: the
+# system outlives the loss of either region (docs/operations.md).
+variable "extra_regions" {
   type    = list(string)
   default = ["us-east1"]
+}
+
+# The source and exports buckets: multi-region, as the functions are.
+variable "bucket_location" {
+  type    = string
+  default = "US"
 }
 
 variable "deletion_protection" {
@@ -173,6 +180,8 @@ variable "spanner_processing_units" {
 }
 
 # nam6 is multi-region: Google recommends at most 45% high-priority CPU.
+# The maximum is twice what the design load needs at that target (make
+# capacity), so that a misjudged figure or a burst still fits.
 variable "spanner_autoscaling" {
   type = object({
     min_processing_units      = number
@@ -182,7 +191,7 @@ variable "spanner_autoscaling" {
   })
   default = {
     min_processing_units      = 1000
-    max_processing_units      = 250000
+    max_processing_units      = 470000
     high_priority_cpu_percent = 45
     storage_percent           = 80
   }
@@ -201,9 +210,14 @@ variable "bigtable_clusters" {
     max_nodes    = number
     storage_type = optional(string, "SSD")
   }))
+  # Each cluster takes every write and, after a failover, every read: its
+  # maximum is twice the design load's need at the 60% CPU target (make
+  # capacity), and Bigtable refuses a maximum above 10 times the minimum
+  # (https://cloud.google.com/bigtable/docs/autoscaling; terraform/check's
+  # Bigtable scaling rule).
   default = [
-    { id = "engagement-c1", zone = "us-central1-b", min_nodes = 3, max_nodes = 120 },
-    { id = "engagement-c2", zone = "us-east1-c", min_nodes = 3, max_nodes = 120 },
+    { id = "engagement-c1", zone = "us-central1-b", min_nodes = 34, max_nodes = 340 },
+    { id = "engagement-c2", zone = "us-east1-c", min_nodes = 34, max_nodes = 340 },
   ]
 }
 
@@ -279,7 +293,34 @@ variable "billing_account" {
   default = ""
 }
 
+# Above the idle cost of the minimum sizes (the Bigtable and Spanner
+# minimums and the functions' minimum instances in both regions, about
+# $25,000 a month at list prices: terraform/check's budget rule), or the
+# budget would alert every month on a project doing nothing.
 variable "monthly_budget" {
   type    = number
-  default = 1000
+  default = 50000
+}
+
+# What prod asks of Google Cloud's quotas: at least what make capacity says
+# the plan needs (internal/capacity fails make test otherwise). contact_email
+# empty takes the first alert e-mail. Confirm the Spanner and Bigtable quota
+# ids before the first apply (docs/deploy.md, quotas).
+variable "quota_requests" {
+  type = object({
+    contact_email           = string
+    run_vcpu_per_region     = number
+    spanner_nodes           = number
+    bigtable_nodes_per_zone = number
+    spanner_quota_id        = string
+    bigtable_quota_id       = string
+  })
+  default = {
+    contact_email           = ""
+    run_vcpu_per_region     = 1700
+    spanner_nodes           = 470
+    bigtable_nodes_per_zone = 340
+    spanner_quota_id        = "SpannerNodesPerInstanceConfig"
+    bigtable_quota_id       = "SsdNodesPerZone"
+  }
 }

@@ -21,6 +21,26 @@ locals {
   ] if length(f.cdn_routes) > 0 }
   # Requests that match no route go to this function, which answers 404.
   api_fallback = "Counts"
+
+  # Outlier detection of every backend service. The Compute API's
+  # BackendService.outlierDetection
+  # (https://cloud.google.com/compute/docs/reference/rest/v1/backendServices)
+  # applies to serverless NEGs of a global EXTERNAL_MANAGED backend service;
+  # a 5xx answer is an error, and enforcing_consecutive_errors defaults to
+  # 0 (never eject), hence 100 below. A region's NEG that answers
+  # consecutive_errors 5xx in a row is ejected for base_ejection_seconds
+  # (times the number of its ejections), analysed every interval_seconds:
+  # each proxy of the load balancer decides alone, so a region answering
+  # 5xx loses its traffic within an interval of each proxy seeing 5 errors
+  # from it, well within a minute at any real load (terraform/check's
+  # outlier rule). At most half the NEGs are ejected: of two regions, one
+  # keeps serving even when both answer errors.
+  outlier_detection = {
+    consecutive_errors    = 5
+    interval_seconds      = 10
+    base_ejection_seconds = 30
+    max_ejection_percent  = 50
+  }
 }
 
 resource "google_compute_global_address" "api" {
@@ -85,6 +105,21 @@ resource "google_compute_backend_service" "fn" {
     }
   }
 
+  # A serverless NEG has no health check: outlier detection is what takes
+  # a sick region's traffic away (local.outlier_detection).
+  outlier_detection {
+    consecutive_errors           = local.outlier_detection.consecutive_errors
+    enforcing_consecutive_errors = 100
+    max_ejection_percent         = local.outlier_detection.max_ejection_percent
+
+    interval {
+      seconds = local.outlier_detection.interval_seconds
+    }
+    base_ejection_time {
+      seconds = local.outlier_detection.base_ejection_seconds
+    }
+  }
+
   log_config {
     enable      = true
     sample_rate = var.api_log_sample_rate
@@ -141,6 +176,21 @@ resource "google_compute_backend_service" "cdn" {
     for_each = local.function_negs[each.key]
     content {
       group = backend.value
+    }
+  }
+
+  # A serverless NEG has no health check: outlier detection is what takes
+  # a sick region's traffic away (local.outlier_detection).
+  outlier_detection {
+    consecutive_errors           = local.outlier_detection.consecutive_errors
+    enforcing_consecutive_errors = 100
+    max_ejection_percent         = local.outlier_detection.max_ejection_percent
+
+    interval {
+      seconds = local.outlier_detection.interval_seconds
+    }
+    base_ejection_time {
+      seconds = local.outlier_detection.base_ejection_seconds
     }
   }
 

@@ -13,8 +13,8 @@
 #   multi-cluster profile refuses, and the views' claims and staging, which
 #   need one cluster's consistency. It does not fail over by itself: while
 #   its cluster is lost the rate limits fall back to per-instance limits
-#   (shared/ratelimit) and the views wait in Pub/Sub; the failover is the
-#   variable bigtable_transactional_cluster (docs/failover.md).
+#   (shared/ratelimit) and the views wait in Pub/Sub; the failover is one
+#   gcloud command that Terraform then leaves alone (docs/failover.md).
 # - "failover" (BIGTABLE_APP_PROFILE of the others): multi-cluster, any.
 
 locals {
@@ -126,6 +126,14 @@ resource "google_bigtable_app_profile" "transactional" {
   single_cluster_routing {
     cluster_id                 = coalesce(var.bigtable_transactional_cluster, var.bigtable_clusters[0].id)
     allow_transactional_writes = true
+  }
+
+  # The failover moves this profile to the other cluster with one gcloud
+  # command, no build (docs/failover.md); the next apply must not move it
+  # back. bigtable_transactional_cluster sets the cluster the profile is
+  # created with, nothing after.
+  lifecycle {
+    ignore_changes = [single_cluster_routing]
   }
 }
 

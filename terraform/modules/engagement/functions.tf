@@ -5,7 +5,7 @@
 resource "google_storage_bucket" "source" {
   project                     = var.project_id
   name                        = "${var.project_id}-engagement-source"
-  location                    = var.region
+  location                    = local.bucket_location
   uniform_bucket_level_access = true
   public_access_prevention    = "enforced"
   labels                      = local.labels
@@ -104,13 +104,18 @@ locals {
   auth_audience = var.auth_audience != "" ? var.auth_audience : var.project_id
 }
 
-# IAM grants take effect some time after the call that makes them returns.
-# A function's build runs as the build identity as soon as the function is
+# IAM grants take effect some time after the call that makes them returns:
+# Google documents that changes to allow policies "typically propagate in 2
+# minutes, but could potentially take 7 minutes or longer"
+# (https://cloud.google.com/iam/docs/access-change-propagation). A
+# function's build runs as the build identity as soon as the function is
 # created, and its revision starts with the runtime identity's secret access
-# checked; the provider's own example for a custom build account waits 60 s
-# after the grants, and so do these (terraform/check's propagation rule).
+# checked, so the functions wait the documented 7 minutes after the grants
+# (terraform/check's propagation rule): once, on the apply that creates
+# them; a failed build would otherwise stop the apply, and its rerun is a
+# new plan, test build and approval.
 resource "time_sleep" "function_grants" {
-  create_duration = "60s"
+  create_duration = "420s"
 
   depends_on = [
     google_project_iam_member.builder,
@@ -127,19 +132,27 @@ resource "time_sleep" "function_grants" {
   ]
 }
 
-# Where each function runs: every function in var.region under its entry
-# point's name, and the public ones also in each of var.extra_api_regions
-# under "<entry point>@<region>", so that the load balancer still has a
-# backend when one region is lost. Scheduled and event functions stay in
-# var.region (docs/operations.md, region loss).
+# Where each function runs: every function (public, event and scheduled) in
+# var.region under its entry point's name, and in each of var.extra_regions
+# under "<entry point>@<region>", so that losing a region stops nothing: the
+# load balancer has a backend of each public function in the other region,
+# each region's push subscriptions and scheduler jobs call that region's
+# functions (pubsub.tf, scheduler.tf), and the leases and idempotent
+# consumers make the work happen once (docs/operations.md, region loss).
 locals {
-  function_deployments = merge(
-    { for k, f in local.functions : k => merge(f, { region = var.region }) },
-    { for pair in setproduct(keys(local.public_functions), var.extra_api_regions) :
-      "${pair[0]}@${pair[1]}" => merge(local.functions[pair[0]], { region = pair[1] })
-    },
-  )
-  public_deployments = { for k, d in local.function_deployments : k => d if d.public && d.kind == "http" }
+  regions         = concat([var.region], var.extra_regions)
+  bucket_location = var.bucket_location != "" ? var.bucket_location : var.region
+
+  # The key of a function's deployment in a region.
+  deployment_key = { for pair in setproduct(keys(local.functions), local.regions) :
+    "${pair[0]}/${pair[1]}" => pair[1] == var.region ? pair[0] : "${pair[0]}@${pair[1]}"
+  }
+  function_deployments = { for pair in setproduct(keys(local.functions), local.regions) :
+    local.deployment_key["${pair[0]}/${pair[1]}"] => merge(local.functions[pair[0]], { region = pair[1] })
+  }
+  public_deployments    = { for k, d in local.function_deployments : k => d if d.public && d.kind == "http" }
+  event_deployments     = { for k, d in local.function_deployments : k => d if d.kind == "event" }
+  scheduled_deployments = { for k, d in local.function_deployments : k => d if d.kind == "scheduled" }
 }
 
 resource "google_cloudfunctions2_function" "fn" {

@@ -134,14 +134,16 @@ resource "google_service_account" "push" {
   depends_on = [google_project_service.api]
 }
 
+# In every region the function runs in: each region's subscription pushes
+# to its own region's function.
 resource "google_cloud_run_v2_service_iam_member" "push_invoker" {
-  for_each = local.event_functions
+  for_each = local.event_deployments
 
   project  = var.project_id
-  location = var.region
+  location = each.value.region
   name     = google_cloudfunctions2_function.fn[each.key].name
   role     = "roles/run.invoker"
-  member   = google_service_account.push[each.key].member
+  member   = google_service_account.push[each.value.name].member
 }
 
 # Pub/Sub mints the push OIDC tokens as the push identity.
@@ -161,11 +163,13 @@ resource "google_service_account" "scheduler" {
   depends_on = [google_project_service.api]
 }
 
+# In every region the function runs in: each region's jobs call their own
+# region's function.
 resource "google_cloud_run_v2_service_iam_member" "scheduler_invoker" {
-  for_each = local.scheduled_functions
+  for_each = local.scheduled_deployments
 
   project  = var.project_id
-  location = var.region
+  location = each.value.region
   name     = google_cloudfunctions2_function.fn[each.key].name
   role     = "roles/run.invoker"
   member   = google_service_account.scheduler.member

@@ -11,6 +11,8 @@ locals {
     "billingbudgets.googleapis.com",
     "cloudbuild.googleapis.com",
     "cloudfunctions.googleapis.com",
+    # Quota preferences (quotas.tf).
+    "cloudquotas.googleapis.com",
     "cloudscheduler.googleapis.com",
     "compute.googleapis.com",
     "firestore.googleapis.com",
@@ -48,10 +50,40 @@ resource "google_project_service_identity" "pubsub" {
   depends_on = [google_project_service.api]
 }
 
+# An API answers some time after its enablement returns: Google's own error
+# for a call to a new API says "If you enabled this API recently, wait a few
+# minutes for the action to propagate to our systems and retry"
+# (the SERVICE_DISABLED error every Google API answers). So the APIs are enabled (enable), then nothing
+# happens for five minutes (apis_enabled), then each is asked for again
+# (api): a no-op on an enabled API, which returns at once. Every resource
+# depends on api, so none calls an API in the minutes after its
+# enablement (terraform/check's API rule); the wait happens once, on the
+# apply that enables an API.
+resource "google_project_service" "enable" {
+  for_each = toset(local.apis)
+
+  project            = var.project_id
+  service            = each.value
+  disable_on_destroy = false
+}
+
+resource "time_sleep" "apis_enabled" {
+  create_duration = "300s"
+
+  # A newly listed API waits too.
+  triggers = {
+    apis = join(",", sort(local.apis))
+  }
+
+  depends_on = [google_project_service.enable]
+}
+
 resource "google_project_service" "api" {
   for_each = toset(local.apis)
 
   project            = var.project_id
   service            = each.value
   disable_on_destroy = false
+
+  depends_on = [time_sleep.apis_enabled]
 }

@@ -32,6 +32,26 @@ locals {
       }
     }
   ]...)
+
+  # One push subscription per subscription of topology.json and region: in
+  # var.region under its own name, in each extra region as
+  # "<name>-<region>" (key "<name>@<region>"), each pushing to its own
+  # region's function. Every region's subscription gets every message, so
+  # a region lost stops no consumer: the other region's subscription goes
+  # on, and the lost region's keeps its messages (7 days) for when it
+  # returns. A message is thus applied in each region; the consumers are
+  # idempotent (docs/operations.md, "A region lost": AppliedEvents, claims
+  # named by their batch, history rows by key, erasure phases, the export
+  # lease), so the second application changes nothing.
+  push_deployments = merge([
+    for name, s in local.push_subscriptions : {
+      for r in local.regions : (r == var.region ? name : "${name}@${r}") => merge(s, {
+        name       = r == var.region ? name : "${name}-${r}"
+        region     = r
+        deployment = local.deployment_key["${s.function}/${r}"]
+      })
+    }
+  ]...)
 }
 
 # No topic keeps messages of its own (message_retention_duration unset): the
@@ -61,23 +81,23 @@ resource "google_pubsub_topic" "dead_letter" {
 }
 
 resource "google_pubsub_subscription" "push" {
-  for_each = local.push_subscriptions
+  for_each = local.push_deployments
 
   project                    = var.project_id
-  name                       = each.key
+  name                       = each.value.name
   topic                      = google_pubsub_topic.topic[each.value.topic].id
   ack_deadline_seconds       = each.value.ack_deadline_seconds
   message_retention_duration = "${local.delivery.messageRetentionSeconds}s"
-  labels                     = merge(local.labels, { function = local.functions[each.value.function].id })
+  labels                     = merge(local.labels, { function = local.functions[each.value.function].id, region = each.value.region })
 
   push_config {
     # The event function is an HTTP function that reads the push body (the
     # wrapped format: no no_wrapper block) itself.
-    push_endpoint = google_cloudfunctions2_function.fn[each.value.function].service_config[0].uri
+    push_endpoint = google_cloudfunctions2_function.fn[each.value.deployment].service_config[0].uri
 
     oidc_token {
       service_account_email = google_service_account.push[each.value.function].email
-      audience              = google_cloudfunctions2_function.fn[each.value.function].service_config[0].uri
+      audience              = google_cloudfunctions2_function.fn[each.value.deployment].service_config[0].uri
     }
   }
 
@@ -133,7 +153,7 @@ resource "google_pubsub_topic_iam_member" "dead_letter_publisher" {
 }
 
 resource "google_pubsub_subscription_iam_member" "dead_letter_subscriber" {
-  for_each = local.push_subscriptions
+  for_each = local.push_deployments
 
   project      = var.project_id
   subscription = google_pubsub_subscription.push[each.key].name

@@ -10,14 +10,32 @@ locals {
   scheduler_jobs = merge([for j in local.topology.scheduler :
     try(j.fanOut, false) ? { for k in range(local.scheduler_fan_out[j.name]) : "${j.name}-${k}" => j } : { (j.name) = j }
   ]...)
+
+  # Every job in every region, under the same name (a job's name is
+  # regional), calling its own region's function: key "<job>" in
+  # var.region, "<job>@<region>" elsewhere. Both regions' runs fire; every
+  # scheduled function takes a lease per unit of work in Spanner
+  # (JobLeases) or Firestore (the expiry's partition cursors) before doing
+  # it, so each unit is worked once, by whichever run takes its lease first
+  # (docs/operations.md, "A region lost"), and a lost region's share is
+  # taken by the other's runs.
+  scheduler_deployments = merge([
+    for name, j in local.scheduler_jobs : {
+      for r in local.regions : (r == var.region ? name : "${name}@${r}") => merge(j, {
+        job        = name
+        region     = r
+        deployment = local.deployment_key["${j.function}/${r}"]
+      })
+    }
+  ]...)
 }
 
 resource "google_cloud_scheduler_job" "job" {
-  for_each = local.scheduler_jobs
+  for_each = local.scheduler_deployments
 
   project          = var.project_id
-  region           = var.region
-  name             = each.key
+  region           = each.value.region
+  name             = each.value.job
   description      = "Calls ${each.value.function} at ${local.scheduled_functions[each.value.function].routes[0]}"
   schedule         = each.value.schedule
   time_zone        = "Etc/UTC"
@@ -30,7 +48,7 @@ resource "google_cloud_scheduler_job" "job" {
 
   http_target {
     http_method = "POST"
-    uri         = "${google_cloudfunctions2_function.fn[each.value.function].service_config[0].uri}${local.scheduled_functions[each.value.function].routes[0]}"
+    uri         = "${google_cloudfunctions2_function.fn[each.value.deployment].service_config[0].uri}${local.scheduled_functions[each.value.function].routes[0]}"
     body        = base64encode(jsonencode(each.value.body))
     headers = {
       "Content-Type" = "application/json"
@@ -38,7 +56,7 @@ resource "google_cloud_scheduler_job" "job" {
 
     oidc_token {
       service_account_email = google_service_account.scheduler.email
-      audience              = google_cloudfunctions2_function.fn[each.value.function].service_config[0].uri
+      audience              = google_cloudfunctions2_function.fn[each.value.deployment].service_config[0].uri
     }
   }
 

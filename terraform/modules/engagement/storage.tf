@@ -5,7 +5,7 @@
 resource "google_storage_bucket" "exports" {
   project                     = var.project_id
   name                        = "${var.project_id}-engagement-exports"
-  location                    = var.region
+  location                    = local.bucket_location
   uniform_bucket_level_access = true
   public_access_prevention    = "enforced"
   labels                      = local.labels

@@ -9,19 +9,25 @@ variable "environment" {
 }
 
 variable "region" {
-  description = "Region of the functions, the source bucket, the scheduler jobs and the load balancer's serverless backends."
+  description = "First region of the functions, the scheduler jobs, the push subscriptions and the load balancer's serverless backends."
   type        = string
 }
 
-variable "extra_api_regions" {
-  description = "Regions beside region that also run the public functions behind the load balancer (prod: one, so that the API outlives a region); the scheduled and event functions run in region only."
+variable "extra_regions" {
+  description = "Regions beside region that run every function, scheduler job and push subscription too (prod: one, so that nothing stops with a region); dev runs in region only."
   type        = list(string)
   default     = []
 
   validation {
-    condition     = length(distinct(var.extra_api_regions)) == length(var.extra_api_regions)
-    error_message = "extra_api_regions lists each region once."
+    condition     = length(distinct(var.extra_regions)) == length(var.extra_regions)
+    error_message = "extra_regions lists each region once."
   }
+}
+
+variable "bucket_location" {
+  description = "Location of the source and exports buckets: a multi-region (US) where the functions run in several regions, so that no bucket is lost with one region; empty means region."
+  type        = string
+  default     = ""
 }
 
 variable "labels" {
@@ -512,4 +518,19 @@ variable "erasure_log_location" {
   description = "Location of the erasure log's bucket (erasurelog.tf): a multi-region (e.g. US) in prod, so that DELETE /v1/me writes it while a region is lost; null: region."
   type        = string
   default     = null
+}
+
+variable "quota_requests" {
+  description = "Quotas asked of Google Cloud through Cloud Quotas preferences (quotas.tf), each at least what the capacity model needs (make capacity checks it): Cloud Run vCPU in each region, Spanner nodes of spanner_config, Bigtable SSD nodes in each cluster's zone. null asks for none (dev stays within the defaults)."
+  type = object({
+    contact_email           = string
+    run_vcpu_per_region     = number
+    spanner_nodes           = number
+    bigtable_nodes_per_zone = number
+    # The Cloud Quotas ids of the Spanner and Bigtable quotas (docs/deploy.md
+    # says how to list them); Cloud Run's is CpuAllocPerProjectRegion.
+    spanner_quota_id  = string
+    bigtable_quota_id = string
+  })
+  default = null
 }
