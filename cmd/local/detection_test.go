@@ -46,15 +46,7 @@ func ageToken(t *testing.T, base, uid string, age time.Duration, moderator bool)
 	if moderator {
 		q.Set("moderator", "true")
 	}
-	code, _, body := client{t: t, base: base}.do("GET", "/dev/token?"+q.Encode(), "")
-	if code != 200 {
-		t.Fatalf("/dev/token: %d %s", code, body)
-	}
-	var v struct{ IDToken string }
-	if err := json.Unmarshal([]byte(body), &v); err != nil || v.IDToken == "" {
-		t.Fatalf("/dev/token body %q: %v", body, err)
-	}
-	return v.IDToken
+	return tokenFor(t, base, q)
 }
 
 // A ring of 30 accounts created two days ago likes the same 4 obscure

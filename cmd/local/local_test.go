@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -87,7 +88,14 @@ func (c client) do(method, path, body string, hdr ...string) (int, http.Header, 
 
 func token(t *testing.T, base, uid string) string {
 	t.Helper()
-	code, _, body := client{t: t, base: base}.do("GET", "/dev/token?uid="+uid, "")
+	return tokenFor(t, base, url.Values{"uid": {uid}})
+}
+
+// tokenFor mints the token /dev/token answers for q (uid, and optionally
+// moderator or accountAge).
+func tokenFor(t *testing.T, base string, q url.Values) string {
+	t.Helper()
+	code, _, body := client{t: t, base: base}.do("GET", "/dev/token?"+q.Encode(), "")
 	if code != 200 {
 		t.Fatalf("/dev/token: %d %s", code, body)
 	}
