@@ -314,6 +314,39 @@ func (i *Issuer) AccountsHandler() http.Handler {
 	})
 }
 
+// AccountDeleteHandler answers the Identity Toolkit API's accounts:delete
+// (POST {"localId":"…"}) as Identity Platform does: the account is
+// forgotten (a later accounts:lookup leaves it out) and the answer is 200;
+// an account it does not know is 400 USER_NOT_FOUND. Serve it at
+// /identitytoolkit.googleapis.com/v1/projects/{project}/accounts:delete,
+// beside AccountsHandler.
+func (i *Issuer) AccountDeleteHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			writeLocalError(w, http.StatusMethodNotAllowed, "INVALID_ARGUMENT", "use POST")
+			return
+		}
+		var body struct {
+			LocalID string `json:"localId"`
+		}
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&body); err != nil || body.LocalID == "" {
+			writeLocalError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "MISSING_LOCAL_ID: the body must be {\"localId\":\"…\"}")
+			return
+		}
+		i.mu.Lock()
+		_, ok := i.created[body.LocalID]
+		delete(i.created, body.LocalID)
+		i.mu.Unlock()
+		if !ok {
+			writeLocalError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "USER_NOT_FOUND")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]string{"kind": "identitytoolkit#DeleteAccountResponse"})
+	})
+}
+
 // TokenHandler answers GET ?uid=alice[&moderator=true][&accountAge=1h] with
 // {"idToken":"…"}; accountAge (a Go duration) records the account as
 // created that long ago (AccountCreated). Its errors are the API's own

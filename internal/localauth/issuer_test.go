@@ -275,3 +275,53 @@ func TestIssuerAccountRecords(t *testing.T) {
 		t.Errorf("records %v: want the two accounts minted with a creation time", got)
 	}
 }
+
+// The issuer answers accounts:delete through auth's reader as Identity
+// Platform does: the account is forgotten, so a later lookup leaves it out;
+// deleting it again, or an account never known, counts as deleted; a
+// request without an account is refused.
+func TestIssuerAccountDelete(t *testing.T) {
+	i := issuer(t)
+	mux := http.NewServeMux()
+	accounts := "/identitytoolkit.googleapis.com/v1/projects/" + testAudience + "/accounts"
+	mux.Handle(accounts+":lookup", i.AccountsHandler())
+	mux.Handle(accounts+":delete", i.AccountDeleteHandler())
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	created := time.Date(2021, 1, 2, 3, 4, 5, 0, time.UTC)
+	mint(t, i, "delete-me", AccountCreated(created))
+	mint(t, i, "keep-me", AccountCreated(created))
+
+	cfg := config.Defaults()
+	cfg.Auth.Audience = testAudience
+	cfg.Auth.EmulatorHost = strings.TrimPrefix(srv.URL, "http://")
+	records, err := auth.AccountRecordsOf(context.Background(), &cfg)
+	if err != nil || records == nil {
+		t.Fatalf("AccountRecordsOf: %v, %v", records, err)
+	}
+	ctx := context.Background()
+	for n := range 2 {
+		if err := records.Delete(ctx, "delete-me"); err != nil {
+			t.Fatalf("delete %d: %v", n+1, err)
+		}
+	}
+	if err := records.Delete(ctx, "never-made"); err != nil {
+		t.Errorf("delete of an unknown account: %v, want it counted as deleted", err)
+	}
+	got, err := records.Created(ctx, []string{"delete-me", "keep-me"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got["delete-me"]; ok || !got["keep-me"].Equal(created) {
+		t.Errorf("records after the delete %v: want keep-me only", got)
+	}
+
+	res, err := http.Post(srv.URL+accounts+":delete", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusBadRequest {
+		t.Errorf("delete without localId: %d, want 400", res.StatusCode)
+	}
+}

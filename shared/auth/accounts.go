@@ -20,10 +20,11 @@ import (
 // AccountRecords reads the identity provider's record of accounts: when
 // Identity Platform (Firebase Authentication) created each, through the
 // Identity Toolkit API's accounts:lookup. The ID token does not carry it
-// (auth_time is the last sign-in, not the sign-up).
+// (auth_time is the last sign-in, not the sign-up). It also deletes an
+// account (accounts:delete), the last of an account's erasure.
 type AccountRecords struct {
 	client  *http.Client
-	url     string
+	url     string // the project's accounts, without the method
 	project string
 }
 
@@ -72,7 +73,7 @@ func (t emulatorOwner) RoundTrip(r *http.Request) (*http.Response, error) {
 // NewAccountRecordsWith reads the records through client (which adds the
 // credentials), at base.
 func NewAccountRecordsWith(client *http.Client, base, project string) *AccountRecords {
-	return &AccountRecords{client: client, url: strings.TrimSuffix(base, "/") + "/v1/projects/" + project + "/accounts:lookup", project: project}
+	return &AccountRecords{client: client, url: strings.TrimSuffix(base, "/") + "/v1/projects/" + project + "/accounts", project: project}
 }
 
 // Created returns when the identity provider created each of uids; an
@@ -87,29 +88,68 @@ func (a *AccountRecords) Created(ctx context.Context, uids []string) (map[string
 	return out, nil
 }
 
+// Delete deletes uid's account (accounts:delete). An account the provider
+// does not know (already deleted, or never made) counts as deleted, so a
+// repeated Delete succeeds; any other refusal or failure is an error and the
+// caller tries again.
+func (a *AccountRecords) Delete(ctx context.Context, uid string) error {
+	status, data, err := a.call(ctx, "delete", struct {
+		LocalID string `json:"localId"`
+	}{uid})
+	if err != nil {
+		return fmt.Errorf("auth.AccountRecords.Delete: %w", err)
+	}
+	if status == http.StatusOK || userNotFound(status, data) {
+		return nil
+	}
+	return fmt.Errorf("auth.AccountRecords.Delete: accounts:delete: %d: %.200s", status, data)
+}
+
+// userNotFound reports whether an Identity Toolkit answer is its refusal
+// of an account it does not know: 400 with the message USER_NOT_FOUND.
+func userNotFound(status int, data []byte) bool {
+	var answer struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	return status == http.StatusBadRequest && json.Unmarshal(data, &answer) == nil &&
+		strings.HasPrefix(answer.Error.Message, "USER_NOT_FOUND")
+}
+
+// call posts body to the project's accounts:method and returns the answer's
+// status and body.
+func (a *AccountRecords) call(ctx context.Context, method string, body any) (int, []byte, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return 0, nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.url+":"+method, bytes.NewReader(b))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := a.client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(res.Body, 8<<20))
+	if err != nil {
+		return 0, nil, err
+	}
+	return res.StatusCode, data, nil
+}
+
 func (a *AccountRecords) lookup(ctx context.Context, uids []string, out map[string]time.Time) error {
-	body, err := json.Marshal(struct {
+	status, data, err := a.call(ctx, "lookup", struct {
 		LocalID []string `json:"localId"`
 	}{uids})
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.url, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	res, err := a.client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(res.Body, 8<<20))
-	if err != nil {
-		return err
-	}
-	if res.StatusCode != http.StatusOK {
-		return fmt.Errorf("accounts:lookup: %s: %.200s", res.Status, data)
+	if status != http.StatusOK {
+		return fmt.Errorf("accounts:lookup: %d: %.200s", status, data)
 	}
 	var answer struct {
 		Users []struct {
