@@ -19,6 +19,7 @@ import (
 	"github.com/videngage/engagement/functions/host"
 	"github.com/videngage/engagement/shared/account"
 	"github.com/videngage/engagement/shared/account/accountstore"
+	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/bus"
 	"github.com/videngage/engagement/shared/comment/commentstore"
 	"github.com/videngage/engagement/shared/events"
@@ -34,6 +35,12 @@ func init() {
 		func(ctx context.Context, c *host.Clients) (http.Handler, error) {
 			cfg := c.Config
 			db := spannerdb.Wrap(c.Spanner, cfg)
+			// The Identity Platform accounts (ACCOUNT_RECORDS_URL, or the
+			// local stack's issuer): the erasure deletes the user's last.
+			records, err := auth.AccountRecordsOf(ctx, cfg)
+			if err != nil {
+				return nil, err
+			}
 			e := &account.Eraser{
 				Records:   accountstore.New(db),
 				Reactions: reactionstore.New(db),
@@ -47,6 +54,9 @@ func init() {
 				Counters: bus.NewPublisher(c.PubSub, cfg.PubSub.CounterTopic),
 				Settle:   cfg.Erasure.Settle,
 				Budget:   cfg.Erasure.Budget,
+			}
+			if records != nil {
+				e.Identity = records.Delete
 			}
 			return New(e, bus.NewPublisher(c.PubSub, cfg.PubSub.ErasureTopic), c.Metrics), nil
 		})

@@ -38,6 +38,10 @@ const (
 	// Latest: the user's watch_latest rows (watch times, deletions, the
 	// views' claims), but the history's clear, which a late watch needs.
 	Latest Phase = "latest"
+	// Identity: the user's Identity Platform account, once their data is
+	// erased; while it cannot be deleted the erasure stays here, its
+	// refusals of the user's writes standing, and is tried again.
+	Identity Phase = "identity"
 	// Settings: the settings document, and with it the refusal of history
 	// writes; then the record is done.
 	Settings Phase = "settings"
@@ -58,6 +62,8 @@ func (p Phase) Next() Phase {
 	case Settle:
 		return Latest
 	case Latest:
+		return Identity
+	case Identity:
 		return Settings
 	}
 	return Done
@@ -66,7 +72,7 @@ func (p Phase) Next() Phase {
 // Valid reports whether p names a phase.
 func (p Phase) Valid() bool {
 	switch p {
-	case Reactions, Comments, History, Rows, Settle, Latest, Settings, Done:
+	case Reactions, Comments, History, Rows, Settle, Latest, Identity, Settings, Done:
 		return true
 	}
 	return false

@@ -3,6 +3,7 @@ package account
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/videngage/engagement/shared/events"
@@ -41,6 +42,14 @@ const (
 	historyStep  = 1000
 )
 
+// IdentityRetryFor is how long the Identity phase tries to delete the
+// user's Identity Platform account, from when the erasure reached it, before
+// it leaves the account in place (logged as an error, for an operator to
+// delete) and lets the erasure finish: long enough to outlast an outage of
+// the provider or a missing grant fixed the same day, short enough that no
+// erasure stays open, with its refusals, for want of one call.
+const IdentityRetryFor = 24 * time.Hour
+
 // Eraser works account erasures.
 type Eraser struct {
 	Records   Records
@@ -53,6 +62,11 @@ type Eraser struct {
 	// Exports deletes the record of the user's recent exports
 	// (accountstore.Exports.EraseUser).
 	Exports func(ctx context.Context, userID string) error
+	// Identity deletes the user's Identity Platform account
+	// (auth.AccountRecords.Delete); an account already gone counts as
+	// deleted. Nil when the service reads no account records
+	// (ACCOUNT_RECORDS_URL empty): the phase then has nothing to delete.
+	Identity func(ctx context.Context, userID string) error
 	// Counters publishes the counter events of removed reactions and
 	// comments (their outbox rows are pending until counted; a lost
 	// publish is relayed by the rollup).
@@ -73,10 +87,7 @@ type Eraser struct {
 // dies anywhere is resumed by the next, and two Runs of one user at once
 // change nothing twice.
 func (e *Eraser) Run(ctx context.Context, userID string) (more bool, err error) {
-	now := time.Now
-	if e.Now != nil {
-		now = e.Now
-	}
+	now := e.clock()
 	deadline := now().Add(e.Budget)
 	for {
 		rec, ok, err := e.Records.Get(ctx, userID)
@@ -104,6 +115,13 @@ func (e *Eraser) Run(ctx context.Context, userID string) (more bool, err error) 
 			return true, nil
 		}
 	}
+}
+
+func (e *Eraser) clock() func() time.Time {
+	if e.Now != nil {
+		return e.Now
+	}
+	return time.Now
 }
 
 // step does one step of the record's phase and records it.
@@ -153,6 +171,19 @@ func (e *Eraser) step(ctx context.Context, rec Erasure) error {
 			return err
 		}
 		add.HistoryRows, advance = int64(n), n == 0
+	case Identity:
+		// A failed step records nothing, so UpdateTime is when the
+		// erasure reached this phase.
+		if e.Identity != nil {
+			if err := e.Identity(ctx, user); err != nil {
+				if e.clock()().Sub(rec.UpdateTime) < IdentityRetryFor {
+					return err
+				}
+				slog.ErrorContext(ctx, "account erasure: the Identity Platform account could not be deleted; left in place for an operator",
+					"userId", user, "since", rec.UpdateTime, "error", err.Error())
+			}
+		}
+		advance = true
 	case Settings:
 		if err := e.Settings.Delete(ctx, user); err != nil {
 			return err

@@ -5,17 +5,24 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/bigtable"
 
 	"github.com/videngage/engagement/internal/emulators/emulatortest"
+	"github.com/videngage/engagement/internal/localauth"
 	"github.com/videngage/engagement/internal/pushtest"
 	"github.com/videngage/engagement/shared/account"
 	"github.com/videngage/engagement/shared/account/accountstore"
+	"github.com/videngage/engagement/shared/auth"
 	"github.com/videngage/engagement/shared/comment/commentstore"
+	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/counter"
 	"github.com/videngage/engagement/shared/counter/countstore"
 	"github.com/videngage/engagement/shared/counter/outboxstore"
@@ -42,6 +49,8 @@ type world struct {
 	bt        *bigtable.Client
 	exports   *accountstore.Exports
 	pub       *pushtest.Events
+	// idp is the identity provider: the local issuer's account records.
+	idp *identity
 }
 
 func newWorld(t *testing.T) *world {
@@ -61,7 +70,67 @@ func newWorld(t *testing.T) *world {
 		counts:    countstore.New(db),
 		bt:        bt,
 		pub:       &pushtest.Events{},
+		idp:       newIdentity(t),
 	}
+}
+
+// identity is the identity provider of the local stack (the local issuer's
+// accounts:lookup and accounts:delete), read through auth.AccountRecordsOf
+// as FIREBASE_AUTH_EMULATOR_HOST points it; while down is set it answers
+// accounts:delete with 503.
+type identity struct {
+	issuer  *localauth.Issuer
+	records *auth.AccountRecords
+	down    atomic.Bool
+}
+
+func newIdentity(t *testing.T) *identity {
+	t.Helper()
+	const project = "erasure-test"
+	id := &identity{}
+	var err error
+	if id.issuer, err = localauth.New(project); err != nil {
+		t.Fatal(err)
+	}
+	accounts := "/identitytoolkit.googleapis.com/v1/projects/" + project + "/accounts"
+	mux := http.NewServeMux()
+	mux.Handle(accounts+":lookup", id.issuer.AccountsHandler())
+	del := id.issuer.AccountDeleteHandler()
+	mux.Handle(accounts+":delete", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id.down.Load() {
+			http.Error(w, `{"error":{"code":503,"message":"UNAVAILABLE"}}`, http.StatusServiceUnavailable)
+			return
+		}
+		del.ServeHTTP(w, r)
+	}))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	cfg := config.Defaults()
+	cfg.Auth.Audience = project
+	cfg.Auth.EmulatorHost = strings.TrimPrefix(srv.URL, "http://")
+	if id.records, err = auth.AccountRecordsOf(context.Background(), &cfg); err != nil || id.records == nil {
+		t.Fatalf("AccountRecordsOf: %v %v", id.records, err)
+	}
+	return id
+}
+
+// signUp makes user's account at the provider.
+func (id *identity) signUp(t *testing.T, user string) {
+	t.Helper()
+	if _, err := id.issuer.Mint(user, localauth.AccountCreated(time.Now().Add(-time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// exists reports whether the provider still has user's account.
+func (id *identity) exists(t *testing.T, user string) bool {
+	t.Helper()
+	got, err := id.records.Created(context.Background(), []string{user})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ok := got[user]
+	return ok
 }
 
 // eraser is the Eraser as EraseAccount builds it, on w's stores.
@@ -76,6 +145,7 @@ func (w *world) eraser(settle, budget time.Duration) *account.Eraser {
 			return ratelimit.EraseUser(ctx, w.bt, userID)
 		},
 		Exports:  w.exports.EraseUser,
+		Identity: w.idp.records.Delete,
 		Counters: w.pub,
 		Settle:   settle,
 		Budget:   budget,
@@ -546,4 +616,83 @@ func TestEraserWithoutAnErasure(t *testing.T) {
 		t.Errorf("ann's reactions: %+v %v, want her four", rs, err)
 	}
 	w.exact(t, s.keys, s.before)
+}
+
+// TestEraserDeletesTheIdentityAccount: once the data is erased the
+// erasure deletes the user's Identity Platform account (a later lookup does
+// not find it) and leaves the other user's; while the provider fails, the
+// erasure waits at the Identity phase with the data gone and the user's
+// writes still refused, and the next Run finishes it; an account already
+// gone counts as deleted; a provider failing for IdentityRetryFor leaves
+// the account in place and lets the erasure finish.
+func TestEraserDeletesTheIdentityAccount(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	w.idp.signUp(t, "ann")
+	w.idp.signUp(t, "bob")
+	w.seed(t, "ann", "bob")
+	w.request(t, "ann")
+
+	w.idp.down.Store(true)
+	if _, err := w.eraser(0, time.Hour).Run(ctx, "ann"); err == nil {
+		t.Fatal("Run with the provider down: no error, want one for the redelivery")
+	}
+	if e := w.record(t, "ann"); e.Phase != account.Identity || !e.Open() {
+		t.Fatalf("record with the provider down: %+v, want open at the Identity phase", e)
+	}
+	if rs, err := w.reactions.ListByUser(ctx, "ann", "", 10); err != nil || len(rs) != 0 {
+		t.Errorf("reactions left before the Identity phase: %+v %v", rs, err)
+	}
+	if err := w.settings.Put(ctx, "ann", history.Settings{Paused: true}); !errors.Is(err, errs.ErrAccountErasing) {
+		t.Errorf("settings write while the account is being deleted: %v, want ErrAccountErasing", err)
+	}
+	if !w.idp.exists(t, "ann") {
+		t.Fatal("ann's account gone while the provider refused the delete")
+	}
+
+	w.idp.down.Store(false)
+	if more, err := w.eraser(0, time.Hour).Run(ctx, "ann"); err != nil || more {
+		t.Fatalf("Run once the provider is back: more %v, %v", more, err)
+	}
+	if e := w.record(t, "ann"); e.Open() {
+		t.Errorf("record: %+v, want done", e)
+	}
+	if w.idp.exists(t, "ann") {
+		t.Error("ann's Identity Platform account still found after her erasure")
+	}
+	if !w.idp.exists(t, "bob") {
+		t.Error("bob's Identity Platform account deleted with ann's erasure")
+	}
+	w.erased(t, "ann")
+
+	// Erased again (a replay after a restore): the account already gone
+	// counts as deleted.
+	w.request(t, "ann")
+	if more, err := w.eraser(0, time.Hour).Run(ctx, "ann"); err != nil || more {
+		t.Fatalf("second erasure: more %v, %v", more, err)
+	}
+	if e := w.record(t, "ann"); e.Open() {
+		t.Errorf("second erasure's record: %+v, want done", e)
+	}
+
+	// A provider that keeps failing holds the erasure for IdentityRetryFor
+	// only.
+	w.idp.signUp(t, "cat")
+	w.request(t, "cat")
+	w.idp.down.Store(true)
+	if _, err := w.eraser(0, time.Hour).Run(ctx, "cat"); err == nil {
+		t.Fatal("Run with the provider down: no error")
+	}
+	e := w.record(t, "cat")
+	late := w.eraser(0, time.Hour)
+	late.Now = func() time.Time { return e.UpdateTime.Add(account.IdentityRetryFor + time.Minute) }
+	if more, err := late.Run(ctx, "cat"); err != nil || more {
+		t.Fatalf("Run past IdentityRetryFor: more %v, %v", more, err)
+	}
+	if e := w.record(t, "cat"); e.Open() {
+		t.Errorf("record past IdentityRetryFor: %+v, want done", e)
+	}
+	if !w.idp.exists(t, "cat") {
+		t.Error("cat's account gone, yet the provider refused every delete")
+	}
 }
