@@ -1,14 +1,19 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/videngage/engagement/shared/errs"
 	"net/http"
+	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/videngage/engagement/shared/auth"
+	"github.com/videngage/engagement/shared/errs"
 )
 
 // exportDoc is the export's body as a test reads it.
@@ -171,8 +176,22 @@ func TestAccountErasure(t *testing.T) {
 	// erasure is done within the test.
 	t.Setenv("ERASURE_SETTLE", "3s")
 	base := startLocal(t)
-	eve := client{t: t, base: base, token: token(t, base, "erase-eve")}
-	frank := client{t: t, base: base, token: token(t, base, "erase-frank")}
+	// Accounts the issuer's records hold (accountAge), as Identity
+	// Platform's do: the erasure deletes eve's.
+	eve := client{t: t, base: base, token: tokenFor(t, base, url.Values{"uid": {"erase-eve"}, "accountAge": {"48h"}})}
+	frank := client{t: t, base: base, token: tokenFor(t, base, url.Values{"uid": {"erase-frank"}, "accountAge": {"48h"}})}
+	accounts := auth.NewAccountRecordsWith(http.DefaultClient, base+"/identitytoolkit.googleapis.com", os.Getenv("GOOGLE_CLOUD_PROJECT"))
+	held := func() map[string]time.Time {
+		t.Helper()
+		got, err := accounts.Created(context.Background(), []string{"erase-eve", "erase-frank"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := held(); len(got) != 2 {
+		t.Fatalf("accounts before the erasure: %v, want eve's and frank's", got)
+	}
 	must := func(c client, method, path, body string, want int) string {
 		t.Helper()
 		code, _, resp := c.do(method, path, body)
@@ -247,6 +266,10 @@ func TestAccountErasure(t *testing.T) {
 			t.Fatalf("after the erasure, eve's settings: %d", code)
 		}
 		time.Sleep(300 * time.Millisecond)
+	}
+	// Her Identity Platform account went with it; frank's stays.
+	if got := held(); len(got) != 1 || got["erase-frank"].IsZero() {
+		t.Errorf("accounts after eve's erasure: %v, want frank's only", got)
 	}
 	// Replies by others stay, no longer listed under a comment that is gone.
 	if code, _, body := frank.do("GET", "/v1/comments/"+evesTop+"/replies", ""); code != 404 {

@@ -106,7 +106,8 @@ func realMain(ctx context.Context) error {
 		// finish while you watch.
 		"ERASURE_SETTLE": envOr("ERASURE_SETTLE", "10s"),
 		// The issuer answers the account records (accounts:lookup) too, of
-		// the accounts minted with an age (/dev/token?accountAge=1h).
+		// the accounts minted with an age (/dev/token?accountAge=1h), and
+		// deletes them (accounts:delete) for the erasure.
 		"FIREBASE_AUTH_EMULATOR_HOST": strings.TrimPrefix(base, "http://"),
 	}
 	for k, v := range stack.Env() {
@@ -144,6 +145,7 @@ func realMain(ctx context.Context) error {
 	mux.Handle("GET /playground/", playgroundHandler())
 	mux.Handle("GET /dev/jwks", issuer.JWKSHandler())
 	mux.Handle("/identitytoolkit.googleapis.com/v1/projects/"+project+"/accounts:lookup", issuer.AccountsHandler())
+	mux.Handle("/identitytoolkit.googleapis.com/v1/projects/"+project+"/accounts:delete", issuer.AccountDeleteHandler())
 
 	if regions == 1 {
 		clients, err := host.New(ctx, cfg, localstack.AllNeeds)
