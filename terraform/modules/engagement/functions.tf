@@ -124,6 +124,7 @@ resource "time_sleep" "function_grants" {
     google_project_iam_member.account_records,
     google_project_iam_member.comments_account_records,
     google_project_iam_member.young_account_records,
+    google_project_iam_member.erasure_account_delete,
     google_storage_bucket_iam_member.erasure_log_writer,
     google_storage_bucket_iam_member.fn_objects,
     google_service_account_iam_member.fn_sign_blob,

@@ -77,3 +77,22 @@ resource "google_project_iam_member" "comments_account_records" {
   role    = "roles/firebaseauth.viewer"
   member  = google_service_account.fn["Comments"].member
 }
+
+# The erasure (DELETE /v1/me) ends by deleting the user's Identity Platform
+# account (accounts:delete), which needs firebaseauth.users.delete. No
+# viewer or user role holds it; the narrowest predefined role that does is
+# Firebase Authentication Admin (firebaseauth.* and project reads, none of
+# Identity Platform's tenant or configuration administration that
+# roles/identityplatform.admin adds). A custom role with that one
+# permission would be narrower, but the apply's identity may not create
+# roles (terraform/bootstrap). When auth_audience names another project,
+# its owners grant the role to this identity; until then an erasure
+# retries the delete for a day, then leaves the account in place and logs
+# it (docs/design/account.md).
+resource "google_project_iam_member" "erasure_account_delete" {
+  count = local.manage_identity ? 1 : 0
+
+  project = var.project_id
+  role    = "roles/firebaseauth.admin"
+  member  = google_service_account.fn["EraseAccount"].member
+}
