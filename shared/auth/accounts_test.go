@@ -112,3 +112,51 @@ func TestAccountCreationRemembers(t *testing.T) {
 		t.Errorf("lookups %v, want %v", calls, want)
 	}
 }
+
+// Delete posts {"localId": uid} to accounts:delete; an account the provider
+// does not know (400 USER_NOT_FOUND, as the Identity Toolkit API answers)
+// counts as deleted; any other refusal or failure is an error to retry.
+func TestAccountRecordsDelete(t *testing.T) {
+	var asked []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/projects/p1/accounts:delete" {
+			http.Error(w, "not found", http.StatusNotFound)
+			return
+		}
+		var body struct {
+			LocalID string `json:"localId"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		asked = append(asked, body.LocalID)
+		w.Header().Set("Content-Type", "application/json")
+		switch body.LocalID {
+		case "gone":
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `{"error":{"code":400,"message":"USER_NOT_FOUND","errors":[{"message":"USER_NOT_FOUND","domain":"global","reason":"invalid"}]}}`)
+		case "bad":
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `{"error":{"code":400,"message":"INVALID_ID_TOKEN"}}`)
+		case "denied":
+			w.WriteHeader(http.StatusForbidden)
+			fmt.Fprint(w, `{"error":{"code":403,"message":"PERMISSION_DENIED","status":"PERMISSION_DENIED"}}`)
+		case "down":
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, `{"error":{"code":503,"message":"UNAVAILABLE"}}`)
+		default:
+			fmt.Fprint(w, `{"kind":"identitytoolkit#DeleteAccountResponse"}`)
+		}
+	}))
+	defer srv.Close()
+	a := NewAccountRecordsWith(srv.Client(), srv.URL, "p1")
+	for uid, ok := range map[string]bool{"ann": true, "gone": true, "bad": false, "denied": false, "down": false} {
+		if err := a.Delete(context.Background(), uid); (err == nil) != ok {
+			t.Errorf("Delete(%q): %v, want success %v", uid, err, ok)
+		}
+	}
+	if len(asked) != 5 {
+		t.Errorf("accounts:delete asked for %q, want each account once", asked)
+	}
+}
