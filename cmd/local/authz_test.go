@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"sort"
@@ -116,7 +117,7 @@ func matrixTokens(t *testing.T, base string, stack *localauth.Issuer) map[string
 		// Valid tokens come from /dev/token, as for any caller of the stack.
 		user:      token(t, base, alice),
 		otherUser: token(t, base, bob),
-		moderator: token(t, base, mod+"&moderator=true"),
+		moderator: tokenFor(t, base, url.Values{"uid": {mod}, "moderator": {"true"}}),
 	}
 }
 

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,7 +20,20 @@ import (
 	"github.com/videngage/engagement/shared/errs"
 )
 
-func TestMain(m *testing.M) { emulatortest.Main(m) }
+func TestMain(m *testing.M) {
+	// The event functions of this process are built once, from the first
+	// stack's environment, as a Cloud Functions instance is: every stack
+	// names one account records address, which forwards to the stack
+	// running now.
+	records := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		r.SetURL(currentStack.Load())
+	}})
+	accountsHost = func(string) string { return strings.TrimPrefix(records.URL, "http://") }
+	emulatortest.Main(m)
+}
+
+// currentStack is the base URL of the stack startLocal started last.
+var currentStack atomic.Pointer[url.URL]
 
 // startLocal runs the local stack in process against the test binary's
 // emulators, in a project of its own, and waits for /healthz.
@@ -47,6 +63,11 @@ func startLocal(t *testing.T) string {
 		}
 	})
 	base := "http://127.0.0.1:" + port
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	currentStack.Store(u)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		select {

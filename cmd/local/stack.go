@@ -108,7 +108,7 @@ func realMain(ctx context.Context) error {
 		// The issuer answers the account records (accounts:lookup) too, of
 		// the accounts minted with an age (/dev/token?accountAge=1h), and
 		// deletes them (accounts:delete) for the erasure.
-		"FIREBASE_AUTH_EMULATOR_HOST": strings.TrimPrefix(base, "http://"),
+		"FIREBASE_AUTH_EMULATOR_HOST": accountsHost(base),
 	}
 	for k, v := range stack.Env() {
 		env[k] = v
@@ -250,6 +250,12 @@ func startRegions(ctx context.Context, names []string) (*localstack.Balancer, fu
 // (localstack.MountHTTP): none. Tests replace it to run a function on a
 // clock of their own.
 var replaceFunctions = func(context.Context, *host.Clients) (map[string]http.Handler, error) { return nil, nil }
+
+// accountsHost is the address of the account records (the issuer's
+// accounts:lookup and accounts:delete) the stack served at base names to
+// its functions: base itself. Tests that run several stacks in one process
+// replace it, since the event functions are built once per process.
+var accountsHost = func(base string) string { return strings.TrimPrefix(base, "http://") }
 
 // newIssuer makes the stack's token issuer. Tests replace it to keep the
 // issuer, and mint expired or wrong-audience tokens with the stack's own key.
