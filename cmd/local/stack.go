@@ -24,7 +24,6 @@ import (
 	"github.com/videngage/engagement/shared/config"
 	"github.com/videngage/engagement/shared/errs"
 	"github.com/videngage/engagement/shared/httpx"
-	"github.com/videngage/engagement/shared/telemetry"
 )
 
 func realMain(ctx context.Context) error {
@@ -42,10 +41,7 @@ func realMain(ctx context.Context) error {
 	var ready localstack.Readiness
 	var balancer atomic.Pointer[localstack.Balancer]
 	mux := http.NewServeMux()
-	// Every answer, the functions' and the stack's own, carries the
-	// security headers; unknown paths and bad query strings get the error
-	// body, as from a deployed function.
-	root := httpx.Chain(httpx.ServeMux(mux), httpx.SecurityHeaders, httpx.StrictQuery)
+	root := localstack.Root(mux)
 	if regions == 1 {
 		mux.Handle("GET /healthz", &ready)
 	} else {
@@ -66,12 +62,7 @@ func realMain(ctx context.Context) error {
 			}
 		})
 	}
-	srv := &http.Server{Handler: root, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			slog.Error("server stopped", "error", err)
-		}
-	}()
+	srv := localstack.Serve(ln, root)
 	defer srv.Close()
 
 	logDir := envOr("LOCAL_LOG_DIR", filepath.Join(os.TempDir(), "engagement-local"))
@@ -121,15 +112,11 @@ func realMain(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	shutdownTelemetry, err := telemetry.Setup(ctx, cfg)
+	stopTelemetry, err := localstack.StartTelemetry(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = shutdownTelemetry(ctx)
-	}()
+	defer stopTelemetry()
 
 	// The world stays when the stack stops: the next run finds its data.
 	_, err = localstack.ProvisionConfig(ctx, stack, cfg, func(fn string) string { return base + "/events/" + fn })

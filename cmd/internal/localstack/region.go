@@ -61,15 +61,11 @@ func ServeRegion(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	shutdownTelemetry, err := telemetry.Setup(ctx, cfg)
+	stopTelemetry, err := StartTelemetry(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = shutdownTelemetry(ctx)
-	}()
+	defer stopTelemetry()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -77,12 +73,7 @@ func ServeRegion(ctx context.Context) error {
 	var ready Readiness
 	mux := http.NewServeMux()
 	mux.Handle("GET /healthz", &ready)
-	srv := &http.Server{Handler: httpx.Chain(httpx.ServeMux(mux), httpx.SecurityHeaders, httpx.StrictQuery), ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			slog.Error("server stopped", "error", err)
-		}
-	}()
+	srv := Serve(ln, Root(mux))
 	defer srv.Close()
 
 	clients, err := host.New(ctx, cfg, AllNeeds)
@@ -139,4 +130,36 @@ func (r *Readiness) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// Root is mux as the local stack serves it: every answer, the functions'
+// and the stack's own, carries the security headers, and unknown paths and
+// bad query strings get the error body, as from a deployed function.
+func Root(mux *http.ServeMux) http.Handler {
+	return httpx.Chain(httpx.ServeMux(mux), httpx.SecurityHeaders, httpx.StrictQuery)
+}
+
+// Serve serves h on ln until the returned server is closed or shut down.
+func Serve(ln net.Listener, h http.Handler) *http.Server {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			slog.Error("server stopped", "error", err)
+		}
+	}()
+	return srv
+}
+
+// StartTelemetry sets up the process's telemetry from cfg and returns the
+// function that flushes and stops it, waiting 5 s at most.
+func StartTelemetry(ctx context.Context, cfg *config.Config) (stop func(), err error) {
+	shutdown, err := telemetry.Setup(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = shutdown(ctx)
+	}, nil
 }
